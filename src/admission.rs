@@ -1,0 +1,720 @@
+//! The wire layer: AdmissionReview bytes in, AdmissionReview bytes out.
+//!
+//! [`review`] is the one function the server, `check` and the tests call, so
+//! an offline replay is exactly what the server would answer. It reads the
+//! request with kube-core's admission types over a lean object type that keeps
+//! only what a decision needs: a 3 MiB ConfigMap's `data` or a Pod's
+//! `managedFields` are skipped by the parser, never built.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube_core::admission::{
+    AdmissionRequest, AdmissionResponse, AdmissionReview, Operation as WireOperation,
+};
+use kube_core::response::StatusSummary;
+use kube_core::{DynamicResourceScope, Resource, Status};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+
+use crate::policy::{
+    self, Change, Decision, FinalizerField, FinalizerLists, Operation, Outcome, Policy, Requester,
+    Target, message,
+};
+
+const V1: &str = "admission.k8s.io/v1";
+const V1BETA1: &str = "admission.k8s.io/v1beta1";
+
+/// Audit annotation values are cut to this many characters.
+const MAX_AUDIT_VALUE_CHARS: usize = 256;
+
+/// An object as the webhook reads it: the metadata a decision needs, and
+/// `spec.finalizers` (a Namespace's). Everything else is skipped unparsed.
+#[derive(Debug, Clone, Default)]
+pub struct LeanObject {
+    pub metadata: ObjectMeta,
+    pub spec_finalizers: Vec<String>,
+}
+
+impl Resource for LeanObject {
+    type DynamicType = ();
+    type Scope = DynamicResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("Object")
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl<'de> Deserialize<'de> for LeanObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Repr {
+            #[serde(default)]
+            metadata: Option<LeanMeta>,
+            #[serde(default)]
+            spec: Option<SpecFinalizers>,
+        }
+        let repr = Repr::deserialize(deserializer)?;
+        let meta = repr.metadata.unwrap_or_default();
+        Ok(LeanObject {
+            metadata: ObjectMeta {
+                name: meta.name,
+                namespace: meta.namespace,
+                uid: meta.uid,
+                finalizers: meta.finalizers,
+                annotations: meta.annotations,
+                ..ObjectMeta::default()
+            },
+            spec_finalizers: repr.spec.map(|s| s.0).unwrap_or_default(),
+        })
+    }
+}
+
+/// The fields of `metadata` a decision or an audit record reads.
+#[derive(Deserialize, Default)]
+struct LeanMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    finalizers: Option<Vec<String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+/// `spec.finalizers` when `spec` is an object holding a list of strings; empty
+/// for any other shape, since a custom resource's `spec` can be anything.
+struct SpecFinalizers(Vec<String>);
+
+impl<'de> Deserialize<'de> for SpecFinalizers {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(SpecVisitor)
+    }
+}
+
+struct SpecVisitor;
+
+impl<'de> Visitor<'de> for SpecVisitor {
+    type Value = SpecFinalizers;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut finalizers = Vec::new();
+        while let Some(key) = map.next_key::<KeyIsFinalizers>()? {
+            if key.0 {
+                finalizers = map.next_value::<StringsOrNothing>()?.0;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(SpecFinalizers(finalizers))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(SpecFinalizers(Vec::new()))
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(SpecFinalizers(Vec::new()))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(SpecFinalizers(Vec::new()))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(SpecFinalizers(Vec::new()))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(SpecFinalizers(Vec::new()))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(SpecFinalizers(Vec::new()))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(SpecFinalizers(Vec::new()))
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(SpecFinalizers(Vec::new()))
+    }
+}
+
+/// A map key, compared with `finalizers` without allocating.
+struct KeyIsFinalizers(bool);
+
+impl<'de> Deserialize<'de> for KeyIsFinalizers {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = KeyIsFinalizers;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map key")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(KeyIsFinalizers(v == "finalizers"))
+            }
+        }
+        deserializer.deserialize_identifier(V)
+    }
+}
+
+/// A list of strings, or nothing for any other value.
+struct StringsOrNothing(Vec<String>);
+
+impl<'de> Deserialize<'de> for StringsOrNothing {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StringsOrNothing;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of finalizer names")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(item) = seq.next_element::<StringOrNothing>()? {
+                    out.extend(item.0);
+                }
+                Ok(StringsOrNothing(out))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(StringsOrNothing(Vec::new()))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(StringsOrNothing(Vec::new()))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(StringsOrNothing(Vec::new()))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(StringsOrNothing(Vec::new()))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(StringsOrNothing(Vec::new()))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(StringsOrNothing(Vec::new()))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(StringsOrNothing(Vec::new()))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+struct StringOrNothing(Option<String>);
+
+impl<'de> Deserialize<'de> for StringOrNothing {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StringOrNothing;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a finalizer name")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(StringOrNothing(Some(v.to_string())))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(StringOrNothing(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(StringOrNothing(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(StringOrNothing(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(StringOrNothing(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(StringOrNothing(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(StringOrNothing(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(StringOrNothing(None))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// Why a body could not be judged. The server answers 400 with this text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReviewError {
+    #[error("body is not JSON: {0}")]
+    NotJson(String),
+    #[error("body is not an AdmissionReview: {0}")]
+    NotAdmissionReview(String),
+    #[error("AdmissionReview has no request")]
+    NoRequest,
+    #[error("AdmissionReview request has no uid")]
+    NoUid,
+    #[error("UPDATE request has no {0}: cannot tell which finalizers it removes")]
+    NoObject(&'static str),
+}
+
+/// One finalizer in an audit record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditedRemoval {
+    pub finalizer: String,
+    /// `metadata.finalizers` or `spec.finalizers`.
+    pub field: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authorized_by: Option<String>,
+}
+
+/// One judged finalizer removal: who, what, which decision and why. Never an object body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditRecord {
+    pub uid: String,
+    pub user: String,
+    pub groups: Vec<String>,
+    pub operation: &'static str,
+    /// `resource` or `resource.group`.
+    pub resource: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subresource: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object_uid: Option<String>,
+    pub removed_finalizers: Vec<AuditedRemoval>,
+    pub decision: &'static str,
+    pub mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub override_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub override_detail: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub dry_run: bool,
+}
+
+/// The answer to one review.
+#[derive(Debug, Clone)]
+pub struct Reviewed {
+    /// The response AdmissionReview, serialized.
+    pub body: Vec<u8>,
+    pub uid: String,
+    pub allowed: bool,
+    /// `not-judged`, `nothing-removed`, `authorized`, `override`, `denied`, `would-deny`.
+    pub decision: &'static str,
+    pub operation: &'static str,
+    /// `status.message` of a denial.
+    pub message: Option<String>,
+    pub warnings: Vec<String>,
+    /// Present when finalizers were removed.
+    pub audit: Option<AuditRecord>,
+}
+
+/// Decides one AdmissionReview body under `policy`.
+pub fn review(policy: &Policy, body: &[u8]) -> Result<Reviewed, ReviewError> {
+    let parsed: AdmissionReview<LeanObject> = match serde_json::from_slice(body) {
+        Ok(parsed) => parsed,
+        Err(e) => return Err(explain(body, e)),
+    };
+    let version = parsed.types.api_version.as_str();
+    if parsed.types.kind != "AdmissionReview" || (version != V1 && version != V1BETA1) {
+        return Err(ReviewError::NotAdmissionReview(format!(
+            "apiVersion {:?} kind {:?}, want {V1} or {V1BETA1} AdmissionReview",
+            parsed.types.api_version, parsed.types.kind
+        )));
+    }
+    let request: AdmissionRequest<LeanObject> =
+        parsed.try_into().map_err(|_| ReviewError::NoRequest)?;
+    if request.uid.is_empty() {
+        return Err(ReviewError::NoUid);
+    }
+    let operation = match request.operation {
+        WireOperation::Create => Operation::Create,
+        WireOperation::Update => Operation::Update,
+        WireOperation::Delete => Operation::Delete,
+        WireOperation::Connect => Operation::Connect,
+    };
+    let empty = LeanObject::default();
+    let (object, old_object) = match (operation, &request.object, &request.old_object) {
+        (Operation::Update, None, _) => return Err(ReviewError::NoObject("object")),
+        (Operation::Update, _, None) => return Err(ReviewError::NoObject("oldObject")),
+        (_, object, old) => (
+            object.as_ref().unwrap_or(&empty),
+            old.as_ref().unwrap_or(&empty),
+        ),
+    };
+
+    let no_annotations = BTreeMap::new();
+    let username = request.user_info.username.as_deref().unwrap_or_default();
+    let groups = request.user_info.groups.as_deref().unwrap_or_default();
+    let change = Change {
+        operation,
+        target: Target {
+            group: &request.resource.group,
+            resource: &request.resource.resource,
+            subresource: request.sub_resource.as_deref().unwrap_or_default(),
+            namespace: request.namespace.as_deref(),
+            name: &request.name,
+        },
+        requester: Requester { username, groups },
+        metadata_finalizers: FinalizerLists {
+            old: old_object
+                .metadata
+                .finalizers
+                .as_deref()
+                .unwrap_or_default(),
+            new: object.metadata.finalizers.as_deref().unwrap_or_default(),
+        },
+        spec_finalizers: FinalizerLists {
+            old: &old_object.spec_finalizers,
+            new: &object.spec_finalizers,
+        },
+        annotations: object
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap_or(&no_annotations),
+    };
+    let decision = policy::decide(&change, policy);
+
+    let mut response = AdmissionResponse::from(&request);
+    let mut message_text = None;
+    let warning = message::override_warning(&change, &decision)
+        .or_else(|| message::would_deny_warning(&change, &decision));
+    if !decision.allowed() {
+        let text = message::denial(&change, &decision, policy);
+        response = response.deny(&text);
+        response.result = Status::failure(&text, "Forbidden").with_code(403);
+        response.result.status = Some(StatusSummary::Failure);
+        message_text = Some(text);
+    }
+    if let Some(w) = &warning {
+        response.warnings = Some(vec![w.clone()]);
+    }
+    if decision.judged_removal() {
+        response.audit_annotations = audit_annotations(&decision, policy);
+    }
+    let audit = decision.judged_removal().then(|| AuditRecord {
+        uid: request.uid.clone(),
+        user: username.to_string(),
+        groups: groups.to_vec(),
+        operation: operation.as_str(),
+        resource: qualified_resource(&change.target),
+        subresource: change.target.subresource.to_string(),
+        namespace: change
+            .target
+            .namespace
+            .filter(|ns| !ns.is_empty())
+            .map(String::from),
+        name: request.name.clone(),
+        object_uid: old_object.metadata.uid.clone(),
+        removed_finalizers: decision
+            .removed
+            .iter()
+            .map(|r| AuditedRemoval {
+                finalizer: r.finalizer.clone(),
+                field: r.field.path(),
+                authorized_by: r.authorized_by.as_ref().map(ToString::to_string),
+            })
+            .collect(),
+        decision: decision.label(),
+        mode: policy.mode.as_str(),
+        override_reason: override_of(&decision).map(|o| o.reason.clone()),
+        override_detail: override_of(&decision).map(|o| o.detail.clone()),
+        message: message_text.clone(),
+        dry_run: request.dry_run,
+    });
+
+    let body = serde_json::to_vec(&response.into_review())
+        .expect("an AdmissionReview response always serializes");
+    Ok(Reviewed {
+        body,
+        uid: request.uid,
+        allowed: decision.allowed(),
+        decision: decision.label(),
+        operation: operation.as_str(),
+        message: message_text,
+        warnings: warning.into_iter().collect(),
+        audit,
+    })
+}
+
+fn override_of(decision: &Decision) -> Option<&policy::Override> {
+    match &decision.outcome {
+        Outcome::Override(o) => Some(o),
+        _ => None,
+    }
+}
+
+fn qualified_resource(target: &Target<'_>) -> String {
+    if target.group.is_empty() {
+        target.resource.to_string()
+    } else {
+        format!("{}.{}", target.resource, target.group)
+    }
+}
+
+/// Audit annotations: plain qualified names without `/`, at most 63 characters,
+/// which kube-apiserver prefixes with the webhook's name.
+fn audit_annotations(decision: &Decision, policy: &Policy) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let join = |field: FinalizerField, only_unauthorized: bool| -> String {
+        let names: Vec<&str> = decision
+            .removed
+            .iter()
+            .filter(|r| r.field == field && (!only_unauthorized || r.authorized_by.is_none()))
+            .map(|r| r.finalizer.as_str())
+            .collect();
+        message::truncate(&names.join(","), MAX_AUDIT_VALUE_CHARS)
+    };
+    out.insert("decision".to_string(), decision.label().to_string());
+    for (field, removed_key, unauthorized_key) in [
+        (
+            FinalizerField::Metadata,
+            "removed-finalizers",
+            "unauthorized-finalizers",
+        ),
+        (
+            FinalizerField::Spec,
+            "removed-spec-finalizers",
+            "unauthorized-spec-finalizers",
+        ),
+    ] {
+        let removed = join(field, false);
+        if !removed.is_empty() {
+            out.insert(removed_key.to_string(), removed);
+        }
+        let unauthorized = join(field, true);
+        if !unauthorized.is_empty() {
+            out.insert(unauthorized_key.to_string(), unauthorized);
+        }
+    }
+    let mut authorities: Vec<String> = decision
+        .removed
+        .iter()
+        .filter_map(|r| r.authorized_by.as_ref().map(ToString::to_string))
+        .collect();
+    authorities.dedup();
+    if !authorities.is_empty() {
+        out.insert(
+            "authorized-by".to_string(),
+            message::truncate(&authorities.join(", "), MAX_AUDIT_VALUE_CHARS),
+        );
+    }
+    match &decision.outcome {
+        Outcome::Override(o) => {
+            out.insert("override-reason".to_string(), o.reason.clone());
+            out.insert(
+                "override-detail".to_string(),
+                message::truncate(&o.detail, MAX_AUDIT_VALUE_CHARS),
+            );
+        }
+        Outcome::Denied { problem, .. } => {
+            out.insert("mode".to_string(), policy.mode.as_str().to_string());
+            if *problem != policy::OverrideProblem::Absent {
+                out.insert("override-problem".to_string(), problem.to_string());
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// Turns a parse failure into a one-line reason that names where it failed.
+/// Only failures pay for the path-tracking second parse.
+fn explain(body: &[u8], error: serde_json::Error) -> ReviewError {
+    use serde_json::error::Category;
+    match error.classify() {
+        Category::Syntax | Category::Eof | Category::Io => ReviewError::NotJson(error.to_string()),
+        Category::Data => {
+            let mut de = serde_json::Deserializer::from_slice(body);
+            match serde_path_to_error::deserialize::<_, AdmissionReview<LeanObject>>(&mut de) {
+                Err(e) if e.path().to_string() != "." => {
+                    ReviewError::NotAdmissionReview(format!("{}: {}", e.path(), e.inner()))
+                }
+                _ => ReviewError::NotAdmissionReview(error.to_string()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn update(old: Value, new: Value, user: &str) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "name": "web-0",
+                "namespace": "team-a",
+                "operation": "UPDATE",
+                "userInfo": {"username": user, "groups": ["system:authenticated"]},
+                "object": new,
+                "oldObject": old,
+                "dryRun": false,
+                "options": {"kind": "PatchOptions", "apiVersion": "meta.k8s.io/v1"}
+            }
+        }))
+        .unwrap()
+    }
+
+    fn pod(finalizers: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": "team-a", "uid": "u-1", "finalizers": finalizers}})
+    }
+
+    fn response(r: &Reviewed) -> Value {
+        serde_json::from_slice(&r.body).unwrap()
+    }
+
+    #[test]
+    fn denial_is_a_403_with_the_uid_echoed() {
+        let p = Policy::embedded_default();
+        let r = review(
+            &p,
+            &update(pod(json!(["example.com/a"])), pod(Value::Null), "alice"),
+        )
+        .unwrap();
+        let v = response(&r);
+        assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(v["kind"], "AdmissionReview");
+        assert_eq!(v["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+        assert_eq!(v["response"]["allowed"], false);
+        assert_eq!(v["response"]["status"]["code"], 403);
+        assert_eq!(v["response"]["status"]["reason"], "Forbidden");
+        assert_eq!(v["response"]["status"]["status"], "Failure");
+        assert_eq!(v["response"]["auditAnnotations"]["decision"], "denied");
+        assert_eq!(
+            v["response"]["auditAnnotations"]["removed-finalizers"],
+            "example.com/a"
+        );
+        assert!(v["response"].get("patch").is_none());
+        let audit = r.audit.unwrap();
+        assert_eq!(audit.decision, "denied");
+        assert_eq!(audit.object_uid.as_deref(), Some("u-1"));
+    }
+
+    #[test]
+    fn nothing_removed_is_allowed_silently() {
+        let p = Policy::embedded_default();
+        let r = review(
+            &p,
+            &update(pod(json!(["a"])), pod(json!(["a", "b"])), "alice"),
+        )
+        .unwrap();
+        let v = response(&r);
+        assert_eq!(v["response"]["allowed"], true);
+        assert!(v["response"].get("auditAnnotations").is_none());
+        assert!(v["response"].get("warnings").is_none());
+        assert!(r.audit.is_none());
+    }
+
+    #[test]
+    fn v1beta1_is_answered_in_v1beta1() {
+        let p = Policy::embedded_default();
+        let mut body: Value =
+            serde_json::from_slice(&update(pod(json!(["a"])), pod(json!([])), "alice")).unwrap();
+        body["apiVersion"] = json!("admission.k8s.io/v1beta1");
+        let r = review(&p, &serde_json::to_vec(&body).unwrap()).unwrap();
+        assert_eq!(response(&r)["apiVersion"], "admission.k8s.io/v1beta1");
+    }
+
+    #[test]
+    fn override_is_allowed_with_a_warning_and_audit_annotations() {
+        let p = Policy::embedded_default();
+        let mut new = pod(Value::Null);
+        new["metadata"]["annotations"] =
+            json!({"finalizer-guard.io/override": "node-lost: INC-4711 server-1 powered off"});
+        let r = review(&p, &update(pod(json!(["example.com/a"])), new, "alice")).unwrap();
+        let v = response(&r);
+        assert_eq!(v["response"]["allowed"], true);
+        assert_eq!(
+            v["response"]["auditAnnotations"]["override-reason"],
+            "node-lost"
+        );
+        assert_eq!(
+            v["response"]["auditAnnotations"]["override-detail"],
+            "INC-4711 server-1 powered off"
+        );
+        assert!(
+            v["response"]["warnings"][0]
+                .as_str()
+                .unwrap()
+                .contains("override \"node-lost\"")
+        );
+    }
+
+    #[test]
+    fn malformed_bodies_have_one_line_reasons() {
+        let p = Policy::embedded_default();
+        let cases: &[(&[u8], &str)] = &[
+            (b"", "body is not JSON"),
+            (b"{", "body is not JSON"),
+            (b"[1,2]", "body is not an AdmissionReview"),
+            (br#"{"apiVersion":"v1","kind":"Pod"}"#, "apiVersion \"v1\" kind \"Pod\""),
+            (br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#, "has no request"),
+            (
+                br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"PATCH"}}"#,
+                "request",
+            ),
+        ];
+        for (body, want) in cases {
+            let e = review(&p, body).unwrap_err().to_string();
+            assert!(e.contains(want), "{e:?} lacks {want:?}");
+            assert!(!e.contains('\n'), "{e:?}");
+        }
+        let no_old = update(Value::Null, pod(json!([])), "alice");
+        assert_eq!(
+            review(&p, &no_old).unwrap_err(),
+            ReviewError::NoObject("oldObject")
+        );
+    }
+
+    #[test]
+    fn data_and_managed_fields_are_skipped_whatever_their_shape() {
+        let p = Policy::embedded_default();
+        let big = "x".repeat(100_000);
+        let mut old = pod(json!(["example.com/a"]));
+        old["data"] = json!({"k": big});
+        old["metadata"]["managedFields"] = json!([{"fieldsV1": {"f:metadata": {}}}]);
+        old["spec"] = json!("a custom resource may have any spec");
+        let mut new = old.clone();
+        new["metadata"]["finalizers"] = json!([]);
+        new["spec"] = json!({"finalizers": [{"not": "a string"}, "kept"]});
+        let r = review(&p, &update(old, new, "alice")).unwrap();
+        assert_eq!(r.decision, "denied");
+    }
+}

@@ -1,0 +1,209 @@
+//! Kubernetes' own controllers and the finalizers they own.
+//!
+//! A built-in controller may remove its own finalizers, whatever the rules say:
+//! blocking one of them breaks the cluster (namespaces never finish deleting,
+//! volumes never release, foreground deletion hangs). Usernames are matched
+//! exactly, never by prefix, so `system:serviceaccount:kube-system:namespace-controller-x`
+//! or a same-named service account in another namespace gets nothing.
+//!
+//! kube-controller-manager runs each controller under its own service account
+//! when started with `--use-service-account-credentials` (kubeadm's default),
+//! and as `system:kube-controller-manager` otherwise; the service controller
+//! lives in cloud-controller-manager.
+
+use super::FinalizerField;
+
+/// The username kube-controller-manager uses without per-controller credentials.
+pub const KUBE_CONTROLLER_MANAGER: &str = "system:kube-controller-manager";
+
+/// A built-in controller, the usernames it acts under and the finalizers it removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuiltinController {
+    /// The controller's name, as kube-controller-manager's `--controllers` flag spells it.
+    pub name: &'static str,
+    /// Exact usernames, besides [`KUBE_CONTROLLER_MANAGER`].
+    pub usernames: &'static [&'static str],
+    pub finalizers: &'static [&'static str],
+    /// `Spec` only for the namespace controller's `spec.finalizers`.
+    pub field: FinalizerField,
+}
+
+macro_rules! sa {
+    ($name:literal) => {
+        concat!("system:serviceaccount:kube-system:", $name)
+    };
+}
+
+/// The table. Keep `manifests/` matchConditions in step with it.
+pub const BUILTIN_CONTROLLERS: &[BuiltinController] = &[
+    BuiltinController {
+        name: "garbage-collector",
+        usernames: &[sa!("generic-garbage-collector")],
+        finalizers: &["foregroundDeletion", "orphan"],
+        field: FinalizerField::Metadata,
+    },
+    BuiltinController {
+        name: "pvc-protection",
+        usernames: &[sa!("pvc-protection-controller")],
+        finalizers: &["kubernetes.io/pvc-protection"],
+        field: FinalizerField::Metadata,
+    },
+    BuiltinController {
+        name: "pv-protection",
+        usernames: &[sa!("pv-protection-controller")],
+        finalizers: &["kubernetes.io/pv-protection"],
+        field: FinalizerField::Metadata,
+    },
+    BuiltinController {
+        name: "persistentvolume-binder",
+        usernames: &[sa!("persistent-volume-binder")],
+        // The second only when CSI migration is rolled back for an in-tree volume.
+        finalizers: &[
+            "kubernetes.io/pv-controller",
+            "external-provisioner.volume.kubernetes.io/finalizer",
+        ],
+        field: FinalizerField::Metadata,
+    },
+    BuiltinController {
+        name: "namespace",
+        usernames: &[sa!("namespace-controller")],
+        finalizers: &["kubernetes"],
+        field: FinalizerField::Spec,
+    },
+    BuiltinController {
+        name: "job",
+        usernames: &[sa!("job-controller")],
+        finalizers: &["batch.kubernetes.io/job-tracking"],
+        field: FinalizerField::Metadata,
+    },
+    BuiltinController {
+        name: "service",
+        usernames: &[sa!("service-controller"), "system:cloud-controller-manager"],
+        finalizers: &["service.kubernetes.io/load-balancer-cleanup"],
+        field: FinalizerField::Metadata,
+    },
+    BuiltinController {
+        name: "resourceclaim",
+        usernames: &[sa!("resource-claim-controller")],
+        finalizers: &["resource.kubernetes.io/delete-protection"],
+        field: FinalizerField::Metadata,
+    },
+    BuiltinController {
+        name: "service-cidr",
+        usernames: &[sa!("service-cidrs-controller")],
+        finalizers: &["networking.k8s.io/service-cidr-finalizer"],
+        field: FinalizerField::Metadata,
+    },
+    BuiltinController {
+        name: "volumeattributesclass-protection",
+        usernames: &[sa!("volumeattributesclass-protection-controller")],
+        finalizers: &["kubernetes.io/vac-protection"],
+        field: FinalizerField::Metadata,
+    },
+    BuiltinController {
+        name: "customresourcedefinition-finalizer",
+        // kube-apiserver's own controller, over its loopback client.
+        usernames: &["system:apiserver"],
+        finalizers: &["customresourcecleanup.apiextensions.k8s.io"],
+        field: FinalizerField::Metadata,
+    },
+];
+
+/// The built-in controller that `username` is and that owns `finalizer`, if any.
+pub fn owner(
+    username: &str,
+    finalizer: &str,
+    field: FinalizerField,
+) -> Option<&'static BuiltinController> {
+    BUILTIN_CONTROLLERS.iter().find(|c| {
+        c.field == field
+            && c.finalizers.contains(&finalizer)
+            && (username == KUBE_CONTROLLER_MANAGER || c.usernames.contains(&username))
+    })
+}
+
+/// Every username in the table, for the webhook configuration's matchConditions.
+pub fn all_usernames() -> Vec<&'static str> {
+    let mut names = vec![KUBE_CONTROLLER_MANAGER];
+    for c in BUILTIN_CONTROLLERS {
+        for u in c.usernames {
+            if !names.contains(u) {
+                names.push(u);
+            }
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use FinalizerField::{Metadata, Spec};
+
+    #[test]
+    fn each_controller_owns_only_its_finalizers() {
+        let gc = sa!("generic-garbage-collector");
+        assert_eq!(
+            owner(gc, "foregroundDeletion", Metadata).unwrap().name,
+            "garbage-collector"
+        );
+        assert_eq!(
+            owner(gc, "orphan", Metadata).unwrap().name,
+            "garbage-collector"
+        );
+        assert!(owner(gc, "kubernetes.io/pvc-protection", Metadata).is_none());
+        assert!(
+            owner(
+                sa!("pvc-protection-controller"),
+                "foregroundDeletion",
+                Metadata
+            )
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn kube_controller_manager_owns_every_builtin_finalizer() {
+        for c in BUILTIN_CONTROLLERS {
+            for f in c.finalizers {
+                assert_eq!(owner(KUBE_CONTROLLER_MANAGER, f, c.field), Some(c));
+            }
+        }
+        assert!(owner(KUBE_CONTROLLER_MANAGER, "example.com/cleanup", Metadata).is_none());
+    }
+
+    #[test]
+    fn namespace_controller_owns_the_spec_finalizer_only() {
+        let ns = sa!("namespace-controller");
+        assert!(owner(ns, "kubernetes", Spec).is_some());
+        assert!(owner(ns, "kubernetes", Metadata).is_none());
+        assert!(owner(sa!("generic-garbage-collector"), "kubernetes", Spec).is_none());
+    }
+
+    #[test]
+    fn usernames_match_exactly() {
+        for spoof in [
+            "system:serviceaccount:kube-system:generic-garbage-collector-x",
+            "system:serviceaccount:kube-system:generic-garbage-collector ",
+            "system:serviceaccount:default:generic-garbage-collector",
+            "System:Kube-Controller-Manager",
+            "system:kube-controller-manager:evil",
+            "generic-garbage-collector",
+        ] {
+            assert!(
+                owner(spoof, "foregroundDeletion", Metadata).is_none(),
+                "{spoof}"
+            );
+        }
+    }
+
+    #[test]
+    fn all_usernames_is_deduplicated() {
+        let names = all_usernames();
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), names.len());
+        assert!(names.contains(&KUBE_CONTROLLER_MANAGER));
+    }
+}

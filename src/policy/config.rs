@@ -1,0 +1,662 @@
+//! The policy file: its YAML schema, and its validation into a [`Policy`].
+//!
+//! Every key is checked (`deny_unknown_fields`): a misspelled key is an error
+//! that names it, never a setting that is silently ignored.
+
+use std::fmt;
+
+use serde::Deserialize;
+
+/// The policy the webhook runs when `serve` gets no `--policy`.
+pub const DEFAULT_POLICY_YAML: &str = include_str!("default.yaml");
+
+/// The annotation an override is written in, unless the policy names another.
+pub const DEFAULT_OVERRIDE_ANNOTATION: &str = "finalizer-guard.io/override";
+
+/// The approved emergency reasons, unless the policy lists others.
+pub const DEFAULT_OVERRIDE_REASONS: [&str; 4] = [
+    "node-lost",
+    "controller-unavailable",
+    "controller-uninstalled",
+    "apiservice-unavailable",
+];
+
+/// What happens to a removal that no rule, built-in controller or override allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Deny it.
+    #[default]
+    Enforce,
+    /// Allow it, with a warning and audit annotations saying it would be denied.
+    Warn,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Warn => "warn",
+        }
+    }
+}
+
+/// A validated policy, ready for [`crate::policy::decide`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub mode: Mode,
+    pub builtin_controllers: bool,
+    pub rules: Vec<Rule>,
+    pub override_settings: OverrideSettings,
+}
+
+/// Who may remove which finalizers, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// `name` from the file, or `rules[N]`: how decisions and audit records cite the rule.
+    pub label: String,
+    pub finalizers: Vec<FinalizerPattern>,
+    pub users: Vec<String>,
+    pub groups: Vec<String>,
+    /// Full usernames, `system:serviceaccount:NAMESPACE:NAME`.
+    pub service_accounts: Vec<String>,
+    /// `None`: everywhere, cluster-scoped objects too.
+    pub namespaces: Option<Vec<String>>,
+    /// `None`: every resource.
+    pub resources: Option<Vec<ResourceName>>,
+}
+
+/// An exact finalizer name, or a prefix written with a trailing `*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinalizerPattern {
+    Exact(String),
+    Prefix(String),
+}
+
+impl FinalizerPattern {
+    pub fn matches(&self, finalizer: &str) -> bool {
+        match self {
+            FinalizerPattern::Exact(name) => name == finalizer,
+            FinalizerPattern::Prefix(prefix) => finalizer.starts_with(prefix.as_str()),
+        }
+    }
+}
+
+/// `resource` (core group) or `resource.group`, as RBAC and kubectl write them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceName {
+    pub resource: String,
+    pub group: String,
+}
+
+impl ResourceName {
+    pub fn matches(&self, group: &str, resource: &str) -> bool {
+        self.resource == resource && self.group == group
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverrideSettings {
+    pub annotation: String,
+    pub reasons: Vec<String>,
+}
+
+/// Why a policy was refused. Each names the field it is about.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// The YAML does not parse, or a key is unknown or of the wrong type. The
+    /// parser's text names the field and, where it can, the line.
+    #[error("{0}")]
+    Syntax(String),
+    #[error("the policy file is empty")]
+    Empty,
+    #[error("rules[{rule}].finalizers: must name at least one finalizer")]
+    NoFinalizers { rule: usize },
+    #[error(
+        "rules[{rule}].finalizers: {pattern:?} is neither a finalizer name nor a prefix ending in a single trailing *"
+    )]
+    BadFinalizer { rule: usize, pattern: String },
+    #[error("rules[{rule}]: names no users, groups or serviceAccounts, so it covers no one")]
+    NoRequesters { rule: usize },
+    #[error("rules[{rule}].serviceAccounts: {value:?} must be NAMESPACE:NAME")]
+    BadServiceAccount { rule: usize, value: String },
+    #[error("rules[{rule}].{field}: {value:?} is empty or contains whitespace")]
+    BadName {
+        rule: usize,
+        field: &'static str,
+        value: String,
+    },
+    #[error(
+        "rules[{rule}].resources: {value:?} must be RESOURCE or RESOURCE.GROUP, e.g. pods or widgets.example.com"
+    )]
+    BadResource { rule: usize, value: String },
+    #[error(
+        "rules[{rule}].{field}: an empty list covers nothing; omit the field to cover every {what}"
+    )]
+    EmptyScope {
+        rule: usize,
+        field: &'static str,
+        what: &'static str,
+    },
+    #[error("rules[{rule}].name: {name:?} is already the name of rules[{first}]")]
+    DuplicateRuleName {
+        rule: usize,
+        first: usize,
+        name: String,
+    },
+    #[error("override.annotation: {0:?} is not a valid annotation key (PREFIX/NAME or NAME)")]
+    BadAnnotationKey(String),
+    #[error("override.reasons: must list at least one reason")]
+    NoReasons,
+    #[error(
+        "override.reasons: {0:?} must be lowercase letters, digits and '-', and may not contain ':'"
+    )]
+    BadReason(String),
+}
+
+/// Every problem found in a policy file, in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidPolicy(pub Vec<PolicyError>);
+
+impl fmt::Display for InvalidPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for InvalidPolicy {}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PolicyFile {
+    #[serde(default)]
+    mode: Mode,
+    #[serde(default = "yes")]
+    builtin_controllers: bool,
+    #[serde(default)]
+    rules: Vec<RuleFile>,
+    #[serde(default)]
+    r#override: Option<OverrideFile>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RuleFile {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    finalizers: Vec<String>,
+    #[serde(default)]
+    users: Vec<String>,
+    #[serde(default)]
+    groups: Vec<String>,
+    #[serde(default)]
+    service_accounts: Vec<String>,
+    #[serde(default)]
+    namespaces: Option<Vec<String>>,
+    #[serde(default)]
+    resources: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct OverrideFile {
+    #[serde(default)]
+    annotation: Option<String>,
+    #[serde(default)]
+    reasons: Option<Vec<String>>,
+}
+
+impl Policy {
+    /// Parses and validates a policy file's text.
+    pub fn from_yaml(text: &str) -> Result<Policy, InvalidPolicy> {
+        if text
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+        {
+            return Err(InvalidPolicy(vec![PolicyError::Empty]));
+        }
+        let file: PolicyFile = serde_yaml_ng::from_str(text)
+            .map_err(|e| InvalidPolicy(vec![PolicyError::Syntax(e.to_string())]))?;
+        file.validate()
+    }
+
+    /// The embedded default policy.
+    pub fn embedded_default() -> Policy {
+        Policy::from_yaml(DEFAULT_POLICY_YAML).expect("the embedded default policy is valid")
+    }
+}
+
+impl PolicyFile {
+    fn validate(self) -> Result<Policy, InvalidPolicy> {
+        let mut errors = Vec::new();
+        let mut rules = Vec::with_capacity(self.rules.len());
+        for (i, rule) in self.rules.into_iter().enumerate() {
+            if let Some(rule) = rule.validate(i, &mut errors) {
+                if let Some(first) = rules.iter().position(|r: &Rule| r.label == rule.label) {
+                    errors.push(PolicyError::DuplicateRuleName {
+                        rule: i,
+                        first,
+                        name: rule.label.clone(),
+                    });
+                }
+                rules.push(rule);
+            }
+        }
+        let override_settings = validate_override(self.r#override, &mut errors);
+        if !errors.is_empty() {
+            return Err(InvalidPolicy(errors));
+        }
+        Ok(Policy {
+            mode: self.mode,
+            builtin_controllers: self.builtin_controllers,
+            rules,
+            override_settings,
+        })
+    }
+}
+
+impl RuleFile {
+    fn validate(self, i: usize, errors: &mut Vec<PolicyError>) -> Option<Rule> {
+        let before = errors.len();
+        if self.finalizers.is_empty() {
+            errors.push(PolicyError::NoFinalizers { rule: i });
+        }
+        let finalizers = self
+            .finalizers
+            .into_iter()
+            .filter_map(|p| match parse_finalizer_pattern(&p) {
+                Some(pattern) => Some(pattern),
+                None => {
+                    errors.push(PolicyError::BadFinalizer {
+                        rule: i,
+                        pattern: p,
+                    });
+                    None
+                }
+            })
+            .collect();
+        if self.users.is_empty() && self.groups.is_empty() && self.service_accounts.is_empty() {
+            errors.push(PolicyError::NoRequesters { rule: i });
+        }
+        check_names(i, "users", &self.users, errors);
+        check_names(i, "groups", &self.groups, errors);
+        let service_accounts = self
+            .service_accounts
+            .into_iter()
+            .filter_map(|sa| match sa.split_once(':') {
+                Some((ns, name)) if is_word(ns) && is_word(name) && !name.contains(':') => {
+                    Some(format!("system:serviceaccount:{ns}:{name}"))
+                }
+                _ => {
+                    errors.push(PolicyError::BadServiceAccount { rule: i, value: sa });
+                    None
+                }
+            })
+            .collect();
+        if let Some(namespaces) = &self.namespaces {
+            if namespaces.is_empty() {
+                errors.push(PolicyError::EmptyScope {
+                    rule: i,
+                    field: "namespaces",
+                    what: "namespace",
+                });
+            }
+            check_names(i, "namespaces", namespaces, errors);
+        }
+        let resources = self.resources.map(|resources| {
+            if resources.is_empty() {
+                errors.push(PolicyError::EmptyScope {
+                    rule: i,
+                    field: "resources",
+                    what: "resource",
+                });
+            }
+            resources
+                .into_iter()
+                .filter_map(|r| match parse_resource(&r) {
+                    Some(name) => Some(name),
+                    None => {
+                        errors.push(PolicyError::BadResource { rule: i, value: r });
+                        None
+                    }
+                })
+                .collect()
+        });
+        if errors.len() > before {
+            return None;
+        }
+        Some(Rule {
+            label: self.name.unwrap_or_else(|| format!("rules[{i}]")),
+            finalizers,
+            users: self.users,
+            groups: self.groups,
+            service_accounts,
+            namespaces: self.namespaces,
+            resources,
+        })
+    }
+}
+
+fn validate_override(
+    file: Option<OverrideFile>,
+    errors: &mut Vec<PolicyError>,
+) -> OverrideSettings {
+    let file = file.unwrap_or(OverrideFile {
+        annotation: None,
+        reasons: None,
+    });
+    let annotation = file
+        .annotation
+        .unwrap_or_else(|| DEFAULT_OVERRIDE_ANNOTATION.to_string());
+    if !is_annotation_key(&annotation) {
+        errors.push(PolicyError::BadAnnotationKey(annotation.clone()));
+    }
+    let reasons = file.reasons.unwrap_or_else(|| {
+        DEFAULT_OVERRIDE_REASONS
+            .iter()
+            .map(|r| r.to_string())
+            .collect()
+    });
+    if reasons.is_empty() {
+        errors.push(PolicyError::NoReasons);
+    }
+    for reason in &reasons {
+        let ok = !reason.is_empty()
+            && reason
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !ok {
+            errors.push(PolicyError::BadReason(reason.clone()));
+        }
+    }
+    OverrideSettings {
+        annotation,
+        reasons,
+    }
+}
+
+fn check_names(rule: usize, field: &'static str, names: &[String], errors: &mut Vec<PolicyError>) {
+    for name in names {
+        if !is_word(name) {
+            errors.push(PolicyError::BadName {
+                rule,
+                field,
+                value: name.clone(),
+            });
+        }
+    }
+}
+
+fn is_word(s: &str) -> bool {
+    !s.is_empty() && !s.chars().any(char::is_whitespace)
+}
+
+fn parse_finalizer_pattern(p: &str) -> Option<FinalizerPattern> {
+    if !is_word(p) {
+        return None;
+    }
+    match p.strip_suffix('*') {
+        Some(prefix) if !prefix.contains('*') => Some(FinalizerPattern::Prefix(prefix.to_string())),
+        Some(_) => None,
+        None if p.contains('*') => None,
+        None => Some(FinalizerPattern::Exact(p.to_string())),
+    }
+}
+
+fn parse_resource(r: &str) -> Option<ResourceName> {
+    let valid = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+    };
+    if !valid(r) {
+        return None;
+    }
+    let (resource, group) = r.split_once('.').unwrap_or((r, ""));
+    if resource.is_empty() || group.starts_with('.') || group.ends_with('.') {
+        return None;
+    }
+    Some(ResourceName {
+        resource: resource.to_string(),
+        group: group.to_string(),
+    })
+}
+
+/// An annotation key as Kubernetes validates it: an optional DNS-subdomain
+/// prefix and `/`, then a name of at most 63 characters.
+fn is_annotation_key(key: &str) -> bool {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|label| {
+                !label.is_empty()
+                    && label.starts_with(|c: char| c.is_ascii_alphanumeric())
+                    && label.ends_with(|c: char| c.is_ascii_alphanumeric())
+                    && label
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+    });
+    name_ok && prefix_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(yaml: &str) -> Vec<PolicyError> {
+        Policy::from_yaml(yaml)
+            .expect_err("policy should be refused")
+            .0
+    }
+
+    #[test]
+    fn embedded_default_is_valid() {
+        let p = Policy::embedded_default();
+        assert_eq!(p.mode, Mode::Enforce);
+        assert!(p.builtin_controllers);
+        assert!(p.rules.is_empty());
+        assert_eq!(
+            p.override_settings.annotation,
+            "finalizer-guard.io/override"
+        );
+        assert_eq!(p.override_settings.reasons, DEFAULT_OVERRIDE_REASONS);
+    }
+
+    #[test]
+    fn contract_example_parses() {
+        let p = Policy::from_yaml(
+            r#"
+mode: enforce
+builtinControllers: true
+rules:
+  - finalizers: ["example.com/cleanup", "storage.example.com/*"]
+    users: ["system:kube-controller-manager"]
+    groups: ["platform-admins"]
+    serviceAccounts: ["ops:cleanup-controller"]
+    namespaces: ["team-a"]
+    resources: ["pods", "widgets.example.com"]
+override:
+  annotation: finalizer-guard.io/override
+  reasons: [node-lost, controller-unavailable, controller-uninstalled, apiservice-unavailable]
+"#,
+        )
+        .unwrap();
+        let rule = &p.rules[0];
+        assert_eq!(rule.label, "rules[0]");
+        assert_eq!(
+            rule.finalizers,
+            vec![
+                FinalizerPattern::Exact("example.com/cleanup".into()),
+                FinalizerPattern::Prefix("storage.example.com/".into())
+            ]
+        );
+        assert_eq!(
+            rule.service_accounts,
+            vec!["system:serviceaccount:ops:cleanup-controller".to_string()]
+        );
+        assert_eq!(
+            rule.resources.as_deref().unwrap(),
+            &[
+                ResourceName {
+                    resource: "pods".into(),
+                    group: "".into()
+                },
+                ResourceName {
+                    resource: "widgets".into(),
+                    group: "example.com".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn defaults_apply_when_keys_are_omitted() {
+        let p = Policy::from_yaml("mode: warn\n").unwrap();
+        assert_eq!(p.mode, Mode::Warn);
+        assert!(p.builtin_controllers);
+        assert_eq!(p.override_settings.reasons.len(), 4);
+    }
+
+    #[test]
+    fn misspelled_key_is_named_with_its_line() {
+        let e = errors("mode: enforce\nrules:\n  - finalizers: [a]\n    user: [bob]\n");
+        let [PolicyError::Syntax(msg)] = e.as_slice() else {
+            panic!("{e:?}")
+        };
+        assert!(msg.contains("unknown field `user`"), "{msg}");
+        assert!(msg.contains("line 4"), "{msg}");
+    }
+
+    #[test]
+    fn misspelled_top_level_key_is_refused() {
+        let e = errors("mode: enforce\nbuiltinController: false\n");
+        assert!(matches!(&e[0], PolicyError::Syntax(m) if m.contains("builtinController")));
+    }
+
+    #[test]
+    fn unknown_mode_is_refused() {
+        let e = errors("mode: enforcing\n");
+        assert!(matches!(&e[0], PolicyError::Syntax(m) if m.contains("enforcing")));
+    }
+
+    #[test]
+    fn empty_file_is_refused() {
+        assert_eq!(errors("# nothing\n\n"), vec![PolicyError::Empty]);
+    }
+
+    #[test]
+    fn semantic_errors_are_all_reported() {
+        let e = errors(
+            r#"
+rules:
+  - finalizers: []
+    users: [alice]
+  - finalizers: ["a*b", "ok/*"]
+  - finalizers: [x]
+    serviceAccounts: ["no-colon", "ns:"]
+    namespaces: []
+    resources: ["Pods", "deployments.apps"]
+override:
+  annotation: "bad key/"
+  reasons: ["Node Lost"]
+"#,
+        );
+        assert_eq!(
+            e,
+            vec![
+                PolicyError::NoFinalizers { rule: 0 },
+                PolicyError::BadFinalizer {
+                    rule: 1,
+                    pattern: "a*b".into()
+                },
+                PolicyError::NoRequesters { rule: 1 },
+                PolicyError::BadServiceAccount {
+                    rule: 2,
+                    value: "no-colon".into()
+                },
+                PolicyError::BadServiceAccount {
+                    rule: 2,
+                    value: "ns:".into()
+                },
+                PolicyError::EmptyScope {
+                    rule: 2,
+                    field: "namespaces",
+                    what: "namespace"
+                },
+                PolicyError::BadResource {
+                    rule: 2,
+                    value: "Pods".into()
+                },
+                PolicyError::BadAnnotationKey("bad key/".into()),
+                PolicyError::BadReason("Node Lost".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn duplicate_rule_names_are_refused() {
+        let e = errors(
+            "rules:\n  - name: a\n    finalizers: [x]\n    users: [u]\n  - name: a\n    finalizers: [y]\n    users: [u]\n",
+        );
+        assert_eq!(
+            e,
+            vec![PolicyError::DuplicateRuleName {
+                rule: 1,
+                first: 0,
+                name: "a".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn finalizer_patterns() {
+        let p = |s| parse_finalizer_pattern(s);
+        assert_eq!(p("*"), Some(FinalizerPattern::Prefix("".into())));
+        assert_eq!(p("a/*"), Some(FinalizerPattern::Prefix("a/".into())));
+        assert_eq!(p("a/b"), Some(FinalizerPattern::Exact("a/b".into())));
+        assert_eq!(p("a**"), None);
+        assert_eq!(p("*a"), None);
+        assert_eq!(p(""), None);
+        assert_eq!(p("a b"), None);
+        assert!(
+            FinalizerPattern::Prefix("storage.example.com/".into())
+                .matches("storage.example.com/x")
+        );
+        assert!(
+            !FinalizerPattern::Prefix("storage.example.com/".into()).matches("storage.example.com")
+        );
+    }
+
+    #[test]
+    fn annotation_keys() {
+        assert!(is_annotation_key("finalizer-guard.io/override"));
+        assert!(is_annotation_key("override"));
+        assert!(!is_annotation_key("Finalizer-Guard.io/override"));
+        assert!(!is_annotation_key("/override"));
+        assert!(!is_annotation_key("a/b/c"));
+        assert!(!is_annotation_key(&"x".repeat(64)));
+    }
+}

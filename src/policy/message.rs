@@ -1,0 +1,315 @@
+//! What people read: the denial message, the warnings.
+//!
+//! A denial must let the person who hit it act without reading any docs: which
+//! finalizers, on which object, for whom, and exactly how to override.
+
+use std::fmt::Write;
+
+use super::config::Policy;
+use super::{Change, Decision, FinalizerField, Outcome, OverrideProblem, Removal, Target};
+
+/// kube-apiserver may cut warnings longer than this.
+pub const MAX_WARNING_CHARS: usize = 256;
+
+/// How much of an override annotation's value a message quotes.
+const MAX_QUOTED_CHARS: usize = 200;
+
+/// `pods "web-0" in namespace "team-a"`, `widgets.example.com "w1"`, `persistentvolumes "pv-1"`.
+pub fn describe_object(target: &Target<'_>) -> String {
+    let mut s = String::with_capacity(64);
+    s.push_str(target.resource);
+    if !target.group.is_empty() {
+        s.push('.');
+        s.push_str(target.group);
+    }
+    let _ = write!(s, " {:?}", target.name);
+    if let Some(ns) = target.object_namespace() {
+        let _ = write!(s, " in namespace {ns:?}");
+    }
+    s
+}
+
+/// `finalizer "a"`, `finalizers "a", "b"`, `spec.finalizers "kubernetes"`, each field once.
+pub fn describe_finalizers<'a>(removals: impl Iterator<Item = &'a Removal> + Clone) -> String {
+    let mut s = String::new();
+    for field in [FinalizerField::Metadata, FinalizerField::Spec] {
+        let names: Vec<&str> = removals
+            .clone()
+            .filter(|r| r.field == field)
+            .map(|r| r.finalizer.as_str())
+            .collect();
+        if names.is_empty() {
+            continue;
+        }
+        if !s.is_empty() {
+            s.push_str(" and ");
+        }
+        let noun = match (field, names.len()) {
+            (FinalizerField::Metadata, 1) => "finalizer",
+            (FinalizerField::Metadata, _) => "finalizers",
+            (FinalizerField::Spec, _) => "spec.finalizers",
+        };
+        s.push_str(noun);
+        for (i, name) in names.iter().enumerate() {
+            s.push_str(if i == 0 { " " } else { ", " });
+            let _ = write!(s, "{name:?}");
+        }
+    }
+    s
+}
+
+/// The denial message (status.message of a 403).
+pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> String {
+    let settings = &policy.override_settings;
+    let mut msg = format!(
+        "finalizer-guard denied removing {} from {}: requester {:?} is not authorized to remove {} by any rule or built-in controller.",
+        describe_finalizers(decision.unauthorized()),
+        describe_object(&change.target),
+        change.requester.username,
+        if decision.unauthorized().count() == 1 {
+            "it"
+        } else {
+            "them"
+        },
+    );
+    if let Outcome::Denied { problem, .. } = &decision.outcome
+        && *problem != OverrideProblem::Absent
+    {
+        let value = change
+            .annotations
+            .get(&settings.annotation)
+            .map(String::as_str)
+            .unwrap_or_default();
+        let _ = write!(
+            msg,
+            " The override annotation {}: {:?} is not valid: {problem}.",
+            settings.annotation,
+            truncate(value, MAX_QUOTED_CHARS)
+        );
+    }
+    let _ = write!(
+        msg,
+        " To override in an emergency, annotate the object with {}: \"REASON: DETAIL\", REASON one of: {}.",
+        settings.annotation,
+        settings.reasons.join(", ")
+    );
+    msg
+}
+
+/// The warning returned with an override.
+pub fn override_warning(change: &Change<'_>, decision: &Decision) -> Option<String> {
+    let Outcome::Override(o) = &decision.outcome else {
+        return None;
+    };
+    Some(truncate(
+        &format!(
+            "finalizer-guard: override {:?} removed {} from {}; clean up what {} guarded by hand ({})",
+            o.reason,
+            describe_finalizers(decision.unauthorized()),
+            describe_object(&change.target),
+            if decision.unauthorized().count() == 1 {
+                "it"
+            } else {
+                "they"
+            },
+            o.detail,
+        ),
+        MAX_WARNING_CHARS,
+    ))
+}
+
+/// The warning returned in warn mode instead of a denial.
+pub fn would_deny_warning(change: &Change<'_>, decision: &Decision) -> Option<String> {
+    let Outcome::Denied {
+        enforced: false,
+        problem,
+    } = &decision.outcome
+    else {
+        return None;
+    };
+    let why = match problem {
+        OverrideProblem::Absent => String::new(),
+        other => format!(" (override annotation not valid: {other})"),
+    };
+    Some(truncate(
+        &format!(
+            "finalizer-guard (warn mode) would deny: {:?} may not remove {} from {}{why}",
+            change.requester.username,
+            describe_finalizers(decision.unauthorized()),
+            describe_object(&change.target),
+        ),
+        MAX_WARNING_CHARS,
+    ))
+}
+
+/// Cuts `s` to at most `max` characters, marking the cut with `...`.
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(3)).collect();
+    out.push_str("...");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::policy::{FinalizerLists, Operation, Requester, decide};
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn render(
+        target: Target<'_>,
+        old: &[&str],
+        spec_old: &[&str],
+        annotations: &BTreeMap<String, String>,
+        policy: &Policy,
+    ) -> (Decision, String, Option<String>, Option<String>) {
+        let (old, spec_old, groups) = (
+            strings(old),
+            strings(spec_old),
+            strings(&["system:authenticated"]),
+        );
+        let change = Change {
+            operation: Operation::Update,
+            target,
+            requester: Requester {
+                username: "alice@example.com",
+                groups: &groups,
+            },
+            metadata_finalizers: FinalizerLists {
+                old: &old,
+                new: &[],
+            },
+            spec_finalizers: FinalizerLists {
+                old: &spec_old,
+                new: &[],
+            },
+            annotations,
+        };
+        let d = decide(&change, policy);
+        let msg = denial(&change, &d, policy);
+        (
+            d.clone(),
+            msg,
+            override_warning(&change, &d),
+            would_deny_warning(&change, &d),
+        )
+    }
+
+    fn pod() -> Target<'static> {
+        Target {
+            group: "",
+            resource: "pods",
+            subresource: "",
+            namespace: Some("team-a"),
+            name: "web-0",
+        }
+    }
+
+    #[test]
+    fn denial_names_finalizers_object_requester_and_override() {
+        let p = Policy::embedded_default();
+        let (_, msg, ..) = render(
+            pod(),
+            &["example.com/a", "example.com/b"],
+            &[],
+            &BTreeMap::new(),
+            &p,
+        );
+        assert_eq!(
+            msg,
+            "finalizer-guard denied removing finalizers \"example.com/a\", \"example.com/b\" from pods \"web-0\" in namespace \"team-a\": \
+requester \"alice@example.com\" is not authorized to remove them by any rule or built-in controller. \
+To override in an emergency, annotate the object with finalizer-guard.io/override: \"REASON: DETAIL\", \
+REASON one of: node-lost, controller-unavailable, controller-uninstalled, apiservice-unavailable."
+        );
+    }
+
+    #[test]
+    fn denial_quotes_an_invalid_override() {
+        let p = Policy::embedded_default();
+        let mut a = BTreeMap::new();
+        a.insert(
+            "finalizer-guard.io/override".to_string(),
+            "because: I said so".to_string(),
+        );
+        let (_, msg, ..) = render(pod(), &["example.com/a"], &[], &a, &p);
+        assert!(
+            msg.contains(
+                "The override annotation finalizer-guard.io/override: \"because: I said so\" is not valid: reason \"because\" is not an approved reason."
+            ),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("removing finalizer \"example.com/a\""),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn spec_finalizers_and_cluster_scoped_objects() {
+        let p = Policy::embedded_default();
+        let ns = Target {
+            group: "",
+            resource: "namespaces",
+            subresource: "finalize",
+            namespace: Some("stuck"),
+            name: "stuck",
+        };
+        let (_, msg, ..) = render(ns, &[], &["kubernetes"], &BTreeMap::new(), &p);
+        assert!(
+            msg.starts_with("finalizer-guard denied removing spec.finalizers \"kubernetes\" from namespaces \"stuck\":"),
+            "{msg}"
+        );
+        let crd = Target {
+            group: "example.com",
+            resource: "widgets",
+            subresource: "",
+            namespace: None,
+            name: "w1",
+        };
+        assert_eq!(describe_object(&crd), "widgets.example.com \"w1\"");
+    }
+
+    #[test]
+    fn override_warning_is_short() {
+        let p = Policy::embedded_default();
+        let mut a = BTreeMap::new();
+        let detail = format!("INC-4711 {}", "x".repeat(400));
+        a.insert(
+            "finalizer-guard.io/override".to_string(),
+            format!("node-lost: {detail}"),
+        );
+        let (d, _, warning, would) = render(pod(), &["example.com/a"], &[], &a, &p);
+        assert_eq!(d.label(), "override");
+        let warning = warning.unwrap();
+        assert!(warning.starts_with("finalizer-guard: override \"node-lost\" removed finalizer \"example.com/a\" from pods \"web-0\""));
+        assert!(warning.chars().count() <= MAX_WARNING_CHARS);
+        assert!(would.is_none());
+    }
+
+    #[test]
+    fn warn_mode_warning() {
+        let p = Policy::from_yaml("mode: warn\n").unwrap();
+        let (d, _, over, would) = render(pod(), &["example.com/a"], &[], &BTreeMap::new(), &p);
+        assert!(d.allowed());
+        assert!(over.is_none());
+        assert_eq!(
+            would.unwrap(),
+            "finalizer-guard (warn mode) would deny: \"alice@example.com\" may not remove finalizer \"example.com/a\" from pods \"web-0\" in namespace \"team-a\""
+        );
+    }
+
+    #[test]
+    fn truncate_counts_characters() {
+        assert_eq!(truncate("abc", 3), "abc");
+        assert_eq!(truncate("abcdef", 5), "ab...");
+        assert_eq!(truncate("ééééé", 4), "é...");
+    }
+}

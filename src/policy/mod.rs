@@ -1,0 +1,196 @@
+//! The policy core: `(change, policy) -> decision`.
+//!
+//! Pure and synchronous: no I/O, no clock, no JSON or Kubernetes types. The
+//! wire layer ([`crate::admission`]) turns an AdmissionReview into a [`Change`];
+//! everything about *whether* a removal is allowed, and *why*, lives here.
+
+pub mod builtin;
+pub mod config;
+mod decide;
+pub mod message;
+pub mod overrides;
+
+use std::collections::BTreeMap;
+
+pub use config::{InvalidPolicy, Mode, Policy, PolicyError};
+pub use decide::decide;
+pub use overrides::{Override, OverrideProblem};
+
+/// Which list a finalizer sits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FinalizerField {
+    /// `metadata.finalizers`, on every object.
+    Metadata,
+    /// `spec.finalizers` of a Namespace, written through `namespaces/finalize`.
+    Spec,
+}
+
+impl FinalizerField {
+    pub fn path(self) -> &'static str {
+        match self {
+            FinalizerField::Metadata => "metadata.finalizers",
+            FinalizerField::Spec => "spec.finalizers",
+        }
+    }
+}
+
+/// The admission operation. Only `Update` can remove a finalizer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
+}
+
+/// Who asks: `request.userInfo`.
+#[derive(Debug, Clone, Copy)]
+pub struct Requester<'a> {
+    pub username: &'a str,
+    pub groups: &'a [String],
+}
+
+/// What is written: `request.resource`, `subResource`, `namespace`, `name`.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub group: &'a str,
+    pub resource: &'a str,
+    pub subresource: &'a str,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+}
+
+impl Target<'_> {
+    fn is_namespace(&self) -> bool {
+        self.group.is_empty() && self.resource == "namespaces"
+    }
+
+    /// `namespaces/finalize`: the subresource that writes a Namespace's `spec.finalizers`.
+    pub fn is_namespace_finalize(&self) -> bool {
+        self.is_namespace() && self.subresource == "finalize"
+    }
+
+    /// The namespace the object lives in; `None` for cluster-scoped objects.
+    /// The apiserver reports a Namespace's own name as its namespace, but a
+    /// Namespace is cluster-scoped.
+    pub fn object_namespace(&self) -> Option<&str> {
+        if self.is_namespace() {
+            return None;
+        }
+        self.namespace.filter(|ns| !ns.is_empty())
+    }
+}
+
+/// A finalizer list before and after the write. Absent, `null` and `[]` are all empty.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FinalizerLists<'a> {
+    pub old: &'a [String],
+    pub new: &'a [String],
+}
+
+/// One admission request, as the policy sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Change<'a> {
+    pub operation: Operation,
+    pub target: Target<'a>,
+    pub requester: Requester<'a>,
+    pub metadata_finalizers: FinalizerLists<'a>,
+    /// Judged only for `namespaces/finalize`.
+    pub spec_finalizers: FinalizerLists<'a>,
+    /// The annotations of `object`: the object as it will be stored.
+    pub annotations: &'a BTreeMap<String, String>,
+}
+
+/// What allowed one removed finalizer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Authority {
+    /// A policy rule, by its label.
+    Rule(String),
+    /// A built-in controller removing a finalizer it owns, by controller name.
+    Builtin(&'static str),
+}
+
+impl std::fmt::Display for Authority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Authority::Rule(label) => write!(f, "rule {label}"),
+            Authority::Builtin(name) => write!(f, "built-in controller {name}"),
+        }
+    }
+}
+
+/// One finalizer the write removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removal {
+    pub finalizer: String,
+    pub field: FinalizerField,
+    /// `None`: nothing authorizes this requester to remove it.
+    pub authorized_by: Option<Authority>,
+}
+
+/// The verdict, with why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Not an UPDATE: allowed untouched.
+    NotJudged,
+    /// An UPDATE that removes no finalizer: allowed silently.
+    NothingRemoved,
+    /// Every removal is authorized by a rule or a built-in controller.
+    Authorized,
+    /// Some removals are unauthorized, but the object carries a valid override.
+    Override(Override),
+    /// Some removals are unauthorized and no valid override was given.
+    /// `enforced` is false in `warn` mode, where the write is allowed anyway.
+    Denied {
+        problem: OverrideProblem,
+        enforced: bool,
+    },
+}
+
+/// The decision on one change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub outcome: Outcome,
+    /// Every removed finalizer, in the order of the old list (metadata first).
+    pub removed: Vec<Removal>,
+}
+
+impl Decision {
+    pub fn allowed(&self) -> bool {
+        !matches!(self.outcome, Outcome::Denied { enforced: true, .. })
+    }
+
+    /// The short name used in audit annotations, audit records and metrics.
+    pub fn label(&self) -> &'static str {
+        match self.outcome {
+            Outcome::NotJudged => "not-judged",
+            Outcome::NothingRemoved => "nothing-removed",
+            Outcome::Authorized => "authorized",
+            Outcome::Override(_) => "override",
+            Outcome::Denied { enforced: true, .. } => "denied",
+            Outcome::Denied {
+                enforced: false, ..
+            } => "would-deny",
+        }
+    }
+
+    /// Whether finalizers were removed, so the decision is worth auditing.
+    pub fn judged_removal(&self) -> bool {
+        !self.removed.is_empty()
+    }
+
+    pub fn unauthorized(&self) -> impl Iterator<Item = &Removal> + Clone {
+        self.removed.iter().filter(|r| r.authorized_by.is_none())
+    }
+}
