@@ -79,7 +79,7 @@ impl<'de> Deserialize<'de> for LeanObject {
                 namespace: meta.namespace,
                 uid: meta.uid,
                 finalizers: meta.finalizers,
-                annotations: meta.annotations,
+                annotations: meta.annotations.map(|a| a.0),
                 ..ObjectMeta::default()
             },
             spec_finalizers: repr.spec.map(|s| s.0).unwrap_or_default(),
@@ -99,7 +99,34 @@ struct LeanMeta {
     #[serde(default)]
     finalizers: Option<Vec<String>>,
     #[serde(default)]
-    annotations: Option<BTreeMap<String, String>>,
+    annotations: Option<Annotations>,
+}
+
+/// Annotations, skipping any value that is not a string: the apiserver never
+/// sends one, and a hand-made review should not fail on a field only an
+/// override reads.
+struct Annotations(BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for Annotations {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Annotations;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of annotations")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some((key, value)) = map.next_entry::<String, StringOrNothing>()? {
+                    if let Some(value) = value.0 {
+                        out.insert(key, value);
+                    }
+                }
+                Ok(Annotations(out))
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
 }
 
 /// `spec.finalizers` when `spec` is an object holding a list of strings; empty

@@ -1,5 +1,16 @@
 //! finalizer-guard: a validating admission webhook that guards `metadata.finalizers`.
+//!
+//! - [`policy`]: the pure decision core, `(change, policy) -> decision`.
+//! - [`admission`]: the wire layer, AdmissionReview bytes in and out.
+//! - [`server`]: TLS, routes, hot reload, graceful drain.
+//! - [`cli`]: `serve`, `certs`, `check`.
 #![forbid(unsafe_code)]
 
 pub mod admission;
+pub mod audit;
+pub mod certs;
+pub mod cli;
+pub mod error;
+pub mod metrics;
 pub mod policy;
+pub mod server;

@@ -1,1 +1,47 @@
-fn main() {}
+#![forbid(unsafe_code)]
+
+use clap::Parser;
+use finalizer_guard::cli::{self, Cli, Command, LogFormat};
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Serve(args) => {
+            init_logging(args.log_format());
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .expect("a tokio runtime");
+            match runtime.block_on(cli::serve(args)) {
+                Ok(()) => 0,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    eprintln!("error: {e}");
+                    1
+                }
+            }
+        }
+        Command::Certs(args) => report(cli::certs(args).map(|()| 0)),
+        Command::Check(args) => report(cli::check(args)),
+    };
+    std::process::exit(code);
+}
+
+fn report(result: finalizer_guard::error::Result<i32>) -> i32 {
+    result.unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        2
+    })
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}

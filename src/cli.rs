@@ -1,0 +1,349 @@
+//! The command line: `serve`, `certs`, `check`.
+//!
+//! Each command's arguments are destructured exhaustively in its `run`, so a
+//! new flag cannot be silently ignored.
+
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::admission;
+use crate::certs;
+use crate::error::{Error, Result};
+use crate::policy::Policy;
+use crate::server::{self, Limits, ServeConfig};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "finalizer-guard",
+    version,
+    about = "A validating admission webhook that guards metadata.finalizers"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the webhook (TLS) and the admin port (metrics, probes).
+    Serve(ServeArgs),
+    /// Write a CA and a serving certificate for the webhook's Service.
+    Certs(CertsArgs),
+    /// Decide recorded AdmissionReviews offline, exactly as the server would.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Policy file (YAML). Default: the embedded default policy.
+    #[arg(long, env = "FINALIZER_GUARD_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Serving certificate (PEM). Without --tls-cert and --tls-key: dev mode, a generated certificate.
+    #[arg(long, env = "FINALIZER_GUARD_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Serving certificate's private key (PEM).
+    #[arg(long, env = "FINALIZER_GUARD_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Webhook address (TLS).
+    #[arg(long, env = "FINALIZER_GUARD_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// Admin address (plain HTTP): /metrics, /healthz, /readyz.
+    #[arg(
+        long,
+        env = "FINALIZER_GUARD_ADMIN_LISTEN",
+        default_value = "0.0.0.0:9090"
+    )]
+    pub admin_listen: SocketAddr,
+    /// Largest accepted request body; larger ones get 413.
+    #[arg(long, env = "FINALIZER_GUARD_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// How long a client may take to send the request body.
+    #[arg(long, env = "FINALIZER_GUARD_BODY_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub body_timeout: Duration,
+    /// Most TLS connections served at once; more wait to be accepted.
+    #[arg(long, env = "FINALIZER_GUARD_MAX_CONNECTIONS", default_value_t = 4096)]
+    pub max_connections: usize,
+    /// How often the policy and certificate files are re-read.
+    #[arg(long, env = "FINALIZER_GUARD_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_duration)]
+    pub reload_interval: Duration,
+    /// On SIGTERM, keep serving while unready for this long, so Service endpoints catch up.
+    #[arg(long, env = "FINALIZER_GUARD_SHUTDOWN_DELAY", default_value = "5s", value_parser = parse_duration)]
+    pub shutdown_delay: Duration,
+    /// Then give in-flight requests this long to finish.
+    #[arg(long, env = "FINALIZER_GUARD_SHUTDOWN_TIMEOUT", default_value = "20s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+    /// Dev mode: folder the generated CA (ca.crt) is written to.
+    #[arg(long, env = "FINALIZER_GUARD_DEV_CERT_DIR")]
+    pub dev_cert_dir: Option<PathBuf>,
+    /// Log format on standard error.
+    #[arg(
+        long,
+        env = "FINALIZER_GUARD_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct CertsArgs {
+    /// The webhook's Service name.
+    #[arg(
+        long,
+        env = "FINALIZER_GUARD_SERVICE",
+        default_value = "finalizer-guard"
+    )]
+    pub service: String,
+    /// The webhook's namespace.
+    #[arg(
+        long,
+        env = "FINALIZER_GUARD_NAMESPACE",
+        default_value = "finalizer-guard"
+    )]
+    pub namespace: String,
+    /// Output folder for ca.crt, ca.key, tls.crt, tls.key. An existing ca.crt and ca.key there are reused.
+    #[arg(long, env = "FINALIZER_GUARD_CERTS_OUT", default_value = "certs")]
+    pub out: PathBuf,
+    /// Extra DNS name for the serving certificate (repeatable).
+    #[arg(long = "dns", value_name = "NAME")]
+    pub dns: Vec<String>,
+    /// Extra IP address for the serving certificate (repeatable).
+    #[arg(long = "ip", value_name = "ADDR")]
+    pub ip: Vec<IpAddr>,
+    /// Validity of the serving certificate, in days.
+    #[arg(long, default_value_t = 365)]
+    pub days: u32,
+    /// Validity of a new CA, in days.
+    #[arg(long, default_value_t = 3650)]
+    pub ca_days: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Policy file (YAML). Default: the embedded default policy.
+    #[arg(long, env = "FINALIZER_GUARD_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// One JSON object per line instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// AdmissionReview files.
+    #[arg(required = true, value_name = "REVIEW.json")]
+    pub reviews: Vec<PathBuf>,
+}
+
+/// Parses `500ms`, `5s`, `2m`, `1h` (and ISO 8601 `PT5S`).
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let d: jiff::SignedDuration = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a duration like 500ms, 5s or 2m: {e}"))?;
+    Duration::try_from(d).map_err(|_| format!("{s:?} is negative"))
+}
+
+/// Loads `--policy`, or the embedded default.
+pub fn load_policy(path: Option<&std::path::Path>) -> Result<Policy> {
+    match path {
+        None => Ok(Policy::embedded_default()),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+            Policy::from_yaml(&text).map_err(|source| Error::Policy {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    }
+}
+
+impl ServeArgs {
+    pub fn log_format(&self) -> LogFormat {
+        self.log_format
+    }
+
+    pub fn into_config(self) -> ServeConfig {
+        let ServeArgs {
+            policy,
+            tls_cert,
+            tls_key,
+            listen,
+            admin_listen,
+            max_body_bytes,
+            body_timeout,
+            max_connections,
+            reload_interval,
+            shutdown_delay,
+            shutdown_timeout,
+            dev_cert_dir,
+            log_format: _,
+        } = self;
+        ServeConfig {
+            policy,
+            tls: tls_cert.zip(tls_key),
+            listen,
+            admin_listen,
+            limits: Limits {
+                max_body_bytes,
+                body_timeout,
+                max_connections,
+            },
+            reload_interval,
+            shutdown_delay,
+            shutdown_timeout,
+            dev_cert_dir: dev_cert_dir
+                .unwrap_or_else(|| std::env::temp_dir().join("finalizer-guard-dev")),
+        }
+    }
+}
+
+pub async fn serve(args: ServeArgs) -> Result<()> {
+    server::run(args.into_config()).await
+}
+
+pub fn certs(args: CertsArgs) -> Result<()> {
+    let CertsArgs {
+        service,
+        namespace,
+        out,
+        dns,
+        ip,
+        days,
+        ca_days,
+    } = args;
+    let (ca_crt, ca_key) = (out.join("ca.crt"), out.join("ca.key"));
+    let authority = if ca_crt.exists() && ca_key.exists() {
+        let cert = std::fs::read_to_string(&ca_crt).map_err(|e| Error::io(&ca_crt, e))?;
+        let key = std::fs::read_to_string(&ca_key).map_err(|e| Error::io(&ca_key, e))?;
+        eprintln!("reusing the CA in {}", out.display());
+        certs::Authority::from_pem(&cert, &key)?
+    } else {
+        certs::Authority::generate(ca_days)?
+    };
+    let mut names = certs::service_names(&service, &namespace);
+    names.extend(dns);
+    let bundle = authority.issue(&names, &ip, days)?;
+    certs::write(&bundle, &out)?;
+    eprintln!(
+        "wrote {0}/ca.crt, {0}/ca.key, {0}/tls.crt, {0}/tls.key (SANs: {1}); caBundle:",
+        out.display(),
+        names
+            .iter()
+            .cloned()
+            .chain(ip.iter().map(ToString::to_string))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!("{}", certs::ca_bundle(&bundle.ca_cert_pem));
+    Ok(())
+}
+
+/// What `check` concluded for one file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CheckLine {
+    pub file: String,
+    /// `None` when the file could not be decided.
+    pub allowed: Option<bool>,
+    pub decision: Option<&'static str>,
+    pub message: Option<String>,
+    pub warnings: Vec<String>,
+    pub error: Option<String>,
+}
+
+impl CheckLine {
+    fn text(&self) -> String {
+        match (&self.error, self.allowed) {
+            (Some(e), _) => format!("{}: error: {e}", self.file),
+            (None, Some(false)) => format!(
+                "{}: denied: {}",
+                self.file,
+                self.message.as_deref().unwrap_or_default()
+            ),
+            (None, _) => format!("{}: allowed", self.file),
+        }
+    }
+}
+
+/// Decides one file with the server's own function.
+pub fn check_file(policy: &Policy, path: &std::path::Path) -> CheckLine {
+    let file = path.display().to_string();
+    let failed = |e: String| CheckLine {
+        file: file.clone(),
+        allowed: None,
+        decision: None,
+        message: None,
+        warnings: Vec::new(),
+        error: Some(e),
+    };
+    let body = match std::fs::read(path) {
+        Ok(body) => body,
+        Err(e) => return failed(e.to_string()),
+    };
+    match admission::review(policy, &body) {
+        Ok(r) => CheckLine {
+            file,
+            allowed: Some(r.allowed),
+            decision: Some(r.decision),
+            message: r.message,
+            warnings: r.warnings,
+            error: None,
+        },
+        Err(e) => failed(e.to_string()),
+    }
+}
+
+/// Exit code: 0 all allowed, 1 any denied, 2 any file not decided.
+pub fn check(args: CheckArgs) -> Result<i32> {
+    let CheckArgs {
+        policy,
+        json,
+        reviews,
+    } = args;
+    let policy = load_policy(policy.as_deref())?;
+    let mut out = std::io::stdout().lock();
+    let (mut denied, mut errors) = (false, false);
+    for path in &reviews {
+        let line = check_file(&policy, path);
+        denied |= line.allowed == Some(false);
+        errors |= line.error.is_some();
+        let text = if json {
+            serde_json::to_string(&line).expect("a check line always serializes")
+        } else {
+            line.text()
+        };
+        writeln!(out, "{text}").map_err(|e| Error::io("stdout", e))?;
+    }
+    Ok(if errors {
+        2
+    } else if denied {
+        1
+    } else {
+        0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("-5s").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,373 @@
+//! The server: TLS webhook port, plain admin port, hot reload, graceful drain.
+
+mod reload;
+pub mod routes;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+use crate::certs;
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use crate::policy::{Mode, Policy};
+
+/// How long a client may take to finish the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send a request's headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Everything `serve` needs, already resolved from flags and environment.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// `None`: the embedded default policy.
+    pub policy: Option<PathBuf>,
+    /// `None`: dev mode, a generated certificate.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    pub listen: SocketAddr,
+    pub admin_listen: SocketAddr,
+    pub limits: Limits,
+    /// How often mounted policy and certificate files are re-read.
+    pub reload_interval: Duration,
+    /// After SIGTERM: how long to keep serving while unready, so endpoints catch up.
+    pub shutdown_delay: Duration,
+    /// After that: how long in-flight requests may take to finish.
+    pub shutdown_timeout: Duration,
+    /// Dev mode: where the generated CA is written.
+    pub dev_cert_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub body_timeout: Duration,
+    pub max_connections: usize,
+}
+
+/// State shared by every request.
+pub struct AppState {
+    pub policy: ArcSwap<Policy>,
+    pub metrics: Metrics,
+    pub ready: AtomicBool,
+    pub limits: Limits,
+}
+
+/// A running server.
+pub struct Handle {
+    pub addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub state: Arc<AppState>,
+    /// Dev mode: the generated CA's PEM file.
+    pub dev_ca: Option<PathBuf>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    shutdown_delay: Duration,
+}
+
+impl Handle {
+    /// Starts the drain: unready at once, stop accepting after the delay,
+    /// let in-flight requests finish, then stop.
+    pub async fn shutdown(self) {
+        self.state.ready.store(false, Ordering::Relaxed);
+        tracing::info!(delay = ?self.shutdown_delay, "shutting down: unready, still serving during the delay");
+        tokio::time::sleep(self.shutdown_delay).await;
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        tracing::info!("stopped");
+    }
+}
+
+/// Loads the policy, binds both ports and starts serving.
+pub async fn start(config: ServeConfig) -> Result<Handle> {
+    let ServeConfig {
+        policy,
+        tls,
+        listen,
+        admin_listen,
+        limits,
+        reload_interval,
+        shutdown_delay,
+        shutdown_timeout,
+        dev_cert_dir,
+    } = config;
+
+    let (initial_policy, policy_bytes) = match &policy {
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+            let text = String::from_utf8_lossy(&bytes);
+            let parsed = Policy::from_yaml(&text).map_err(|source| Error::Policy {
+                path: path.clone(),
+                source,
+            })?;
+            (parsed, bytes)
+        }
+        None => (Policy::embedded_default(), Vec::new()),
+    };
+    log_policy(
+        &initial_policy,
+        policy.as_deref().map(|p| p.display().to_string()),
+    );
+
+    let (certified, cert_fingerprint, dev_ca) = match &tls {
+        Some((cert, key)) => {
+            let (certified, fingerprint) = tls::load_files(cert, key)?;
+            tracing::info!(cert = %cert.display(), key = %key.display(), "serving certificate loaded");
+            (certified, fingerprint, None)
+        }
+        None => {
+            let (certified, ca_path) = dev_certificate(&dev_cert_dir)?;
+            (certified, Vec::new(), Some(ca_path))
+        }
+    };
+    let store = tls::CertStore::new(certified);
+    let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(store.clone())?));
+
+    let state = Arc::new(AppState {
+        policy: ArcSwap::from_pointee(initial_policy),
+        metrics: Metrics::new(),
+        ready: AtomicBool::new(false),
+        limits,
+    });
+
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| Error::Bind {
+            addr: listen,
+            source,
+        })?;
+    let admin_listener = TcpListener::bind(admin_listen)
+        .await
+        .map_err(|source| Error::Bind {
+            addr: admin_listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| Error::Bind {
+        addr: listen,
+        source,
+    })?;
+    let admin_addr = admin_listener.local_addr().map_err(|source| Error::Bind {
+        addr: admin_listen,
+        source,
+    })?;
+
+    let (stop, stopped) = watch::channel(false);
+    let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(serve_tls(
+        listener,
+        acceptor,
+        routes::webhook(state.clone()),
+        limits.max_connections,
+        shutdown_timeout,
+        stopped.clone(),
+    )));
+    let admin = routes::admin(state.clone());
+    let mut admin_stopped = stopped.clone();
+    tasks.push(tokio::spawn(async move {
+        let served = axum::serve(admin_listener, admin)
+            .with_graceful_shutdown(async move { stopped_signal(&mut admin_stopped).await })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "admin server failed");
+        }
+    }));
+    if let Some(path) = policy {
+        tokio::spawn(reload::watch_policy(
+            path,
+            policy_bytes,
+            state.clone(),
+            reload_interval,
+            stopped.clone(),
+        ));
+    }
+    if let Some((cert, key)) = tls {
+        tokio::spawn(reload::watch_certificate(
+            cert,
+            key,
+            cert_fingerprint,
+            store,
+            state.clone(),
+            reload_interval,
+            stopped,
+        ));
+    }
+
+    state.ready.store(true, Ordering::Relaxed);
+    tracing::info!(%addr, %admin_addr, "serving: POST /validate over TLS; /metrics on the admin port");
+    Ok(Handle {
+        addr,
+        admin_addr,
+        state,
+        dev_ca,
+        stop,
+        tasks,
+        shutdown_delay,
+    })
+}
+
+/// Serves until SIGTERM or Ctrl-C, then drains. A second signal exits at once.
+pub async fn run(config: ServeConfig) -> Result<()> {
+    let handle = start(config).await?;
+    wait_for_signal().await;
+    let drain = handle.shutdown();
+    tokio::select! {
+        () = drain => {}
+        () = wait_for_signal() => tracing::warn!("second signal: exiting without draining"),
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Resolves once the server is told to stop.
+pub(crate) async fn stopped_signal(stopped: &mut watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|s| *s).await;
+}
+
+fn log_policy(policy: &Policy, source: Option<String>) {
+    let source = source.unwrap_or_else(|| "embedded default".into());
+    tracing::info!(
+        policy = %source,
+        mode = policy.mode.as_str(),
+        rules = policy.rules.len(),
+        builtin_controllers = policy.builtin_controllers,
+        override_annotation = %policy.override_settings.annotation,
+        "policy loaded"
+    );
+    if policy.mode == Mode::Warn {
+        tracing::warn!(
+            "warn mode: unauthorized finalizer removals are ALLOWED and audited as would-deny"
+        );
+    }
+}
+
+/// Dev mode: a CA and a serving certificate for localhost and the default
+/// Service names, generated at start; the CA is written where clients can find it.
+fn dev_certificate(dir: &std::path::Path) -> Result<(rustls::sign::CertifiedKey, PathBuf)> {
+    let ca = certs::Authority::generate(30)?;
+    let mut names = vec!["localhost".to_string()];
+    names.extend(certs::service_names("finalizer-guard", "finalizer-guard"));
+    let ips = [
+        "127.0.0.1".parse().expect("IPv4 loopback"),
+        "::1".parse().expect("IPv6 loopback"),
+    ];
+    let bundle = ca.issue(&names, &ips, 30)?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let ca_path = dir.join("ca.crt");
+    std::fs::write(&ca_path, &bundle.ca_cert_pem).map_err(|e| Error::io(&ca_path, e))?;
+    tracing::warn!(
+        ca = %ca_path.display(),
+        "dev mode: serving a generated certificate (localhost, 127.0.0.1, finalizer-guard.finalizer-guard.svc); \
+         pass --tls-cert and --tls-key in a cluster"
+    );
+    let certified = tls::certified_key(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes())?;
+    Ok((certified, ca_path))
+}
+
+/// Accepts TLS connections and serves HTTP/1.1 and HTTP/2 on them until
+/// stopped, then lets open connections finish (up to `drain`).
+async fn serve_tls(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    router: Router,
+    max_connections: usize,
+    drain: Duration,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(250);
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(max_connections));
+    loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            () = stopped_signal(&mut stopped) => break,
+        };
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = stopped_signal(&mut stopped) => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let router = router.clone();
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let service = TowerToHyperService::new(router);
+            let connection = builder
+                .serve_connection_with_upgrades(TokioIo::new(tls), service)
+                .into_owned();
+            if let Err(e) = watcher.watch(connection).await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?drain,
+            "connections still open after the drain timeout; closing them"
+        );
+    }
+}

@@ -1,0 +1,169 @@
+//! HTTP routes: the webhook port and the admin port.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tracing::{Instrument, field};
+
+use super::AppState;
+use crate::admission;
+use crate::metrics::{RejectLabels, ReviewLabels};
+
+/// Bodies larger than this are decided on the blocking pool, so a few huge
+/// reviews cannot stall the small ones sharing a worker thread.
+const OFFLOAD_BYTES: usize = 256 * 1024;
+
+/// The TLS port: `POST /validate`, and the probes.
+pub fn webhook(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/validate", post(validate))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+/// The plain-HTTP admin port: `/metrics`, and the probes.
+pub fn admin(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    if state.ready.load(Ordering::Relaxed) {
+        "ok\n".into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+    }
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let mut response = state.metrics.encode().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    response
+}
+
+async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let span = tracing::info_span!(
+        "review",
+        uid = field::Empty,
+        user = field::Empty,
+        resource = field::Empty,
+        namespace = field::Empty,
+        name = field::Empty,
+        decision = field::Empty,
+    );
+    async move {
+        let body = match read_body(&state, request.into_body()).await {
+            Ok(body) => body,
+            Err((code, reason)) => return reject(&state, code, reason),
+        };
+        let started = Instant::now();
+        let policy = state.policy.load_full();
+        let result = if body.len() > OFFLOAD_BYTES {
+            match tokio::task::spawn_blocking(move || admission::review(&policy, &body)).await {
+                Ok(result) => result,
+                Err(e) => {
+                    tracing::error!(error = %e, "review task failed");
+                    return reject(&state, StatusCode::INTERNAL_SERVER_ERROR, "internal error".into());
+                }
+            }
+        } else {
+            admission::review(&policy, &body)
+        };
+        let reviewed = match result {
+            Ok(reviewed) => reviewed,
+            Err(e) => return reject(&state, StatusCode::BAD_REQUEST, e.to_string()),
+        };
+        state.metrics.latency.observe(started.elapsed().as_secs_f64());
+        state
+            .metrics
+            .reviews
+            .get_or_create(&ReviewLabels {
+                operation: reviewed.operation,
+                decision: reviewed.decision,
+            })
+            .inc();
+        let span = tracing::Span::current();
+        span.record("uid", reviewed.uid.as_str());
+        span.record("decision", reviewed.decision);
+        if let Some(record) = &reviewed.audit {
+            span.record("user", record.user.as_str());
+            span.record("resource", record.resource.as_str());
+            span.record("namespace", record.namespace.as_deref().unwrap_or_default());
+            span.record("name", record.name.as_str());
+            let finalizers: Vec<&str> = record
+                .removed_finalizers
+                .iter()
+                .map(|r| r.finalizer.as_str())
+                .collect();
+            tracing::info!(finalizers = ?finalizers, dry_run = record.dry_run, "judged finalizer removal");
+            crate::audit::emit(record);
+        } else {
+            tracing::debug!("nothing to judge");
+        }
+        let mut response = Response::new(Body::from(reviewed.body));
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        response
+    }
+    .instrument(span)
+    .await
+}
+
+/// Reads the whole body within the size limit and the body timeout.
+async fn read_body(state: &AppState, body: Body) -> Result<Bytes, (StatusCode, String)> {
+    let limit = state.limits.max_body_bytes;
+    let too_large = || {
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body exceeds {limit} bytes"),
+        )
+    };
+    let read = Limited::new(body, limit).collect();
+    match tokio::time::timeout(state.limits.body_timeout, read).await {
+        Err(_) => Err((
+            StatusCode::REQUEST_TIMEOUT,
+            "timed out reading the request body".into(),
+        )),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
+        Ok(Err(e)) => Err((
+            StatusCode::BAD_REQUEST,
+            format!("cannot read request body: {e}"),
+        )),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+fn reject(state: &AppState, code: StatusCode, reason: String) -> Response {
+    tracing::warn!(code = code.as_u16(), %reason, "refused a request");
+    state
+        .metrics
+        .rejected
+        .get_or_create(&RejectLabels {
+            code: code.as_u16(),
+        })
+        .inc();
+    let mut line = reason.replace(['\n', '\r'], " ");
+    line.push('\n');
+    (code, line).into_response()
+}

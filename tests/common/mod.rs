@@ -1,0 +1,166 @@
+//! Test support: a server on loopback and an HTTPS client that trusts it the
+//! way kube-apiserver does (the CA bundle only, the Service DNS name).
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use finalizer_guard::server::{self, Handle, Limits, ServeConfig};
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use serde_json::{Value, json};
+
+pub const SERVICE_NAME: &str = "finalizer-guard.finalizer-guard.svc";
+
+pub fn config(dir: &Path) -> ServeConfig {
+    ServeConfig {
+        policy: None,
+        tls: None,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin_listen: "127.0.0.1:0".parse().unwrap(),
+        limits: Limits {
+            max_body_bytes: 8 * 1024 * 1024,
+            body_timeout: Duration::from_secs(5),
+            max_connections: 1024,
+        },
+        reload_interval: Duration::from_millis(100),
+        shutdown_delay: Duration::ZERO,
+        shutdown_timeout: Duration::from_secs(5),
+        dev_cert_dir: dir.to_path_buf(),
+    }
+}
+
+/// An HTTPS client trusting only `ca_pem`, reaching `addr` under the Service name.
+pub fn client(ca_pem: &[u8], addr: SocketAddr, alpn: &[&[u8]]) -> reqwest::Client {
+    install_provider();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .resolve(SERVICE_NAME, addr)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+/// reqwest's plain clients need a process-wide rustls provider.
+pub fn install_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+pub struct Running {
+    pub handle: Handle,
+    pub https: reqwest::Client,
+    pub url: String,
+    pub admin: String,
+    pub ca_pem: Vec<u8>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Running {
+    pub async fn post(&self, body: impl Into<reqwest::Body>) -> reqwest::Response {
+        self.https
+            .post(format!("{}/validate?timeout=10s", self.url))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn review(&self, review: &Value) -> Value {
+        let response = self.post(serde_json::to_vec(review).unwrap()).await;
+        assert_eq!(response.status(), 200);
+        response.json().await.unwrap()
+    }
+
+    pub async fn metrics(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.admin))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+}
+
+/// Starts a dev-mode server, optionally with a policy file's text.
+pub async fn start(policy: Option<&str>) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    if let Some(text) = policy {
+        let path = dir.path().join("policy.yaml");
+        std::fs::write(&path, text).unwrap();
+        config.policy = Some(path);
+    }
+    let handle = server::start(config).await.unwrap();
+    let ca_pem = std::fs::read(handle.dev_ca.as_ref().unwrap()).unwrap();
+    let https = client(&ca_pem, handle.addr, &[b"http/1.1"]);
+    Running {
+        url: format!("https://{SERVICE_NAME}:{}", handle.addr.port()),
+        admin: format!("http://{}", handle.admin_addr),
+        handle,
+        https,
+        ca_pem,
+        dir,
+    }
+}
+
+pub fn pod(finalizers: Value, annotations: Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "web-0",
+            "namespace": "team-a",
+            "uid": "6f0ad0c1-5d0c-4bd3-9a35-0c6a2b1d7e11",
+            "finalizers": finalizers,
+            "annotations": annotations,
+        },
+        "spec": {"nodeName": "node-1", "containers": [{"name": "web", "image": "nginx"}]},
+    })
+}
+
+/// A pod UPDATE by `user`, from `old` to `new`.
+pub fn update(user: &str, old: Value, new: Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "0c9a8d74-9cb7-44dd-b98e-09fd62def2f4",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "web-0",
+            "namespace": "team-a",
+            "operation": "UPDATE",
+            "userInfo": {"username": user, "groups": ["system:authenticated"]},
+            "object": new,
+            "oldObject": old,
+            "dryRun": false,
+            "options": {"kind": "PatchOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "kubectl-patch"},
+        }
+    })
+}
+
+/// The seed strip: `kubectl patch pod web-0 -p '{"metadata":{"finalizers":null}}'`.
+pub fn strip(user: &str, annotations: Value) -> Value {
+    update(
+        user,
+        pod(json!(["example.com/cleanup"]), annotations.clone()),
+        pod(Value::Null, annotations),
+    )
+}

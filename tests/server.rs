@@ -1,0 +1,265 @@
+//! The server over real TLS, driven by a real HTTP client.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{pod, start, strip, update};
+use serde_json::{Value, json};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denies_the_seed_strip_and_allows_it_with_an_override() {
+    let server = start(None).await;
+    let denied = server.review(&strip("alice", Value::Null)).await;
+    let response = &denied["response"];
+    assert_eq!(response["uid"], "0c9a8d74-9cb7-44dd-b98e-09fd62def2f4");
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 403);
+    let message = response["status"]["message"].as_str().unwrap();
+    for needle in [
+        "example.com/cleanup",
+        "web-0",
+        "alice",
+        "finalizer-guard.io/override",
+        "node-lost",
+    ] {
+        assert!(message.contains(needle), "{message} lacks {needle}");
+    }
+
+    let overridden = server
+        .review(&strip(
+            "alice",
+            json!({"finalizer-guard.io/override": "node-lost: INC-4711 server-1 powered off"}),
+        ))
+        .await;
+    assert_eq!(overridden["response"]["allowed"], true);
+    assert_eq!(
+        overridden["response"]["auditAnnotations"]["override-reason"],
+        "node-lost"
+    );
+    assert!(
+        !overridden["response"]["warnings"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    let metrics = server.metrics().await;
+    assert!(
+        metrics
+            .contains(r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .contains(r#"finalizer_guard_reviews_total{operation="UPDATE",decision="override"} 1"#),
+        "{metrics}"
+    );
+    server.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speaks_http1_keep_alive_and_http2() {
+    let server = start(None).await;
+    for _ in 0..3 {
+        let response = server
+            .post(serde_json::to_vec(&strip("alice", Value::Null)).unwrap())
+            .await;
+        assert_eq!(response.version(), reqwest::Version::HTTP_11);
+        assert_eq!(response.status(), 200);
+    }
+    let h2 = common::client(&server.ca_pem, server.handle.addr, &[b"h2", b"http/1.1"]);
+    let response = h2
+        .post(format!("{}/validate", server.url))
+        .body(serde_json::to_vec(&strip("alice", Value::Null)).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.version(), reqwest::Version::HTTP_2);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["response"]["allowed"], false);
+    server.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_clear_status_and_the_server_keeps_serving() {
+    let server = start(None).await;
+    let cases: Vec<(Vec<u8>, u16, &str)> = vec![
+        (b"not json".to_vec(), 400, "not JSON"),
+        (b"[]".to_vec(), 400, "not an AdmissionReview"),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
+            400,
+            "no request",
+        ),
+        (vec![b' '; 9 * 1024 * 1024], 413, "exceeds"),
+    ];
+    for (body, status, reason) in cases {
+        let response = server.post(body).await;
+        assert_eq!(response.status().as_u16(), status);
+        let text = response.text().await.unwrap();
+        assert!(text.contains(reason), "{text}");
+        assert_eq!(text.trim_end().lines().count(), 1, "{text}");
+    }
+    let get = server
+        .https
+        .get(format!("{}/validate", server.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 405);
+    let missing = server
+        .https
+        .post(format!("{}/mutate", server.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+
+    let still = server.review(&strip("alice", Value::Null)).await;
+    assert_eq!(still["response"]["allowed"], false);
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.contains(r#"finalizer_guard_rejected_requests_total{code="413"} 1"#),
+        "{metrics}"
+    );
+    server.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decides_a_large_configmap_update() {
+    let server = start(None).await;
+    let data: serde_json::Map<String, Value> = (0..130)
+        .map(|i| (format!("key-{i}"), Value::String("x".repeat(10_000))))
+        .collect();
+    let configmap = |finalizers: Value| {
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "big", "namespace": "team-a", "finalizers": finalizers},
+            "data": data,
+        })
+    };
+    let mut review = update(
+        "alice",
+        configmap(json!(["kubernetes"])),
+        configmap(json!([])),
+    );
+    review["request"]["resource"] = json!({"group": "", "version": "v1", "resource": "configmaps"});
+    review["request"]["name"] = json!("big");
+    let body = serde_json::to_vec(&review).unwrap();
+    assert!(body.len() > 2_600_000, "{}", body.len());
+    let response: Value = server.post(body).await.json().await.unwrap();
+    assert_eq!(response["response"]["allowed"], false);
+    let message = response["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("configmaps \"big\" in namespace \"team-a\""),
+        "{message}"
+    );
+    server.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_on_both_ports_and_unready_while_draining() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    config.shutdown_delay = Duration::from_millis(800);
+    let handle = finalizer_guard::server::start(config).await.unwrap();
+    let ca = std::fs::read(handle.dev_ca.as_ref().unwrap()).unwrap();
+    let https = common::client(&ca, handle.addr, &[b"http/1.1"]);
+    let url = format!("https://{}:{}", common::SERVICE_NAME, handle.addr.port());
+    let admin = format!("http://{}", handle.admin_addr);
+    for probe in ["healthz", "readyz"] {
+        assert_eq!(
+            https
+                .get(format!("{url}/{probe}"))
+                .send()
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+        assert_eq!(
+            reqwest::get(format!("{admin}/{probe}"))
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+    }
+    let state = handle.state.clone();
+    let draining = tokio::spawn(handle.shutdown());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!state.ready.load(std::sync::atomic::Ordering::Relaxed));
+    assert_eq!(
+        reqwest::get(format!("{admin}/readyz"))
+            .await
+            .unwrap()
+            .status(),
+        503
+    );
+    // Still answering reviews while endpoints catch up.
+    let body = serde_json::to_vec(&strip("alice", Value::Null)).unwrap();
+    let response = https
+        .post(format!("{url}/validate"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    draining.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_reloads_and_a_bad_policy_keeps_the_good_one() {
+    let allow_alice = "rules:\n  - finalizers: [example.com/cleanup]\n    users: [alice]\n";
+    let server = start(Some(allow_alice)).await;
+    let allowed = server.review(&strip("alice", Value::Null)).await;
+    assert_eq!(allowed["response"]["allowed"], true);
+
+    let path = server.dir.path().join("policy.yaml");
+    std::fs::write(&path, "rules: []\n").unwrap();
+    let mut denied = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if server.review(&strip("alice", Value::Null)).await["response"]["allowed"] == false {
+            denied = true;
+            break;
+        }
+    }
+    assert!(denied, "the new policy never applied");
+
+    std::fs::write(&path, "rules:\n  - finalizer: [oops]\n").unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        server.review(&strip("alice", Value::Null)).await["response"]["allowed"],
+        false
+    );
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.contains(r#"finalizer_guard_reloads_total{kind="policy",outcome="failure"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"finalizer_guard_reloads_total{kind="policy",outcome="success"} 1"#),
+        "{metrics}"
+    );
+    server.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_removed_is_silent() {
+    let server = start(None).await;
+    let review = update(
+        "alice",
+        pod(json!(["a.example.com/x", "b.example.com/y"]), Value::Null),
+        pod(
+            json!(["b.example.com/y", "a.example.com/x", "c.example.com/z"]),
+            Value::Null,
+        ),
+    );
+    let response = server.review(&review).await;
+    assert_eq!(response["response"]["allowed"], true);
+    assert!(response["response"].get("auditAnnotations").is_none());
+    assert!(response["response"].get("warnings").is_none());
+    server.handle.shutdown().await;
+}
