@@ -1,0 +1,210 @@
+//! The binary as a user runs it.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin()
+        .args(args)
+        .env_remove("FINALIZER_GUARD_POLICY")
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn check_prints_one_line_per_file_with_the_contract_format() {
+    let o = run(&[
+        "check",
+        "examples/reviews/pod-strip-finalizers.json",
+        "examples/reviews/pod-strip-finalizers-override.json",
+        "examples/reviews/deployment-foreground-deletion-gc.json",
+        "Cargo.toml",
+        "does-not-exist.json",
+    ]);
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    assert!(lines[0].starts_with(
+        "examples/reviews/pod-strip-finalizers.json: denied: finalizer-guard denied removing finalizer \"example.com/cleanup\""
+    ));
+    assert_eq!(
+        lines[1],
+        "examples/reviews/pod-strip-finalizers-override.json: allowed"
+    );
+    assert_eq!(
+        lines[2],
+        "examples/reviews/deployment-foreground-deletion-gc.json: allowed"
+    );
+    assert!(
+        lines[3].starts_with("Cargo.toml: error: body is not"),
+        "{}",
+        lines[3]
+    );
+    assert!(
+        lines[4].starts_with("does-not-exist.json: error: "),
+        "{}",
+        lines[4]
+    );
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn check_exit_codes_and_json() {
+    let allowed = run(&[
+        "check",
+        "examples/reviews/pod-strip-finalizers-override.json",
+    ]);
+    assert_eq!(allowed.status.code(), Some(0));
+    let denied = run(&[
+        "check",
+        "--json",
+        "examples/reviews/namespace-finalize-stuck.json",
+    ]);
+    assert_eq!(denied.status.code(), Some(1));
+    let line: serde_json::Value = serde_json::from_str(stdout(&denied).trim()).unwrap();
+    assert_eq!(
+        line["file"],
+        "examples/reviews/namespace-finalize-stuck.json"
+    );
+    assert_eq!(line["allowed"], false);
+    assert_eq!(line["decision"], "denied");
+    assert!(
+        line["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.finalizers \"kubernetes\"")
+    );
+}
+
+#[test]
+fn check_under_a_policy_that_authorizes_the_requester() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "rules:\n  - finalizers: [example.com/*]\n    groups: [oncall]\n",
+    )
+    .unwrap();
+    let o = run(&[
+        "check",
+        "--policy",
+        policy.to_str().unwrap(),
+        "examples/reviews/pod-strip-finalizers.json",
+    ]);
+    assert_eq!(
+        stdout(&o).trim(),
+        "examples/reviews/pod-strip-finalizers.json: allowed"
+    );
+}
+
+#[test]
+fn a_bad_policy_is_refused_naming_the_field_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "mode: enforce\nrules:\n  - finalizers: [a]\n    usrs: [bob]\n",
+    )
+    .unwrap();
+    let o = run(&[
+        "check",
+        "--policy",
+        policy.to_str().unwrap(),
+        "examples/reviews/pod-strip-finalizers.json",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("unknown field `usrs`") && err.contains("line 4"),
+        "{err}"
+    );
+
+    let serve = bin()
+        .args([
+            "serve",
+            "--policy",
+            policy.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(serve.status.code(), Some(1));
+    assert!(
+        stderr(&serve).contains("unknown field `usrs`"),
+        "{}",
+        stderr(&serve)
+    );
+}
+
+#[test]
+fn certs_writes_a_chain_with_service_sans_and_prints_the_ca_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("certs");
+    let o = run(&[
+        "certs",
+        "--service",
+        "fg",
+        "--namespace",
+        "ops",
+        "--out",
+        out.to_str().unwrap(),
+        "--dns",
+        "fg.example.com",
+        "--ip",
+        "10.0.0.7",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for f in ["ca.crt", "ca.key", "tls.crt", "tls.key"] {
+        assert!(Path::new(&out.join(f)).exists(), "{f}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(out.join("tls.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "tls.key is readable by others");
+    }
+    use base64::Engine;
+    let bundle = base64::engine::general_purpose::STANDARD
+        .decode(stdout(&o).trim())
+        .unwrap();
+    assert_eq!(bundle, std::fs::read(out.join("ca.crt")).unwrap());
+    let err = stderr(&o);
+    for san in [
+        "fg.ops.svc",
+        "fg.ops.svc.cluster.local",
+        "fg.example.com",
+        "10.0.0.7",
+    ] {
+        assert!(err.contains(san), "{err}");
+    }
+
+    // Re-running keeps the CA, so the caBundle in the cluster stays valid.
+    let again = run(&[
+        "certs",
+        "--service",
+        "fg",
+        "--namespace",
+        "ops",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(stdout(&again), stdout(&o));
+}
