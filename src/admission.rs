@@ -34,8 +34,37 @@ const MAX_AUDIT_VALUE_CHARS: usize = 256;
 /// `spec.finalizers` (a Namespace's). Everything else is skipped unparsed.
 #[derive(Debug, Clone, Default)]
 pub struct LeanObject {
+    pub api_version: Option<String>,
+    pub kind: Option<String>,
     pub metadata: ObjectMeta,
     pub spec_finalizers: Vec<String>,
+}
+
+impl Serialize for LeanObject {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        #[derive(Serialize)]
+        struct Spec<'a> {
+            finalizers: &'a [String],
+        }
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(v) = &self.api_version {
+            map.serialize_entry("apiVersion", v)?;
+        }
+        if let Some(k) = &self.kind {
+            map.serialize_entry("kind", k)?;
+        }
+        map.serialize_entry("metadata", &self.metadata)?;
+        if !self.spec_finalizers.is_empty() {
+            map.serialize_entry(
+                "spec",
+                &Spec {
+                    finalizers: &self.spec_finalizers,
+                },
+            )?;
+        }
+        map.end()
+    }
 }
 
 impl Resource for LeanObject {
@@ -65,7 +94,12 @@ impl Resource for LeanObject {
 impl<'de> Deserialize<'de> for LeanObject {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
         struct Repr {
+            #[serde(default)]
+            api_version: Option<StringOrNothing>,
+            #[serde(default)]
+            kind: Option<StringOrNothing>,
             #[serde(default)]
             metadata: Option<LeanMeta>,
             #[serde(default)]
@@ -74,10 +108,20 @@ impl<'de> Deserialize<'de> for LeanObject {
         let repr = Repr::deserialize(deserializer)?;
         let meta = repr.metadata.unwrap_or_default();
         Ok(LeanObject {
+            api_version: repr.api_version.and_then(|s| s.0),
+            kind: repr.kind.and_then(|s| s.0),
             metadata: ObjectMeta {
                 name: meta.name,
+                generate_name: meta.generate_name,
                 namespace: meta.namespace,
                 uid: meta.uid,
+                resource_version: meta.resource_version,
+                deletion_timestamp: meta
+                    .deletion_timestamp
+                    .and_then(|t| t.0)
+                    .and_then(|t| t.parse().ok())
+                    .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
+                labels: meta.labels.map(|l| l.0),
                 finalizers: meta.finalizers,
                 annotations: meta.annotations.map(|a| a.0),
                 ..ObjectMeta::default()
@@ -87,11 +131,20 @@ impl<'de> Deserialize<'de> for LeanObject {
     }
 }
 
-/// The fields of `metadata` a decision or an audit record reads.
+/// The fields of `metadata` a decision reads, and those that identify the object.
 #[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
 struct LeanMeta {
     #[serde(default)]
     name: Option<String>,
+    #[serde(default)]
+    generate_name: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    deletion_timestamp: Option<StringOrNothing>,
+    #[serde(default)]
+    labels: Option<Annotations>,
     #[serde(default)]
     namespace: Option<String>,
     #[serde(default)]
@@ -102,7 +155,7 @@ struct LeanMeta {
     annotations: Option<Annotations>,
 }
 
-/// Annotations, skipping any value that is not a string: the apiserver never
+/// Annotations or labels, skipping any value that is not a string: the apiserver never
 /// sends one, and a hand-made review should not fail on a field only an
 /// override reads.
 struct Annotations(BTreeMap<String, String>);
@@ -363,6 +416,9 @@ pub struct Reviewed {
     pub warnings: Vec<String>,
     /// Present when finalizers were removed.
     pub audit: Option<AuditRecord>,
+    /// The request as read (lean objects), when finalizers were removed: what
+    /// a recording keeps.
+    pub request: Option<Box<AdmissionRequest<LeanObject>>>,
 }
 
 /// Decides one AdmissionReview body under `policy`.
@@ -482,9 +538,11 @@ pub fn review(policy: &Policy, body: &[u8]) -> Result<Reviewed, ReviewError> {
 
     let body = serde_json::to_vec(&response.into_review())
         .expect("an AdmissionReview response always serializes");
+    let judged = decision.judged_removal();
     Ok(Reviewed {
         body,
-        uid: request.uid,
+        uid: request.uid.clone(),
+        request: judged.then(|| Box::new(request)),
         allowed: decision.allowed(),
         decision: decision.label(),
         operation: operation.as_str(),

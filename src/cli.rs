@@ -14,7 +14,7 @@ use crate::admission;
 use crate::certs;
 use crate::error::{Error, Result};
 use crate::policy::Policy;
-use crate::server::{self, Limits, ServeConfig};
+use crate::server::{self, Limits, RecordConfig, ServeConfig};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -35,6 +35,42 @@ pub enum Command {
     Certs(CertsArgs),
     /// Decide recorded AdmissionReviews offline, exactly as the server would.
     Check(CheckArgs),
+    /// Run policy tests: suite files, recordings from `serve --record-dir`, case files.
+    Test(TestArgs),
+    /// Work with policy files.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+    /// Check that a policy lets every built-in controller remove its own finalizers.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Validate a policy file: exit 0, or 1 with errors naming the field (and line).
+    Validate(ValidateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The policy file.
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Decide every case under this policy instead of the suites' own (shadow replay).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Suite files (YAML), recordings or case files (JSON), or folders of them.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Policy file (YAML). Default: the embedded default policy.
+    #[arg(long, env = "FINALIZER_GUARD_POLICY")]
+    pub policy: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -85,6 +121,19 @@ pub struct ServeArgs {
     /// Dev mode: folder the generated CA (ca.crt) is written to.
     #[arg(long, env = "FINALIZER_GUARD_DEV_CERT_DIR")]
     pub dev_cert_dir: Option<PathBuf>,
+    /// Record every judged finalizer removal into this folder, for `test` to replay.
+    #[arg(long, env = "FINALIZER_GUARD_RECORD_DIR")]
+    pub record_dir: Option<PathBuf>,
+    /// Most recordings kept; the oldest are dropped first.
+    #[arg(
+        long,
+        env = "FINALIZER_GUARD_RECORD_MAX_FILES",
+        default_value_t = 10_000
+    )]
+    pub record_max_files: usize,
+    /// Most bytes of recordings kept; the oldest are dropped first.
+    #[arg(long, env = "FINALIZER_GUARD_RECORD_MAX_BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub record_max_bytes: u64,
     /// Log format on standard error.
     #[arg(
         long,
@@ -182,6 +231,9 @@ impl ServeArgs {
             shutdown_delay,
             shutdown_timeout,
             dev_cert_dir,
+            record_dir,
+            record_max_files,
+            record_max_bytes,
             log_format: _,
         } = self;
         ServeConfig {
@@ -199,6 +251,11 @@ impl ServeArgs {
             shutdown_timeout,
             dev_cert_dir: dev_cert_dir
                 .unwrap_or_else(|| std::env::temp_dir().join("finalizer-guard-dev")),
+            record: record_dir.map(|dir| RecordConfig {
+                dir,
+                max_files: record_max_files,
+                max_bytes: record_max_bytes,
+            }),
         }
     }
 }
@@ -326,6 +383,64 @@ pub fn check(args: CheckArgs) -> Result<i32> {
     } else {
         0
     })
+}
+
+/// `test`: exit 0 when every case passed, 1 when any failed or changed.
+pub fn test(args: TestArgs) -> Result<i32> {
+    let TestArgs { policy, paths } = args;
+    let policy = policy.map(|p| load_policy(Some(&p))).transpose()?;
+    let outcomes = crate::suite::run(&paths, policy.as_ref());
+    crate::suite::report(&outcomes, &mut std::io::stdout().lock())
+}
+
+/// `policy validate`: exit 0, or 1 with one error per line.
+pub fn validate(args: ValidateArgs) -> Result<i32> {
+    let ValidateArgs { file } = args;
+    let text = std::fs::read_to_string(&file).map_err(|e| Error::io(&file, e))?;
+    match Policy::from_yaml(&text) {
+        Ok(policy) => {
+            println!(
+                "{}: valid (mode {}, {} rules, builtinControllers {}, override annotation {})",
+                file.display(),
+                policy.mode.as_str(),
+                policy.rules.len(),
+                policy.builtin_controllers,
+                policy.override_settings.annotation
+            );
+            Ok(0)
+        }
+        Err(invalid) => {
+            for e in &invalid.0 {
+                println!("{}: {e}", file.display());
+            }
+            Ok(1)
+        }
+    }
+}
+
+/// `doctor`: exit 0 when every built-in controller may remove its finalizers, 1 otherwise.
+pub fn doctor(args: DoctorArgs) -> Result<i32> {
+    let DoctorArgs { policy } = args;
+    let policy = load_policy(policy.as_deref())?;
+    let blocked = crate::doctor::check(&policy);
+    let checked: usize = crate::policy::builtin::BUILTIN_CONTROLLERS
+        .iter()
+        .map(|c| (c.usernames.len() + 1) * c.finalizers.len())
+        .sum();
+    for b in &blocked {
+        println!("BLOCKED {b}");
+    }
+    if blocked.is_empty() {
+        println!("ok: all {checked} built-in controller removals are authorized");
+        Ok(0)
+    } else {
+        println!(
+            "{} of {checked} built-in controller removals would be blocked: \
+             set builtinControllers: true or add rules for them",
+            blocked.len()
+        );
+        Ok(1)
+    }
 }
 
 #[cfg(test)]

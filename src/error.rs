@@ -29,8 +29,8 @@ pub enum Error {
     Tls(String),
     #[error("certificate generation: {0}")]
     Certificate(#[from] rcgen::Error),
-    #[error("{0}")]
-    Usage(String),
+    #[error("the policy would block Kubernetes' own controllers (refused in enforce mode): {0}")]
+    BlocksBuiltinControllers(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -23,6 +23,9 @@ fn main() {
         }
         Command::Certs(args) => report(cli::certs(args).map(|()| 0)),
         Command::Check(args) => report(cli::check(args)),
+        Command::Test(args) => report(cli::test(args)),
+        Command::Policy(cli::PolicyCommand::Validate(args)) => report(cli::validate(args)),
+        Command::Doctor(args) => report(cli::doctor(args)),
     };
     std::process::exit(code);
 }

@@ -208,3 +208,101 @@ fn certs_writes_a_chain_with_service_sans_and_prints_the_ca_bundle() {
     ]);
     assert_eq!(stdout(&again), stdout(&o));
 }
+
+#[test]
+fn policy_validate_names_every_problem() {
+    let ok = run(&["policy", "validate", "tests/fixtures/policy.yaml"]);
+    assert_eq!(ok.status.code(), Some(0));
+    assert!(
+        stdout(&ok).contains("valid (mode enforce"),
+        "{}",
+        stdout(&ok)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "rules:\n  - finalizers: [\"a*b\"]\n    serviceAccounts: [nocolon]\n",
+    )
+    .unwrap();
+    let o = run(&["policy", "validate", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(out.contains("rules[0].finalizers: \"a*b\""), "{out}");
+    assert!(
+        out.contains("rules[0].serviceAccounts: \"nocolon\" must be NAMESPACE:NAME"),
+        "{out}"
+    );
+}
+
+#[test]
+fn doctor_and_serve_refuse_a_policy_that_blocks_builtin_controllers() {
+    let ok = run(&["doctor"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
+
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "builtinControllers: false\n").unwrap();
+    let o = run(&["doctor", "--policy", policy.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains(
+            "BLOCKED namespace controller (system:serviceaccount:kube-system:namespace-controller) removing finalizer \"kubernetes\" from namespaces: denied"
+        ),
+        "{}",
+        stdout(&o)
+    );
+
+    let serve = bin()
+        .args([
+            "serve",
+            "--policy",
+            policy.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(serve.status.code(), Some(1));
+    assert!(
+        stderr(&serve).contains("would block Kubernetes' own controllers"),
+        "{}",
+        stderr(&serve)
+    );
+}
+
+#[test]
+fn test_runs_the_example_suite_and_fails_on_a_wrong_expectation() {
+    let o = run(&["test", "examples/suite.yaml"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).ends_with("4 passed, 0 failed\n"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.yaml");
+    let text = std::fs::read_to_string("examples/suite.yaml")
+        .unwrap()
+        .replace(
+            "policy: policy.yaml",
+            &format!(
+                "policy: {}/examples/policy.yaml",
+                env!("CARGO_MANIFEST_DIR")
+            ),
+        )
+        .replace(
+            "review: reviews/",
+            &format!("review: {}/examples/reviews/", env!("CARGO_MANIFEST_DIR")),
+        )
+        .replacen("expect: denied", "expect: allowed", 1);
+    std::fs::write(&suite, text).unwrap();
+    let o = run(&["test", suite.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(
+        out.contains("FAIL a person strips a pod's finalizer: expected allowed, got denied: "),
+        "{out}"
+    );
+    assert!(out.ends_with("3 passed, 1 failed\n"), "{out}");
+}

@@ -26,6 +26,8 @@ pub struct BuiltinController {
     pub finalizers: &'static [&'static str],
     /// `Spec` only for the namespace controller's `spec.finalizers`.
     pub field: FinalizerField,
+    /// A resource (`resource` or `resource.group`) it removes them from, for `doctor`.
+    pub example_resource: &'static str,
 }
 
 macro_rules! sa {
@@ -41,18 +43,21 @@ pub const BUILTIN_CONTROLLERS: &[BuiltinController] = &[
         usernames: &[sa!("generic-garbage-collector")],
         finalizers: &["foregroundDeletion", "orphan"],
         field: FinalizerField::Metadata,
+        example_resource: "deployments.apps",
     },
     BuiltinController {
         name: "pvc-protection",
         usernames: &[sa!("pvc-protection-controller")],
         finalizers: &["kubernetes.io/pvc-protection"],
         field: FinalizerField::Metadata,
+        example_resource: "persistentvolumeclaims",
     },
     BuiltinController {
         name: "pv-protection",
         usernames: &[sa!("pv-protection-controller")],
         finalizers: &["kubernetes.io/pv-protection"],
         field: FinalizerField::Metadata,
+        example_resource: "persistentvolumes",
     },
     BuiltinController {
         name: "persistentvolume-binder",
@@ -63,42 +68,49 @@ pub const BUILTIN_CONTROLLERS: &[BuiltinController] = &[
             "external-provisioner.volume.kubernetes.io/finalizer",
         ],
         field: FinalizerField::Metadata,
+        example_resource: "persistentvolumes",
     },
     BuiltinController {
         name: "namespace",
         usernames: &[sa!("namespace-controller")],
         finalizers: &["kubernetes"],
         field: FinalizerField::Spec,
+        example_resource: "namespaces",
     },
     BuiltinController {
         name: "job",
         usernames: &[sa!("job-controller")],
         finalizers: &["batch.kubernetes.io/job-tracking"],
         field: FinalizerField::Metadata,
+        example_resource: "pods",
     },
     BuiltinController {
         name: "service",
         usernames: &[sa!("service-controller"), "system:cloud-controller-manager"],
         finalizers: &["service.kubernetes.io/load-balancer-cleanup"],
         field: FinalizerField::Metadata,
+        example_resource: "services",
     },
     BuiltinController {
         name: "resourceclaim",
         usernames: &[sa!("resource-claim-controller")],
         finalizers: &["resource.kubernetes.io/delete-protection"],
         field: FinalizerField::Metadata,
+        example_resource: "resourceclaims.resource.k8s.io",
     },
     BuiltinController {
         name: "service-cidr",
         usernames: &[sa!("service-cidrs-controller")],
         finalizers: &["networking.k8s.io/service-cidr-finalizer"],
         field: FinalizerField::Metadata,
+        example_resource: "servicecidrs.networking.k8s.io",
     },
     BuiltinController {
         name: "volumeattributesclass-protection",
         usernames: &[sa!("volumeattributesclass-protection-controller")],
         finalizers: &["kubernetes.io/vac-protection"],
         field: FinalizerField::Metadata,
+        example_resource: "volumeattributesclasses.storage.k8s.io",
     },
     BuiltinController {
         name: "customresourcedefinition-finalizer",
@@ -106,6 +118,7 @@ pub const BUILTIN_CONTROLLERS: &[BuiltinController] = &[
         usernames: &["system:apiserver"],
         finalizers: &["customresourcecleanup.apiextensions.k8s.io"],
         field: FinalizerField::Metadata,
+        example_resource: "customresourcedefinitions.apiextensions.k8s.io",
     },
 ];
 

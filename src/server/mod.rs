@@ -21,10 +21,11 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use crate::certs;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::policy::{Mode, Policy};
+use crate::recording::Recorder;
+use crate::{certs, doctor};
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -49,6 +50,15 @@ pub struct ServeConfig {
     pub shutdown_timeout: Duration,
     /// Dev mode: where the generated CA is written.
     pub dev_cert_dir: PathBuf,
+    /// Where judged removals are recorded for `test`, if anywhere.
+    pub record: Option<RecordConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RecordConfig {
+    pub dir: PathBuf,
+    pub max_files: usize,
+    pub max_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +74,7 @@ pub struct AppState {
     pub metrics: Metrics,
     pub ready: AtomicBool,
     pub limits: Limits,
+    pub recorder: Option<Recorder>,
 }
 
 /// A running server.
@@ -105,6 +116,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         shutdown_delay,
         shutdown_timeout,
         dev_cert_dir,
+        record,
     } = config;
 
     let (initial_policy, policy_bytes) = match &policy {
@@ -123,6 +135,20 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         &initial_policy,
         policy.as_deref().map(|p| p.display().to_string()),
     );
+    if let Err(blocked) = doctor_allows(&initial_policy) {
+        return Err(Error::BlocksBuiltinControllers(blocked));
+    }
+    let recorder = match record {
+        Some(RecordConfig {
+            dir,
+            max_files,
+            max_bytes,
+        }) => {
+            tracing::info!(dir = %dir.display(), max_files, max_bytes, "recording judged finalizer removals");
+            Some(Recorder::start(dir, max_files, max_bytes)?)
+        }
+        None => None,
+    };
 
     let (certified, cert_fingerprint, dev_ca) = match &tls {
         Some((cert, key)) => {
@@ -143,6 +169,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         metrics: Metrics::new(),
         ready: AtomicBool::new(false),
         limits,
+        recorder,
     });
 
     let listener = TcpListener::bind(listen)
@@ -265,6 +292,34 @@ fn log_policy(policy: &Policy, source: Option<String>) {
         tracing::warn!(
             "warn mode: unauthorized finalizer removals are ALLOWED and audited as would-deny"
         );
+    }
+}
+
+/// Runs `doctor` on a policy. In enforce mode a policy that would block a
+/// built-in controller is refused; in warn mode it is served, loudly.
+pub(crate) fn doctor_allows(policy: &Policy) -> std::result::Result<(), String> {
+    let blocked = doctor::check(policy);
+    if blocked.is_empty() {
+        return Ok(());
+    }
+    let list = blocked
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    match policy.mode {
+        Mode::Enforce => Err(list),
+        Mode::Warn => {
+            for b in &blocked {
+                tracing::error!(
+                    controller = b.controller,
+                    username = b.username,
+                    finalizer = b.finalizer,
+                    "policy would block a built-in controller: enforcing it would break the cluster"
+                );
+            }
+            Ok(())
+        }
     }
 }
 

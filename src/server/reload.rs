@@ -41,7 +41,14 @@ pub async fn watch_policy(
         if bytes == last || last_failed.as_ref() == Some(&bytes) {
             continue;
         }
-        match Policy::from_yaml(&String::from_utf8_lossy(&bytes)) {
+        let parsed = Policy::from_yaml(&String::from_utf8_lossy(&bytes))
+            .map_err(|e| e.to_string())
+            .and_then(|policy| {
+                super::doctor_allows(&policy)
+                    .map(|()| policy)
+                    .map_err(|blocked| format!("it would block built-in controllers: {blocked}"))
+            });
+        match parsed {
             Ok(policy) => {
                 tracing::info!(
                     policy = %path.display(),

@@ -79,6 +79,7 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
         let started = Instant::now();
         let policy = state.policy.load_full();
         let result = if body.len() > OFFLOAD_BYTES {
+            let policy = policy.clone();
             match tokio::task::spawn_blocking(move || admission::review(&policy, &body)).await {
                 Ok(result) => result,
                 Err(e) => {
@@ -117,6 +118,11 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
                 .collect();
             tracing::info!(finalizers = ?finalizers, dry_run = record.dry_run, "judged finalizer removal");
             crate::audit::emit(record);
+            if let Some(recorder) = &state.recorder
+                && let Some(recording) = crate::recording::from_reviewed(&reviewed, &policy)
+            {
+                recorder.record(recording);
+            }
         } else {
             tracing::debug!("nothing to judge");
         }

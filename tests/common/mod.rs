@@ -29,6 +29,7 @@ pub fn config(dir: &Path) -> ServeConfig {
         shutdown_delay: Duration::ZERO,
         shutdown_timeout: Duration::from_secs(5),
         dev_cert_dir: dir.to_path_buf(),
+        record: None,
     }
 }
 
@@ -98,8 +99,17 @@ impl Running {
 
 /// Starts a dev-mode server, optionally with a policy file's text.
 pub async fn start(policy: Option<&str>) -> Running {
+    start_with(policy, |_, _| {}).await
+}
+
+/// Starts a dev-mode server after `adjust` has had its say on the configuration.
+pub async fn start_with(
+    policy: Option<&str>,
+    adjust: impl FnOnce(&mut ServeConfig, &Path),
+) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path());
+    adjust(&mut config, dir.path());
     if let Some(text) = policy {
         let path = dir.path().join("policy.yaml");
         std::fs::write(&path, text).unwrap();

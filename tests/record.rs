@@ -1,0 +1,167 @@
+//! Record in the server, replay with `test`: the shadow-replay workflow.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use finalizer_guard::server::RecordConfig;
+use serde_json::{Value, json};
+
+const WARN_POLICY: &str = "mode: warn\nrules:\n  - name: shop-oncall\n    finalizers: [example.com/cleanup]\n    groups: [shop-oncall]\n";
+
+fn test_command(policy: &Path, dir: &Path) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
+        .args([
+            "test",
+            "--policy",
+            policy.to_str().unwrap(),
+            dir.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn example(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/reviews")
+        .join(name);
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn secret_strip() -> Value {
+    let secret = |finalizers: Value| {
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db-password", "namespace": "shop", "uid": "s-1", "finalizers": finalizers,
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"stringData\":{\"password\":\"hunter2\"}}"}},
+            "data": {"password": "aHVudGVyMg=="},
+            "stringData": {"password": "hunter2"},
+        })
+    };
+    let mut review = common::update(
+        "jane@example.com",
+        secret(json!(["vault.example.com/lease"])),
+        secret(json!([])),
+    );
+    review["request"]["resource"] = json!({"group": "", "version": "v1", "resource": "secrets"});
+    review["request"]["name"] = json!("db-password");
+    review
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_then_replay_under_the_same_a_looser_and_a_stricter_policy() {
+    let server = common::start_with(Some(WARN_POLICY), |config, dir| {
+        config.record = Some(RecordConfig {
+            dir: dir.join("recordings"),
+            max_files: 100,
+            max_bytes: 10 * 1024 * 1024,
+        });
+    })
+    .await;
+    let mut oncall_strip = example("pod-strip-finalizers.json");
+    oncall_strip["request"]["userInfo"]["groups"] = json!(["shop-oncall", "system:authenticated"]);
+    let reviews = [
+        example("pod-strip-finalizers.json"),              // would-deny
+        example("pod-strip-finalizers-override.json"),     // override
+        example("deployment-foreground-deletion-gc.json"), // authorized (built-in)
+        example("namespace-finalize-stuck.json"),          // would-deny
+        oncall_strip,                                      // authorized (rule)
+        secret_strip(),                                    // would-deny
+        common::update(
+            "jane",
+            common::pod(json!(["a"]), Value::Null),
+            common::pod(json!(["a"]), Value::Null),
+        ), // nothing removed
+    ];
+    for review in &reviews {
+        server.review(review).await;
+    }
+    let recordings = server.dir.path().join("recordings");
+    let count = || {
+        std::fs::read_dir(&recordings)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "json")
+            })
+            .count()
+    };
+    for _ in 0..50 {
+        if count() == 6 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        count(),
+        6,
+        "one recording per judged removal, none for the no-op"
+    );
+
+    // No Secret data, no last-applied-configuration, on disk.
+    for entry in std::fs::read_dir(&recordings).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for secret in [
+            "hunter2",
+            "aHVudGVyMg",
+            "last-applied-configuration",
+            "stringData",
+            "\"data\"",
+        ] {
+            assert!(!text.contains(secret), "{secret} reached the disk: {text}");
+        }
+    }
+
+    let policies = server.dir.path();
+    let same = policies.join("policy.yaml");
+    let (code, out) = test_command(&same, &recordings);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.ends_with("6 passed, 0 failed\n"), "{out}");
+
+    // Looser: jane may remove the cleanup finalizer. Her denied strip and her
+    // override both become plainly authorized.
+    let looser = policies.join("looser.yaml");
+    std::fs::write(
+        &looser,
+        format!("{WARN_POLICY}  - name: jane\n    finalizers: [example.com/cleanup]\n    users: [jane@example.com]\n"),
+    )
+    .unwrap();
+    let (code, out) = test_command(&looser, &recordings);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.ends_with("4 passed, 2 failed\n"), "{out}");
+    assert!(
+        out.contains("changed: recorded would-deny, now authorized"),
+        "{out}"
+    );
+    assert!(
+        out.contains("changed: recorded override, now authorized"),
+        "{out}"
+    );
+
+    // Stricter: enforce. Every would-deny becomes a denial.
+    let stricter = policies.join("stricter.yaml");
+    std::fs::write(
+        &stricter,
+        WARN_POLICY.replace("mode: warn", "mode: enforce"),
+    )
+    .unwrap();
+    let (code, out) = test_command(&stricter, &recordings);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.ends_with("3 passed, 3 failed\n"), "{out}");
+    assert_eq!(
+        out.matches("changed: recorded would-deny, now denied")
+            .count(),
+        3,
+        "{out}"
+    );
+    server.handle.shutdown().await;
+}
