@@ -17,3 +17,4 @@ pub mod policy;
 pub mod recording;
 pub mod server;
 pub mod suite;
+pub mod ledger;
