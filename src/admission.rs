@@ -602,12 +602,13 @@ fn audit_annotations(decision: &Decision, policy: &Policy) -> HashMap<String, St
             out.insert(unauthorized_key.to_string(), unauthorized);
         }
     }
-    let mut authorities: Vec<String> = decision
-        .removed
-        .iter()
-        .filter_map(|r| r.authorized_by.as_ref().map(ToString::to_string))
-        .collect();
-    authorities.dedup();
+    let mut authorities: Vec<String> = Vec::new();
+    for authority in decision.removed.iter().filter_map(|r| r.authorized_by.as_ref()) {
+        let authority = authority.to_string();
+        if !authorities.contains(&authority) {
+            authorities.push(authority);
+        }
+    }
     if !authorities.is_empty() {
         out.insert(
             "authorized-by".to_string(),
