@@ -512,11 +512,7 @@ pub fn review(policy: &Policy, body: &[u8]) -> Result<Reviewed, ReviewError> {
         operation: operation.as_str(),
         resource: qualified_resource(&change.target),
         subresource: change.target.subresource.to_string(),
-        namespace: change
-            .target
-            .namespace
-            .filter(|ns| !ns.is_empty())
-            .map(String::from),
+        namespace: change.target.object_namespace().map(String::from),
         name: request.name.clone(),
         object_uid: old_object.metadata.uid.clone(),
         removed_finalizers: decision
