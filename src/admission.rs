@@ -19,6 +19,7 @@ use kube_core::{DynamicResourceScope, Resource, Status};
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
+use crate::ledger::{self, Ledger};
 use crate::policy::{
     self, Change, Decision, FinalizerField, FinalizerLists, Operation, Outcome, Policy, Requester,
     Target, message,
@@ -396,6 +397,9 @@ pub struct AuditRecord {
     pub override_reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub override_detail: Option<String>,
+    /// For an override: what the removed finalizers were protecting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protected: Option<Ledger>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub dry_run: bool,
@@ -411,6 +415,10 @@ pub struct Reviewed {
     /// `not-judged`, `nothing-removed`, `authorized`, `override`, `denied`, `would-deny`.
     pub decision: &'static str,
     pub operation: &'static str,
+    /// The API group of the resource written (`""` for the core group).
+    pub group: String,
+    /// How many finalizers were removed without a rule or built-in controller.
+    pub unauthorized: usize,
     /// `status.message` of a denial.
     pub message: Option<String>,
     pub warnings: Vec<String>,
@@ -502,8 +510,15 @@ pub fn review(policy: &Policy, body: &[u8]) -> Result<Reviewed, ReviewError> {
     if let Some(w) = &warning {
         response.warnings = Some(vec![w.clone()]);
     }
+    let ledger = override_of(&decision).map(|_| ledger::read(body));
     if decision.judged_removal() {
         response.audit_annotations = audit_annotations(&decision, policy);
+        if let Some(ledger) = &ledger {
+            response.audit_annotations.insert(
+                "protected".to_string(),
+                message::truncate(&ledger.summary(), MAX_AUDIT_VALUE_CHARS),
+            );
+        }
     }
     let audit = decision.judged_removal().then(|| AuditRecord {
         uid: request.uid.clone(),
@@ -528,6 +543,7 @@ pub fn review(policy: &Policy, body: &[u8]) -> Result<Reviewed, ReviewError> {
         mode: policy.mode.as_str(),
         override_reason: override_of(&decision).map(|o| o.reason.clone()),
         override_detail: override_of(&decision).map(|o| o.detail.clone()),
+        protected: ledger,
         message: message_text.clone(),
         dry_run: request.dry_run,
     });
@@ -538,10 +554,12 @@ pub fn review(policy: &Policy, body: &[u8]) -> Result<Reviewed, ReviewError> {
     Ok(Reviewed {
         body,
         uid: request.uid.clone(),
+        group: request.resource.group.clone(),
         request: judged.then(|| Box::new(request)),
         allowed: decision.allowed(),
         decision: decision.label(),
         operation: operation.as_str(),
+        unauthorized: decision.unauthorized().count(),
         message: message_text,
         warnings: warning.into_iter().collect(),
         audit,
@@ -599,7 +617,11 @@ fn audit_annotations(decision: &Decision, policy: &Policy) -> HashMap<String, St
         }
     }
     let mut authorities: Vec<String> = Vec::new();
-    for authority in decision.removed.iter().filter_map(|r| r.authorized_by.as_ref()) {
+    for authority in decision
+        .removed
+        .iter()
+        .filter_map(|r| r.authorized_by.as_ref())
+    {
         let authority = authority.to_string();
         if !authorities.contains(&authority) {
             authorities.push(authority);

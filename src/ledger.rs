@@ -100,7 +100,10 @@ pub fn read(body: &[u8]) -> Ledger {
         node: text(&spec["nodeName"]),
         ..Ledger::default()
     };
-    ledger.pod_ips = list(&status["podIPs"]).iter().filter_map(|p| text(&p["ip"])).collect();
+    ledger.pod_ips = list(&status["podIPs"])
+        .iter()
+        .filter_map(|p| text(&p["ip"]))
+        .collect();
     if ledger.pod_ips.is_empty() {
         ledger.pod_ips.extend(text(&status["podIP"]));
     }
@@ -115,7 +118,11 @@ pub fn read(body: &[u8]) -> Ledger {
         }
     }
     for ingress in list(&status["loadBalancer"]["ingress"]) {
-        ledger.load_balancer.extend(text(&ingress["ip"]).into_iter().chain(text(&ingress["hostname"])));
+        ledger.load_balancer.extend(
+            text(&ingress["ip"])
+                .into_iter()
+                .chain(text(&ingress["hostname"])),
+        );
     }
     ledger.csi_driver = text(&spec["csi"]["driver"]);
     ledger.volume_handle = text(&spec["csi"]["volumeHandle"]);
@@ -155,9 +162,16 @@ mod tests {
         assert_eq!(l.pod_ips, ["10.244.3.17", "fd00::17"]);
         assert_eq!(
             l.volumes,
-            ["data (pvc data-web-0)", "secrets (csi secrets-store.csi.k8s.io)", "scratch (ephemeral pvc)"]
+            [
+                "data (pvc data-web-0)",
+                "secrets (csi secrets-store.csi.k8s.io)",
+                "scratch (ephemeral pvc)"
+            ]
         );
-        assert!(l.owners.is_empty(), "owners only when nothing more specific");
+        assert!(
+            l.owners.is_empty(),
+            "owners only when nothing more specific"
+        );
         assert_eq!(
             l.summary(),
             "node worker-3; pod IPs 10.244.3.17 fd00::17; volumes data (pvc data-web-0), secrets (csi secrets-store.csi.k8s.io), scratch (ephemeral pvc)"
@@ -166,21 +180,39 @@ mod tests {
 
     #[test]
     fn a_service_a_pv_and_a_pvc() {
-        let svc = read(&body(json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}, {"hostname": "lb.example.com"}]}}})));
+        let svc = read(&body(
+            json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}, {"hostname": "lb.example.com"}]}}}),
+        ));
         assert_eq!(svc.load_balancer, ["203.0.113.7", "lb.example.com"]);
-        let pv = read(&body(json!({"spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0abc"}}})));
-        assert_eq!(pv.summary(), "CSI driver ebs.csi.aws.com; volume handle vol-0abc");
+        let pv = read(&body(
+            json!({"spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0abc"}}}),
+        ));
+        assert_eq!(
+            pv.summary(),
+            "CSI driver ebs.csi.aws.com; volume handle vol-0abc"
+        );
         let pvc = read(&body(json!({"spec": {"volumeName": "pvc-1234"}})));
         assert_eq!(pvc.summary(), "volume pvc-1234");
     }
 
     #[test]
     fn otherwise_the_owners_and_never_a_failure() {
-        let cr = read(&body(json!({"metadata": {"ownerReferences": [{"kind": "Cluster", "name": "prod"}]}, "spec": "opaque", "status": [1]})));
-        assert_eq!(cr.owners, ["Cluster/prod"], "a spec of another shape is skipped, not an error");
-        let cr = read(&body(json!({"metadata": {"ownerReferences": [{"kind": "Cluster", "name": "prod"}]}, "spec": {"replicas": 3}})));
+        let cr = read(&body(
+            json!({"metadata": {"ownerReferences": [{"kind": "Cluster", "name": "prod"}]}, "spec": "opaque", "status": [1]}),
+        ));
+        assert_eq!(
+            cr.owners,
+            ["Cluster/prod"],
+            "a spec of another shape is skipped, not an error"
+        );
+        let cr = read(&body(
+            json!({"metadata": {"ownerReferences": [{"kind": "Cluster", "name": "prod"}]}, "spec": {"replicas": 3}}),
+        ));
         assert_eq!(cr.owners, ["Cluster/prod"]);
         assert_eq!(read(b"not json"), Ledger::default());
-        assert_eq!(read(&body(Value::Null)).summary(), "nothing recorded on the object");
+        assert_eq!(
+            read(&body(Value::Null)).summary(),
+            "nothing recorded on the object"
+        );
     }
 }

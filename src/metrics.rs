@@ -18,6 +18,18 @@ const LATENCY_BUCKETS: [f64; 14] = [
 pub struct ReviewLabels {
     pub operation: &'static str,
     pub decision: &'static str,
+    /// The resource's API group; `core` for the core group.
+    pub group: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    pub decision: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -43,6 +55,9 @@ pub struct Metrics {
     pub rejected: Family<RejectLabels, Counter>,
     pub latency: Histogram,
     pub reloads: Family<ReloadLabels, Counter>,
+    pub unauthorized_removals: Family<DecisionLabels, Counter>,
+    pub overrides: Family<ReasonLabels, Counter>,
+    pub certificate_expiry: Gauge,
 }
 
 impl Default for Metrics {
@@ -78,6 +93,24 @@ impl Metrics {
             "Policy and certificate reloads, by outcome",
             reloads.clone(),
         );
+        let unauthorized_removals = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "unauthorized_removals",
+            "Finalizers removed without a rule or built-in controller, by what was decided: denied, would-deny (warn mode) or override",
+            unauthorized_removals.clone(),
+        );
+        let overrides = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "overrides",
+            "Removals allowed by an override annotation, by reason",
+            overrides.clone(),
+        );
+        let certificate_expiry = Gauge::default();
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "When the serving certificate expires, in seconds since the Unix epoch",
+            certificate_expiry.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -91,6 +124,9 @@ impl Metrics {
             rejected,
             latency,
             reloads,
+            unauthorized_removals,
+            overrides,
+            certificate_expiry,
         }
     }
 
@@ -99,6 +135,36 @@ impl Metrics {
         self.reloads
             .get_or_create(&ReloadLabels { kind, outcome })
             .inc();
+    }
+
+    /// Counts one answered review.
+    pub fn review(&self, reviewed: &crate::admission::Reviewed) {
+        let group = if reviewed.group.is_empty() {
+            "core".to_string()
+        } else {
+            reviewed.group.clone()
+        };
+        self.reviews
+            .get_or_create(&ReviewLabels {
+                operation: reviewed.operation,
+                decision: reviewed.decision,
+                group,
+            })
+            .inc();
+        if reviewed.unauthorized > 0 {
+            self.unauthorized_removals
+                .get_or_create(&DecisionLabels {
+                    decision: reviewed.decision,
+                })
+                .inc_by(reviewed.unauthorized as u64);
+        }
+        if let Some(reason) = reviewed
+            .audit
+            .as_ref()
+            .and_then(|a| a.override_reason.clone())
+        {
+            self.overrides.get_or_create(&ReasonLabels { reason }).inc();
+        }
     }
 
     /// The Prometheus text exposition.

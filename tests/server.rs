@@ -46,13 +46,14 @@ async fn denies_the_seed_strip_and_allows_it_with_an_override() {
 
     let metrics = server.metrics().await;
     assert!(
-        metrics
-            .contains(r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied"} 1"#),
+        metrics.contains(
+            r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied",group="core"} 1"#
+        ),
         "{metrics}"
     );
     assert!(
         metrics
-            .contains(r#"finalizer_guard_reviews_total{operation="UPDATE",decision="override"} 1"#),
+            .contains(r#"finalizer_guard_reviews_total{operation="UPDATE",decision="override",group="core"} 1"#),
         "{metrics}"
     );
     server.handle.shutdown().await;
@@ -217,7 +218,13 @@ async fn policy_reloads_and_a_bad_policy_keeps_the_good_one() {
     assert_eq!(allowed["response"]["allowed"], true);
 
     let path = server.dir.path().join("policy.yaml");
-    std::fs::write(&path, "rules: []\n").unwrap();
+    // Replaced whole, as kubelet swaps a ConfigMap volume's contents.
+    let write_atomic = |text: &str| {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    };
+    write_atomic("rules: []\n");
     let mut denied = false;
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -228,7 +235,7 @@ async fn policy_reloads_and_a_bad_policy_keeps_the_good_one() {
     }
     assert!(denied, "the new policy never applied");
 
-    std::fs::write(&path, "rules:\n  - finalizer: [oops]\n").unwrap();
+    write_atomic("rules:\n  - finalizer: [oops]\n");
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
         server.review(&strip("alice", Value::Null)).await["response"]["allowed"],

@@ -171,6 +171,9 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         limits,
         recorder,
     });
+    if let Some(expiry) = store.expiry() {
+        state.metrics.certificate_expiry.set(expiry);
+    }
 
     let listener = TcpListener::bind(listen)
         .await

@@ -109,6 +109,9 @@ pub async fn watch_certificate(
         match tls::certified_key(&cert_pem, &key_pem) {
             Ok(certified) => {
                 store.replace(certified);
+                if let Some(expiry) = store.expiry() {
+                    state.metrics.certificate_expiry.set(expiry);
+                }
                 tracing::info!(cert = %cert.display(), "serving certificate reloaded");
                 state.metrics.reload("certificate", true);
                 last = fingerprint;

@@ -16,7 +16,7 @@ use tracing::{Instrument, field};
 
 use super::AppState;
 use crate::admission;
-use crate::metrics::{RejectLabels, ReviewLabels};
+use crate::metrics::RejectLabels;
 
 /// Bodies larger than this are decided on the blocking pool, so a few huge
 /// reviews cannot stall the small ones sharing a worker thread.
@@ -95,14 +95,7 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
             Err(e) => return reject(&state, StatusCode::BAD_REQUEST, e.to_string()),
         };
         state.metrics.latency.observe(started.elapsed().as_secs_f64());
-        state
-            .metrics
-            .reviews
-            .get_or_create(&ReviewLabels {
-                operation: reviewed.operation,
-                decision: reviewed.decision,
-            })
-            .inc();
+        state.metrics.review(&reviewed);
         let span = tracing::Span::current();
         span.record("uid", reviewed.uid.as_str());
         span.record("decision", reviewed.decision);
@@ -171,5 +164,16 @@ fn reject(state: &AppState, code: StatusCode, reason: String) -> Response {
         .inc();
     let mut line = reason.replace(['\n', '\r'], " ");
     line.push('\n');
-    (code, line).into_response()
+    let mut response = (code, line).into_response();
+    if matches!(
+        code,
+        StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT
+    ) {
+        // The rest of the body is still on the wire: this connection cannot
+        // carry another request, and the client must not reuse it.
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }

@@ -37,6 +37,13 @@ pub fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey> {
         .map_err(|e| Error::Tls(format!("certificate and key: {e}")))
 }
 
+/// When the leaf certificate expires, in seconds since the Unix epoch.
+pub fn expiry(key: &CertifiedKey) -> Option<i64> {
+    let leaf = key.cert.first()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
+    Some(cert.validity().not_after.timestamp())
+}
+
 /// The serving certificate, swapped atomically: handshakes in flight keep
 /// the one they started with, new ones get the new one.
 pub struct CertStore {
@@ -52,6 +59,11 @@ impl CertStore {
 
     pub fn replace(&self, key: CertifiedKey) {
         self.current.store(Arc::new(key));
+    }
+
+    /// The current certificate's expiry, in seconds since the Unix epoch.
+    pub fn expiry(&self) -> Option<i64> {
+        expiry(&self.current.load())
     }
 
     pub fn current(&self) -> Arc<CertifiedKey> {
