@@ -397,6 +397,11 @@ pub struct AuditRecord {
     pub override_reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub override_detail: Option<String>,
+    /// Two-person rule: who approved the override (for an override, or an approval written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub override_expires: Option<String>,
     /// For an override: what the removed finalizers were protecting.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protected: Option<Ledger>,
@@ -429,8 +434,17 @@ pub struct Reviewed {
     pub request: Option<Box<AdmissionRequest<LeanObject>>>,
 }
 
-/// Decides one AdmissionReview body under `policy`.
+/// Decides one AdmissionReview body under `policy`, by the webhook's clock.
 pub fn review(policy: &Policy, body: &[u8]) -> Result<Reviewed, ReviewError> {
+    review_at(policy, body, jiff::Timestamp::now())
+}
+
+/// Decides one AdmissionReview body under `policy` as of `now`.
+pub fn review_at(
+    policy: &Policy,
+    body: &[u8],
+    now: jiff::Timestamp,
+) -> Result<Reviewed, ReviewError> {
     let parsed: AdmissionReview<LeanObject> = match serde_json::from_slice(body) {
         Ok(parsed) => parsed,
         Err(e) => return Err(explain(body, e)),
@@ -493,6 +507,12 @@ pub fn review(policy: &Policy, body: &[u8]) -> Result<Reviewed, ReviewError> {
             .annotations
             .as_ref()
             .unwrap_or(&no_annotations),
+        old_annotations: old_object
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap_or(&no_annotations),
+        now,
     };
     let decision = policy::decide(&change, policy);
 
@@ -511,8 +531,31 @@ pub fn review(policy: &Policy, body: &[u8]) -> Result<Reviewed, ReviewError> {
         response.warnings = Some(vec![w.clone()]);
     }
     let ledger = override_of(&decision).map(|_| ledger::read(body));
-    if decision.judged_removal() {
+    // Two-person rule: the approval used (from oldObject) or written (in object).
+    let approval_annotations = match (&policy.override_settings.approval, &decision.outcome) {
+        (Some(_), Outcome::Override(_)) => Some(change.old_annotations),
+        (Some(_), Outcome::ApprovalRecorded | Outcome::ApprovalRefused { .. }) => {
+            Some(change.annotations)
+        }
+        _ => None,
+    };
+    let approved_by =
+        approval_annotations.and_then(|a| a.get(policy::approval::APPROVED_BY).cloned());
+    let override_expires =
+        approval_annotations.and_then(|a| a.get(policy::approval::OVERRIDE_EXPIRES).cloned());
+    if decision.audited() {
         response.audit_annotations = audit_annotations(&decision, policy);
+        for (key, value) in [
+            ("approved-by", &approved_by),
+            ("override-expires", &override_expires),
+        ] {
+            if let Some(value) = value {
+                response.audit_annotations.insert(
+                    key.to_string(),
+                    message::truncate(value, MAX_AUDIT_VALUE_CHARS),
+                );
+            }
+        }
         if let Some(ledger) = &ledger {
             response.audit_annotations.insert(
                 "protected".to_string(),
@@ -520,7 +563,7 @@ pub fn review(policy: &Policy, body: &[u8]) -> Result<Reviewed, ReviewError> {
             );
         }
     }
-    let audit = decision.judged_removal().then(|| AuditRecord {
+    let audit = decision.audited().then(|| AuditRecord {
         uid: request.uid.clone(),
         user: username.to_string(),
         groups: groups.to_vec(),
@@ -543,6 +586,8 @@ pub fn review(policy: &Policy, body: &[u8]) -> Result<Reviewed, ReviewError> {
         mode: policy.mode.as_str(),
         override_reason: override_of(&decision).map(|o| o.reason.clone()),
         override_detail: override_of(&decision).map(|o| o.detail.clone()),
+        approved_by,
+        override_expires,
         protected: ledger,
         message: message_text.clone(),
         dry_run: request.dry_run,
@@ -550,7 +595,7 @@ pub fn review(policy: &Policy, body: &[u8]) -> Result<Reviewed, ReviewError> {
 
     let body = serde_json::to_vec(&response.into_review())
         .expect("an AdmissionReview response always serializes");
-    let judged = decision.judged_removal();
+    let judged = decision.audited();
     Ok(Reviewed {
         body,
         uid: request.uid.clone(),
@@ -644,8 +689,18 @@ fn audit_annotations(decision: &Decision, policy: &Policy) -> HashMap<String, St
         Outcome::Denied { problem, .. } => {
             out.insert("mode".to_string(), policy.mode.as_str().to_string());
             if *problem != policy::OverrideProblem::Absent {
-                out.insert("override-problem".to_string(), problem.to_string());
+                out.insert(
+                    "override-problem".to_string(),
+                    message::truncate(&problem.to_string(), MAX_AUDIT_VALUE_CHARS),
+                );
             }
+        }
+        Outcome::ApprovalRefused { problem, .. } => {
+            out.insert("mode".to_string(), policy.mode.as_str().to_string());
+            out.insert(
+                "approval-problem".to_string(),
+                message::truncate(&problem.to_string(), MAX_AUDIT_VALUE_CHARS),
+            );
         }
         _ => {}
     }
@@ -820,5 +875,83 @@ mod tests {
         new["spec"] = json!({"finalizers": [{"not": "a string"}, "kept"]});
         let r = review(&p, &update(old, new, "alice")).unwrap();
         assert_eq!(r.decision, "denied");
+    }
+
+    #[test]
+    fn two_person_messages_and_audit() {
+        let p =
+            Policy::from_yaml("override:\n  approval:\n    users: [sec-lead]\n    maxAge: 2h\n")
+                .unwrap();
+        let now: jiff::Timestamp = "2026-11-21T08:00:00Z".parse().unwrap();
+        let approved = json!({
+            "finalizer-guard.io/override": "node-lost: INC-4711",
+            "finalizer-guard.io/approved-by": "sec-lead",
+            "finalizer-guard.io/override-expires": "2026-11-21T09:00:00Z"
+        });
+        let with = |finalizers: Value, annotations: &Value| {
+            let mut o = pod(finalizers);
+            o["metadata"]["annotations"] = annotations.clone();
+            o
+        };
+        // The approver writes; a non-approver cannot.
+        let write = update(
+            with(json!(["example.com/a"]), &Value::Null),
+            with(json!(["example.com/a"]), &approved),
+            "sec-lead",
+        );
+        let r = review_at(&p, &write, now).unwrap();
+        assert_eq!(r.decision, "approval-recorded");
+        assert_eq!(
+            r.audit.as_ref().unwrap().approved_by.as_deref(),
+            Some("sec-lead")
+        );
+        let forged = update(
+            with(json!(["example.com/a"]), &Value::Null),
+            with(json!(["example.com/a"]), &approved),
+            "mallory",
+        );
+        let r = review_at(&p, &forged, now).unwrap();
+        assert_eq!(r.decision, "approval-denied");
+        let msg = r.message.unwrap();
+        assert!(
+            msg.contains("denied writing the override approval"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("the requester is not an approver. Approvers: users sec-lead"),
+            "{msg}"
+        );
+        assert_eq!(
+            response(&review_at(&p, &forged, now).unwrap())["response"]["status"]["code"],
+            403
+        );
+
+        // Another person strips while it is valid; the approver cannot.
+        let strip = |user: &str| {
+            update(
+                with(json!(["example.com/a"]), &approved),
+                with(Value::Null, &approved),
+                user,
+            )
+        };
+        let r = review_at(&p, &strip("oncall"), now).unwrap();
+        assert_eq!(r.decision, "override");
+        let v = response(&r);
+        assert_eq!(v["response"]["auditAnnotations"]["approved-by"], "sec-lead");
+        assert_eq!(
+            v["response"]["auditAnnotations"]["override-expires"],
+            "2026-11-21T09:00:00Z"
+        );
+        let r = review_at(&p, &strip("sec-lead"), now).unwrap();
+        let msg = r.message.unwrap();
+        assert!(
+            msg.contains("\"sec-lead\" approved it and may not use their own approval"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("an approver (users sec-lead) first annotates the object"),
+            "{msg}"
+        );
+        assert!(msg.contains("at most 2h ahead"), "{msg}");
     }
 }

@@ -99,6 +99,35 @@ impl ResourceName {
 pub struct OverrideSettings {
     pub annotation: String,
     pub reasons: Vec<String>,
+    /// Two-person rule: when set, an override must be approved in advance.
+    pub approval: Option<Approval>,
+}
+
+/// Who may approve an override, and for how long an approval may run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    pub users: Vec<String>,
+    pub groups: Vec<String>,
+    /// How far ahead of the webhook's clock `override-expires` may be, when written.
+    pub max_age: jiff::SignedDuration,
+}
+
+impl Approval {
+    pub fn is_approver(&self, username: &str, groups: &[String]) -> bool {
+        self.users.iter().any(|u| u == username) || self.groups.iter().any(|g| groups.contains(g))
+    }
+
+    /// `users alice, bob; groups security`
+    pub fn describe_approvers(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.users.is_empty() {
+            parts.push(format!("users {}", self.users.join(", ")));
+        }
+        if !self.groups.is_empty() {
+            parts.push(format!("groups {}", self.groups.join(", ")));
+        }
+        parts.join("; ")
+    }
 }
 
 /// Why a policy was refused. Each names the field it is about.
@@ -148,6 +177,12 @@ pub enum PolicyError {
     BadAnnotationKey(String),
     #[error("override.reasons: must list at least one reason")]
     NoReasons,
+    #[error("override.approval: names no users or groups, so no one could approve")]
+    NoApprovers,
+    #[error("override.approval.{field}: {value:?} is empty or contains whitespace")]
+    BadApprover { field: &'static str, value: String },
+    #[error("override.approval.maxAge: {0:?} is not a positive duration like 30m or 2h")]
+    BadMaxAge(String),
     #[error(
         "override.reasons: {0:?} must be lowercase letters, digits and '-', and may not contain ':'"
     )]
@@ -215,6 +250,18 @@ struct OverrideFile {
     annotation: Option<String>,
     #[serde(default)]
     reasons: Option<Vec<String>>,
+    #[serde(default)]
+    approval: Option<ApprovalFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ApprovalFile {
+    #[serde(default)]
+    users: Vec<String>,
+    #[serde(default)]
+    groups: Vec<String>,
+    max_age: String,
 }
 
 impl Policy {
@@ -355,6 +402,7 @@ fn validate_override(
     let file = file.unwrap_or(OverrideFile {
         annotation: None,
         reasons: None,
+        approval: None,
     });
     let annotation = file
         .annotation
@@ -380,9 +428,34 @@ fn validate_override(
             errors.push(PolicyError::BadReason(reason.clone()));
         }
     }
+    let approval = file.approval.and_then(|a| {
+        if a.users.is_empty() && a.groups.is_empty() {
+            errors.push(PolicyError::NoApprovers);
+        }
+        for (field, names) in [("users", &a.users), ("groups", &a.groups)] {
+            for name in names.iter().filter(|n| !is_word(n)) {
+                errors.push(PolicyError::BadApprover {
+                    field,
+                    value: name.clone(),
+                });
+            }
+        }
+        match a.max_age.parse::<jiff::SignedDuration>() {
+            Ok(d) if d.is_positive() => Some(Approval {
+                users: a.users,
+                groups: a.groups,
+                max_age: d,
+            }),
+            _ => {
+                errors.push(PolicyError::BadMaxAge(a.max_age));
+                None
+            }
+        }
+    });
     OverrideSettings {
         annotation,
         reasons,
+        approval,
     }
 }
 
@@ -613,6 +686,35 @@ override:
                 PolicyError::BadAnnotationKey("bad key/".into()),
                 PolicyError::BadReason("Node Lost".into()),
             ]
+        );
+    }
+
+    #[test]
+    fn approval_settings() {
+        let p = Policy::from_yaml(
+            "override:\n  approval:\n    users: [sec-lead]\n    groups: [security]\n    maxAge: 2h\n",
+        )
+        .unwrap();
+        let a = p.override_settings.approval.unwrap();
+        assert_eq!(a.max_age, jiff::SignedDuration::from_hours(2));
+        assert!(a.is_approver("sec-lead", &[]));
+        assert!(a.is_approver("x", &["security".to_string()]));
+        assert!(!a.is_approver("x", &["securityx".to_string()]));
+        assert_eq!(
+            errors("override:\n  approval:\n    maxAge: soon\n"),
+            vec![
+                PolicyError::NoApprovers,
+                PolicyError::BadMaxAge("soon".into())
+            ]
+        );
+        assert_eq!(
+            errors("override:\n  approval:\n    users: [a]\n    maxAge: -5m\n"),
+            vec![PolicyError::BadMaxAge("-5m".into())]
+        );
+        let e = errors("override:\n  approval:\n    users: [a]\n    max_age: 1h\n");
+        assert!(
+            matches!(&e[0], PolicyError::Syntax(m) if m.contains("max_age")),
+            "{e:?}"
         );
     }
 

@@ -5,15 +5,37 @@ use std::collections::HashSet;
 use super::config::{Mode, Policy, Rule};
 use super::{
     Authority, Change, Decision, FinalizerField, FinalizerLists, Operation, Outcome, Removal,
-    Requester, Target, builtin, overrides,
+    Requester, Target, approval, builtin, overrides,
 };
 
 /// Decides one change under a policy.
 pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
+    let settings = &policy.override_settings;
+    let enforced = policy.mode == Mode::Enforce;
+
+    // Two-person rule: only approvers write approvals, on CREATE and UPDATE.
+    let mut approval_written = false;
+    if let Some(approval) = &settings.approval
+        && matches!(change.operation, Operation::Create | Operation::Update)
+        && approval::writes_approval(change, settings)
+    {
+        if let Err(problem) = approval::check_write(change, settings, approval, change.now) {
+            return Decision {
+                outcome: Outcome::ApprovalRefused { problem, enforced },
+                removed: Vec::new(),
+            };
+        }
+        approval_written = true;
+    }
+
     // 1. Only UPDATE is judged.
     if change.operation != Operation::Update {
         return Decision {
-            outcome: Outcome::NotJudged,
+            outcome: if approval_written {
+                Outcome::ApprovalRecorded
+            } else {
+                Outcome::NotJudged
+            },
             removed: Vec::new(),
         };
     }
@@ -32,7 +54,11 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
     // 3. Nothing removed: allowed silently.
     if removed.is_empty() {
         return Decision {
-            outcome: Outcome::NothingRemoved,
+            outcome: if approval_written {
+                Outcome::ApprovalRecorded
+            } else {
+                Outcome::NothingRemoved
+            },
             removed,
         };
     }
@@ -48,19 +74,20 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
         };
     }
 
-    // 5. Otherwise an override on the object as it will be stored.
-    let settings = &policy.override_settings;
-    let parsed = match change.annotations.get(&settings.annotation) {
-        None => Err(super::OverrideProblem::Absent),
-        Some(value) => overrides::parse(value, &settings.reasons),
+    // 5. Otherwise an override on the object as it will be stored, or under
+    //    the two-person rule, one approved earlier by someone else.
+    let parsed = match (
+        &settings.approval,
+        change.annotations.get(&settings.annotation),
+    ) {
+        (Some(_), _) => approval::check_override(change, settings, change.now),
+        (None, None) => Err(super::OverrideProblem::Absent),
+        (None, Some(value)) => overrides::parse(value, &settings.reasons),
     };
     let outcome = match parsed {
         Ok(valid) => Outcome::Override(valid),
         // 6. Otherwise denied (or, in warn mode, allowed with a warning).
-        Err(problem) => Outcome::Denied {
-            problem,
-            enforced: policy.mode == Mode::Enforce,
-        },
+        Err(problem) => Outcome::Denied { problem, enforced },
     };
     Decision { outcome, removed }
 }
@@ -154,6 +181,8 @@ mod tests {
         spec_old: Vec<String>,
         spec_new: Vec<String>,
         annotations: BTreeMap<String, String>,
+        old_annotations: BTreeMap<String, String>,
+        now: jiff::Timestamp,
     }
 
     fn strings(items: &[&str]) -> Vec<String> {
@@ -174,6 +203,8 @@ mod tests {
             spec_old: Vec::new(),
             spec_new: Vec::new(),
             annotations: BTreeMap::new(),
+            old_annotations: BTreeMap::new(),
+            now: "2026-11-21T08:00:00Z".parse().unwrap(),
         }
     }
 
@@ -236,6 +267,8 @@ mod tests {
                     new: &self.spec_new,
                 },
                 annotations: &self.annotations,
+                old_annotations: &self.old_annotations,
+                now: self.now,
             };
             decide(&change, policy)
         }
@@ -279,7 +312,7 @@ rules:
                 .removing(&["x"], &[])
                 .decide(&p);
             assert_eq!(d.outcome, Outcome::NotJudged);
-            assert!(d.allowed() && !d.judged_removal());
+            assert!(d.allowed() && !d.audited());
         }
     }
 
@@ -566,5 +599,206 @@ rules:
         );
         assert!(d.allowed());
         assert_eq!(d.label(), "would-deny");
+    }
+
+    mod two_person {
+        use super::*;
+        use crate::policy::approval::{APPROVED_BY, ApprovalProblem, OVERRIDE_EXPIRES};
+
+        const OVERRIDE: &str = "finalizer-guard.io/override";
+
+        fn policy() -> Policy {
+            super::policy(
+                "override:\n  approval:\n    users: [sec-lead]\n    groups: [security]\n    maxAge: 2h\n",
+            )
+        }
+
+        /// The three annotations an approver writes; `now` is 08:00.
+        fn approval(by: &str, expires: &str) -> BTreeMap<String, String> {
+            [
+                (OVERRIDE, "node-lost: INC-4711 worker-3 powered off"),
+                (APPROVED_BY, by),
+                (OVERRIDE_EXPIRES, expires),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+        }
+
+        /// An approver (or not) annotating a pod, finalizers untouched.
+        fn annotate(user: &str, groups: &[&str], annotations: BTreeMap<String, String>) -> Case {
+            let mut c = pod_update(user)
+                .groups(groups)
+                .removing(&["example.com/cleanup"], &["example.com/cleanup"]);
+            c.annotations = annotations;
+            c
+        }
+
+        /// Someone stripping the finalizer of a pod already carrying `old` annotations.
+        fn strip(user: &str, old: BTreeMap<String, String>) -> Case {
+            let mut c = pod_update(user).removing(&["example.com/cleanup"], &[]);
+            c.annotations = old.clone();
+            c.old_annotations = old;
+            c
+        }
+
+        fn refused(problem: ApprovalProblem) -> Outcome {
+            Outcome::ApprovalRefused {
+                problem,
+                enforced: true,
+            }
+        }
+
+        #[test]
+        fn an_approver_writes_an_approval() {
+            let d = annotate(
+                "sec-lead",
+                &[],
+                approval("sec-lead", "2026-11-21T09:30:00Z"),
+            )
+            .decide(&policy());
+            assert_eq!(d.outcome, Outcome::ApprovalRecorded);
+            assert!(d.allowed() && d.audited());
+            let by_group = annotate(
+                "carol",
+                &["security"],
+                approval("carol", "2026-11-21T10:00:00Z"),
+            )
+            .decide(&policy());
+            assert_eq!(by_group.outcome, Outcome::ApprovalRecorded);
+        }
+
+        #[test]
+        fn approval_writes_are_guarded() {
+            let p = policy();
+            let cases = [
+                (
+                    "mallory",
+                    approval("mallory", "2026-11-21T09:00:00Z"),
+                    refused(ApprovalProblem::NotAnApprover),
+                ),
+                (
+                    "mallory",
+                    approval("sec-lead", "2026-11-21T09:00:00Z"),
+                    refused(ApprovalProblem::NotAnApprover),
+                ),
+                (
+                    "sec-lead",
+                    approval("carol", "2026-11-21T09:00:00Z"),
+                    refused(ApprovalProblem::SignedForSomeoneElse("carol".into())),
+                ),
+                (
+                    "sec-lead",
+                    approval("sec-lead", "2026-11-21T10:00:01Z"),
+                    refused(ApprovalProblem::BeyondMaxAge {
+                        expires: "2026-11-21T10:00:01Z".into(),
+                        max_age: "2h".into(),
+                    }),
+                ),
+                (
+                    "sec-lead",
+                    approval("sec-lead", "2026-11-21T07:59:59Z"),
+                    refused(ApprovalProblem::AlreadyExpired(
+                        "2026-11-21T07:59:59Z".into(),
+                    )),
+                ),
+                (
+                    "sec-lead",
+                    approval("sec-lead", "tomorrow"),
+                    refused(ApprovalProblem::BadExpiry("tomorrow".into())),
+                ),
+            ];
+            for (user, annotations, want) in cases {
+                assert_eq!(
+                    annotate(user, &[], annotations.clone()).decide(&p).outcome,
+                    want,
+                    "{user} {annotations:?}"
+                );
+            }
+            let mut incomplete = approval("sec-lead", "2026-11-21T09:00:00Z");
+            incomplete.remove(OVERRIDE_EXPIRES);
+            assert_eq!(
+                annotate("sec-lead", &[], incomplete).decide(&p).outcome,
+                refused(ApprovalProblem::Incomplete(OVERRIDE_EXPIRES))
+            );
+            // A CREATE carrying an approval is a write too.
+            let create = annotate("mallory", &[], approval("mallory", "2026-11-21T09:00:00Z"))
+                .operation(Operation::Create);
+            assert_eq!(
+                create.decide(&p).outcome,
+                refused(ApprovalProblem::NotAnApprover)
+            );
+            // Removing an approval is anyone's right.
+            let mut withdraw = annotate("mallory", &[], BTreeMap::new());
+            withdraw.old_annotations = approval("sec-lead", "2026-11-21T09:00:00Z");
+            assert_eq!(withdraw.decide(&p).outcome, Outcome::NothingRemoved);
+        }
+
+        #[test]
+        fn another_person_removes_while_the_approval_is_valid() {
+            let d = strip("oncall", approval("sec-lead", "2026-11-21T09:00:00Z")).decide(&policy());
+            assert!(
+                matches!(d.outcome, Outcome::Override(ref o) if o.reason == "node-lost"),
+                "{d:?}"
+            );
+        }
+
+        #[test]
+        fn the_approver_cannot_use_their_own_approval() {
+            let d =
+                strip("sec-lead", approval("sec-lead", "2026-11-21T09:00:00Z")).decide(&policy());
+            assert_eq!(
+                d.outcome,
+                denied(OverrideProblem::SelfApproved("sec-lead".into()))
+            );
+        }
+
+        #[test]
+        fn an_expired_approval_is_denied() {
+            let mut c = strip("oncall", approval("sec-lead", "2026-11-21T09:00:00Z"));
+            c.now = "2026-11-21T09:00:00Z".parse().unwrap();
+            assert_eq!(
+                c.decide(&policy()).outcome,
+                denied(OverrideProblem::Expired("2026-11-21T09:00:00Z".into()))
+            );
+        }
+
+        #[test]
+        fn a_one_shot_annotate_and_strip_is_denied() {
+            let p = policy();
+            // By a non-approver: the write itself is refused.
+            let mut c = strip("mallory", BTreeMap::new());
+            c.annotations = approval("mallory", "2026-11-21T09:00:00Z");
+            assert_eq!(
+                c.decide(&p).outcome,
+                refused(ApprovalProblem::NotAnApprover)
+            );
+            // By an approver: the approval is fine, but it was not there before.
+            let mut c = strip("sec-lead", BTreeMap::new());
+            c.annotations = approval("sec-lead", "2026-11-21T09:00:00Z");
+            assert_eq!(
+                c.decide(&p).outcome,
+                denied(OverrideProblem::NotApprovedEarlier)
+            );
+            // The single-person annotation alone is a guarded write, not an override.
+            let mut c = strip("oncall", BTreeMap::new());
+            c.annotations.insert(OVERRIDE.into(), "node-lost: x".into());
+            assert_eq!(
+                c.decide(&p).outcome,
+                refused(ApprovalProblem::NotAnApprover)
+            );
+        }
+
+        #[test]
+        fn changing_the_approval_while_stripping_is_denied() {
+            let mut c = strip("oncall", approval("sec-lead", "2026-11-21T09:00:00Z"));
+            c.annotations
+                .insert(OVERRIDE_EXPIRES.into(), "2026-11-21T09:30:00Z".into());
+            // The extension is a write by a non-approver: refused before anything else.
+            assert_eq!(
+                c.decide(&policy()).outcome,
+                refused(ApprovalProblem::NotAnApprover)
+            );
+        }
     }
 }

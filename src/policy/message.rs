@@ -5,6 +5,7 @@
 
 use std::fmt::Write;
 
+use super::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
 use super::config::Policy;
 use super::{Change, Decision, FinalizerField, Outcome, OverrideProblem, Removal, Target};
 
@@ -61,6 +62,19 @@ pub fn describe_finalizers<'a>(removals: impl Iterator<Item = &'a Removal> + Clo
 /// The denial message (status.message of a 403).
 pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> String {
     let settings = &policy.override_settings;
+    if let (Outcome::ApprovalRefused { problem, .. }, Some(approval)) =
+        (&decision.outcome, &settings.approval)
+    {
+        return format!(
+            "finalizer-guard denied writing the override approval ({}, {APPROVED_BY}, {OVERRIDE_EXPIRES}) on {} by {:?}: {problem}. \
+             Approvers: {}; an approval names its approver in {APPROVED_BY} and expires at most {:#} ahead.",
+            settings.annotation,
+            describe_object(&change.target),
+            change.requester.username,
+            approval.describe_approvers(),
+            approval.max_age,
+        );
+    }
     let mut msg = format!(
         "finalizer-guard denied removing {} from {}: requester {:?} is not authorized to remove {} by any rule or built-in controller.",
         describe_finalizers(decision.unauthorized()),
@@ -72,7 +86,16 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
             "them"
         },
     );
+    let two_person = settings.approval.as_ref();
     if let Outcome::Denied { problem, .. } = &decision.outcome
+        && *problem != OverrideProblem::Absent
+        && two_person.is_some()
+    {
+        let _ = write!(
+            msg,
+            " The override on the object cannot be used: {problem}."
+        );
+    } else if let Outcome::Denied { problem, .. } = &decision.outcome
         && *problem != OverrideProblem::Absent
     {
         let value = change
@@ -87,12 +110,28 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
             truncate(value, MAX_QUOTED_CHARS)
         );
     }
-    let _ = write!(
-        msg,
-        " To override in an emergency, annotate the object with {}: \"REASON: DETAIL\", REASON one of: {}.",
-        settings.annotation,
-        settings.reasons.join(", ")
-    );
+    match two_person {
+        None => {
+            let _ = write!(
+                msg,
+                " To override in an emergency, annotate the object with {}: \"REASON: DETAIL\", REASON one of: {}.",
+                settings.annotation,
+                settings.reasons.join(", ")
+            );
+        }
+        Some(approval) => {
+            let _ = write!(
+                msg,
+                " To override in an emergency, an approver ({}) first annotates the object with {}: \"REASON: DETAIL\" \
+                 (REASON one of: {}), {APPROVED_BY}: their username and {OVERRIDE_EXPIRES}: an RFC 3339 time at most {:#} ahead; \
+                 then another person removes the finalizer.",
+                approval.describe_approvers(),
+                settings.annotation,
+                settings.reasons.join(", "),
+                approval.max_age,
+            );
+        }
+    }
     msg
 }
 
@@ -120,6 +159,19 @@ pub fn override_warning(change: &Change<'_>, decision: &Decision) -> Option<Stri
 
 /// The warning returned in warn mode instead of a denial.
 pub fn would_deny_warning(change: &Change<'_>, decision: &Decision) -> Option<String> {
+    if let Outcome::ApprovalRefused {
+        enforced: false,
+        problem,
+    } = &decision.outcome
+    {
+        return Some(truncate(
+            &format!(
+                "finalizer-guard (warn mode) would deny writing the override approval on {}: {problem}",
+                describe_object(&change.target)
+            ),
+            MAX_WARNING_CHARS,
+        ));
+    }
     let Outcome::Denied {
         enforced: false,
         problem,
@@ -191,6 +243,8 @@ mod tests {
                 new: &[],
             },
             annotations,
+            old_annotations: annotations,
+            now: jiff::Timestamp::UNIX_EPOCH,
         };
         let d = decide(&change, policy);
         let msg = denial(&change, &d, policy);

@@ -4,6 +4,7 @@
 //! wire layer ([`crate::admission`]) turns an AdmissionReview into a [`Change`];
 //! everything about *whether* a removal is allowed, and *why*, lives here.
 
+pub mod approval;
 pub mod builtin;
 pub mod config;
 mod decide;
@@ -12,7 +13,7 @@ pub mod overrides;
 
 use std::collections::BTreeMap;
 
-pub use config::{InvalidPolicy, Mode, Policy, PolicyError};
+pub use config::{Approval, InvalidPolicy, Mode, Policy, PolicyError};
 pub use decide::decide;
 pub use overrides::{Override, OverrideProblem};
 
@@ -110,6 +111,10 @@ pub struct Change<'a> {
     pub spec_finalizers: FinalizerLists<'a>,
     /// The annotations of `object`: the object as it will be stored.
     pub annotations: &'a BTreeMap<String, String>,
+    /// The annotations of `oldObject` (empty for CREATE).
+    pub old_annotations: &'a BTreeMap<String, String>,
+    /// The webhook's clock, for the two-person rule's expiry. Passed in: the core reads no clock.
+    pub now: jiff::Timestamp,
 }
 
 /// What allowed one removed finalizer.
@@ -150,6 +155,14 @@ pub enum Outcome {
     Authorized,
     /// Some removals are unauthorized, but the object carries a valid override.
     Override(Override),
+    /// Two-person rule: an approver wrote a valid approval.
+    ApprovalRecorded,
+    /// Two-person rule: a write of the approval annotations is refused.
+    /// `enforced` is false in `warn` mode.
+    ApprovalRefused {
+        problem: approval::ApprovalProblem,
+        enforced: bool,
+    },
     /// Some removals are unauthorized and no valid override was given.
     /// `enforced` is false in `warn` mode, where the write is allowed anyway.
     Denied {
@@ -168,7 +181,11 @@ pub struct Decision {
 
 impl Decision {
     pub fn allowed(&self) -> bool {
-        !matches!(self.outcome, Outcome::Denied { enforced: true, .. })
+        !matches!(
+            self.outcome,
+            Outcome::Denied { enforced: true, .. }
+                | Outcome::ApprovalRefused { enforced: true, .. }
+        )
     }
 
     /// The short name used in audit annotations, audit records and metrics.
@@ -182,12 +199,21 @@ impl Decision {
             Outcome::Denied {
                 enforced: false, ..
             } => "would-deny",
+            Outcome::ApprovalRecorded => "approval-recorded",
+            Outcome::ApprovalRefused { enforced: true, .. } => "approval-denied",
+            Outcome::ApprovalRefused {
+                enforced: false, ..
+            } => "approval-would-deny",
         }
     }
 
-    /// Whether finalizers were removed, so the decision is worth auditing.
-    pub fn judged_removal(&self) -> bool {
+    /// Whether finalizers were removed or an approval written: worth auditing.
+    pub fn audited(&self) -> bool {
         !self.removed.is_empty()
+            || matches!(
+                self.outcome,
+                Outcome::ApprovalRecorded | Outcome::ApprovalRefused { .. }
+            )
     }
 
     pub fn unauthorized(&self) -> impl Iterator<Item = &Removal> + Clone {

@@ -18,6 +18,14 @@ pub enum OverrideProblem {
     UnapprovedReason(String),
     /// DETAIL is empty: an override must say what happened (an incident, a node).
     EmptyDetail,
+    /// Two-person rule: the override was not approved in an earlier request.
+    NotApprovedEarlier,
+    /// Two-person rule: this request changes the approval it would use.
+    ApprovalChanged,
+    /// Two-person rule: the approval expired (or its expiry is not a time).
+    Expired(String),
+    /// Two-person rule: the approver may not use their own approval.
+    SelfApproved(String),
 }
 
 impl std::fmt::Display for OverrideProblem {
@@ -30,6 +38,14 @@ impl std::fmt::Display for OverrideProblem {
             }
             OverrideProblem::EmptyDetail => {
                 f.write_str("DETAIL is empty: say what happened, e.g. an incident id and the node")
+            }
+            OverrideProblem::NotApprovedEarlier => f.write_str(
+                "it was not approved by an approver in an earlier request (override, approved-by and override-expires must already be on the object)",
+            ),
+            OverrideProblem::ApprovalChanged => f.write_str("this request changes the approval it would use"),
+            OverrideProblem::Expired(at) => write!(f, "the approval expired (override-expires {at:?})"),
+            OverrideProblem::SelfApproved(who) => {
+                write!(f, "{who:?} approved it and may not use their own approval: another person must remove the finalizer")
             }
         }
     }

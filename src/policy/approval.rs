@@ -1,0 +1,166 @@
+//! The two-person override (`override.approval`).
+//!
+//! An approver writes three annotations in one request: the override
+//! (`REASON: DETAIL`), `approved-by` (their own username) and
+//! `override-expires` (RFC 3339, at most `maxAge` ahead of the webhook's
+//! clock). Only approvers may add or change them. Later, someone else may
+//! remove finalizers while the approval stands: present in `oldObject`,
+//! unchanged, not expired, and not used by the approver who signed it.
+//! No CEL admission policy can do this: it has no clock and no second person.
+
+use jiff::Timestamp;
+
+use super::config::{Approval, OverrideSettings};
+use super::overrides::{self, Override, OverrideProblem};
+use super::{Change, Operation};
+
+pub const APPROVED_BY: &str = "finalizer-guard.io/approved-by";
+pub const OVERRIDE_EXPIRES: &str = "finalizer-guard.io/override-expires";
+
+/// Why a write of the approval annotations is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalProblem {
+    /// The requester is not an approver.
+    NotAnApprover,
+    /// `approved-by` names someone other than the requester.
+    SignedForSomeoneElse(String),
+    /// One of the three annotations is missing.
+    Incomplete(&'static str),
+    /// The override annotation's value is not valid.
+    BadOverride(OverrideProblem),
+    /// `override-expires` is not an RFC 3339 time.
+    BadExpiry(String),
+    /// `override-expires` is not in the future.
+    AlreadyExpired(String),
+    /// `override-expires` is further ahead than `maxAge`.
+    BeyondMaxAge { expires: String, max_age: String },
+}
+
+impl std::fmt::Display for ApprovalProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApprovalProblem::NotAnApprover => f.write_str("the requester is not an approver"),
+            ApprovalProblem::SignedForSomeoneElse(who) => {
+                write!(
+                    f,
+                    "{APPROVED_BY} must be the approver's own username, not {who:?}"
+                )
+            }
+            ApprovalProblem::Incomplete(missing) => write!(
+                f,
+                "{missing} is missing: write all three annotations together"
+            ),
+            ApprovalProblem::BadOverride(p) => {
+                write!(f, "the override annotation is not valid: {p}")
+            }
+            ApprovalProblem::BadExpiry(v) => {
+                write!(f, "{OVERRIDE_EXPIRES} {v:?} is not an RFC 3339 time")
+            }
+            ApprovalProblem::AlreadyExpired(v) => {
+                write!(f, "{OVERRIDE_EXPIRES} {v:?} is not in the future")
+            }
+            ApprovalProblem::BeyondMaxAge { expires, max_age } => {
+                write!(
+                    f,
+                    "{OVERRIDE_EXPIRES} {expires:?} is more than maxAge {max_age} ahead"
+                )
+            }
+        }
+    }
+}
+
+/// The keys an approval consists of.
+fn keys(settings: &OverrideSettings) -> [&str; 3] {
+    [settings.annotation.as_str(), APPROVED_BY, OVERRIDE_EXPIRES]
+}
+
+/// Whether this request adds or changes any approval annotation (removing them is anyone's right).
+pub fn writes_approval(change: &Change<'_>, settings: &OverrideSettings) -> bool {
+    let old = match change.operation {
+        Operation::Create => None,
+        _ => Some(change.old_annotations),
+    };
+    keys(settings).iter().any(|k| {
+        let new = change.annotations.get(*k);
+        new.is_some() && new != old.and_then(|o| o.get(*k))
+    })
+}
+
+/// Checks a write of the approval annotations.
+pub fn check_write(
+    change: &Change<'_>,
+    settings: &OverrideSettings,
+    approval: &Approval,
+    now: Timestamp,
+) -> Result<(), ApprovalProblem> {
+    let requester = &change.requester;
+    if !approval.is_approver(requester.username, requester.groups) {
+        return Err(ApprovalProblem::NotAnApprover);
+    }
+    let get = |k: &'static str| {
+        change
+            .annotations
+            .get(k)
+            .ok_or(ApprovalProblem::Incomplete(k))
+    };
+    let value = change
+        .annotations
+        .get(&settings.annotation)
+        .ok_or(ApprovalProblem::Incomplete("the override annotation"))?;
+    overrides::parse(value, &settings.reasons).map_err(ApprovalProblem::BadOverride)?;
+    let approved_by = get(APPROVED_BY)?;
+    if approved_by != requester.username {
+        return Err(ApprovalProblem::SignedForSomeoneElse(approved_by.clone()));
+    }
+    let expires_text = get(OVERRIDE_EXPIRES)?;
+    let expires: Timestamp = expires_text
+        .parse()
+        .map_err(|_| ApprovalProblem::BadExpiry(expires_text.clone()))?;
+    if expires <= now {
+        return Err(ApprovalProblem::AlreadyExpired(expires_text.clone()));
+    }
+    if expires.duration_since(now) > approval.max_age {
+        return Err(ApprovalProblem::BeyondMaxAge {
+            expires: expires_text.clone(),
+            max_age: format!("{:#}", approval.max_age),
+        });
+    }
+    Ok(())
+}
+
+/// The override a removal may use under the two-person rule.
+pub fn check_override(
+    change: &Change<'_>,
+    settings: &OverrideSettings,
+    now: Timestamp,
+) -> Result<Override, OverrideProblem> {
+    let old = change.old_annotations;
+    let Some(value) = old.get(&settings.annotation) else {
+        return Err(if change.annotations.contains_key(&settings.annotation) {
+            OverrideProblem::NotApprovedEarlier
+        } else {
+            OverrideProblem::Absent
+        });
+    };
+    let (Some(approved_by), Some(expires_text)) = (old.get(APPROVED_BY), old.get(OVERRIDE_EXPIRES))
+    else {
+        return Err(OverrideProblem::NotApprovedEarlier);
+    };
+    if keys(settings)
+        .iter()
+        .any(|k| change.annotations.get(*k) != old.get(*k))
+    {
+        return Err(OverrideProblem::ApprovalChanged);
+    }
+    let valid = overrides::parse(value, &settings.reasons)?;
+    let expires: Timestamp = expires_text
+        .parse()
+        .map_err(|_| OverrideProblem::Expired(expires_text.clone()))?;
+    if expires <= now {
+        return Err(OverrideProblem::Expired(expires_text.clone()));
+    }
+    if approved_by == change.requester.username {
+        return Err(OverrideProblem::SelfApproved(approved_by.clone()));
+    }
+    Ok(valid)
+}
