@@ -383,6 +383,9 @@ pub struct AuditRecord {
     pub operation: &'static str,
     /// `resource` or `resource.group`.
     pub resource: String,
+    /// The object's kind and apiVersion (`request.kind`).
+    pub object_kind: String,
+    pub object_api_version: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub subresource: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -569,6 +572,12 @@ pub fn review_at(
         groups: groups.to_vec(),
         operation: operation.as_str(),
         resource: qualified_resource(&change.target),
+        object_kind: request.kind.kind.clone(),
+        object_api_version: if request.kind.group.is_empty() {
+            request.kind.version.clone()
+        } else {
+            format!("{}/{}", request.kind.group, request.kind.version)
+        },
         subresource: change.target.subresource.to_string(),
         namespace: change.target.object_namespace().map(String::from),
         name: request.name.clone(),

@@ -14,7 +14,7 @@ use crate::admission;
 use crate::certs;
 use crate::error::{Error, Result};
 use crate::policy::Policy;
-use crate::server::{self, Limits, RecordConfig, ServeConfig};
+use crate::server::{self, EventsTarget, Limits, RecordConfig, ServeConfig};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -134,6 +134,12 @@ pub struct ServeArgs {
     /// Most bytes of recordings kept; the oldest are dropped first.
     #[arg(long, env = "FINALIZER_GUARD_RECORD_MAX_BYTES", default_value_t = 256 * 1024 * 1024)]
     pub record_max_bytes: u64,
+    /// Write Kubernetes Events for denials and overrides (in-cluster configuration or kubeconfig).
+    #[arg(long, env = "FINALIZER_GUARD_EVENTS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub events: bool,
+    /// How many Events may wait to be sent; more are dropped, never delaying a review.
+    #[arg(long, env = "FINALIZER_GUARD_EVENTS_QUEUE", default_value_t = 1024)]
+    pub events_queue: usize,
     /// Log format on standard error.
     #[arg(
         long,
@@ -234,6 +240,8 @@ impl ServeArgs {
             record_dir,
             record_max_files,
             record_max_bytes,
+            events,
+            events_queue,
             log_format: _,
         } = self;
         ServeConfig {
@@ -251,6 +259,12 @@ impl ServeArgs {
             shutdown_timeout,
             dev_cert_dir: dev_cert_dir
                 .unwrap_or_else(|| std::env::temp_dir().join("finalizer-guard-dev")),
+            events: if events {
+                EventsTarget::Cluster
+            } else {
+                EventsTarget::Off
+            },
+            events_queue,
             record: record_dir.map(|dir| RecordConfig {
                 dir,
                 max_files: record_max_files,

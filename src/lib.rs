@@ -12,6 +12,7 @@ pub mod certs;
 pub mod cli;
 pub mod doctor;
 pub mod error;
+pub mod events;
 pub mod ledger;
 pub mod metrics;
 pub mod policy;

@@ -58,6 +58,7 @@ pub struct Metrics {
     pub unauthorized_removals: Family<DecisionLabels, Counter>,
     pub overrides: Family<ReasonLabels, Counter>,
     pub certificate_expiry: Gauge,
+    pub events: Family<DecisionLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -111,6 +112,12 @@ impl Metrics {
             "When the serving certificate expires, in seconds since the Unix epoch",
             certificate_expiry.clone(),
         );
+        let events = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "events",
+            "Kubernetes Events for denials and overrides, by outcome: sent, failed, dropped",
+            events.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -127,6 +134,7 @@ impl Metrics {
             unauthorized_removals,
             overrides,
             certificate_expiry,
+            events,
         }
     }
 

@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::error::{Error, Result};
+use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::policy::{Mode, Policy};
 use crate::recording::Recorder;
@@ -52,6 +53,20 @@ pub struct ServeConfig {
     pub dev_cert_dir: PathBuf,
     /// Where judged removals are recorded for `test`, if anywhere.
     pub record: Option<RecordConfig>,
+    /// Where Events for denials and overrides go.
+    pub events: EventsTarget,
+    /// How many Events may wait to be sent; more are dropped.
+    pub events_queue: usize,
+}
+
+/// Where Kubernetes Events are written.
+#[derive(Debug, Clone)]
+pub enum EventsTarget {
+    Off,
+    /// The cluster the webhook runs in (in-cluster configuration, or a kubeconfig).
+    Cluster,
+    /// An API server at this URL, without credentials (tests).
+    ApiServer(http::Uri),
 }
 
 #[derive(Debug, Clone)]
@@ -75,6 +90,9 @@ pub struct AppState {
     pub ready: AtomicBool,
     pub limits: Limits,
     pub recorder: Option<Recorder>,
+    pub events: Option<Arc<EventSink>>,
+    /// This replica's name, for Events' reportingInstance.
+    pub instance: String,
 }
 
 /// A running server.
@@ -117,6 +135,8 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         shutdown_timeout,
         dev_cert_dir,
         record,
+        events,
+        events_queue,
     } = config;
 
     let (initial_policy, policy_bytes) = match &policy {
@@ -164,12 +184,29 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     let store = tls::CertStore::new(certified);
     let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(store.clone())?));
 
+    let metrics = Metrics::new();
+    let events = match events {
+        EventsTarget::Off => None,
+        target => match events_client(&target).await {
+            Ok(client) => Some(EventSink::start(
+                client,
+                events_queue,
+                metrics.events.clone(),
+            )),
+            Err(e) => {
+                tracing::warn!(error = %e, "Events off: no Kubernetes API configuration");
+                None
+            }
+        },
+    };
     let state = Arc::new(AppState {
         policy: ArcSwap::from_pointee(initial_policy),
-        metrics: Metrics::new(),
+        metrics,
         ready: AtomicBool::new(false),
         limits,
         recorder,
+        events,
+        instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard".into()),
     });
     if let Some(expiry) = store.expiry() {
         state.metrics.certificate_expiry.set(expiry);
@@ -274,6 +311,16 @@ async fn wait_for_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
+}
+
+async fn events_client(target: &EventsTarget) -> std::result::Result<kube::Client, String> {
+    match target {
+        EventsTarget::Off => Err("off".into()),
+        EventsTarget::Cluster => kube::Client::try_default().await.map_err(|e| e.to_string()),
+        EventsTarget::ApiServer(url) => {
+            kube::Client::try_from(kube::Config::new(url.clone())).map_err(|e| e.to_string())
+        }
+    }
 }
 
 /// Resolves once the server is told to stop.

@@ -111,6 +111,11 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
                 .collect();
             tracing::info!(finalizers = ?finalizers, dry_run = record.dry_run, "judged finalizer removal");
             crate::audit::emit(record);
+            if let Some(sink) = &state.events
+                && let Some(event) = crate::events::event_for(record, &state.instance)
+            {
+                sink.send(event);
+            }
             if let Some(recorder) = &state.recorder
                 && let Some(recording) = crate::recording::from_reviewed(&reviewed, &policy)
             {

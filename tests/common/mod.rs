@@ -30,6 +30,8 @@ pub fn config(dir: &Path) -> ServeConfig {
         shutdown_timeout: Duration::from_secs(5),
         dev_cert_dir: dir.to_path_buf(),
         record: None,
+        events: server::EventsTarget::Off,
+        events_queue: 16,
     }
 }
 

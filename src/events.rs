@@ -1,0 +1,247 @@
+//! Kubernetes Events for denials and overrides, so `kubectl describe` and
+//! `kubectl get events` show them next to the object.
+//!
+//! Sent from a background task through a bounded queue: an Event never
+//! delays or changes a decision. A full queue or a failing API server drops
+//! the Event (logged and counted). Dry-run requests send none.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use tokio::sync::mpsc;
+
+use crate::admission::AuditRecord;
+use crate::metrics::DecisionLabels;
+use crate::policy::message::truncate;
+
+/// `reportingController` of every Event.
+pub const REPORTING_CONTROLLER: &str = "finalizer-guard.io/webhook";
+/// How long one Event may take to be written.
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+/// Kubernetes refuses notes longer than this.
+const MAX_NOTE_BYTES: usize = 1024;
+
+/// The Event an audit record calls for, if any: denials and overrides.
+pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Event> {
+    if record.dry_run {
+        return None;
+    }
+    let finalizers: Vec<&str> = record
+        .removed_finalizers
+        .iter()
+        .filter(|r| r.authorized_by.is_none())
+        .map(|r| r.finalizer.as_str())
+        .collect();
+    let (type_, reason, note) = match record.decision {
+        "denied" => (
+            "Warning",
+            "FinalizerRemovalDenied",
+            format!(
+                "{} may not remove finalizers {}; see finalizer-guard's audit record {}",
+                record.user,
+                finalizers.join(", "),
+                record.uid
+            ),
+        ),
+        "override" => (
+            "Warning",
+            "FinalizerOverride",
+            format!(
+                "{} removed finalizers {} by override ({}: {}){}; clean up by hand: {}",
+                record.user,
+                finalizers.join(", "),
+                record.override_reason.as_deref().unwrap_or_default(),
+                record.override_detail.as_deref().unwrap_or_default(),
+                record
+                    .approved_by
+                    .as_deref()
+                    .map(|a| format!(", approved by {a}"))
+                    .unwrap_or_default(),
+                record
+                    .protected
+                    .as_ref()
+                    .map(|l| l.summary())
+                    .unwrap_or_else(|| "nothing recorded on the object".into()),
+            ),
+        ),
+        "approval-denied" => (
+            "Warning",
+            "OverrideApprovalDenied",
+            format!("{} may not write an override approval", record.user),
+        ),
+        _ => return None,
+    };
+    // Events about cluster-scoped objects live in `default`, as kubectl expects.
+    let namespace = record.namespace.clone().unwrap_or_else(|| "default".into());
+    let now = jiff::Timestamp::now();
+    Some(Event {
+        metadata: ObjectMeta {
+            generate_name: Some(format!(
+                "{}.",
+                record.name.chars().take(200).collect::<String>()
+            )),
+            namespace: Some(namespace),
+            ..ObjectMeta::default()
+        },
+        event_time: Some(MicroTime(now)),
+        action: Some("RemoveFinalizers".into()),
+        reason: Some(reason.into()),
+        note: Some(truncate(&note, MAX_NOTE_BYTES / 4)),
+        type_: Some(type_.into()),
+        reporting_controller: Some(REPORTING_CONTROLLER.into()),
+        reporting_instance: Some(instance.chars().take(128).collect()),
+        regarding: Some(ObjectReference {
+            api_version: Some(record.object_api_version.clone()),
+            kind: Some(record.object_kind.clone()),
+            name: Some(record.name.clone()),
+            namespace: record.namespace.clone(),
+            uid: record.object_uid.clone(),
+            ..ObjectReference::default()
+        }),
+        ..Event::default()
+    })
+}
+
+/// Sends Events in the background.
+pub struct EventSink {
+    queue: mpsc::Sender<Event>,
+    dropped: Family<DecisionLabels, Counter>,
+}
+
+impl EventSink {
+    /// Starts the sending task. `outcomes` counts sent and failed Events.
+    pub fn start(
+        client: kube::Client,
+        capacity: usize,
+        outcomes: Family<DecisionLabels, Counter>,
+    ) -> Arc<EventSink> {
+        let (queue, mut incoming) = mpsc::channel::<Event>(capacity.max(1));
+        let counted = outcomes.clone();
+        tokio::spawn(async move {
+            while let Some(event) = incoming.recv().await {
+                let namespace = event
+                    .metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".into());
+                let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
+                let sent =
+                    tokio::time::timeout(SEND_TIMEOUT, api.create(&PostParams::default(), &event))
+                        .await;
+                let outcome = match sent {
+                    Ok(Ok(_)) => "sent",
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, namespace, "cannot write Event");
+                        "failed"
+                    }
+                    Err(_) => {
+                        tracing::warn!(namespace, "writing an Event timed out");
+                        "failed"
+                    }
+                };
+                counted
+                    .get_or_create(&DecisionLabels { decision: outcome })
+                    .inc();
+            }
+        });
+        Arc::new(EventSink {
+            queue,
+            dropped: outcomes,
+        })
+    }
+
+    /// Queues an Event; drops it if the queue is full.
+    pub fn send(&self, event: Event) {
+        if self.queue.try_send(event).is_err() {
+            self.dropped
+                .get_or_create(&DecisionLabels {
+                    decision: "dropped",
+                })
+                .inc();
+            tracing::warn!("Event queue full; Event dropped");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::AuditedRemoval;
+
+    fn record(decision: &'static str) -> AuditRecord {
+        AuditRecord {
+            uid: "u-1".into(),
+            user: "jane".into(),
+            groups: vec![],
+            operation: "UPDATE",
+            resource: "pods".into(),
+            object_kind: "Pod".into(),
+            object_api_version: "v1".into(),
+            subresource: String::new(),
+            namespace: Some("shop".into()),
+            name: "web-0".into(),
+            object_uid: Some("o-1".into()),
+            removed_finalizers: vec![AuditedRemoval {
+                finalizer: "example.com/cleanup".into(),
+                field: "metadata.finalizers",
+                authorized_by: None,
+            }],
+            decision,
+            mode: "enforce",
+            override_reason: Some("node-lost".into()),
+            override_detail: Some("INC-1".into()),
+            approved_by: None,
+            override_expires: None,
+            protected: Some(crate::ledger::Ledger {
+                node: Some("worker-3".into()),
+                ..Default::default()
+            }),
+            message: None,
+            dry_run: false,
+        }
+    }
+
+    #[test]
+    fn events_for_denials_and_overrides_only() {
+        let e = event_for(&record("override"), "pod-1").unwrap();
+        assert_eq!(e.reason.as_deref(), Some("FinalizerOverride"));
+        assert_eq!(
+            e.note.as_deref(),
+            Some(
+                "jane removed finalizers example.com/cleanup by override (node-lost: INC-1); clean up by hand: node worker-3"
+            )
+        );
+        assert_eq!(e.regarding.as_ref().unwrap().uid.as_deref(), Some("o-1"));
+        assert_eq!(e.metadata.namespace.as_deref(), Some("shop"));
+        assert_eq!(
+            event_for(&record("denied"), "pod-1")
+                .unwrap()
+                .reason
+                .as_deref(),
+            Some("FinalizerRemovalDenied")
+        );
+        assert!(event_for(&record("authorized"), "pod-1").is_none());
+        let mut dry = record("denied");
+        dry.dry_run = true;
+        assert!(
+            event_for(&dry, "pod-1").is_none(),
+            "dry run has no side effects"
+        );
+        let mut cluster = record("denied");
+        cluster.namespace = None;
+        assert_eq!(
+            event_for(&cluster, "pod-1")
+                .unwrap()
+                .metadata
+                .namespace
+                .as_deref(),
+            Some("default")
+        );
+    }
+}
