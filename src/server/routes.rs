@@ -11,7 +11,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 use tracing::{Instrument, field};
 
 use super::AppState;
@@ -135,28 +135,51 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
 }
 
 /// Reads the whole body within the size limit and the body timeout.
-async fn read_body(state: &AppState, body: Body) -> Result<Bytes, (StatusCode, String)> {
+///
+/// An oversized body is still read, up to [`DRAIN_FACTOR`] times the limit and
+/// within the timeout, and thrown away: a client that is still writing when
+/// the 413 is sent would otherwise see a broken pipe instead of the answer.
+async fn read_body(state: &AppState, mut body: Body) -> Result<Bytes, (StatusCode, String)> {
     let limit = state.limits.max_body_bytes;
-    let too_large = || {
-        (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("request body exceeds {limit} bytes"),
-        )
+    let read = async {
+        let mut buf = bytes::BytesMut::new();
+        let mut seen: usize = 0;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                (
+                    StatusCode::BAD_REQUEST,
+                    format!("cannot read request body: {e}"),
+                )
+            })?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            seen = seen.saturating_add(data.len());
+            if seen <= limit {
+                buf.extend_from_slice(&data);
+            } else if seen > limit.saturating_mul(DRAIN_FACTOR) {
+                break;
+            }
+        }
+        if seen > limit {
+            return Err((
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body exceeds {limit} bytes"),
+            ));
+        }
+        Ok(buf.freeze())
     };
-    let read = Limited::new(body, limit).collect();
     match tokio::time::timeout(state.limits.body_timeout, read).await {
         Err(_) => Err((
             StatusCode::REQUEST_TIMEOUT,
             "timed out reading the request body".into(),
         )),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
-        Ok(Err(e)) => Err((
-            StatusCode::BAD_REQUEST,
-            format!("cannot read request body: {e}"),
-        )),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(result) => result,
     }
 }
+
+/// How much of an oversized body is read and discarded before answering 413.
+const DRAIN_FACTOR: usize = 4;
 
 fn reject(state: &AppState, code: StatusCode, reason: String) -> Response {
     tracing::warn!(code = code.as_u16(), %reason, "refused a request");
