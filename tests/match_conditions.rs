@@ -1,0 +1,867 @@
+//! The webhook configuration's matchConditions, evaluated with a CEL
+//! interpreter (the `cel` crate) the way kube-apiserver evaluates them, and
+//! compared with the webhook's own decision on the same AdmissionReview.
+//!
+//! For every UPDATE, the conditions must all hold exactly when the webhook
+//! judges a finalizer removal (its decision is neither `not-judged` nor
+//! `nothing-removed`) by a requester that is not one of Kubernetes' own
+//! controllers: kube-apiserver then calls the webhook for every write it
+//! would act on, and for nothing else. The rules send only UPDATE, so other
+//! operations are never evaluated; the webhook must allow those untouched.
+//!
+//! Reviews: the recorded ones in ../shared/fixtures/recorded (when present),
+//! the case files in tests/fixtures/cases/ (when present), and a table of
+//! our own.
+
+use std::path::{Path, PathBuf};
+
+use cel::{Context, Program};
+use finalizer_guard::admission::{self, Reviewed};
+use finalizer_guard::policy::FinalizerField;
+use finalizer_guard::policy::Policy;
+use finalizer_guard::policy::builtin::{self, BUILTIN_CONTROLLERS, KUBE_CONTROLLER_MANAGER};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use serde_json::{Value, json};
+
+fn crate_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The compiled matchConditions of the one webhook in manifests/base/webhook.yaml.
+struct Conditions(Vec<(String, Program)>);
+
+impl Conditions {
+    fn load() -> Conditions {
+        let path = crate_root().join("manifests/base/webhook.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let config: ValidatingWebhookConfiguration = serde_yaml_ng::from_str(&text).unwrap();
+        let webhook = &config.webhooks.expect("webhooks")[0];
+        let conditions = webhook.match_conditions.clone().expect("matchConditions");
+        assert!(!conditions.is_empty() && conditions.len() <= 64);
+        Conditions(
+            conditions
+                .into_iter()
+                .map(|c| {
+                    let program = Program::compile(&c.expression).unwrap_or_else(|e| {
+                        panic!("matchCondition {} does not compile: {e}", c.name)
+                    });
+                    (c.name, program)
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether kube-apiserver would call the webhook: every condition true.
+    /// An error is a failure here: kube-apiserver would refuse the write
+    /// (failurePolicy Fail) without calling the webhook.
+    fn call(&self, review: &Value) -> Result<bool, String> {
+        let request = &review["request"];
+        let mut context = Context::default();
+        context
+            .add_variable(
+                "object",
+                request.get("object").cloned().unwrap_or(Value::Null),
+            )
+            .unwrap();
+        context
+            .add_variable(
+                "oldObject",
+                request.get("oldObject").cloned().unwrap_or(Value::Null),
+            )
+            .unwrap();
+        context
+            .add_variable("request", request_variable(request))
+            .unwrap();
+        for (name, program) in &self.0 {
+            match program.execute(&context) {
+                Ok(cel::Value::Bool(true)) => {}
+                Ok(cel::Value::Bool(false)) => return Ok(false),
+                Ok(other) => return Err(format!("{name} is not a bool: {other:?}")),
+                Err(e) => return Err(format!("{name}: {e}")),
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// `request` as kube-apiserver binds it: a typed AdmissionRequest, so every
+/// field is there, empty when the review leaves it out.
+fn request_variable(request: &Value) -> Value {
+    let s = |pointer: &str| {
+        json!(
+            request
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        )
+    };
+    let gvk = |key: &str| {
+        json!({
+            "group": s(&format!("/{key}/group")),
+            "version": s(&format!("/{key}/version")),
+            "kind": s(&format!("/{key}/kind")),
+        })
+    };
+    let gvr = |key: &str| {
+        json!({
+            "group": s(&format!("/{key}/group")),
+            "version": s(&format!("/{key}/version")),
+            "resource": s(&format!("/{key}/resource")),
+        })
+    };
+    json!({
+        "uid": s("/uid"),
+        "kind": gvk("kind"),
+        "resource": gvr("resource"),
+        "subResource": s("/subResource"),
+        "requestKind": gvk("requestKind"),
+        "requestResource": gvr("requestResource"),
+        "requestSubResource": s("/requestSubResource"),
+        "name": s("/name"),
+        "namespace": s("/namespace"),
+        "operation": s("/operation"),
+        "userInfo": {
+            "username": s("/userInfo/username"),
+            "uid": s("/userInfo/uid"),
+            "groups": request.pointer("/userInfo/groups").cloned().filter(Value::is_array).unwrap_or(json!([])),
+            "extra": request.pointer("/userInfo/extra").cloned().filter(Value::is_object).unwrap_or(json!({})),
+        },
+        "dryRun": request.get("dryRun").and_then(Value::as_bool).unwrap_or(false),
+        "options": request.get("options").cloned().unwrap_or(Value::Null),
+    })
+}
+
+fn policy() -> Policy {
+    let text = std::fs::read_to_string(crate_root().join("tests/fixtures/policy.yaml")).unwrap();
+    Policy::from_yaml(&text).unwrap()
+}
+
+/// What the conditions must say about a review the webhook decided.
+fn expected_call(review: &Value, reviewed: &Reviewed) -> bool {
+    let username = review
+        .pointer("/request/userInfo/username")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    !matches!(reviewed.decision, "not-judged" | "nothing-removed")
+        && !builtin::all_usernames().contains(&username)
+}
+
+/// What one review came to.
+enum Checked {
+    /// Whether kube-apiserver calls the webhook, and the webhook's decision.
+    Decided(bool, &'static str),
+    /// The webhook answers 400: not an AdmissionReview it can decide.
+    Undecidable(String),
+}
+
+/// Checks one review: `Err` when the conditions and the webhook disagree.
+fn check(conditions: &Conditions, policy: &Policy, review: &Value) -> Result<Checked, String> {
+    let body = serde_json::to_vec(review).unwrap();
+    let reviewed = match admission::review(policy, &body) {
+        Ok(reviewed) => reviewed,
+        Err(e) => return Ok(Checked::Undecidable(e.to_string())),
+    };
+    if reviewed.operation != "UPDATE" {
+        // The rules never send it; the webhook allows it untouched anyway.
+        if reviewed.decision != "not-judged" || !reviewed.allowed || !reviewed.warnings.is_empty() {
+            return Err(format!(
+                "{} is not allowed untouched: {}",
+                reviewed.operation, reviewed.decision
+            ));
+        }
+        return Ok(Checked::Decided(false, reviewed.decision));
+    }
+    let called = conditions.call(review)?;
+    let expected = expected_call(review, &reviewed);
+    if called != expected {
+        return Err(format!(
+            "matchConditions say {called}, but the webhook decides {} for {:?}",
+            reviewed.decision,
+            review.pointer("/request/userInfo/username")
+        ));
+    }
+    Ok(Checked::Decided(called, reviewed.decision))
+}
+
+// ---------------------------------------------------------------------------
+// Reviews of our own
+
+#[derive(Debug, Clone)]
+enum List {
+    Absent,
+    Null,
+    Names(Vec<&'static str>),
+}
+
+fn names(list: &[&'static str]) -> List {
+    List::Names(list.to_vec())
+}
+
+impl List {
+    fn set(&self, object: &mut Value, parent: &str) {
+        match self {
+            List::Absent => {}
+            List::Null => object[parent]["finalizers"] = Value::Null,
+            List::Names(names) => object[parent]["finalizers"] = json!(names),
+        }
+    }
+}
+
+/// One AdmissionReview, built fluently.
+#[derive(Debug, Clone)]
+struct Review {
+    operation: &'static str,
+    group: &'static str,
+    version: &'static str,
+    resource: &'static str,
+    subresource: &'static str,
+    namespace: Option<&'static str>,
+    username: String,
+    groups: Vec<&'static str>,
+    old: (List, List),
+    new: (List, List),
+    annotations: Option<Value>,
+    api_version: &'static str,
+    dry_run: bool,
+}
+
+impl Review {
+    /// A pod UPDATE in team-a by `username`, finalizers unchanged (none).
+    fn by(username: &str) -> Review {
+        Review {
+            operation: "UPDATE",
+            group: "",
+            version: "v1",
+            resource: "pods",
+            subresource: "",
+            namespace: Some("team-a"),
+            username: username.to_string(),
+            groups: vec!["system:authenticated"],
+            old: (List::Absent, List::Absent),
+            new: (List::Absent, List::Absent),
+            annotations: None,
+            api_version: "admission.k8s.io/v1",
+            dry_run: false,
+        }
+    }
+
+    fn finalizers(mut self, old: List, new: List) -> Review {
+        self.old.0 = old;
+        self.new.0 = new;
+        self
+    }
+
+    fn spec_finalizers(mut self, old: List, new: List) -> Review {
+        self.old.1 = old;
+        self.new.1 = new;
+        self
+    }
+
+    fn resource(mut self, group: &'static str, resource: &'static str) -> Review {
+        self.group = group;
+        self.version = if group.is_empty() { "v1" } else { "v1alpha1" };
+        self.resource = resource;
+        self
+    }
+
+    fn cluster_scoped(mut self) -> Review {
+        self.namespace = None;
+        self
+    }
+
+    fn namespace_finalize(self) -> Review {
+        let mut review = self.resource("", "namespaces").cluster_scoped();
+        review.subresource = "finalize";
+        review
+    }
+
+    fn subresource(mut self, subresource: &'static str) -> Review {
+        self.subresource = subresource;
+        self
+    }
+
+    fn operation(mut self, operation: &'static str) -> Review {
+        self.operation = operation;
+        self
+    }
+
+    fn groups(mut self, groups: &[&'static str]) -> Review {
+        self.groups.extend(groups);
+        self
+    }
+
+    fn annotated(mut self, key: &str, value: &str) -> Review {
+        self.annotations = Some(json!({ key: value }));
+        self
+    }
+
+    fn v1beta1(mut self) -> Review {
+        self.api_version = "admission.k8s.io/v1beta1";
+        self
+    }
+
+    fn dry_run(mut self) -> Review {
+        self.dry_run = true;
+        self
+    }
+
+    fn object(&self, (metadata, spec): &(List, List), annotate: bool) -> Value {
+        let mut object = json!({
+            "apiVersion": if self.group.is_empty() { "v1".to_string() } else { format!("{}/{}", self.group, self.version) },
+            "kind": "Object",
+            "metadata": {"name": "thing", "uid": "d4c1a3f2-0000-4000-8000-000000000001"},
+            "spec": {},
+        });
+        if let Some(ns) = self.namespace {
+            object["metadata"]["namespace"] = json!(ns);
+        }
+        if annotate && let Some(annotations) = &self.annotations {
+            object["metadata"]["annotations"] = annotations.clone();
+        }
+        metadata.set(&mut object, "metadata");
+        spec.set(&mut object, "spec");
+        object
+    }
+
+    fn json(&self) -> Value {
+        let (object, old_object) = match self.operation {
+            "CREATE" => (self.object(&self.new, true), Value::Null),
+            "DELETE" => (Value::Null, self.object(&self.old, true)),
+            _ => (self.object(&self.new, true), self.object(&self.old, true)),
+        };
+        let mut request = json!({
+            "uid": "7d2b6f0e-6f43-4f0b-9a51-3f1e2a6c9b10",
+            "kind": {"group": self.group, "version": self.version, "kind": "Object"},
+            "resource": {"group": self.group, "version": self.version, "resource": self.resource},
+            "name": "thing",
+            "operation": self.operation,
+            "userInfo": {"username": self.username, "groups": self.groups},
+            "object": object,
+            "oldObject": old_object,
+            "dryRun": self.dry_run,
+        });
+        if !self.subresource.is_empty() {
+            request["subResource"] = json!(self.subresource);
+        }
+        if let Some(ns) = self.namespace {
+            request["namespace"] = json!(ns);
+        }
+        json!({"apiVersion": self.api_version, "kind": "AdmissionReview", "request": request})
+    }
+}
+
+/// A case of the table: the review, whether kube-apiserver calls the
+/// webhook, and what the webhook decides.
+struct Case {
+    name: String,
+    review: Review,
+    called: bool,
+    decision: &'static str,
+}
+
+fn case(name: impl Into<String>, review: Review, called: bool, decision: &'static str) -> Case {
+    Case {
+        name: name.into(),
+        review,
+        called,
+        decision,
+    }
+}
+
+const SA: &str = "system:serviceaccount:";
+
+/// A plausible resource for each built-in controller's finalizers.
+fn resource_of(controller: &str) -> (&'static str, &'static str, bool) {
+    match controller {
+        "pvc-protection" => ("", "persistentvolumeclaims", true),
+        "pv-protection" | "persistentvolume-binder" => ("", "persistentvolumes", false),
+        "service" => ("", "services", true),
+        "resourceclaim" => ("resource.k8s.io", "resourceclaims", true),
+        "service-cidr" => ("networking.k8s.io", "servicecidrs", false),
+        "volumeattributesclass-protection" => ("storage.k8s.io", "volumeattributesclasses", false),
+        "customresourcedefinition-finalizer" => {
+            ("apiextensions.k8s.io", "customresourcedefinitions", false)
+        }
+        _ => ("", "pods", true),
+    }
+}
+
+fn table() -> Vec<Case> {
+    use List::{Absent, Null};
+    let mut cases = Vec::new();
+
+    // Every built-in controller removing each finalizer it owns, under each
+    // of its usernames and kube-controller-manager's: never sent.
+    for controller in BUILTIN_CONTROLLERS {
+        let (group, resource, namespaced) = resource_of(controller.name);
+        for username in controller
+            .usernames
+            .iter()
+            .chain(std::iter::once(&KUBE_CONTROLLER_MANAGER))
+        {
+            for finalizer in controller.finalizers {
+                let (old, new) = (
+                    names(&[finalizer, "example.com/keep"]),
+                    names(&["example.com/keep"]),
+                );
+                let review = match controller.field {
+                    FinalizerField::Metadata => {
+                        let r = Review::by(username).resource(group, resource);
+                        let r = if namespaced { r } else { r.cluster_scoped() };
+                        r.finalizers(old, new)
+                    }
+                    FinalizerField::Spec => Review::by(username)
+                        .namespace_finalize()
+                        .spec_finalizers(old, new),
+                };
+                cases.push(case(
+                    format!("{} ({username}) removes {finalizer}", controller.name),
+                    review,
+                    false,
+                    "authorized",
+                ));
+            }
+        }
+    }
+
+    // The same names, spoofed: sent, and denied.
+    for spoof in [
+        "system:serviceaccount:kube-system:generic-garbage-collector-x",
+        "system:serviceaccount:kube-system:generic-garbage-collector ",
+        "system:serviceaccount:default:generic-garbage-collector",
+        "system:serviceaccount:kube-system:namespace-controller:x",
+        "System:Kube-Controller-Manager",
+        "system:kube-controller-manager:evil",
+        "system:kube-controller-managers",
+        "generic-garbage-collector",
+        "system:apiserver ",
+        "",
+    ] {
+        cases.push(case(
+            format!("spoofed {spoof:?} removes foregroundDeletion"),
+            Review::by(spoof).finalizers(names(&["foregroundDeletion"]), Absent),
+            true,
+            "denied",
+        ));
+    }
+    cases.push(case(
+        "spoofed namespace controller finalizes a namespace",
+        Review::by(&format!("{SA}default:namespace-controller"))
+            .namespace_finalize()
+            .spec_finalizers(names(&["kubernetes"]), names(&[])),
+        true,
+        "denied",
+    ));
+
+    // A built-in controller removing a finalizer it does not own: skipped by
+    // the conditions (the control plane's identities are trusted), though the
+    // webhook itself would deny it.
+    cases.push(case(
+        "kube-controller-manager removes a foreign finalizer (skipped by design)",
+        Review::by(KUBE_CONTROLLER_MANAGER).finalizers(names(&["example.com/cleanup"]), Absent),
+        false,
+        "denied",
+    ));
+    cases.push(case(
+        "garbage collector removes pvc-protection (skipped by design)",
+        Review::by(&format!("{SA}kube-system:generic-garbage-collector"))
+            .resource("", "persistentvolumeclaims")
+            .finalizers(names(&["kubernetes.io/pvc-protection"]), Absent),
+        false,
+        "denied",
+    ));
+
+    // People and other controllers removing finalizers: sent.
+    let alice = "alice@example.com";
+    let bob = "bob@example.com";
+    cases.push(case(
+        "a rule's user removes its finalizer",
+        Review::by(alice).finalizers(names(&["example.com/cleanup"]), Absent),
+        true,
+        "authorized",
+    ));
+    cases.push(case(
+        "a rule's group removes any finalizer",
+        Review::by(bob)
+            .groups(&["platform-admins"])
+            .finalizers(names(&["anything.example.com/x"]), names(&[])),
+        true,
+        "authorized",
+    ));
+    cases.push(case(
+        "a rule's service account, in its namespace",
+        Review::by(&format!("{SA}team-a:db-operator"))
+            .finalizers(names(&["db.example.com/backup"]), Null),
+        true,
+        "authorized",
+    ));
+    cases.push(case(
+        "a rule's service account, outside its namespace scope",
+        Review::by(&format!("{SA}team-a:db-operator"))
+            .cluster_scoped()
+            .resource("", "persistentvolumes")
+            .finalizers(names(&["db.example.com/backup"]), Null),
+        true,
+        "denied",
+    ));
+    cases.push(case(
+        "override with an approved reason",
+        Review::by(bob)
+            .finalizers(names(&["example.com/cleanup"]), Absent)
+            .annotated(
+                "finalizer-guard.io/override",
+                "node-lost: INC-4711 server-1 powered off",
+            ),
+        true,
+        "override",
+    ));
+    cases.push(case(
+        "override with a reason not on the list",
+        Review::by(bob)
+            .finalizers(names(&["example.com/cleanup"]), Absent)
+            .annotated("finalizer-guard.io/override", "because: I said so"),
+        true,
+        "denied",
+    ));
+    for (label, new) in [("absent", Absent), ("null", Null), ("[]", names(&[]))] {
+        cases.push(case(
+            format!("the only finalizer removed, new list {label}"),
+            Review::by(bob).finalizers(names(&["example.com/a"]), new),
+            true,
+            "denied",
+        ));
+    }
+    cases.push(case(
+        "one finalizer swapped for another (same length)",
+        Review::by(bob).finalizers(names(&["example.com/a"]), names(&["example.com/b"])),
+        true,
+        "denied",
+    ));
+    cases.push(case(
+        "one of two removed, one added",
+        Review::by(bob).finalizers(
+            names(&["example.com/a", "example.com/b"]),
+            names(&["example.com/b", "example.com/c"]),
+        ),
+        true,
+        "denied",
+    ));
+    cases.push(case(
+        "a duplicate kept once, another removed",
+        Review::by(bob).finalizers(
+            names(&["example.com/a", "example.com/a", "example.com/b"]),
+            names(&["example.com/a"]),
+        ),
+        true,
+        "denied",
+    ));
+    cases.push(case(
+        "removed through pods/status",
+        Review::by(bob)
+            .subresource("status")
+            .finalizers(names(&["example.com/a"]), Absent),
+        true,
+        "denied",
+    ));
+    cases.push(case(
+        "removed from a cluster-scoped object",
+        Review::by(bob)
+            .resource("", "persistentvolumes")
+            .cluster_scoped()
+            .finalizers(names(&["kubernetes.io/pv-protection"]), Absent),
+        true,
+        "denied",
+    ));
+    cases.push(case(
+        "removed from a custom resource",
+        Review::by(bob)
+            .resource("widgets.example.com", "widgets")
+            .finalizers(names(&["widgets.example.com/cleanup"]), Absent),
+        true,
+        "denied",
+    ));
+    cases.push(case(
+        "removed in a dry run",
+        Review::by(bob)
+            .dry_run()
+            .finalizers(names(&["example.com/a"]), Absent),
+        true,
+        "denied",
+    ));
+    cases.push(case(
+        "removed, v1beta1 review",
+        Review::by(bob)
+            .v1beta1()
+            .finalizers(names(&["example.com/a"]), Absent),
+        true,
+        "denied",
+    ));
+
+    // Updates that remove nothing: never sent.
+    let unchanged: &[(&str, List, List)] = &[
+        ("absent to absent", Absent, Absent),
+        ("null to null", Null, Null),
+        ("absent to null", Absent, Null),
+        ("null to []", Null, names(&[])),
+        ("[] to absent", names(&[]), Absent),
+        ("absent to one", Absent, names(&["example.com/a"])),
+        ("null to one", Null, names(&["example.com/a"])),
+        (
+            "same list",
+            names(&["example.com/a", "example.com/b"]),
+            names(&["example.com/a", "example.com/b"]),
+        ),
+        (
+            "reordered",
+            names(&["example.com/a", "example.com/b"]),
+            names(&["example.com/b", "example.com/a"]),
+        ),
+        (
+            "one added",
+            names(&["example.com/a"]),
+            names(&["example.com/a", "example.com/b"]),
+        ),
+        (
+            "duplicates collapsed",
+            names(&["example.com/a", "example.com/a"]),
+            names(&["example.com/a"]),
+        ),
+        (
+            "duplicated",
+            names(&["example.com/a"]),
+            names(&["example.com/a", "example.com/a"]),
+        ),
+    ];
+    for (label, old, new) in unchanged {
+        cases.push(case(
+            format!("no removal: {label}"),
+            Review::by(bob).finalizers(old.clone(), new.clone()),
+            false,
+            "nothing-removed",
+        ));
+    }
+    cases.push(case(
+        "a namespace's spec.finalizers changed without the finalize subresource",
+        Review::by(bob)
+            .resource("", "namespaces")
+            .cluster_scoped()
+            .spec_finalizers(names(&["kubernetes"]), Absent),
+        false,
+        "nothing-removed",
+    ));
+    cases.push(case(
+        "a custom resource's spec.finalizers removed (only a namespace's count)",
+        Review::by(bob)
+            .resource("widgets.example.com", "widgets")
+            .spec_finalizers(names(&["example.com/a"]), Absent),
+        false,
+        "nothing-removed",
+    ));
+    cases.push(case(
+        "a scale update (no finalizers in a Scale)",
+        Review::by(bob)
+            .resource("apps", "deployments")
+            .subresource("scale"),
+        false,
+        "nothing-removed",
+    ));
+
+    // namespaces/finalize.
+    cases.push(case(
+        "a person finalizes a namespace",
+        Review::by(bob)
+            .namespace_finalize()
+            .spec_finalizers(names(&["kubernetes"]), names(&[])),
+        true,
+        "denied",
+    ));
+    cases.push(case(
+        "a person finalizes a namespace, spec.finalizers null",
+        Review::by(bob)
+            .namespace_finalize()
+            .spec_finalizers(names(&["kubernetes"]), Null),
+        true,
+        "denied",
+    ));
+    cases.push(case(
+        "a namespace finalize that keeps spec.finalizers",
+        Review::by(bob)
+            .namespace_finalize()
+            .spec_finalizers(names(&["kubernetes"]), names(&["kubernetes"])),
+        false,
+        "nothing-removed",
+    ));
+    cases.push(case(
+        "a namespace finalize without spec.finalizers",
+        Review::by(bob).namespace_finalize(),
+        false,
+        "nothing-removed",
+    ));
+    cases.push(case(
+        "a namespace finalize removing a metadata finalizer",
+        Review::by(bob)
+            .namespace_finalize()
+            .finalizers(names(&["example.com/a"]), Absent)
+            .spec_finalizers(names(&["kubernetes"]), names(&["kubernetes"])),
+        true,
+        "denied",
+    ));
+
+    // Other operations: never sent, allowed untouched.
+    for operation in ["CREATE", "DELETE", "CONNECT"] {
+        cases.push(case(
+            format!("{operation} with finalizers"),
+            Review::by(bob)
+                .operation(operation)
+                .finalizers(names(&["example.com/a"]), Absent),
+            false,
+            "not-judged",
+        ));
+    }
+    cases
+}
+
+#[test]
+fn conditions_compile_and_are_few() {
+    let conditions = Conditions::load();
+    let names: Vec<&str> = conditions.0.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["removes-finalizer", "not-builtin-controller"]);
+}
+
+#[test]
+fn conditions_agree_with_the_webhook_on_our_table() {
+    let conditions = Conditions::load();
+    let policy = policy();
+    let mut failures = Vec::new();
+    let cases = table();
+    let (mut sent, mut skipped) = (0, 0);
+    for case in &cases {
+        let review = case.review.json();
+        match check(&conditions, &policy, &review) {
+            Ok(Checked::Decided(called, decision)) => {
+                if called != case.called || decision != case.decision {
+                    failures.push(format!(
+                        "{}: conditions {called}, decision {decision}; want {} and {}",
+                        case.name, case.called, case.decision
+                    ));
+                }
+                if called {
+                    sent += 1;
+                } else {
+                    skipped += 1;
+                }
+            }
+            Ok(Checked::Undecidable(e)) => failures.push(format!("{}: {e}", case.name)),
+            Err(e) => failures.push(format!("{}: {e}", case.name)),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    println!(
+        "{} generated reviews: {sent} sent to the webhook, {skipped} not sent",
+        cases.len()
+    );
+}
+
+/// Every file under `dir` ending in `.json`, sorted.
+fn json_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(json_files(&path));
+        } else if path.extension().is_some_and(|e| e == "json") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The AdmissionReview in a file: the file itself, or the `review` (or a
+/// `raw` body that is JSON) of an apiserver-sim case file.
+fn review_in(value: Value) -> Option<Value> {
+    if value.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
+        return Some(value);
+    }
+    if let Some(review) = value.get("review") {
+        return Some(review.clone());
+    }
+    value
+        .get("raw")
+        .and_then(Value::as_str)
+        .and_then(|raw| serde_json::from_str(raw).ok())
+}
+
+/// Checks every review in `dir`; returns (checked, sent, not decided).
+fn check_folder(dir: &Path) -> (usize, usize, Vec<String>) {
+    let conditions = Conditions::load();
+    let policy = policy();
+    let (mut checked, mut sent, mut undecided, mut failures) = (0, 0, Vec::new(), Vec::new());
+    for path in json_files(dir) {
+        let name = path.strip_prefix(dir).unwrap().display().to_string();
+        let Some(review) = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .and_then(review_in)
+        else {
+            undecided.push(format!("{name} (no AdmissionReview)"));
+            continue;
+        };
+        match check(&conditions, &policy, &review) {
+            Ok(Checked::Decided(called, _)) => {
+                checked += 1;
+                sent += usize::from(called);
+            }
+            Ok(Checked::Undecidable(e)) => undecided.push(format!("{name}: {e}")),
+            Err(e) => failures.push(format!("{name}: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    (checked, sent, undecided)
+}
+
+#[test]
+fn conditions_agree_with_the_webhook_on_recorded_reviews() {
+    let dir = crate_root().join("../shared/fixtures/recorded");
+    if !dir.is_dir() {
+        println!(
+            "note: {} is absent; recorded reviews skipped",
+            dir.display()
+        );
+        return;
+    }
+    let (checked, sent, undecided) = check_folder(&dir);
+    println!("recorded reviews: {checked} checked, {sent} sent to the webhook");
+    for e in &undecided {
+        println!("  not decidable by the webhook either (it answers 400): {e}");
+    }
+    assert!(checked > 0);
+}
+
+#[test]
+fn conditions_agree_with_the_webhook_on_case_files() {
+    let dir = crate_root().join("tests/fixtures/cases");
+    let (checked, sent, undecided) = check_folder(&dir);
+    println!("case files: {checked} checked, {sent} sent to the webhook");
+    for e in &undecided {
+        println!("  not decidable by the webhook (it answers 400): {e}");
+    }
+}
+
+#[test]
+fn a_condition_error_is_reported_not_swallowed() {
+    // kube-apiserver treats an evaluation error as a failed call; make sure
+    // the harness would see one rather than read it as "not sent".
+    let program = Program::compile("object.metadata.finalizers.exists(f, true)").unwrap();
+    let mut context = Context::default();
+    context
+        .add_variable("object", json!({"metadata": {"finalizers": null}}))
+        .unwrap();
+    assert!(program.execute(&context).is_err());
+    let conditions = Conditions(vec![("broken".into(), program)]);
+    let review = json!({"request": {"object": {"metadata": {"finalizers": null}}}});
+    assert!(conditions.call(&review).is_err());
+}
