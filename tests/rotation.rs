@@ -91,23 +91,10 @@ fn der(pem: &str) -> Vec<u8> {
         .to_vec()
 }
 
-/// An HTTPS client trusting `cas`, reaching the server under the Service name.
-fn client(cas: &[&str], addr: std::net::SocketAddr, fresh: bool, alpn: &[u8]) -> reqwest::Client {
-    common::install_provider();
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in cas {
-        roots
-            .add(CertificateDer::from_pem_slice(ca.as_bytes()).unwrap())
-            .unwrap();
-    }
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    tls.alpn_protocols = vec![alpn.to_vec()];
+/// An HTTPS client trusting the CAs in `ca_pem`, reaching the server under
+/// the Service name; `fresh`: a new connection for every request.
+fn client(ca_pem: &str, addr: std::net::SocketAddr, fresh: bool, alpn: &[u8]) -> reqwest::Client {
+    let mut tls = common::tls_config(ca_pem.as_bytes(), &[alpn]);
     // kube-apiserver does not resume TLS sessions either: every new
     // connection is a full handshake that asks for the current certificate.
     tls.resumption = rustls::client::Resumption::disabled();
@@ -227,7 +214,7 @@ async fn secret_volume_swap_under_load_keeps_serving_and_refuses_broken_pairs() 
     let successes_before = reload_count(&admin, "success").await;
 
     // During a CA rotation the caBundle holds both CAs: the clients trust both.
-    let both = [old.ca_cert_pem.as_str(), new.ca_cert_pem.as_str()];
+    let both = format!("{}{}", old.ca_cert_pem, new.ca_cert_pem);
     let body = serde_json::to_vec(&common::strip("alice@example.com", json!({}))).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let mut workers = Vec::new();
@@ -365,11 +352,11 @@ async fn secret_volume_swap_under_load_keeps_serving_and_refuses_broken_pairs() 
 
     // A client that trusts only the new CA connects; one trusting only the
     // retired CA no longer can.
-    let only_new = client(&[&new.ca_cert_pem], handle.addr, true, b"http/1.1");
+    let only_new = client(&new.ca_cert_pem, handle.addr, true, b"http/1.1");
     let (ok, peer) = send(&only_new, &url, &body).await;
     assert!(ok);
     assert_eq!(peer.as_deref(), Some(&third_der[..]));
-    let only_old = client(&[&old.ca_cert_pem], handle.addr, true, b"http/1.1");
+    let only_old = client(&old.ca_cert_pem, handle.addr, true, b"http/1.1");
     assert!(only_old.post(&url).body(body.clone()).send().await.is_err());
 
     handle.shutdown().await;

@@ -37,6 +37,17 @@ pub fn config(dir: &Path) -> ServeConfig {
 
 /// An HTTPS client trusting only `ca_pem`, reaching `addr` under the Service name.
 pub fn client(ca_pem: &[u8], addr: SocketAddr, alpn: &[&[u8]]) -> reqwest::Client {
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls_config(ca_pem, alpn))
+        .resolve(SERVICE_NAME, addr)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+/// A rustls client configuration trusting only the certificates in `ca_pem`
+/// (one or more PEM blocks), offering `alpn`.
+pub fn tls_config(ca_pem: &[u8], alpn: &[&[u8]]) -> rustls::ClientConfig {
     install_provider();
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem) {
@@ -50,12 +61,7 @@ pub fn client(ca_pem: &[u8], addr: SocketAddr, alpn: &[&[u8]]) -> reqwest::Clien
     .with_root_certificates(roots)
     .with_no_client_auth();
     tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .resolve(SERVICE_NAME, addr)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap()
+    tls
 }
 
 /// reqwest's plain clients need a process-wide rustls provider.
