@@ -22,7 +22,7 @@ use base64::Engine;
 use clap::{CommandFactory, Parser};
 use finalizer_guard::cli::{self, Cli};
 use finalizer_guard::policy::config::{DEFAULT_OVERRIDE_ANNOTATION, DEFAULT_OVERRIDE_REASONS};
-use finalizer_guard::policy::{Mode, Policy, builtin};
+use finalizer_guard::policy::{Mode, Policy, approval, builtin};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingWebhook, ValidatingWebhookConfiguration,
 };
@@ -901,7 +901,8 @@ fn webhook_configuration_matches_the_contract() {
     let rule = &rules[0];
     assert_eq!(
         rule.operations.as_deref(),
-        Some(&["UPDATE".to_string()][..])
+        Some(&["CREATE".to_string(), "UPDATE".to_string()][..]),
+        "UPDATE removes finalizers; CREATE can carry a two-person approval"
     );
     assert_eq!(rule.api_groups.as_deref(), Some(&["*".to_string()][..]));
     assert_eq!(rule.api_versions.as_deref(), Some(&["*".to_string()][..]));
@@ -946,7 +947,13 @@ fn webhook_configuration_matches_the_contract() {
         );
     }
     let names: Vec<&str> = conditions.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, ["removes-finalizer", "not-builtin-controller"]);
+    assert_eq!(
+        names,
+        [
+            "removes-finalizer-or-writes-approval",
+            "not-builtin-controller"
+        ]
+    );
     for condition in &conditions {
         for optional in ["?.", "?[", "orValue", "optional."] {
             assert!(
@@ -1004,6 +1011,31 @@ fn match_conditions_skip_exactly_the_builtin_controller_usernames() {
         "keep the list in step with src/policy/builtin.rs"
     );
     assert!(skip.expression.contains("request.userInfo.username in ["));
+}
+
+#[test]
+fn match_conditions_name_the_approval_annotations_the_policy_uses() {
+    let base = Base::load();
+    let (_, webhook) = base.webhook();
+    let conditions = webhook.match_conditions.unwrap_or_default();
+    let guarded = &conditions[0].expression;
+    let list = &guarded[guarded.rfind("[\n").expect("the approval key list")..];
+    let list = &list[..list.find(']').unwrap()];
+    let keys: Vec<&str> = list.split('\'').skip(1).step_by(2).collect();
+    assert_eq!(
+        keys,
+        [
+            DEFAULT_OVERRIDE_ANNOTATION,
+            approval::APPROVED_BY,
+            approval::OVERRIDE_EXPIRES
+        ]
+    );
+    let config_map: ConfigMap = base.one("ConfigMap");
+    let policy = Policy::from_yaml(&config_map.data.unwrap()["policy.yaml"]).unwrap();
+    assert_eq!(
+        policy.override_settings.annotation, keys[0],
+        "the policy's override annotation is the one the webhook is sent"
+    );
 }
 
 #[test]

@@ -2,16 +2,21 @@
 //! interpreter (the `cel` crate) the way kube-apiserver evaluates them, and
 //! compared with the webhook's own decision on the same AdmissionReview.
 //!
-//! For every UPDATE, the conditions must all hold exactly when the webhook
-//! judges a finalizer removal (its decision is neither `not-judged` nor
-//! `nothing-removed`) by a requester that is not one of Kubernetes' own
-//! controllers: kube-apiserver then calls the webhook for every write it
-//! would act on, and for nothing else. The rules send only UPDATE, so other
-//! operations are never evaluated; the webhook must allow those untouched.
+//! For every CREATE and UPDATE (what the rules send), the conditions must
+//! all hold exactly when the webhook judges the write (its decision is
+//! neither `not-judged` nor `nothing-removed`) and the requester is not one
+//! of Kubernetes' own controllers: kube-apiserver then calls the webhook for
+//! every write it would act on, and for nothing else. The webhook is asked
+//! under the test policy with the two-person override turned on
+//! (`override.approval`), which judges every finalizer removal the plain
+//! policy judges and, besides, every write of an approval: the webhook must
+//! be sent those whatever the policy says, since its configuration cannot
+//! follow the policy. Under the plain policy, nothing judged may go unsent.
+//! Other operations are never sent; the webhook allows them untouched.
 //!
 //! Reviews: the recorded ones in ../shared/fixtures/recorded (when present),
-//! the case files in tests/fixtures/cases/ (when present), and a table of
-//! our own.
+//! the case files in tests/fixtures/cases/ and cases-warn/ (when present),
+//! and a table of our own.
 
 use std::path::{Path, PathBuf};
 
@@ -131,56 +136,97 @@ fn request_variable(request: &Value) -> Value {
     })
 }
 
-fn policy() -> Policy {
-    let text = std::fs::read_to_string(crate_root().join("tests/fixtures/policy.yaml")).unwrap();
-    Policy::from_yaml(&text).unwrap()
+/// Approvers of the two-person override, in [`Policies::load`]'s second policy.
+const APPROVER: &str = "sec-lead@example.com";
+
+/// A policy file as it is, and the same with the two-person override on.
+struct Policies {
+    plain: Policy,
+    two_person: Policy,
 }
 
-/// What the conditions must say about a review the webhook decided.
-fn expected_call(review: &Value, reviewed: &Reviewed) -> bool {
-    let username = review
-        .pointer("/request/userInfo/username")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+impl Policies {
+    fn load(file: &str) -> Policies {
+        let text = std::fs::read_to_string(crate_root().join("tests/fixtures").join(file)).unwrap();
+        let mut yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+        let approval: serde_yaml_ng::Value = serde_yaml_ng::from_str(&format!(
+            "{{users: [{APPROVER}], groups: [security], maxAge: 2h}}"
+        ))
+        .unwrap();
+        yaml.get_mut("override")
+            .and_then(serde_yaml_ng::Value::as_mapping_mut)
+            .expect("the policy has an override section")
+            .insert("approval".into(), approval);
+        Policies {
+            plain: Policy::from_yaml(&text).unwrap(),
+            two_person: Policy::from_yaml(&serde_yaml_ng::to_string(&yaml).unwrap()).unwrap(),
+        }
+    }
+}
+
+fn judged(reviewed: &Reviewed) -> bool {
     !matches!(reviewed.decision, "not-judged" | "nothing-removed")
-        && !builtin::all_usernames().contains(&username)
 }
 
 /// What one review came to.
 enum Checked {
-    /// Whether kube-apiserver calls the webhook, and the webhook's decision.
-    Decided(bool, &'static str),
+    /// Whether kube-apiserver calls the webhook, and the webhook's decision
+    /// under the plain policy and under the two-person one.
+    Decided {
+        called: bool,
+        plain: &'static str,
+        two_person: &'static str,
+    },
     /// The webhook answers 400: not an AdmissionReview it can decide.
     Undecidable(String),
 }
 
 /// Checks one review: `Err` when the conditions and the webhook disagree.
-fn check(conditions: &Conditions, policy: &Policy, review: &Value) -> Result<Checked, String> {
+fn check(conditions: &Conditions, policies: &Policies, review: &Value) -> Result<Checked, String> {
     let body = serde_json::to_vec(review).unwrap();
-    let reviewed = match admission::review(policy, &body) {
-        Ok(reviewed) => reviewed,
-        Err(e) => return Ok(Checked::Undecidable(e.to_string())),
+    let (plain, two_person) = match (
+        admission::review(&policies.plain, &body),
+        admission::review(&policies.two_person, &body),
+    ) {
+        (Ok(plain), Ok(two_person)) => (plain, two_person),
+        (Err(e), _) | (_, Err(e)) => return Ok(Checked::Undecidable(e.to_string())),
     };
-    if reviewed.operation != "UPDATE" {
+    let decided = |called| Checked::Decided {
+        called,
+        plain: plain.decision,
+        two_person: two_person.decision,
+    };
+    if !matches!(plain.operation, "CREATE" | "UPDATE") {
         // The rules never send it; the webhook allows it untouched anyway.
-        if reviewed.decision != "not-judged" || !reviewed.allowed || !reviewed.warnings.is_empty() {
-            return Err(format!(
-                "{} is not allowed untouched: {}",
-                reviewed.operation, reviewed.decision
-            ));
+        for r in [&plain, &two_person] {
+            if r.decision != "not-judged" || !r.allowed || !r.warnings.is_empty() {
+                return Err(format!(
+                    "{} is not allowed untouched: {}",
+                    r.operation, r.decision
+                ));
+            }
         }
-        return Ok(Checked::Decided(false, reviewed.decision));
+        return Ok(decided(false));
     }
     let called = conditions.call(review)?;
-    let expected = expected_call(review, &reviewed);
-    if called != expected {
+    let username = review
+        .pointer("/request/userInfo/username")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let builtin = builtin::all_usernames().contains(&username);
+    if called != (judged(&two_person) && !builtin) {
         return Err(format!(
-            "matchConditions say {called}, but the webhook decides {} for {:?}",
-            reviewed.decision,
-            review.pointer("/request/userInfo/username")
+            "matchConditions say {called}, but the webhook decides {} (two-person policy) for {username:?}",
+            two_person.decision
         ));
     }
-    Ok(Checked::Decided(called, reviewed.decision))
+    if judged(&plain) && !builtin && !called {
+        return Err(format!(
+            "the webhook judges it ({}) but is never sent it",
+            plain.decision
+        ));
+    }
+    Ok(decided(called))
 }
 
 // ---------------------------------------------------------------------------
@@ -220,7 +266,8 @@ struct Review {
     groups: Vec<&'static str>,
     old: (List, List),
     new: (List, List),
-    annotations: Option<Value>,
+    old_annotations: Option<Value>,
+    new_annotations: Option<Value>,
     api_version: &'static str,
     dry_run: bool,
 }
@@ -239,7 +286,8 @@ impl Review {
             groups: vec!["system:authenticated"],
             old: (List::Absent, List::Absent),
             new: (List::Absent, List::Absent),
-            annotations: None,
+            old_annotations: None,
+            new_annotations: None,
             api_version: "admission.k8s.io/v1",
             dry_run: false,
         }
@@ -290,8 +338,17 @@ impl Review {
         self
     }
 
+    /// The same annotation on the object before and after the write.
     fn annotated(mut self, key: &str, value: &str) -> Review {
-        self.annotations = Some(json!({ key: value }));
+        self.old_annotations = Some(json!({ key: value }));
+        self.new_annotations = self.old_annotations.clone();
+        self
+    }
+
+    /// Annotations before and after the write.
+    fn annotations(mut self, old: Option<Value>, new: Option<Value>) -> Review {
+        self.old_annotations = old;
+        self.new_annotations = new;
         self
     }
 
@@ -305,7 +362,7 @@ impl Review {
         self
     }
 
-    fn object(&self, (metadata, spec): &(List, List), annotate: bool) -> Value {
+    fn object(&self, (metadata, spec): &(List, List), annotations: &Option<Value>) -> Value {
         let mut object = json!({
             "apiVersion": if self.group.is_empty() { "v1".to_string() } else { format!("{}/{}", self.group, self.version) },
             "kind": "Object",
@@ -315,7 +372,7 @@ impl Review {
         if let Some(ns) = self.namespace {
             object["metadata"]["namespace"] = json!(ns);
         }
-        if annotate && let Some(annotations) = &self.annotations {
+        if let Some(annotations) = annotations {
             object["metadata"]["annotations"] = annotations.clone();
         }
         metadata.set(&mut object, "metadata");
@@ -324,10 +381,12 @@ impl Review {
     }
 
     fn json(&self) -> Value {
+        let new = self.object(&self.new, &self.new_annotations);
+        let old = self.object(&self.old, &self.old_annotations);
         let (object, old_object) = match self.operation {
-            "CREATE" => (self.object(&self.new, true), Value::Null),
-            "DELETE" => (Value::Null, self.object(&self.old, true)),
-            _ => (self.object(&self.new, true), self.object(&self.old, true)),
+            "CREATE" => (new, Value::Null),
+            "DELETE" => (Value::Null, old),
+            _ => (new, old),
         };
         let mut request = json!({
             "uid": "7d2b6f0e-6f43-4f0b-9a51-3f1e2a6c9b10",
@@ -351,12 +410,14 @@ impl Review {
 }
 
 /// A case of the table: the review, whether kube-apiserver calls the
-/// webhook, and what the webhook decides.
+/// webhook, and what the webhook decides under the test policy (and, where
+/// it differs, with the two-person override on).
 struct Case {
     name: String,
     review: Review,
     called: bool,
     decision: &'static str,
+    two_person: Option<&'static str>,
 }
 
 fn case(name: impl Into<String>, review: Review, called: bool, decision: &'static str) -> Case {
@@ -365,6 +426,14 @@ fn case(name: impl Into<String>, review: Review, called: bool, decision: &'stati
         review,
         called,
         decision,
+        two_person: None,
+    }
+}
+
+impl Case {
+    fn two_person(mut self, decision: &'static str) -> Case {
+        self.two_person = Some(decision);
+        self
     }
 }
 
@@ -504,17 +573,21 @@ fn table() -> Vec<Case> {
         true,
         "denied",
     ));
-    cases.push(case(
-        "override with an approved reason",
-        Review::by(bob)
-            .finalizers(names(&["example.com/cleanup"]), Absent)
-            .annotated(
-                "finalizer-guard.io/override",
-                "node-lost: INC-4711 server-1 powered off",
-            ),
-        true,
-        "override",
-    ));
+    cases.push(
+        case(
+            "override with an approved reason",
+            Review::by(bob)
+                .finalizers(names(&["example.com/cleanup"]), Absent)
+                .annotated(
+                    "finalizer-guard.io/override",
+                    "node-lost: INC-4711 server-1 powered off",
+                ),
+            true,
+            "override",
+        )
+        // Under the two-person rule the override needs an approval first.
+        .two_person("denied"),
+    );
     cases.push(case(
         "override with a reason not on the list",
         Review::by(bob)
@@ -707,8 +780,17 @@ fn table() -> Vec<Case> {
         "denied",
     ));
 
+    // A CREATE carries no removal: sent only with an approval (below).
+    cases.push(case(
+        "CREATE with finalizers",
+        Review::by(bob)
+            .operation("CREATE")
+            .finalizers(Absent, names(&["example.com/a"])),
+        false,
+        "not-judged",
+    ));
     // Other operations: never sent, allowed untouched.
-    for operation in ["CREATE", "DELETE", "CONNECT"] {
+    for operation in ["DELETE", "CONNECT"] {
         cases.push(case(
             format!("{operation} with finalizers"),
             Review::by(bob)
@@ -718,30 +800,143 @@ fn table() -> Vec<Case> {
             "not-judged",
         ));
     }
+
+    cases.extend(two_person_table());
     cases
+}
+
+/// The two-person override: writes of an approval are sent whatever the
+/// policy, and judged when `override.approval` is set.
+fn two_person_table() -> Vec<Case> {
+    use List::Absent;
+    let bob = "bob@example.com";
+    let expires = (jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1)).to_string();
+    let approval = |by: &str| {
+        Some(json!({
+            "finalizer-guard.io/override": "controller-uninstalled: INC-4711 widgets operator removed",
+            "finalizer-guard.io/approved-by": by,
+            "finalizer-guard.io/override-expires": expires,
+        }))
+    };
+    let other = Some(json!({"example.com/owner": "team-a"}));
+    vec![
+        case(
+            "an approver creates an object with an approval",
+            Review::by(APPROVER)
+                .operation("CREATE")
+                .annotations(None, approval(APPROVER)),
+            true,
+            "not-judged",
+        )
+        .two_person("approval-recorded"),
+        case(
+            "someone else creates an object with an approval",
+            Review::by(bob)
+                .operation("CREATE")
+                .annotations(None, approval(APPROVER)),
+            true,
+            "not-judged",
+        )
+        .two_person("approval-denied"),
+        case(
+            "an approver approves",
+            Review::by(APPROVER).annotations(other.clone(), approval(APPROVER)),
+            true,
+            "nothing-removed",
+        )
+        .two_person("approval-recorded"),
+        case(
+            "someone else moves the expiry",
+            Review::by(bob).annotations(approval(APPROVER), {
+                let mut a = approval(APPROVER).unwrap();
+                a["finalizer-guard.io/override-expires"] = json!("2099-01-01T00:00:00Z");
+                Some(a)
+            }),
+            true,
+            "nothing-removed",
+        )
+        .two_person("approval-denied"),
+        case(
+            "kube-controller-manager writes an approval (skipped: a control-plane identity)",
+            Review::by(KUBE_CONTROLLER_MANAGER)
+                .annotations(None, approval(KUBE_CONTROLLER_MANAGER)),
+            false,
+            "nothing-removed",
+        )
+        .two_person("approval-denied"),
+        case(
+            "an approval left as it was",
+            Review::by(bob).annotations(approval(APPROVER), approval(APPROVER)),
+            false,
+            "nothing-removed",
+        ),
+        case(
+            "an approval removed",
+            Review::by(bob).annotations(approval(APPROVER), other.clone()),
+            false,
+            "nothing-removed",
+        ),
+        case(
+            "other annotations changed",
+            Review::by(bob).annotations(None, other),
+            false,
+            "nothing-removed",
+        ),
+        case(
+            "someone else removes a finalizer under the approval",
+            Review::by(bob)
+                .resource("widgets.example.com", "widgets")
+                .finalizers(names(&["widgets.example.com/cleanup"]), Absent)
+                .annotations(approval(APPROVER), approval(APPROVER)),
+            true,
+            "override",
+        ),
+        case(
+            "the approver removes a finalizer under their own approval",
+            Review::by(APPROVER)
+                .resource("widgets.example.com", "widgets")
+                .finalizers(names(&["widgets.example.com/cleanup"]), Absent)
+                .annotations(approval(APPROVER), approval(APPROVER)),
+            true,
+            "override",
+        )
+        .two_person("denied"),
+    ]
 }
 
 #[test]
 fn conditions_compile_and_are_few() {
     let conditions = Conditions::load();
     let names: Vec<&str> = conditions.0.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["removes-finalizer", "not-builtin-controller"]);
+    assert_eq!(
+        names,
+        [
+            "removes-finalizer-or-writes-approval",
+            "not-builtin-controller"
+        ]
+    );
 }
 
 #[test]
 fn conditions_agree_with_the_webhook_on_our_table() {
     let conditions = Conditions::load();
-    let policy = policy();
+    let policies = Policies::load("policy.yaml");
     let mut failures = Vec::new();
     let cases = table();
     let (mut sent, mut skipped) = (0, 0);
     for case in &cases {
         let review = case.review.json();
-        match check(&conditions, &policy, &review) {
-            Ok(Checked::Decided(called, decision)) => {
-                if called != case.called || decision != case.decision {
+        match check(&conditions, &policies, &review) {
+            Ok(Checked::Decided {
+                called,
+                plain,
+                two_person,
+            }) => {
+                let want_two_person = case.two_person.unwrap_or(case.decision);
+                if called != case.called || plain != case.decision || two_person != want_two_person
+                {
                     failures.push(format!(
-                        "{}: conditions {called}, decision {decision}; want {} and {}",
+                        "{}: conditions {called}, decisions {plain} / {two_person}; want {}, {} / {want_two_person}",
                         case.name, case.called, case.decision
                     ));
                 }
@@ -795,10 +990,11 @@ fn review_in(value: Value) -> Option<Value> {
         .and_then(|raw| serde_json::from_str(raw).ok())
 }
 
-/// Checks every review in `dir`; returns (checked, sent, not decided).
-fn check_folder(dir: &Path) -> (usize, usize, Vec<String>) {
+/// Checks every review in `dir` under a policy file of tests/fixtures;
+/// returns (checked, sent, not decided).
+fn check_folder(dir: &Path, policy: &str) -> (usize, usize, Vec<String>) {
     let conditions = Conditions::load();
-    let policy = policy();
+    let policies = Policies::load(policy);
     let (mut checked, mut sent, mut undecided, mut failures) = (0, 0, Vec::new(), Vec::new());
     for path in json_files(dir) {
         let name = path.strip_prefix(dir).unwrap().display().to_string();
@@ -810,8 +1006,8 @@ fn check_folder(dir: &Path) -> (usize, usize, Vec<String>) {
             undecided.push(format!("{name} (no AdmissionReview)"));
             continue;
         };
-        match check(&conditions, &policy, &review) {
-            Ok(Checked::Decided(called, _)) => {
+        match check(&conditions, &policies, &review) {
+            Ok(Checked::Decided { called, .. }) => {
                 checked += 1;
                 sent += usize::from(called);
             }
@@ -833,7 +1029,7 @@ fn conditions_agree_with_the_webhook_on_recorded_reviews() {
         );
         return;
     }
-    let (checked, sent, undecided) = check_folder(&dir);
+    let (checked, sent, undecided) = check_folder(&dir, "policy.yaml");
     println!("recorded reviews: {checked} checked, {sent} sent to the webhook");
     for e in &undecided {
         println!("  not decidable by the webhook either (it answers 400): {e}");
@@ -843,11 +1039,13 @@ fn conditions_agree_with_the_webhook_on_recorded_reviews() {
 
 #[test]
 fn conditions_agree_with_the_webhook_on_case_files() {
-    let dir = crate_root().join("tests/fixtures/cases");
-    let (checked, sent, undecided) = check_folder(&dir);
-    println!("case files: {checked} checked, {sent} sent to the webhook");
-    for e in &undecided {
-        println!("  not decidable by the webhook (it answers 400): {e}");
+    for (folder, policy) in [("cases", "policy.yaml"), ("cases-warn", "policy-warn.yaml")] {
+        let dir = crate_root().join("tests/fixtures").join(folder);
+        let (checked, sent, undecided) = check_folder(&dir, policy);
+        println!("{folder}: {checked} checked, {sent} sent to the webhook");
+        for e in &undecided {
+            println!("  not decidable by the webhook (it answers 400): {e}");
+        }
     }
 }
 
