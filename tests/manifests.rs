@@ -1268,6 +1268,10 @@ fn policy_in_the_config_map_parses_and_starts_in_warn_mode() {
         policy.builtin_controllers,
         "the matchConditions skip the built-in controllers"
     );
+    assert!(
+        finalizer_guard::doctor::check(&policy).is_empty(),
+        "doctor: every built-in controller may remove its own finalizers"
+    );
     assert_eq!(
         policy.override_settings.annotation,
         DEFAULT_OVERRIDE_ANNOTATION
