@@ -1093,8 +1093,8 @@ fn deployment_is_locked_down_and_highly_available() {
     assert_eq!(security.seccomp_profile.unwrap().type_, "RuntimeDefault");
     assert_eq!(
         pod.automount_service_account_token,
-        Some(false),
-        "no API access is needed yet"
+        Some(true),
+        "the server writes Events through the API"
     );
     assert_eq!(pod.service_account_name.as_deref(), Some("finalizer-guard"));
     assert_eq!(
@@ -1280,14 +1280,20 @@ fn policy_in_the_config_map_parses_and_starts_in_warn_mode() {
 }
 
 #[test]
-fn rbac_grants_only_events() {
+fn rbac_grants_only_creating_events() {
     let base = Base::load();
     let role: ClusterRole = base.one("ClusterRole");
-    for rule in role.rules.unwrap() {
-        assert_eq!(rule.resources.as_deref(), Some(&["events".to_string()][..]));
-        assert_eq!(rule.verbs, ["create", "patch"]);
-        assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none());
-    }
+    let rules = role.rules.clone().unwrap();
+    assert_eq!(rules.len(), 1);
+    let rule = &rules[0];
+    assert_eq!(
+        rule.api_groups.as_deref(),
+        Some(&["events.k8s.io".to_string()][..]),
+        "the server writes events.k8s.io/v1 Events"
+    );
+    assert_eq!(rule.resources.as_deref(), Some(&["events".to_string()][..]));
+    assert_eq!(rule.verbs, ["create"]);
+    assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none());
     let binding: ClusterRoleBinding = base.one("ClusterRoleBinding");
     assert_eq!(binding.role_ref.name, role.metadata.name.unwrap());
     let subjects = binding.subjects.unwrap();
@@ -1295,6 +1301,12 @@ fn rbac_grants_only_events() {
     assert_eq!(subjects[0].kind, "ServiceAccount");
     assert_eq!(subjects[0].name, "finalizer-guard");
     assert_eq!(subjects[0].namespace.as_deref(), Some(NAMESPACE));
+    let account: ServiceAccount = base.one("ServiceAccount");
+    assert_eq!(
+        account.automount_service_account_token,
+        Some(false),
+        "a token only for pods that ask"
+    );
     assert!(
         base.objects
             .iter()
