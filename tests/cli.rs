@@ -23,6 +23,17 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `serve` with this policy must refuse to start: exit 1, and why on stderr.
+fn serve_refusal(policy: &Path) -> String {
+    let serve = bin()
+        .args(["serve", "--policy", policy.to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(serve.status.code(), Some(1));
+    stderr(&serve)
+}
+
 #[test]
 fn check_prints_one_line_per_file_with_the_contract_format() {
     let o = run(&[
@@ -131,24 +142,8 @@ fn a_bad_policy_is_refused_naming_the_field_and_line() {
         "{err}"
     );
 
-    let serve = bin()
-        .args([
-            "serve",
-            "--policy",
-            policy.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(serve.status.code(), Some(1));
-    assert!(
-        stderr(&serve).contains("unknown field `usrs`"),
-        "{}",
-        stderr(&serve)
-    );
+    let refused = serve_refusal(&policy);
+    assert!(refused.contains("unknown field `usrs`"), "{refused}");
 }
 
 #[test]
@@ -254,23 +249,10 @@ fn doctor_and_serve_refuse_a_policy_that_blocks_builtin_controllers() {
         stdout(&o)
     );
 
-    let serve = bin()
-        .args([
-            "serve",
-            "--policy",
-            policy.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(serve.status.code(), Some(1));
+    let refused = serve_refusal(&policy);
     assert!(
-        stderr(&serve).contains("would block Kubernetes' own controllers"),
-        "{}",
-        stderr(&serve)
+        refused.contains("would block Kubernetes' own controllers"),
+        "{refused}"
     );
 }
 

@@ -20,107 +20,111 @@ use crate::policy::Policy;
 /// Re-reads the policy file; applies a new valid policy, keeps the old one otherwise.
 pub async fn watch_policy(
     path: PathBuf,
-    mut last: Vec<u8>,
+    last: Vec<u8>,
     state: Arc<AppState>,
     interval: Duration,
-    mut stopped: watch::Receiver<bool>,
+    stopped: watch::Receiver<bool>,
 ) {
-    let mut last_failed: Option<Vec<u8>> = None;
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(interval) => {}
-            () = stopped_signal(&mut stopped) => return,
-        }
-        let bytes = match tokio::fs::read(&path).await {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                tracing::warn!(policy = %path.display(), error = %e, "cannot read policy; keeping the current one");
-                continue;
-            }
-        };
-        if bytes == last || last_failed.as_ref() == Some(&bytes) {
-            continue;
-        }
-        let parsed = Policy::from_yaml(&String::from_utf8_lossy(&bytes))
-            .map_err(|e| e.to_string())
-            .and_then(|policy| {
-                super::doctor_allows(&policy)
-                    .map(|()| policy)
-                    .map_err(|blocked| format!("it would block built-in controllers: {blocked}"))
-            });
-        match parsed {
-            Ok(policy) => {
-                tracing::info!(
-                    policy = %path.display(),
-                    mode = policy.mode.as_str(),
-                    rules = policy.rules.len(),
-                    "policy reloaded"
-                );
-                state.policy.store(Arc::new(policy));
-                state.metrics.reload("policy", true);
-                last = bytes;
-                last_failed = None;
-            }
-            Err(e) => {
-                tracing::error!(policy = %path.display(), error = %e, "new policy refused; keeping the current one");
-                state.metrics.reload("policy", false);
-                last_failed = Some(bytes);
-            }
-        }
-    }
+    let shown = path.display().to_string();
+    let read = move || std::fs::read(&path);
+    let apply_state = state.clone();
+    let apply = move |bytes: &[u8]| {
+        let policy =
+            Policy::from_yaml(&String::from_utf8_lossy(bytes)).map_err(|e| e.to_string())?;
+        super::doctor_allows(&policy)
+            .map_err(|blocked| format!("it would block built-in controllers: {blocked}"))?;
+        tracing::info!(
+            mode = policy.mode.as_str(),
+            rules = policy.rules.len(),
+            "policy reloaded"
+        );
+        apply_state.policy.store(Arc::new(policy));
+        Ok(())
+    };
+    poll("policy", shown, read, apply, last, state, interval, stopped).await;
 }
 
 /// Re-reads the certificate and key; swaps in a new valid pair.
 pub async fn watch_certificate(
     cert: PathBuf,
     key: PathBuf,
-    mut last: Vec<u8>,
+    last: Vec<u8>,
     store: Arc<CertStore>,
     state: Arc<AppState>,
     interval: Duration,
-    mut stopped: watch::Receiver<bool>,
+    stopped: watch::Receiver<bool>,
 ) {
+    let shown = cert.display().to_string();
+    let read = move || {
+        tls::read_pair(&cert, &key).map(|(cert_pem, key_pem)| tls::fingerprint(&cert_pem, &key_pem))
+    };
+    let apply_state = state.clone();
+    let apply = move |bytes: &[u8]| {
+        let (cert_pem, key_pem) = tls::split_fingerprint(bytes);
+        let certified = tls::certified_key(cert_pem, key_pem).map_err(|e| e.to_string())?;
+        store.replace(certified);
+        if let Some(expiry) = store.expiry() {
+            apply_state.metrics.certificate_expiry.set(expiry);
+        }
+        tracing::info!("serving certificate reloaded");
+        Ok(())
+    };
+    poll(
+        "certificate",
+        shown,
+        read,
+        apply,
+        last,
+        state,
+        interval,
+        stopped,
+    )
+    .await;
+}
+
+/// Every `interval`, reads the bytes; when they differ from the last applied
+/// (and from the last refused), applies them, counting the outcome.
+#[allow(clippy::too_many_arguments)]
+async fn poll<R, A>(
+    kind: &'static str,
+    shown: String,
+    read: R,
+    apply: A,
+    mut last: Vec<u8>,
+    state: Arc<AppState>,
+    interval: Duration,
+    mut stopped: watch::Receiver<bool>,
+) where
+    R: Fn() -> std::io::Result<Vec<u8>> + Clone + Send + 'static,
+    A: Fn(&[u8]) -> Result<(), String>,
+{
     let mut last_failed: Option<Vec<u8>> = None;
     loop {
         tokio::select! {
             () = tokio::time::sleep(interval) => {}
             () = stopped_signal(&mut stopped) => return,
         }
-        let (cert_path, key_path) = (cert.clone(), key.clone());
-        let read = tokio::task::spawn_blocking(move || {
-            let cert_pem = std::fs::read(&cert_path)?;
-            let key_pem = std::fs::read(&key_path)?;
-            Ok::<_, std::io::Error>((cert_pem, key_pem))
-        })
-        .await;
-        let (cert_pem, key_pem) = match read {
-            Ok(Ok(pair)) => pair,
+        let bytes = match tokio::task::spawn_blocking(read.clone()).await {
+            Ok(Ok(bytes)) => bytes,
             Ok(Err(e)) => {
-                tracing::warn!(cert = %cert.display(), error = %e, "cannot read certificate; keeping the current one");
+                tracing::warn!(kind, file = %shown, error = %e, "cannot read; keeping the current one");
                 continue;
             }
             Err(_) => continue,
         };
-        let mut fingerprint = cert_pem.clone();
-        fingerprint.extend_from_slice(&key_pem);
-        if fingerprint == last || last_failed.as_ref() == Some(&fingerprint) {
+        if bytes == last || last_failed.as_ref() == Some(&bytes) {
             continue;
         }
-        match tls::certified_key(&cert_pem, &key_pem) {
-            Ok(certified) => {
-                store.replace(certified);
-                if let Some(expiry) = store.expiry() {
-                    state.metrics.certificate_expiry.set(expiry);
-                }
-                tracing::info!(cert = %cert.display(), "serving certificate reloaded");
-                state.metrics.reload("certificate", true);
-                last = fingerprint;
+        match apply(&bytes) {
+            Ok(()) => {
+                state.metrics.reload(kind, true);
+                last = bytes;
                 last_failed = None;
             }
             Err(e) => {
-                tracing::error!(cert = %cert.display(), error = %e, "new certificate refused; keeping the current one");
-                state.metrics.reload("certificate", false);
-                last_failed = Some(fingerprint);
+                tracing::error!(kind, file = %shown, error = %e, "refused the new file; keeping the current one");
+                state.metrics.reload(kind, false);
+                last_failed = Some(bytes);
             }
         }
     }

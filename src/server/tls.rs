@@ -104,11 +104,33 @@ pub enum CertSource {
 }
 
 /// Reads a certificate and key from files.
+pub fn read_pair(cert: &Path, key: &Path) -> std::io::Result<(Vec<u8>, Vec<u8>)> {
+    let read = |path: &Path| {
+        std::fs::read(path)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+    };
+    Ok((read(cert)?, read(key)?))
+}
+
+/// One byte string standing for a certificate and key pair, to compare reads by.
+pub fn fingerprint(cert_pem: &[u8], key_pem: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + cert_pem.len() + key_pem.len());
+    out.extend_from_slice(&(cert_pem.len() as u64).to_be_bytes());
+    out.extend_from_slice(cert_pem);
+    out.extend_from_slice(key_pem);
+    out
+}
+
+/// The certificate and key a [`fingerprint`] was made of.
+pub fn split_fingerprint(fingerprint: &[u8]) -> (&[u8], &[u8]) {
+    let (len, rest) = fingerprint.split_at(8.min(fingerprint.len()));
+    let len = u64::from_be_bytes(len.try_into().unwrap_or([0; 8])) as usize;
+    rest.split_at(len.min(rest.len()))
+}
+
+/// Reads a certificate and key from files: the key rustls serves, and the pair's fingerprint.
 pub fn load_files(cert: &Path, key: &Path) -> Result<(CertifiedKey, Vec<u8>)> {
-    let cert_pem = std::fs::read(cert).map_err(|e| Error::io(cert, e))?;
-    let key_pem = std::fs::read(key).map_err(|e| Error::io(key, e))?;
+    let (cert_pem, key_pem) = read_pair(cert, key).map_err(|e| Error::Tls(e.to_string()))?;
     let certified = certified_key(&cert_pem, &key_pem)?;
-    let mut fingerprint = cert_pem;
-    fingerprint.extend_from_slice(&key_pem);
-    Ok((certified, fingerprint))
+    Ok((certified, fingerprint(&cert_pem, &key_pem)))
 }
