@@ -183,8 +183,34 @@ impl<'de> Deserialize<'de> for Annotations {
     }
 }
 
+/// Visitor methods that take any scalar (and null) as "nothing here": the
+/// value's `Default`. For fields whose other shapes a decision ignores.
+macro_rules! skip_scalars {
+    () => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(Self::Value::default())
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(Self::Value::default())
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(Self::Value::default())
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(Self::Value::default())
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Self::Value::default())
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Self::Value::default())
+        }
+    };
+}
+
 /// `spec.finalizers` when `spec` is an object holding a list of strings; empty
 /// for any other shape, since a custom resource's `spec` can be anything.
+#[derive(Default)]
 struct SpecFinalizers(Vec<String>);
 
 impl<'de> Deserialize<'de> for SpecFinalizers {
@@ -219,26 +245,9 @@ impl<'de> Visitor<'de> for SpecVisitor {
         Ok(SpecFinalizers(Vec::new()))
     }
 
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(SpecFinalizers(Vec::new()))
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(SpecFinalizers(Vec::new()))
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(SpecFinalizers(Vec::new()))
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(SpecFinalizers(Vec::new()))
-    }
+    skip_scalars!();
     fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(SpecFinalizers(Vec::new()))
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(SpecFinalizers(Vec::new()))
-    }
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(SpecFinalizers(Vec::new()))
+        Ok(Self::Value::default())
     }
 }
 
@@ -262,6 +271,7 @@ impl<'de> Deserialize<'de> for KeyIsFinalizers {
 }
 
 /// A list of strings, or nothing for any other value.
+#[derive(Default)]
 struct StringsOrNothing(Vec<String>);
 
 impl<'de> Deserialize<'de> for StringsOrNothing {
@@ -283,29 +293,16 @@ impl<'de> Deserialize<'de> for StringsOrNothing {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 Ok(StringsOrNothing(Vec::new()))
             }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(StringsOrNothing(Vec::new()))
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(StringsOrNothing(Vec::new()))
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(StringsOrNothing(Vec::new()))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(StringsOrNothing(Vec::new()))
-            }
+            skip_scalars!();
             fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(StringsOrNothing(Vec::new()))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(StringsOrNothing(Vec::new()))
+                Ok(Self::Value::default())
             }
         }
         deserializer.deserialize_any(V)
     }
 }
 
+#[derive(Default)]
 struct StringOrNothing(Option<String>);
 
 impl<'de> Deserialize<'de> for StringOrNothing {
@@ -327,21 +324,7 @@ impl<'de> Deserialize<'de> for StringOrNothing {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 Ok(StringOrNothing(None))
             }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(StringOrNothing(None))
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(StringOrNothing(None))
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(StringOrNothing(None))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(StringOrNothing(None))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(StringOrNothing(None))
-            }
+            skip_scalars!();
         }
         deserializer.deserialize_any(V)
     }
