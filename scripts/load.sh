@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# End-to-end load, finalizer-guard against the floor of its stack: a minimal
+# axum + rustls server (examples/minimal_server.rs: same runtime, TLS, HTTP
+# and router; reads the body, answers a fixed review), built and run here.
+#
+# Both serve the same certificates (`finalizer-guard certs`) on loopback;
+# apiserver-sim `load` calls them as kube-apiserver does (HTTP/1.1 keep-alive
+# over TLS, at most 25 idle connections) with 1, 8 and 25 connections at a
+# 3 KiB review, and with one connection at a 2.6 MB review. Reported per run:
+# requests/s, p50, p99, server CPU time per request (utime+stime from
+# /proc/PID/stat), and per server: start to first answered review, idle RSS,
+# peak RSS (VmHWM). Every loop is bounded; every run stops by itself.
+#
+#   scripts/load.sh                       # 10 s per run, ~2 minutes in all
+#   DURATION=5s CONNS="1 8" scripts/load.sh
+#
+# Environment: DURATION (10s), CONNS ("1 8 25"), SMALL_REVIEW
+# (examples/reviews/pod-strip-finalizers.json), BIG_OBJECT_BYTES (1300000:
+# object and oldObject, a ~2.6 MB body), PORT_BASE (28440), REPORT (where the
+# markdown table is written; default $TARGET/load-report.md), SHARED_DIR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+shared=${SHARED_DIR:-../shared}
+duration=${DURATION:-10s}
+conns=${CONNS:-"1 8 25"}
+small=${SMALL_REVIEW:-examples/reviews/pod-strip-finalizers.json}
+big_object_bytes=${BIG_OBJECT_BYTES:-1300000}
+port_base=${PORT_BASE:-28440}
+server_name=finalizer-guard.finalizer-guard.svc
+
+echo "== building (release): finalizer-guard, examples/minimal_server, examples/gen_review" >&2
+cargo build --release --locked --bin finalizer-guard --example minimal_server --example gen_review >&2
+target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+fg=$target/release/finalizer-guard
+minimal=$target/release/examples/minimal_server
+sim=$("$shared/tools/apiserver-sim/build.sh")
+report=${REPORT:-$target/load-report.md}
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$fg" certs --service finalizer-guard --namespace finalizer-guard --out "$work/certs" > /dev/null 2>&1
+ca=$work/certs/ca.crt
+"$target/release/examples/gen_review" "$big_object_bytes" 2 > "$work/big.json"
+# apiserver-sim sends the review compacted; these are the sizes on the wire.
+wire_bytes() { python3 -c 'import json,sys; print(len(json.dumps(json.load(open(sys.argv[1])), separators=(",", ":"))))' "$1"; }
+small_bytes=$(wire_bytes "$small")
+big_bytes=$(wire_bytes "$work/big.json")
+clk_tck=$(getconf CLK_TCK)
+
+now_ns() { date +%s%N; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+status_kib() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
+# One review with curl; prints the HTTP status (000 when nothing answered).
+post_once() {
+  curl -s -o /dev/null -w '%{http_code}' --max-time 2 --cacert "$ca" \
+    --resolve "$server_name:$1:127.0.0.1" -H 'content-type: application/json' \
+    --data-binary @"$small" "https://$server_name:$1/validate" || true
+}
+# Go's time.Duration text (812.5µs, 2.3ms, 1.2s) in milliseconds.
+go_ms() {
+  awk -v d="$1" 'BEGIN {
+    v = d; gsub(/[^0-9.]/, "", v)
+    if (d ~ /ms$/) print v + 0
+    else if (d ~ /ns$/) print v / 1e6
+    else if (d ~ /^[0-9.]+s$/) print v * 1000
+    else if (d ~ /m/) { split(d, p, "m"); s = p[2]; gsub(/[^0-9.]/, "", s); print p[1] * 60000 + s * 1000 }
+    else print v / 1000
+  }'
+}
+calc() { awk "BEGIN { printf \"%.${2:-2}f\", $1 }"; }
+
+declare -A pid_of port_of start_ms idle_kib curl_ms
+# start NAME PORT CMD...: starts a server, times exec to first answered review.
+start() {
+  local name=$1 port=$2
+  shift 2
+  local t0 t1 code=000 tries=0
+  t0=$(now_ns)
+  "$@" > "$work/$name.out" 2> "$work/$name.err" &
+  pid_of[$name]=$!
+  pids+=($!)
+  port_of[$name]=$port
+  while [ "$code" != 200 ] && [ "$tries" -lt 1000 ]; do
+    code=$(post_once "$port")
+    tries=$((tries + 1))
+  done
+  t1=$(now_ns)
+  if [ "$code" != 200 ]; then
+    echo "$name did not answer a review after $tries tries:" >&2
+    cat "$work/$name.err" >&2
+    exit 1
+  fi
+  start_ms[$name]=$(calc "($t1 - $t0) / 1e6" 1)
+  # What one curl review costs on its own (process start, handshake, request):
+  # the start time above includes one of these.
+  t0=$(now_ns)
+  post_once "$port" > /dev/null
+  curl_ms[$name]=$(calc "($(now_ns) - $t0) / 1e6" 1)
+  sleep 1
+  idle_kib[$name]=$(status_kib "${pid_of[$name]}" VmRSS)
+}
+
+start minimal "$((port_base + 1))" "$minimal" "127.0.0.1:$((port_base + 1))" "$work/certs/tls.crt" "$work/certs/tls.key"
+start finalizer-guard "$port_base" "$fg" serve --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
+  --listen "127.0.0.1:$port_base" --admin-listen "127.0.0.1:$((port_base + 2))" --shutdown-delay 0s
+
+declare -A rps p50 p99 cpu_us
+rows=()
+# run NAME LABEL SHOWN REVIEW C: one bounded apiserver-sim load run.
+run() {
+  local name=$1 label=$2 shown=$3 review=$4 c=$5 pid=${pid_of[$1]} before after out
+  before=$(cpu_ticks "$pid")
+  out=$("$sim" load -url "https://127.0.0.1:${port_of[$name]}/validate" -ca "$ca" \
+    -server-name "$server_name" -review "$review" -c "$c" -d "$duration")
+  after=$(cpu_ticks "$pid")
+  echo "$name $label c=$c: $out" >&2
+  local requests errors r q50 q99 key=$name/$label/$c
+  requests=$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' <<< "$out")
+  errors=$(sed -n 's/.*errors=\([0-9]*\).*/\1/p' <<< "$out")
+  r=$(sed -n 's/.*rps=\([0-9]*\).*/\1/p' <<< "$out")
+  q50=$(go_ms "$(sed -n 's/.* p50=\([^ ]*\).*/\1/p' <<< "$out")")
+  q99=$(go_ms "$(sed -n 's/.* p99=\([^ ]*\).*/\1/p' <<< "$out")")
+  rps[$key]=$r
+  p50[$key]=$q50
+  p99[$key]=$q99
+  cpu_us[$key]=$(calc "($after - $before) / $clk_tck * 1e6 / ($requests > 0 ? $requests : 1)" 0)
+  rows+=("| $name | $shown | $c | $requests | $errors | $r | $(calc "$q50" 3) | $(calc "$q99" 3) | ${cpu_us[$key]} |")
+}
+
+small_label="3 KiB ($small_bytes B)"
+big_label="2.6 MB ($big_bytes B)"
+for c in $conns; do
+  for name in minimal finalizer-guard; do run "$name" small "$small_label" "$small" "$c"; done
+done
+for name in minimal finalizer-guard; do run "$name" big "$big_label" "$work/big.json" 1; done
+
+{
+  echo "Measured $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $duration per run, client and servers on one machine."
+  echo
+  echo "| server | review | connections | requests | errors | requests/s | p50 ms | p99 ms | server CPU µs/request |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+  printf '%s\n' "${rows[@]}"
+  echo
+  echo "| server | start to first answered review | of which one curl review | idle RSS | peak RSS (VmHWM) |"
+  echo "|---|---:|---:|---:|---:|"
+  for name in minimal finalizer-guard; do
+    echo "| $name | ${start_ms[$name]} ms | ${curl_ms[$name]} ms | $(calc "${idle_kib[$name]} / 1024" 1) MiB | $(calc "$(status_kib "${pid_of[$name]}" VmHWM) / 1024" 1) MiB |"
+  done
+  echo
+  echo "| target | measured | |"
+  echo "|---|---:|---|"
+  verdict() { awk "BEGIN { print ($1) ? \"met\" : \"not met\" }"; }
+  for c in $conns; do
+    ratio=$(calc "${rps[finalizer-guard/small/$c]} / ${rps[minimal/small/$c]}")
+    echo "| requests/s >= 0.85x minimal, 3 KiB, $c conn | ${ratio}x | $(verdict "$ratio >= 0.85") |"
+    ratio=$(calc "${p99[finalizer-guard/small/$c]} / ${p99[minimal/small/$c]}")
+    echo "| p99 <= 1.25x minimal, 3 KiB, $c conn | ${ratio}x | $(verdict "$ratio <= 1.25") |"
+  done
+  q=${p99[finalizer-guard/big/1]}
+  echo "| 2.6 MB review p99 < 25 ms, 1 conn | $(calc "$q" 2) ms | $(verdict "$q < 25") |"
+  idle=$(calc "${idle_kib[finalizer-guard]} / 1024" 1)
+  echo "| idle RSS <= 15 MiB | $idle MiB | $(verdict "$idle <= 15") |"
+  echo "| start to first answered review <= 100 ms | ${start_ms[finalizer-guard]} ms | $(verdict "${start_ms[finalizer-guard]} <= 100") |"
+} > "$work/report.md"
+cp "$work/report.md" "$report"
+cat "$report"
+echo >&2
+echo "(written to $report)" >&2
