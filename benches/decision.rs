@@ -1,7 +1,9 @@
 //! Decision cost of `admission::review`, measured against the floor of the
 //! stack on the same bytes in the same run: serde_json's `IgnoredAny` scan of
 //! the whole body (what any JSON webhook must at least pay) and a full
-//! `serde_json::Value` parse (what a naive webhook pays).
+//! `serde_json::Value` parse (what a naive webhook pays). `parse` is the
+//! review's own parse alone (kube-core `AdmissionReview<LeanObject>`), so
+//! `review - parse` is what deciding and answering cost.
 //!
 //! ```sh
 //! cargo bench --bench decision               # runs everything, then prints the ratios
@@ -18,8 +20,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode, Throughput};
-use finalizer_guard::admission;
+use finalizer_guard::admission::{self, LeanObject};
 use finalizer_guard::policy::Policy;
+use kube_core::admission::AdmissionReview;
 use serde::de::IgnoredAny;
 
 #[path = "support/reviews.rs"]
@@ -35,7 +38,9 @@ const SIZES: [(&str, usize); 5] = [
 ];
 const FINALIZERS: [usize; 4] = [1, 8, 64, 1024];
 /// The three measurements of one body.
-const FUNCTIONS: [&str; 3] = ["review", "scan", "value"];
+const FUNCTIONS: [&str; 4] = ["review", "scan", "value", "parse"];
+/// The load script's review, decided under the embedded default policy (denied).
+const EXAMPLE: &str = "pod-strip-3KiB";
 
 fn group_name(size: &str, finalizers: usize) -> String {
     format!("{size}-f{finalizers}")
@@ -61,6 +66,25 @@ fn main() {
 }
 
 fn decision(c: &mut Criterion) {
+    let example = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/reviews/pod-strip-finalizers.json"
+    ))
+    .expect("the example review");
+    // Compacted, as apiserver-sim (and kube-apiserver) send it.
+    let example = serde_json::to_vec(
+        &serde_json::from_slice::<serde_json::Value>(&example).expect("the example is JSON"),
+    )
+    .expect("JSON");
+    let default_policy = Policy::embedded_default();
+    assert_eq!(
+        admission::review(&default_policy, &example)
+            .expect("decided")
+            .decision,
+        "denied"
+    );
+    measure(c, EXAMPLE.to_string(), &default_policy, &example);
+
     let policy = Policy::from_yaml(reviews::POLICY).expect("the bench policy is valid");
     for (label, object_bytes) in SIZES {
         for finalizers in FINALIZERS {
@@ -78,26 +102,34 @@ fn decision(c: &mut Criterion) {
                 100.0 * generated.managed_fields_len as f64 / generated.object_len as f64
             );
 
-            let mut group = c.benchmark_group(group_name(label, finalizers));
-            group.throughput(Throughput::Bytes(body.len() as u64));
-            if body.len() > 128 * 1024 {
-                // Milliseconds per iteration: flat sampling keeps the run short.
-                group.sampling_mode(SamplingMode::Flat).sample_size(20);
-            }
-            group.bench_function("review", |b| {
-                b.iter(|| admission::review(&policy, black_box(&body)).expect("decided"))
-            });
-            group.bench_function("scan", |b| {
-                b.iter(|| serde_json::from_slice::<IgnoredAny>(black_box(&body)).expect("JSON"))
-            });
-            group.bench_function("value", |b| {
-                b.iter(|| {
-                    serde_json::from_slice::<serde_json::Value>(black_box(&body)).expect("JSON")
-                })
-            });
-            group.finish();
+            measure(c, group_name(label, finalizers), &policy, &body);
         }
     }
+}
+
+/// The four measurements of one body, in one criterion group.
+fn measure(c: &mut Criterion, name: String, policy: &Policy, body: &[u8]) {
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Bytes(body.len() as u64));
+    if body.len() > 128 * 1024 {
+        // Milliseconds per iteration: flat sampling keeps the run short.
+        group.sampling_mode(SamplingMode::Flat).sample_size(20);
+    }
+    group.bench_function("review", |b| {
+        b.iter(|| admission::review(policy, black_box(body)).expect("decided"))
+    });
+    group.bench_function("scan", |b| {
+        b.iter(|| serde_json::from_slice::<IgnoredAny>(black_box(body)).expect("JSON"))
+    });
+    group.bench_function("value", |b| {
+        b.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(body)).expect("JSON"))
+    });
+    group.bench_function("parse", |b| {
+        b.iter(|| {
+            serde_json::from_slice::<AdmissionReview<LeanObject>>(black_box(body)).expect("parsed")
+        })
+    });
+    group.finish();
 }
 
 /// Where criterion writes its results, found the way criterion finds it.
@@ -150,70 +182,98 @@ fn human_bytes(bytes: u64) -> String {
     }
 }
 
-/// Prints the ratios of the last run as a markdown table, and writes it to
+/// One group's medians (ns) and body size.
+struct Row {
+    review: f64,
+    scan: f64,
+    value: f64,
+    parse: f64,
+    bytes: u64,
+}
+
+fn row(home: &std::path::Path, group: &str) -> Option<Row> {
+    let found: Vec<(f64, u64)> = FUNCTIONS
+        .iter()
+        .map(|f| estimate(home, group, f))
+        .collect::<Option<_>>()?;
+    Some(Row {
+        review: found[0].0,
+        scan: found[1].0,
+        value: found[2].0,
+        parse: found[3].0,
+        bytes: found[0].1,
+    })
+}
+
+/// Prints the ratios of the last run as markdown tables, and writes them to
 /// `decision-report.md` beside criterion's results.
 fn report() {
     let home = criterion_home();
     let mut out = String::new();
     out.push_str(
-        "| object | finalizers | body | review | scan (floor) | Value | review/scan (<= 1.3) | review/Value (<= 0.5) | review MiB/s |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| object | finalizers | body | review | scan (floor) | Value | review/scan (<= 1.3) | review/Value (<= 0.5) | of review: parse | review MiB/s |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let mut worst_scan: Option<(f64, String)> = None;
     let mut worst_value: Option<(f64, String)> = None;
-    let mut missing = 0;
+    let mut missing = Vec::new();
     let mut scaling = String::new();
-    for (label, _) in SIZES {
-        let mut by_count = Vec::new();
-        for finalizers in FINALIZERS {
-            let group = group_name(label, finalizers);
-            let found: Option<Vec<(f64, u64)>> = FUNCTIONS
-                .iter()
-                .map(|f| estimate(&home, &group, f))
-                .collect();
-            let Some(found) = found else {
-                missing += 1;
-                continue;
-            };
-            let (review, bytes) = found[0];
-            let (scan, value) = (found[1].0, found[2].0);
-            let (to_scan, to_value) = (review / scan, review / value);
+    let groups = std::iter::once((EXAMPLE, None)).chain(
+        SIZES
+            .iter()
+            .flat_map(|&(label, _)| FINALIZERS.iter().map(move |&n| (label, Some(n)))),
+    );
+    let mut ones: Option<Row> = None;
+    for (label, finalizers) in groups {
+        let group = finalizers.map_or_else(|| label.to_string(), |n| group_name(label, n));
+        let Some(r) = row(&home, &group) else {
+            missing.push(group);
+            continue;
+        };
+        let (to_scan, to_value) = (r.review / r.scan, r.review / r.value);
+        if finalizers.is_some() {
             if worst_scan.as_ref().is_none_or(|(w, _)| to_scan > *w) {
                 worst_scan = Some((to_scan, group.clone()));
             }
             if worst_value.as_ref().is_none_or(|(w, _)| to_value > *w) {
                 worst_value = Some((to_value, group.clone()));
             }
-            let mib_s = bytes as f64 / (review / 1e9) / f64::from(1 << 20);
-            writeln!(
-                out,
-                "| {label} | {finalizers} | {} | {} | {} | {} | {to_scan:.2}x | {to_value:.2}x | {mib_s:.0} |",
-                human_bytes(bytes),
-                human_time(review),
-                human_time(scan),
-                human_time(value),
-            )
-            .unwrap();
-            by_count.push((finalizers, review, scan));
         }
-        let first = by_count.iter().find(|(n, ..)| *n == 1);
-        let last = by_count.iter().find(|(n, ..)| *n == 1024);
-        if let (Some(&(_, r1, s1)), Some(&(_, r1024, s1024))) = (first, last) {
-            writeln!(
-                scaling,
-                "| {label} | {} | {} | {:.2}x | {:.2}x |",
-                human_time(r1),
-                human_time(r1024),
-                r1024 / r1,
-                (r1024 / s1024) / (r1 / s1),
-            )
-            .unwrap();
+        let mib_s = r.bytes as f64 / (r.review / 1e9) / f64::from(1 << 20);
+        writeln!(
+            out,
+            "| {label} | {} | {} | {} | {} | {} | {to_scan:.2}x | {to_value:.2}x | {:.0}% | {mib_s:.0} |",
+            finalizers.map_or_else(|| "1 (example)".to_string(), |n| n.to_string()),
+            human_bytes(r.bytes),
+            human_time(r.review),
+            human_time(r.scan),
+            human_time(r.value),
+            100.0 * r.parse / r.review,
+        )
+        .unwrap();
+        match finalizers {
+            Some(1) => ones = Some(r),
+            Some(1024) => {
+                if let Some(one) = ones.take() {
+                    writeln!(
+                        scaling,
+                        "| {label} | {} | {} | {:.2}x | {:.2}x | {:.2}x |",
+                        human_time(one.review),
+                        human_time(r.review),
+                        r.review / one.review,
+                        r.scan / one.scan,
+                        (r.review / r.scan) / (one.review / one.scan),
+                    )
+                    .unwrap();
+                }
+            }
+            _ => {}
         }
     }
     if !scaling.is_empty() {
         out.push_str(
-            "\n| object | review, 1 finalizer | review, 1024 finalizers | 1024 vs 1 (<= 2) | 1024 vs 1, each over its scan |\n\
-             |---|---:|---:|---:|---:|\n",
+            "\n| object | review, 1 finalizer | review, 1024 finalizers | 1024 vs 1 (<= 2) | scan, 1024 vs 1 | 1024 vs 1, each over its scan |\n\
+             |---|---:|---:|---:|---:|---:|\n",
         );
         out.push_str(&scaling);
     }
@@ -224,11 +284,12 @@ fn report() {
         )
         .unwrap();
     }
-    if missing > 0 {
+    if !missing.is_empty() {
         writeln!(
             out,
-            "\n{missing} shapes have no results in {}: run `cargo bench --bench decision` first.",
-            home.display()
+            "\nNo results in {} for: {}. Run `cargo bench --bench decision` first.",
+            home.display(),
+            missing.join(", ")
         )
         .unwrap();
     }
