@@ -14,6 +14,10 @@
 #   scripts/load.sh                       # 10 s per run, ~2 minutes in all
 #   DURATION=5s CONNS="1 8" scripts/load.sh
 #
+# The machine is shared: before each run the script waits (at most
+# QUIET_TIMEOUT seconds, default 120) until other processes leave it idle,
+# and reports how busy the whole machine was during each run.
+#
 # Environment: DURATION (10s), CONNS ("1 8 25"), SMALL_REVIEW
 # (examples/reviews/pod-strip-finalizers.json), BIG_OBJECT_BYTES (1300000:
 # object and oldObject, a ~2.6 MB body), PORT_BASE (28440), REPORT (where the
@@ -55,6 +59,20 @@ big_bytes=$(wire_bytes "$work/big.json")
 clk_tck=$(getconf CLK_TCK)
 
 now_ns() { date +%s%N; }
+# Busy and total jiffies of the whole machine, from /proc/stat.
+machine_jiffies() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+# Waits (bounded) until the machine is below 15% busy for a second.
+quiet() {
+  local waited=0 b0 t0 b1 t1
+  while [ "$waited" -lt "${QUIET_TIMEOUT:-120}" ]; do
+    read -r b0 t0 < <(machine_jiffies)
+    sleep 1
+    read -r b1 t1 < <(machine_jiffies)
+    [ $(((b1 - b0) * 100)) -lt $(((t1 - t0) * 15)) ] && return 0
+    waited=$((waited + 1))
+  done
+  echo "the machine is still busy after ${waited}s; measuring anyway" >&2
+}
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 status_kib() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 # One review with curl; prints the HTTP status (000 when nothing answered).
@@ -107,6 +125,7 @@ start() {
   idle_kib[$name]=$(status_kib "${pid_of[$name]}" VmRSS)
 }
 
+quiet
 start minimal "$((port_base + 1))" "$minimal" "127.0.0.1:$((port_base + 1))" "$work/certs/tls.crt" "$work/certs/tls.key"
 start finalizer-guard "$port_base" "$fg" serve --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
   --listen "127.0.0.1:$port_base" --admin-listen "127.0.0.1:$((port_base + 2))" --shutdown-delay 0s
@@ -115,11 +134,14 @@ declare -A rps p50 p99 cpu_us
 rows=()
 # run NAME LABEL SHOWN REVIEW C: one bounded apiserver-sim load run.
 run() {
-  local name=$1 label=$2 shown=$3 review=$4 c=$5 pid=${pid_of[$1]} before after out
+  local name=$1 label=$2 shown=$3 review=$4 c=$5 pid=${pid_of[$1]} before after out b0 t0 b1 t1
+  quiet
+  read -r b0 t0 < <(machine_jiffies)
   before=$(cpu_ticks "$pid")
   out=$("$sim" load -url "https://127.0.0.1:${port_of[$name]}/validate" -ca "$ca" \
     -server-name "$server_name" -review "$review" -c "$c" -d "$duration")
   after=$(cpu_ticks "$pid")
+  read -r b1 t1 < <(machine_jiffies)
   echo "$name $label c=$c: $out" >&2
   local requests errors r q50 q99 key=$name/$label/$c
   requests=$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' <<< "$out")
@@ -131,7 +153,7 @@ run() {
   p50[$key]=$q50
   p99[$key]=$q99
   cpu_us[$key]=$(calc "($after - $before) / $clk_tck * 1e6 / ($requests > 0 ? $requests : 1)" 0)
-  rows+=("| $name | $shown | $c | $requests | $errors | $r | $(calc "$q50" 3) | $(calc "$q99" 3) | ${cpu_us[$key]} |")
+  rows+=("| $name | $shown | $c | $requests | $errors | $r | $(calc "$q50" 3) | $(calc "$q99" 3) | ${cpu_us[$key]} | $(calc "($b1 - $b0) * 100 / ($t1 - $t0)" 0)% |")
 }
 
 small_label="3 KiB ($small_bytes B)"
@@ -144,8 +166,8 @@ for name in minimal finalizer-guard; do run "$name" big "$big_label" "$work/big.
 {
   echo "Measured $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $duration per run, client and servers on one machine."
   echo
-  echo "| server | review | connections | requests | errors | requests/s | p50 ms | p99 ms | server CPU µs/request |"
-  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| server | review | connections | requests | errors | requests/s | p50 ms | p99 ms | server CPU µs/request | machine busy |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
   printf '%s\n' "${rows[@]}"
   echo
   echo "| server | start to first answered review | of which one curl review | idle RSS | peak RSS (VmHWM) |"
