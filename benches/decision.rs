@@ -41,6 +41,8 @@ const FINALIZERS: [usize; 4] = [1, 8, 64, 1024];
 const FUNCTIONS: [&str; 4] = ["review", "scan", "value", "parse"];
 /// The load script's review, decided under the embedded default policy (denied).
 const EXAMPLE: &str = "pod-strip-3KiB";
+/// 1 KiB objects, 1024 finalizers, all removed.
+const ALL_REMOVED: &str = "1KiB-f1024-all-removed";
 
 fn group_name(size: &str, finalizers: usize) -> String {
     format!("{size}-f{finalizers}")
@@ -91,6 +93,7 @@ fn decision(c: &mut Criterion) {
             let generated = reviews::update_review(reviews::Shape {
                 object_bytes,
                 finalizers,
+                remove_all: false,
             });
             let body = generated.body;
             let reviewed = admission::review(&policy, &body).expect("a generated review parses");
@@ -105,6 +108,20 @@ fn decision(c: &mut Criterion) {
             measure(c, group_name(label, finalizers), &policy, &body);
         }
     }
+
+    // The worst case beside the matrix: all 1024 removed at once
+    // (`finalizers: null`), every one judged and named in the answer.
+    let body = reviews::update_review(reviews::Shape {
+        object_bytes: 1024,
+        finalizers: 1024,
+        remove_all: true,
+    })
+    .body;
+    assert_eq!(
+        admission::review(&policy, &body).expect("decided").decision,
+        "authorized"
+    );
+    measure(c, ALL_REMOVED.to_string(), &policy, &body);
 }
 
 /// The four measurements of one body, in one criterion group.
@@ -218,11 +235,13 @@ fn report() {
     let mut worst_value: Option<(f64, String)> = None;
     let mut missing = Vec::new();
     let mut scaling = String::new();
-    let groups = std::iter::once((EXAMPLE, None)).chain(
-        SIZES
-            .iter()
-            .flat_map(|&(label, _)| FINALIZERS.iter().map(move |&n| (label, Some(n)))),
-    );
+    let groups = std::iter::once((EXAMPLE, None))
+        .chain(
+            SIZES
+                .iter()
+                .flat_map(|&(label, _)| FINALIZERS.iter().map(move |&n| (label, Some(n)))),
+        )
+        .chain(std::iter::once((ALL_REMOVED, None)));
     let mut ones: Option<Row> = None;
     for (label, finalizers) in groups {
         let group = finalizers.map_or_else(|| label.to_string(), |n| group_name(label, n));
@@ -243,7 +262,11 @@ fn report() {
         writeln!(
             out,
             "| {label} | {} | {} | {} | {} | {} | {to_scan:.2}x | {to_value:.2}x | {:.0}% | {mib_s:.0} |",
-            finalizers.map_or_else(|| "1 (example)".to_string(), |n| n.to_string()),
+            match finalizers {
+                Some(n) => n.to_string(),
+                None if label == EXAMPLE => "1 (example)".to_string(),
+                None => "1024, all removed".to_string(),
+            },
             human_bytes(r.bytes),
             human_time(r.review),
             human_time(r.scan),

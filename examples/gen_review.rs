@@ -23,6 +23,7 @@ fn main() {
     let generated = reviews::update_review(reviews::Shape {
         object_bytes: *object_bytes,
         finalizers: (*finalizers).max(1),
+        remove_all: false,
     });
     std::io::stdout()
         .write_all(&generated.body)

@@ -11,14 +11,16 @@
 # /proc/PID/stat), and per server: start to first answered review, idle RSS,
 # peak RSS (VmHWM). Every loop is bounded; every run stops by itself.
 #
-#   scripts/load.sh                       # 10 s per run, ~2 minutes in all
-#   DURATION=5s CONNS="1 8" scripts/load.sh
+#   scripts/load.sh                       # 3 x 10 s per row, ~6 minutes in all
+#   DURATION=5s REPEAT=1 CONNS="1 8" scripts/load.sh
 #
 # The machine is shared: before each run the script waits (at most
 # QUIET_TIMEOUT seconds, default 120) until other processes leave it idle,
 # and reports how busy the whole machine was during each run.
 #
-# Environment: DURATION (10s), CONNS ("1 8 25"), SMALL_REVIEW
+# Environment: DURATION (10s), REPEAT (3: runs per row, servers alternating;
+# the table shows medians), CONNS ("1 8 25"), FG_BIN (another finalizer-guard
+# binary, e.g. a prototype), FG_ARGS (extra `serve` flags), SMALL_REVIEW
 # (examples/reviews/pod-strip-finalizers.json), BIG_OBJECT_BYTES (1300000:
 # object and oldObject, a ~2.6 MB body), PORT_BASE (28440), REPORT (where the
 # markdown table is written; default $TARGET/load-report.md), SHARED_DIR.
@@ -26,6 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=${SHARED_DIR:-../shared}
 duration=${DURATION:-10s}
+repeat=${REPEAT:-3}
 conns=${CONNS:-"1 8 25"}
 small=${SMALL_REVIEW:-examples/reviews/pod-strip-finalizers.json}
 big_object_bytes=${BIG_OBJECT_BYTES:-1300000}
@@ -35,7 +38,7 @@ server_name=finalizer-guard.finalizer-guard.svc
 echo "== building (release): finalizer-guard, examples/minimal_server, examples/gen_review" >&2
 cargo build --release --locked --bin finalizer-guard --example minimal_server --example gen_review >&2
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-fg=$target/release/finalizer-guard
+fg=${FG_BIN:-$target/release/finalizer-guard}
 minimal=$target/release/examples/minimal_server
 sim=$("$shared/tools/apiserver-sim/build.sh")
 report=${REPORT:-$target/load-report.md}
@@ -94,47 +97,61 @@ go_ms() {
 }
 calc() { awk "BEGIN { printf \"%.${2:-2}f\", $1 }"; }
 
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
 declare -A pid_of port_of start_ms idle_kib curl_ms
-# start NAME PORT CMD...: starts a server, times exec to first answered review.
+# start NAME PORT CMD...: starts a server and times exec to first answered
+# review, REPEAT times (all but the last are stopped again); the median counts.
 start() {
   local name=$1 port=$2
   shift 2
-  local t0 t1 code=000 tries=0
-  t0=$(now_ns)
-  "$@" > "$work/$name.out" 2> "$work/$name.err" &
-  pid_of[$name]=$!
-  pids+=($!)
-  port_of[$name]=$port
-  while [ "$code" != 200 ] && [ "$tries" -lt 1000 ]; do
-    code=$(post_once "$port")
-    tries=$((tries + 1))
+  local t0 t1 code tries i times=() pid
+  for i in $(seq 1 "$repeat"); do
+    quiet
+    code=000 tries=0
+    t0=$(now_ns)
+    "$@" > "$work/$name.out" 2> "$work/$name.err" &
+    pid=$!
+    pids+=("$pid")
+    while [ "$code" != 200 ] && [ "$tries" -lt 1000 ]; do
+      code=$(post_once "$port")
+      tries=$((tries + 1))
+    done
+    t1=$(now_ns)
+    if [ "$code" != 200 ]; then
+      echo "$name did not answer a review after $tries tries:" >&2
+      cat "$work/$name.err" >&2
+      exit 1
+    fi
+    times+=("$(calc "($t1 - $t0) / 1e6" 1)")
+    if [ "$i" -lt "$repeat" ]; then
+      kill "$pid"
+      wait "$pid" 2> /dev/null || true
+    fi
   done
-  t1=$(now_ns)
-  if [ "$code" != 200 ]; then
-    echo "$name did not answer a review after $tries tries:" >&2
-    cat "$work/$name.err" >&2
-    exit 1
-  fi
-  start_ms[$name]=$(calc "($t1 - $t0) / 1e6" 1)
+  pid_of[$name]=$pid
+  port_of[$name]=$port
+  start_ms[$name]=$(median "${times[@]}")
+  echo "$name: start to first answered review ${times[*]} ms" >&2
   # What one curl review costs on its own (process start, handshake, request):
   # the start time above includes one of these.
   t0=$(now_ns)
   post_once "$port" > /dev/null
   curl_ms[$name]=$(calc "($(now_ns) - $t0) / 1e6" 1)
   sleep 1
-  idle_kib[$name]=$(status_kib "${pid_of[$name]}" VmRSS)
+  idle_kib[$name]=$(status_kib "$pid" VmRSS)
 }
 
-quiet
 start minimal "$((port_base + 1))" "$minimal" "127.0.0.1:$((port_base + 1))" "$work/certs/tls.crt" "$work/certs/tls.key"
+# shellcheck disable=SC2086 # FG_ARGS is a list of flags
 start finalizer-guard "$port_base" "$fg" serve --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
-  --listen "127.0.0.1:$port_base" --admin-listen "127.0.0.1:$((port_base + 2))" --shutdown-delay 0s
+  --listen "127.0.0.1:$port_base" --admin-listen "127.0.0.1:$((port_base + 2))" --shutdown-delay 0s ${FG_ARGS:-}
 
-declare -A rps p50 p99 cpu_us
-rows=()
-# run NAME LABEL SHOWN REVIEW C: one bounded apiserver-sim load run.
+# Every run's figures, space-separated, by SERVER/REVIEW/CONNECTIONS.
+declare -A all_requests all_errors all_rps all_p50 all_p99 all_cpu all_busy
+# run NAME LABEL REVIEW C: one bounded apiserver-sim load run.
 run() {
-  local name=$1 label=$2 shown=$3 review=$4 c=$5 pid=${pid_of[$1]} before after out b0 t0 b1 t1
+  local name=$1 label=$2 review=$3 c=$4 pid=${pid_of[$1]} before after out b0 t0 b1 t1
   quiet
   read -r b0 t0 < <(machine_jiffies)
   before=$(cpu_ticks "$pid")
@@ -143,34 +160,54 @@ run() {
   after=$(cpu_ticks "$pid")
   read -r b1 t1 < <(machine_jiffies)
   echo "$name $label c=$c: $out" >&2
-  local requests errors r q50 q99 key=$name/$label/$c
+  local requests key=$name/$label/$c
   requests=$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' <<< "$out")
-  errors=$(sed -n 's/.*errors=\([0-9]*\).*/\1/p' <<< "$out")
-  r=$(sed -n 's/.*rps=\([0-9]*\).*/\1/p' <<< "$out")
-  q50=$(go_ms "$(sed -n 's/.* p50=\([^ ]*\).*/\1/p' <<< "$out")")
-  q99=$(go_ms "$(sed -n 's/.* p99=\([^ ]*\).*/\1/p' <<< "$out")")
-  rps[$key]=$r
-  p50[$key]=$q50
-  p99[$key]=$q99
-  cpu_us[$key]=$(calc "($after - $before) / $clk_tck * 1e6 / ($requests > 0 ? $requests : 1)" 0)
-  rows+=("| $name | $shown | $c | $requests | $errors | $r | $(calc "$q50" 3) | $(calc "$q99" 3) | ${cpu_us[$key]} | $(calc "($b1 - $b0) * 100 / ($t1 - $t0)" 0)% |")
+  all_requests[$key]+=" $requests"
+  all_errors[$key]+=" $(sed -n 's/.*errors=\([0-9]*\).*/\1/p' <<< "$out")"
+  all_rps[$key]+=" $(sed -n 's/.*rps=\([0-9]*\).*/\1/p' <<< "$out")"
+  all_p50[$key]+=" $(go_ms "$(sed -n 's/.* p50=\([^ ]*\).*/\1/p' <<< "$out")")"
+  all_p99[$key]+=" $(go_ms "$(sed -n 's/.* p99=\([^ ]*\).*/\1/p' <<< "$out")")"
+  all_cpu[$key]+=" $(calc "($after - $before) / $clk_tck * 1e6 / ($requests > 0 ? $requests : 1)" 0)"
+  all_busy[$key]+=" $(calc "($b1 - $b0) * 100 / ($t1 - $t0)" 0)"
 }
 
-small_label="3 KiB ($small_bytes B)"
-big_label="2.6 MB ($big_bytes B)"
-for c in $conns; do
-  for name in minimal finalizer-guard; do run "$name" small "$small_label" "$small" "$c"; done
+# Minimal and finalizer-guard alternate, so both see the same machine.
+scenarios=()
+for c in $conns; do scenarios+=("small $small $c"); done
+scenarios+=("big $work/big.json 1")
+for i in $(seq 1 "$repeat"); do
+  for scenario in "${scenarios[@]}"; do
+    read -r label review c <<< "$scenario"
+    for name in minimal finalizer-guard; do run "$name" "$label" "$review" "$c"; done
+  done
 done
-for name in minimal finalizer-guard; do run "$name" big "$big_label" "$work/big.json" 1; done
+
+declare -A rps p99
+rows=()
+for scenario in "${scenarios[@]}"; do
+  read -r label review c <<< "$scenario"
+  shown="3 KiB ($small_bytes B)"
+  [ "$label" = big ] && shown="2.6 MB ($big_bytes B)"
+  for name in minimal finalizer-guard; do
+    key=$name/$label/$c
+    # shellcheck disable=SC2086 # word splitting wanted: the runs' figures
+    {
+      rps[$key]=$(median ${all_rps[$key]})
+      p99[$key]=$(median ${all_p99[$key]})
+      errors=$(awk '{ for (i = 1; i <= NF; i++) s += $i } END { print s + 0 }' <<< "${all_errors[$key]}")
+      rows+=("| $name | $shown | $c | $(median ${all_requests[$key]}) | $errors | ${rps[$key]} | $(calc "$(median ${all_p50[$key]})" 3) | $(calc "${p99[$key]}" 3) | $(median ${all_cpu[$key]}) | $(median ${all_busy[$key]})% | $(sed 's/^ //; s/ /, /g' <<< "${all_rps[$key]}") |")
+    }
+  done
+done
 
 {
-  echo "Measured $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $duration per run, client and servers on one machine."
+  echo "Measured $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores: $repeat runs of $duration per row, alternating servers; medians (errors: the sum). Client and servers share the machine."
   echo
-  echo "| server | review | connections | requests | errors | requests/s | p50 ms | p99 ms | server CPU µs/request | machine busy |"
-  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| server | review | connections | requests | errors | requests/s | p50 ms | p99 ms | server CPU µs/request | machine busy | requests/s of each run |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
   printf '%s\n' "${rows[@]}"
   echo
-  echo "| server | start to first answered review | of which one curl review | idle RSS | peak RSS (VmHWM) |"
+  echo "| server | start to first answered review (median of $repeat) | of which one curl review | idle RSS | peak RSS (VmHWM) |"
   echo "|---|---:|---:|---:|---:|"
   for name in minimal finalizer-guard; do
     echo "| $name | ${start_ms[$name]} ms | ${curl_ms[$name]} ms | $(calc "${idle_kib[$name]} / 1024" 1) MiB | $(calc "$(status_kib "${pid_of[$name]}" VmHWM) / 1024" 1) MiB |"

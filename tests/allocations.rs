@@ -55,6 +55,7 @@ fn allocations_per_review_do_not_grow_with_object_size() {
                 let body = reviews::update_review(reviews::Shape {
                     object_bytes,
                     finalizers,
+                    remove_all: false,
                 })
                 .body;
                 let c = count(&policy, &body);

@@ -34,6 +34,8 @@ pub struct Shape {
     pub object_bytes: usize,
     /// Finalizers on oldObject; object keeps all but one.
     pub finalizers: usize,
+    /// Object keeps none of them (`finalizers: null`), the worst case.
+    pub remove_all: bool,
 }
 
 /// A generated review and what it is made of.
@@ -72,7 +74,7 @@ pub fn update_review(shape: Shape) -> Generated {
     let new_finalizers: Vec<String> = old_finalizers
         .iter()
         .enumerate()
-        .filter(|&(i, _)| i != removed)
+        .filter(|&(i, _)| i != removed && !shape.remove_all)
         .map(|(_, f)| f.clone())
         .collect();
     let (object, managed_fields_len) = config_map(shape.object_bytes, &new_finalizers, "884214");
