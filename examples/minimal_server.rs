@@ -5,18 +5,23 @@
 //! as `finalizer-guard serve`; no decision, no limits, no logs, no metrics.
 //!
 //! ```sh
-//! cargo run --release --example minimal_server -- 127.0.0.1:8443 tls.crt tls.key
+//! cargo run --release --example minimal_server -- 127.0.0.1:8443 tls.crt tls.key [ANSWER.json]
 //! ```
+//!
+//! ANSWER.json, when given, is the body of every answer (scripts/load.sh
+//! passes what finalizer-guard answered, so both put the same bytes on the
+//! wire); otherwise a short "allowed" review.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use axum::routing::post;
+use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -27,14 +32,23 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-/// What every request gets: a v1 response allowing it.
-const ANSWER: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002","allowed":true}}"#;
+/// What every request gets without ANSWER.json: a v1 response allowing it.
+const ALLOWED: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002","allowed":true}}"#;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [addr, cert, key] = args.as_slice() else {
-        eprintln!("usage: minimal_server ADDR TLS_CERT TLS_KEY");
-        std::process::exit(2);
+    let (addr, cert, key, answer) = match args.as_slice() {
+        [addr, cert, key] => (addr, cert, key, Bytes::from_static(ALLOWED.as_bytes())),
+        [addr, cert, key, answer] => (
+            addr,
+            cert,
+            key,
+            Bytes::from(std::fs::read(answer).expect("ANSWER.json readable")),
+        ),
+        _ => {
+            eprintln!("usage: minimal_server ADDR TLS_CERT TLS_KEY [ANSWER.json]");
+            std::process::exit(2);
+        }
     };
     let addr: SocketAddr = addr.parse().expect("ADDR is host:port");
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
@@ -56,12 +70,14 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime")
-        .block_on(serve(addr, acceptor));
+        .block_on(serve(addr, acceptor, answer));
 }
 
-async fn serve(addr: SocketAddr, acceptor: TlsAcceptor) {
+async fn serve(addr: SocketAddr, acceptor: TlsAcceptor, answer: Bytes) {
     let listener = TcpListener::bind(addr).await.expect("bind");
-    let router = Router::new().route("/validate", post(validate));
+    let router = Router::new()
+        .route("/validate", post(validate))
+        .with_state(answer);
     let builder = auto::Builder::new(TokioExecutor::new());
     loop {
         let Ok((tcp, _)) = listener.accept().await else {
@@ -81,10 +97,10 @@ async fn serve(addr: SocketAddr, acceptor: TlsAcceptor) {
     }
 }
 
-async fn validate(request: Request) -> Response {
+async fn validate(State(answer): State<Bytes>, request: Request) -> Response {
     // Read the whole body, as any webhook must, then answer without looking.
     let body = request.into_body().collect().await.map(|c| c.to_bytes());
-    let mut response = Response::new(Body::from(if body.is_ok() { ANSWER } else { "" }));
+    let mut response = Response::new(Body::from(if body.is_ok() { answer } else { Bytes::new() }));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
