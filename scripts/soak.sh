@@ -89,7 +89,8 @@ flat=$(awk -v m="$max" -v b="$baseline" 'BEGIN { print (m <= b * 1.10) ? "yes" :
 echo
 echo "| reviews | errors | connections | seconds | RSS after first chunk | RSS min / max after warm-up | RSS at end | peak RSS (VmHWM) | samples | max growth | flat within 10% |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
-echo "| $total | $errors | $conns | $elapsed | $((baseline / 1024)) MiB | $((min / 1024)) / $((max / 1024)) MiB | $((final / 1024)) MiB | $((hwm / 1024)) MiB | $samples | $growth% | $flat |"
+mib() { awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'; }
+echo "| $total | $errors | $conns | $elapsed | $(mib "$baseline") | $(mib "$min") / $(mib "$max") | $(mib "$final") | $(mib "$hwm") | $samples | $growth% | $flat |"
 if [ "$total" -ge "$reviews" ] && [ "$errors" -eq 0 ] && [ "$flat" = yes ]; then
   echo "soak: passed"
 else
