@@ -39,22 +39,12 @@ server_name=finalizer-guard.finalizer-guard.svc
 
 echo "== building (release): finalizer-guard, examples/minimal_server, examples/gen_review" >&2
 cargo build --release --locked --bin finalizer-guard --example minimal_server --example gen_review >&2
-target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+. scripts/common.sh
 fg=${FG_BIN:-$target/release/finalizer-guard}
 minimal=$target/release/examples/minimal_server
-sim=$("$shared/tools/apiserver-sim/build.sh")
 report=${REPORT:-$target/load-report.md}
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-"$fg" certs --service finalizer-guard --namespace finalizer-guard --out "$work/certs" > /dev/null 2>&1
+make_certs "$fg"
 ca=$work/certs/ca.crt
 "$target/release/examples/gen_review" "$big_object_bytes" 2 > "$work/big.json"
 # apiserver-sim sends the review compacted; these are the sizes on the wire.

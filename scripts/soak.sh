@@ -27,20 +27,10 @@ port=${PORT_BASE:-28450}
 server_name=finalizer-guard.finalizer-guard.svc
 
 cargo build --release --locked --bin finalizer-guard >&2
-target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+. scripts/common.sh
 fg=$target/release/finalizer-guard
-sim=$("$shared/tools/apiserver-sim/build.sh")
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-"$fg" certs --service finalizer-guard --namespace finalizer-guard --out "$work/certs" > /dev/null 2>&1
+make_certs "$fg"
 "$fg" serve --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
   --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$((port + 1))" --shutdown-delay 0s \
   > /dev/null 2>&1 &

@@ -23,6 +23,14 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A policy file with `text`, in a folder that lives as long as the guard.
+fn policy_file(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.yaml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
 /// `serve` with this policy must refuse to start: exit 1, and why on stderr.
 fn serve_refusal(policy: &Path) -> String {
     let serve = bin()
@@ -101,13 +109,8 @@ fn check_exit_codes_and_json() {
 
 #[test]
 fn check_under_a_policy_that_authorizes_the_requester() {
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(
-        &policy,
-        "rules:\n  - finalizers: [example.com/*]\n    groups: [oncall]\n",
-    )
-    .unwrap();
+    let (_dir, policy) =
+        policy_file("rules:\n  - finalizers: [example.com/*]\n    groups: [oncall]\n");
     let o = run(&[
         "check",
         "--policy",
@@ -122,13 +125,8 @@ fn check_under_a_policy_that_authorizes_the_requester() {
 
 #[test]
 fn a_bad_policy_is_refused_naming_the_field_and_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(
-        &policy,
-        "mode: enforce\nrules:\n  - finalizers: [a]\n    usrs: [bob]\n",
-    )
-    .unwrap();
+    let (_dir, policy) =
+        policy_file("mode: enforce\nrules:\n  - finalizers: [a]\n    usrs: [bob]\n");
     let o = run(&[
         "check",
         "--policy",
@@ -214,13 +212,8 @@ fn policy_validate_names_every_problem() {
         stdout(&ok)
     );
 
-    let dir = tempfile::tempdir().unwrap();
-    let bad = dir.path().join("bad.yaml");
-    std::fs::write(
-        &bad,
-        "rules:\n  - finalizers: [\"a*b\"]\n    serviceAccounts: [nocolon]\n",
-    )
-    .unwrap();
+    let (_dir, bad) =
+        policy_file("rules:\n  - finalizers: [\"a*b\"]\n    serviceAccounts: [nocolon]\n");
     let o = run(&["policy", "validate", bad.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let out = stdout(&o);
@@ -236,9 +229,7 @@ fn doctor_and_serve_refuse_a_policy_that_blocks_builtin_controllers() {
     let ok = run(&["doctor"]);
     assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
 
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(&policy, "builtinControllers: false\n").unwrap();
+    let (_dir, policy) = policy_file("builtinControllers: false\n");
     let o = run(&["doctor", "--policy", policy.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
