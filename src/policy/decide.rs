@@ -98,18 +98,45 @@ fn push_removed(out: &mut Vec<Removal>, lists: FinalizerLists<'_>, field: Finali
     if old.is_empty() {
         return;
     }
-    // Finalizer lists are short; a set only pays off for long ones.
+    // An update keeps the other names in their order: walking both lists in
+    // step settles all but the removed ones in one pass. Only the names found
+    // out of step are looked up in the whole new list (in any order, with
+    // duplicates), so the result does not depend on the order.
+    let mut next = new.iter().peekable();
+    let mut out_of_step: Vec<&str> = Vec::new();
+    for name in old {
+        if next.peek().is_some_and(|n| *n == name) {
+            next.next();
+        } else {
+            out_of_step.push(name);
+        }
+    }
+    if out_of_step.is_empty() {
+        return;
+    }
+    // A set only pays off when many names must be looked up in a long list.
+    let lookups = out_of_step.len().saturating_mul(new.len());
     let kept: Option<HashSet<&str>> =
-        (new.len() > 32).then(|| new.iter().map(String::as_str).collect());
+        (lookups > 4096).then(|| new.iter().map(String::as_str).collect());
     let is_kept = |name: &str| match &kept {
         Some(set) => set.contains(name),
         None => new.iter().any(|n| n == name),
     };
+    // Each removed name once, even when `old` repeats it: a scan of those
+    // found so far while they are few, a set beyond.
     let first = out.len();
-    for name in old {
-        if !is_kept(name) && !out[first..].iter().any(|r| &r.finalizer == name) {
+    let mut seen: Option<HashSet<&str>> = (out_of_step.len() > 16).then(HashSet::new);
+    for name in out_of_step {
+        if is_kept(name) {
+            continue;
+        }
+        let first_time = match &mut seen {
+            Some(set) => set.insert(name),
+            None => !out[first..].iter().any(|r| r.finalizer == name),
+        };
+        if first_time {
             out.push(Removal {
-                finalizer: name.clone(),
+                finalizer: name.to_string(),
                 field,
                 authorized_by: None,
             });
@@ -353,6 +380,25 @@ rules:
             FinalizerField::Metadata,
         );
         assert_eq!(out.len(), old.iter().filter(|f| f.ends_with('7')).count());
+
+        // Everything removed, every name twice: each once, in first-seen order.
+        let twice: Vec<String> = old.iter().chain(old.iter()).cloned().collect();
+        let names = |new: &[String], old: &[String]| {
+            let mut out = Vec::new();
+            push_removed(
+                &mut out,
+                FinalizerLists { old, new },
+                FinalizerField::Metadata,
+            );
+            out.into_iter().map(|r| r.finalizer).collect::<Vec<_>>()
+        };
+        assert_eq!(names(&[], &twice), old);
+
+        // The kept names reversed: nothing is in step, nothing is removed.
+        let reversed: Vec<String> = old.iter().rev().cloned().collect();
+        assert!(names(&reversed, &old).is_empty());
+        let reversed_minus_one: Vec<String> = reversed[1..].to_vec();
+        assert_eq!(names(&reversed_minus_one, &twice), vec![old[1023].clone()]);
     }
 
     #[test]

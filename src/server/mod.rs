@@ -21,6 +21,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
+use crate::audit::AuditLog;
 use crate::error::{Error, Result};
 use crate::events::EventSink;
 use crate::metrics::Metrics;
@@ -91,6 +92,8 @@ pub struct AppState {
     pub limits: Limits,
     pub recorder: Option<Recorder>,
     pub events: Option<Arc<EventSink>>,
+    /// Audit lines on standard output, written from their own thread.
+    pub audit: AuditLog,
     /// This replica's name, for Events' reportingInstance.
     pub instance: String,
 }
@@ -118,6 +121,7 @@ impl Handle {
         for task in self.tasks {
             let _ = task.await;
         }
+        self.state.audit.flush().await;
         tracing::info!("stopped");
     }
 }
@@ -206,6 +210,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         limits,
         recorder,
         events,
+        audit: AuditLog::stdout().map_err(|e| Error::io("audit thread", e))?,
         instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard".into()),
     });
     if let Some(expiry) = store.expiry() {
@@ -290,11 +295,16 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
 /// Serves until SIGTERM or Ctrl-C, then drains. A second signal exits at once.
 pub async fn run(config: ServeConfig) -> Result<()> {
     let handle = start(config).await?;
+    let state = handle.state.clone();
     wait_for_signal().await;
     let drain = handle.shutdown();
     tokio::select! {
         () = drain => {}
-        () = wait_for_signal() => tracing::warn!("second signal: exiting without draining"),
+        () = wait_for_signal() => {
+            tracing::warn!("second signal: exiting without draining");
+            // Still write out the audit records already queued, briefly.
+            let _ = tokio::time::timeout(Duration::from_secs(1), state.audit.flush()).await;
+        }
     }
     Ok(())
 }
