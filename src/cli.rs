@@ -103,6 +103,12 @@ pub struct ServeArgs {
     /// Largest accepted request body; larger ones get 413.
     #[arg(long, env = "FINALIZER_GUARD_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// How long a client may take to finish the TLS handshake.
+    #[arg(long, env = "FINALIZER_GUARD_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub handshake_timeout: Duration,
+    /// How long a client may take to send a request's headers (and an idle kept-alive connection stays open).
+    #[arg(long, env = "FINALIZER_GUARD_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub header_timeout: Duration,
     /// How long a client may take to send the request body.
     #[arg(long, env = "FINALIZER_GUARD_BODY_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub body_timeout: Duration,
@@ -231,6 +237,8 @@ impl ServeArgs {
             listen,
             admin_listen,
             max_body_bytes,
+            handshake_timeout,
+            header_timeout,
             body_timeout,
             max_connections,
             reload_interval,
@@ -251,6 +259,8 @@ impl ServeArgs {
             admin_listen,
             limits: Limits {
                 max_body_bytes,
+                handshake_timeout,
+                header_timeout,
                 body_timeout,
                 max_connections,
             },

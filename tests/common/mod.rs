@@ -22,6 +22,8 @@ pub fn config(dir: &Path) -> ServeConfig {
         admin_listen: "127.0.0.1:0".parse().unwrap(),
         limits: Limits {
             max_body_bytes: 8 * 1024 * 1024,
+            handshake_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(5),
             max_connections: 1024,
         },
