@@ -1,6 +1,6 @@
 //! Hostile and broken clients: the server cuts off the slow ones, refuses the
-//! malformed ones with a clear status, and drains on SIGTERM. After each, it
-//! keeps serving.
+//! malformed ones with a clear status, never lets a wrong type hide a
+//! finalizer removal, and drains on SIGTERM. After each, it keeps serving.
 //!
 //! Covered elsewhere: a wrong method (`GET /validate`: 405), an unknown path
 //! (404) and a 9 MiB body (413) at the default limit, in
@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use common::{Running, start_with, strip};
+use common::{Running, start, start_with, strip, update};
 use finalizer_guard::cli::{Cli, Command};
 use rustls_pki_types::ServerName;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -387,6 +387,349 @@ async fn garbage_on_the_tls_port_is_refused_and_frees_its_connection() {
 }
 
 // 4. Wrong method (405) and unknown path (404): tests/server.rs.
+
+// 5. Deeply nested JSON.
+
+/// A change made to a review before it is sent.
+type Change = fn(&mut Value);
+
+/// `review` serialized, with its `"PLACEHOLDER"` string replaced by `raw`.
+fn with_raw(review: &Value, raw: &[u8]) -> Vec<u8> {
+    let text = serde_json::to_vec(review).unwrap();
+    let at = text
+        .windows(13)
+        .position(|w| w == b"\"PLACEHOLDER\"")
+        .expect("a placeholder");
+    [&text[..at], raw, &text[at + 13..]].concat()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deeply_nested_json_is_refused_or_skipped_never_overflowing_the_stack() {
+    let server = start(None).await;
+    let deep = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth)).into_bytes();
+    let placed = |place: Change| {
+        let mut review = strip("alice", Value::Null);
+        place(&mut review);
+        review
+    };
+
+    // Parsed whole: serde_json stops at 128 levels, with a clear 400.
+    let parsed: [(&str, Change); 2] = [
+        ("request.options", |r| {
+            r["request"]["options"] = json!("PLACEHOLDER");
+        }),
+        ("an unknown top-level field", |r| {
+            r["extra"] = json!("PLACEHOLDER");
+        }),
+    ];
+    for (what, place) in parsed {
+        let response = server.post(with_raw(&placed(place), &deep(100_000))).await;
+        assert_eq!(response.status(), 400, "{what}");
+        let text = response.text().await.unwrap();
+        assert!(
+            one_line(&text)
+                .starts_with("body is nested more than 128 levels deep at line 1 column"),
+            "{what}: {text}"
+        );
+    }
+    let response = server.post(deep(100_000)).await;
+    assert_eq!(response.status(), 400);
+    one_line(&response.text().await.unwrap());
+
+    // Skipped: read past without recursion, whatever the depth; the removal
+    // is still judged. 300,000 levels is a body over 256 KiB, decided on the
+    // blocking pool.
+    let skipped: [(&str, Change, usize); 4] = [
+        (
+            "object.data",
+            |r| r["request"]["object"]["data"] = json!("PLACEHOLDER"),
+            100_000,
+        ),
+        (
+            "oldObject.spec",
+            |r| r["request"]["oldObject"]["spec"]["affinity"] = json!("PLACEHOLDER"),
+            300_000,
+        ),
+        (
+            "an annotation's value",
+            |r| r["request"]["object"]["metadata"]["annotations"] = json!({"a": "PLACEHOLDER"}),
+            100_000,
+        ),
+        (
+            "an unknown field of request",
+            |r| r["request"]["extra"] = json!("PLACEHOLDER"),
+            100_000,
+        ),
+    ];
+    for (what, place, depth) in skipped {
+        let response = server.post(with_raw(&placed(place), &deep(depth))).await;
+        assert_eq!(response.status(), 200, "{what}");
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["response"]["allowed"], false, "{what}: {answer}");
+    }
+    // An override reads oldObject whole for the leak ledger: cut at 128
+    // levels there too, and the override still goes through.
+    let mut overridden = strip(
+        "alice",
+        json!({"finalizer-guard.io/override": "node-lost: INC-4711 worker-3 powered off"}),
+    );
+    overridden["request"]["oldObject"]["status"] = json!("PLACEHOLDER");
+    let response = server.post(with_raw(&overridden, &deep(100_000))).await;
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
+
+// 6. Invalid UTF-8.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_utf8_in_a_string_the_decision_reads_is_refused() {
+    let server = start(None).await;
+    let invalid: [&[u8]; 3] = [
+        b"\xff\xfe",
+        b"\xc0\xaf",     // an overlong '/'
+        b"\xed\xa0\x80", // a UTF-16 surrogate
+    ];
+    let places: [(&str, Change); 5] = [
+        ("request.uid", |r| {
+            r["request"]["uid"] = json!("PLACEHOLDER")
+        }),
+        ("the username", |r| {
+            r["request"]["userInfo"]["username"] = json!("PLACEHOLDER")
+        }),
+        ("a removed finalizer", |r| {
+            r["request"]["oldObject"]["metadata"]["finalizers"] = json!(["PLACEHOLDER"])
+        }),
+        ("the override annotation", |r| {
+            r["request"]["object"]["metadata"]["annotations"] =
+                json!({"finalizer-guard.io/override": "PLACEHOLDER"})
+        }),
+        ("a label", |r| {
+            r["request"]["object"]["metadata"]["labels"] = json!({"app": "PLACEHOLDER"})
+        }),
+    ];
+    for (what, place) in places {
+        for bytes in invalid {
+            let mut review = strip("alice", Value::Null);
+            place(&mut review);
+            let raw = [b"\"node-lost: ", bytes, b"\""].concat();
+            let response = server.post(with_raw(&review, &raw)).await;
+            assert_eq!(response.status(), 400, "{what} {bytes:?}");
+            let text = response.text().await.unwrap();
+            let line = one_line(&text);
+            assert!(
+                line.starts_with("body is not JSON: invalid unicode code point at line 1 column"),
+                "{what}: {line}"
+            );
+        }
+    }
+    // A string the decision never reads (a ConfigMap's data) is skipped
+    // unread, as serde_json skips it: the removal is judged all the same.
+    let mut review = strip("alice", Value::Null);
+    review["request"]["object"]["data"] = json!({"k": "PLACEHOLDER"});
+    let response = server.post(with_raw(&review, b"\"\xff\xfe\"")).await;
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
+
+// 7. Wrong JSON types.
+
+/// `kubectl patch ns legacy` through `namespaces/finalize`, emptying `spec.finalizers`.
+fn namespace_finalize() -> Value {
+    let namespace = |finalizers: Value| {
+        json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "legacy", "uid": "4c3e2b1a-0f9e-4d8c-b7a6-5e4d3c2b1a09"},
+            "spec": {"finalizers": finalizers},
+            "status": {"phase": "Terminating"},
+        })
+    };
+    let mut review = update(
+        "alice",
+        namespace(json!(["kubernetes"])),
+        namespace(json!([])),
+    );
+    let request = &mut review["request"];
+    request["kind"] = json!({"group": "", "version": "v1", "kind": "Namespace"});
+    request["resource"] = json!({"group": "", "version": "v1", "resource": "namespaces"});
+    request["subResource"] = json!("finalize");
+    request["name"] = json!("legacy");
+    request["namespace"] = json!("legacy");
+    review
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_json_types_are_refused_or_still_denied_never_allowed() {
+    let server = start(None).await;
+    // Refused with a 400 that names the field.
+    let refused: [(&str, Change, &str); 14] = [
+        (
+            "request.uid",
+            |r| r["request"]["uid"] = json!(42),
+            "request.uid: invalid type: integer `42`, expected a string",
+        ),
+        ("request", |r| r["request"] = json!([]), "request"),
+        (
+            "request.operation",
+            |r| r["request"]["operation"] = json!(1),
+            "request.operation",
+        ),
+        (
+            "request.dryRun",
+            |r| r["request"]["dryRun"] = json!("false"),
+            "request.dryRun",
+        ),
+        (
+            "request.userInfo.groups",
+            |r| r["request"]["userInfo"]["groups"] = json!("system:masters"),
+            "request.userInfo.groups",
+        ),
+        (
+            "request.userInfo.username",
+            |r| r["request"]["userInfo"]["username"] = json!(7),
+            "request.userInfo.username",
+        ),
+        (
+            "request.object",
+            |r| r["request"]["object"] = json!("web-0"),
+            "request.object",
+        ),
+        (
+            "request.oldObject.metadata",
+            |r| r["request"]["oldObject"]["metadata"] = json!("web-0"),
+            "request.oldObject.metadata",
+        ),
+        (
+            "oldObject finalizers as an object",
+            |r| {
+                r["request"]["oldObject"]["metadata"]["finalizers"] =
+                    json!({"0": "example.com/cleanup"})
+            },
+            "request.oldObject.metadata.finalizers",
+        ),
+        (
+            "oldObject finalizers as a string",
+            |r| r["request"]["oldObject"]["metadata"]["finalizers"] = json!("example.com/cleanup"),
+            "request.oldObject.metadata.finalizers",
+        ),
+        // A non-string entry must not make the removal of the others invisible.
+        (
+            "a number among oldObject's finalizers",
+            |r| {
+                r["request"]["oldObject"]["metadata"]["finalizers"] =
+                    json!(["example.com/cleanup", 7])
+            },
+            "request.oldObject.metadata.finalizers",
+        ),
+        (
+            "object finalizers as an object",
+            |r| r["request"]["object"]["metadata"]["finalizers"] = json!({}),
+            "request.object.metadata.finalizers",
+        ),
+        (
+            "a null among object's finalizers",
+            |r| r["request"]["object"]["metadata"]["finalizers"] = json!([null]),
+            "request.object.metadata.finalizers",
+        ),
+        (
+            "annotations as a list",
+            |r| {
+                r["request"]["object"]["metadata"]["annotations"] =
+                    json!(["finalizer-guard.io/override"])
+            },
+            "request.object.metadata.annotations",
+        ),
+    ];
+    for (what, change, reason) in refused {
+        let mut review = strip("alice", Value::Null);
+        change(&mut review);
+        let response = server.post(serde_json::to_vec(&review).unwrap()).await;
+        assert_eq!(response.status(), 400, "{what}");
+        let text = response.text().await.unwrap();
+        assert!(one_line(&text).contains(reason), "{what}: {text}");
+    }
+
+    // Tolerated, as fields a decision does not need or an override that is
+    // simply not there: the removal is still denied.
+    let tolerated: [(&str, Change); 4] = [
+        ("the override annotation as a number", |r| {
+            r["request"]["object"]["metadata"]["annotations"] =
+                json!({"finalizer-guard.io/override": 4711})
+        }),
+        ("the override annotation as an object", |r| {
+            r["request"]["object"]["metadata"]["annotations"] =
+                json!({"finalizer-guard.io/override": {"node-lost": "INC-4711"}})
+        }),
+        ("a label as a number", |r| {
+            r["request"]["object"]["metadata"]["labels"] = json!({"app": 1})
+        }),
+        ("a custom resource's spec as a string", |r| {
+            r["request"]["object"]["spec"] = json!("opaque")
+        }),
+    ];
+    for (what, change) in tolerated {
+        let mut review = strip("alice", Value::Null);
+        change(&mut review);
+        let answer = server.review(&review).await;
+        assert_eq!(answer["response"]["allowed"], false, "{what}: {answer}");
+        assert_eq!(answer["response"]["status"]["code"], 403, "{what}");
+    }
+
+    // A Namespace's spec.finalizers is judged through namespaces/finalize:
+    // there a list of another shape would read as empty, hiding a removal.
+    let answer = server.review(&namespace_finalize()).await;
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    let shapes: [(&str, Change, &str); 5] = [
+        (
+            "oldObject spec.finalizers as a string",
+            |r| r["request"]["oldObject"]["spec"]["finalizers"] = json!("kubernetes"),
+            "request.oldObject",
+        ),
+        (
+            "a number among oldObject's spec.finalizers",
+            |r| r["request"]["oldObject"]["spec"]["finalizers"] = json!(["kubernetes", 7]),
+            "request.oldObject",
+        ),
+        (
+            "oldObject spec as a list",
+            |r| r["request"]["oldObject"]["spec"] = json!(["kubernetes"]),
+            "request.oldObject",
+        ),
+        (
+            "oldObject spec.finalizers as an object",
+            |r| r["request"]["oldObject"]["spec"]["finalizers"] = json!({"kubernetes": true}),
+            "request.oldObject",
+        ),
+        (
+            "object spec.finalizers as a number",
+            |r| r["request"]["object"]["spec"]["finalizers"] = json!(0),
+            "request.object",
+        ),
+    ];
+    for (what, change, field) in shapes {
+        let mut review = namespace_finalize();
+        change(&mut review);
+        let response = server.post(serde_json::to_vec(&review).unwrap()).await;
+        assert_eq!(response.status(), 400, "{what}");
+        let text = response.text().await.unwrap();
+        assert_eq!(
+            one_line(&text),
+            format!(
+                "{field}.spec.finalizers is not a list of finalizer names: cannot tell which finalizers it removes"
+            ),
+            "{what}"
+        );
+    }
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
 
 // 8. Oversized bodies.
 
