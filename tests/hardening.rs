@@ -1,6 +1,7 @@
 //! Hostile and broken clients: the server cuts off the slow ones, refuses the
 //! malformed ones with a clear status, never lets a wrong type hide a
-//! finalizer removal, and drains on SIGTERM. After each, it keeps serving.
+//! finalizer removal, drains on SIGTERM, and with `--client-ca` serves only
+//! clients holding a certificate from that CA. After each, it keeps serving.
 //!
 //! Covered elsewhere: a wrong method (`GET /validate`: 405), an unknown path
 //! (404) and a 9 MiB body (413) at the default limit, in
@@ -9,13 +10,17 @@
 mod common;
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use common::{Running, start, start_with, strip, update};
+use finalizer_guard::certs::Authority;
 use finalizer_guard::cli::{Cli, Command};
-use rustls_pki_types::ServerName;
+use finalizer_guard::server;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -936,4 +941,270 @@ async fn sigterm_turns_unready_lets_the_request_in_flight_finish_then_exits_0() 
         "{exited}:\n{}",
         child.log.lock().unwrap()
     );
+}
+
+// 10. Client certificates (mTLS).
+
+/// An HTTPS client trusting `ca_pem`, presenting `identity` (certificate and key PEM) if any.
+fn client_as(ca_pem: &[u8], addr: SocketAddr, identity: Option<(&[u8], &[u8])>) -> reqwest::Client {
+    common::install_provider();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let mut tls = match identity {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                CertificateDer::pem_slice_iter(cert)
+                    .map(Result::unwrap)
+                    .collect(),
+                PrivateKeyDer::from_pem_slice(key).unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .resolve(common::SERVICE_NAME, addr)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+/// `finalizer-guard certs ... --client kube-apiserver --out DIR`.
+fn certs_with_client(out: &Path) {
+    let certs = std::process::Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
+        .args([
+            "certs",
+            "--service",
+            "finalizer-guard",
+            "--namespace",
+            "finalizer-guard",
+        ])
+        .args(["--client", "kube-apiserver", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        certs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&certs.stderr)
+    );
+}
+
+fn read(path: impl AsRef<Path>) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_client_ca_only_its_client_certificates_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("certs");
+    certs_with_client(&out);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(out.join("client.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "client.key is readable by others");
+    }
+    let mut config = common::config(dir.path());
+    config.tls = Some((out.join("tls.crt"), out.join("tls.key")));
+    config.client_ca = Some(out.join("ca.crt"));
+    let handle = server::start(config).await.unwrap();
+    let ca = read(out.join("ca.crt"));
+    let url = format!("https://{}:{}", common::SERVICE_NAME, handle.addr.port());
+    let body = seed_strip();
+    let post = |client: reqwest::Client| {
+        let (url, body) = (url.clone(), body.clone());
+        async move {
+            client
+                .post(format!("{url}/validate"))
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+        }
+    };
+
+    // kube-apiserver's certificate, from `certs --client`: answered.
+    let (client_crt, client_key) = (read(out.join("client.crt")), read(out.join("client.key")));
+    let apiserver = client_as(&ca, handle.addr, Some((&client_crt, &client_key)));
+    let response = post(apiserver).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["response"]["allowed"], false);
+
+    // Refused at the handshake: no certificate; one from another CA; and
+    // one from the right CA that is not for client authentication (the
+    // serving certificate itself).
+    let other = Authority::generate(1)
+        .unwrap()
+        .issue_client("kube-apiserver", 1)
+        .unwrap();
+    let (tls_crt, tls_key) = (read(out.join("tls.crt")), read(out.join("tls.key")));
+    let refused = [
+        ("no certificate", None),
+        (
+            "another CA's certificate",
+            Some((other.cert_pem.as_bytes(), other.key_pem.as_bytes())),
+        ),
+        (
+            "a serving certificate",
+            Some((tls_crt.as_slice(), tls_key.as_slice())),
+        ),
+    ];
+    for (what, identity) in refused {
+        let client = client_as(&ca, handle.addr, identity);
+        match post(client.clone()).await {
+            Err(e) => assert!(e.is_connect() || e.is_request(), "{what}: {e:?}"),
+            Ok(response) => panic!("{what}: served, {}", response.status()),
+        }
+        assert!(
+            client.get(format!("{url}/healthz")).send().await.is_err(),
+            "{what}: /healthz on the webhook port"
+        );
+    }
+    // The probes stay on the admin port, where no certificate is asked for.
+    for probe in ["healthz", "readyz"] {
+        let status = reqwest::get(format!("http://{}/{probe}", handle.admin_addr))
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 200, "{probe}");
+    }
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_ca_that_cannot_be_read_is_a_startup_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_pem = dir.path().join("not-pem.crt");
+    std::fs::write(&not_pem, "kube-apiserver\n").unwrap();
+    let bad_der = dir.path().join("bad-der.crt");
+    std::fs::write(
+        &bad_der,
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let missing = dir.path().join("missing.crt");
+    for (path, why) in [
+        (&missing, "No such file"),
+        (&not_pem, "no PEM certificate found"),
+        (&bad_der, "client CA"),
+    ] {
+        let mut config = common::config(dir.path());
+        config.client_ca = Some(path.clone());
+        let error = server::start(config)
+            .await
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            error.contains(path.to_str().unwrap()) && error.contains(why),
+            "{error}"
+        );
+    }
+    // The flag and its environment variable, through the binary.
+    let serve = |args: &[&str], env: Option<&Path>| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_finalizer-guard"));
+        command
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .args(["--events=false", "--dev-cert-dir"])
+            .arg(dir.path())
+            .args(args);
+        if let Some(path) = env {
+            command.env("FINALIZER_GUARD_CLIENT_CA", path);
+        }
+        command.output().unwrap()
+    };
+    for refused in [
+        serve(&["--client-ca", missing.to_str().unwrap()], None),
+        serve(&[], Some(&not_pem)),
+    ] {
+        assert_eq!(refused.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains("error: "), "{stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_ca_is_reloaded_while_serving() {
+    let first = Authority::generate(1)
+        .unwrap()
+        .issue_client("kube-apiserver", 1)
+        .unwrap();
+    let second = Authority::generate(1)
+        .unwrap()
+        .issue_client("kube-apiserver", 1)
+        .unwrap();
+    let ca_file = std::sync::OnceLock::new();
+    let server = start_with(None, |config, dir| {
+        let path = dir.join("client-ca.crt");
+        std::fs::write(&path, &first.ca_cert_pem).unwrap();
+        config.client_ca = Some(path.clone());
+        ca_file.set(path).unwrap();
+    })
+    .await;
+    let ca_file = ca_file.into_inner().unwrap();
+    let served = |identity: &finalizer_guard::certs::Bundle| {
+        // A new client each time: a new connection, a full handshake.
+        let client = client_as(
+            &server.ca_pem,
+            server.handle.addr,
+            Some((identity.cert_pem.as_bytes(), identity.key_pem.as_bytes())),
+        );
+        let url = format!("{}/validate", server.url);
+        async move {
+            client
+                .post(url)
+                .body(seed_strip())
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+        }
+    };
+    assert!(served(&first).await);
+    assert!(!served(&second).await);
+
+    // Replaced whole, as kubelet swaps a Secret volume's contents.
+    let replace = |text: &str| {
+        let tmp = ca_file.with_extension("tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &ca_file).unwrap();
+    };
+    replace(&second.ca_cert_pem);
+    within("the new client CA in force", async {
+        while !served(&second).await {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(!served(&first).await, "the old CA is still trusted");
+
+    // A broken file is refused; the last good CA stays in force.
+    replace("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+    within("the broken client CA refused", async {
+        while !server
+            .metrics()
+            .await
+            .contains(r#"finalizer_guard_reloads_total{kind="client-ca",outcome="failure"} 1"#)
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(served(&second).await);
+    assert!(!served(&first).await);
+    server.handle.shutdown().await;
 }

@@ -41,6 +41,9 @@ pub struct ServeConfig {
     pub policy: Option<PathBuf>,
     /// `None`: dev mode, a generated certificate.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// CA bundle that client certificates must chain to; `None`: no client
+    /// certificate is asked for.
+    pub client_ca: Option<PathBuf>,
     pub listen: SocketAddr,
     pub admin_listen: SocketAddr,
     pub limits: Limits,
@@ -136,6 +139,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     let ServeConfig {
         policy,
         tls,
+        client_ca,
         listen,
         admin_listen,
         limits,
@@ -191,7 +195,20 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         }
     };
     let store = tls::CertStore::new(certified);
-    let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(store.clone())?));
+    let client_ca_store = match &client_ca {
+        Some(path) => {
+            let (verifier, pem) = tls::load_client_ca(path)?;
+            tracing::info!(client_ca = %path.display(), "client certificates required on the webhook port");
+            Some((tls::ClientCaStore::new(verifier), pem))
+        }
+        None => None,
+    };
+    let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(
+        store.clone(),
+        client_ca_store
+            .as_ref()
+            .map(|(verifier, _)| verifier.clone()),
+    )?));
 
     let metrics = Metrics::new();
     let events = match events {
@@ -268,6 +285,16 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         tokio::spawn(reload::watch_policy(
             path,
             policy_bytes,
+            state.clone(),
+            reload_interval,
+            stopped.clone(),
+        ));
+    }
+    if let (Some(path), Some((verifier, pem))) = (client_ca, client_ca_store) {
+        tokio::spawn(reload::watch_client_ca(
+            path,
+            pem,
+            verifier,
             state.clone(),
             reload_interval,
             stopped.clone(),

@@ -18,6 +18,7 @@ pub fn config(dir: &Path) -> ServeConfig {
     ServeConfig {
         policy: None,
         tls: None,
+        client_ca: None,
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_listen: "127.0.0.1:0".parse().unwrap(),
         limits: Limits {
