@@ -39,6 +39,10 @@ pub struct LeanObject {
     pub kind: Option<String>,
     pub metadata: ObjectMeta,
     pub spec_finalizers: Vec<String>,
+    /// `spec` or `spec.finalizers` was there but of another shape than an
+    /// object holding a list of strings; `spec_finalizers` then holds only
+    /// the strings found, if any.
+    pub spec_finalizers_malformed: bool,
 }
 
 impl Serialize for LeanObject {
@@ -108,6 +112,7 @@ impl<'de> Deserialize<'de> for LeanObject {
         }
         let repr = Repr::deserialize(deserializer)?;
         let meta = repr.metadata.unwrap_or_default();
+        let spec = repr.spec.unwrap_or_default();
         Ok(LeanObject {
             api_version: repr.api_version.and_then(|s| s.0),
             kind: repr.kind.and_then(|s| s.0),
@@ -127,7 +132,8 @@ impl<'de> Deserialize<'de> for LeanObject {
                 annotations: meta.annotations.map(|a| a.0),
                 ..ObjectMeta::default()
             },
-            spec_finalizers: repr.spec.map(|s| s.0).unwrap_or_default(),
+            spec_finalizers: spec.names,
+            spec_finalizers_malformed: spec.malformed,
         })
     }
 }
@@ -208,10 +214,52 @@ macro_rules! skip_scalars {
     };
 }
 
-/// `spec.finalizers` when `spec` is an object holding a list of strings; empty
-/// for any other shape, since a custom resource's `spec` can be anything.
+/// `spec.finalizers` when `spec` is an object holding a list of strings.
+/// Any other shape reads as empty, since a custom resource's `spec` can be
+/// anything, but is remembered as malformed: a Namespace's `spec.finalizers`
+/// is judged, and there a list read as empty could hide a removal.
 #[derive(Default)]
-struct SpecFinalizers(Vec<String>);
+struct SpecFinalizers {
+    names: Vec<String>,
+    malformed: bool,
+}
+
+impl SpecFinalizers {
+    fn malformed() -> Self {
+        SpecFinalizers {
+            names: Vec::new(),
+            malformed: true,
+        }
+    }
+}
+
+/// Visitor methods for the scalars a finalizer list is not: `null` is an
+/// empty list (as the apiserver treats it), any other scalar is malformed.
+macro_rules! malformed_scalars {
+    () => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(SpecFinalizers::malformed())
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(SpecFinalizers::malformed())
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(SpecFinalizers::malformed())
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(SpecFinalizers::malformed())
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(SpecFinalizers::malformed())
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(SpecFinalizers::default())
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(SpecFinalizers::default())
+        }
+    };
+}
 
 impl<'de> Deserialize<'de> for SpecFinalizers {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -229,26 +277,25 @@ impl<'de> Visitor<'de> for SpecVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut finalizers = Vec::new();
+        let mut finalizers: Option<SpecFinalizers> = None;
         while let Some(key) = map.next_key::<KeyIsFinalizers>()? {
-            if key.0 {
-                finalizers = map.next_value::<StringsOrNothing>()?.0;
-            } else {
+            if !key.0 {
                 map.next_value::<IgnoredAny>()?;
+            } else if finalizers.is_some() {
+                return Err(de::Error::duplicate_field("finalizers"));
+            } else {
+                finalizers = Some(map.next_value::<FinalizerList>()?.0);
             }
         }
-        Ok(SpecFinalizers(finalizers))
+        Ok(finalizers.unwrap_or_default())
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(SpecFinalizers(Vec::new()))
+        Ok(SpecFinalizers::malformed())
     }
 
-    skip_scalars!();
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Self::Value::default())
-    }
+    malformed_scalars!();
 }
 
 /// A map key, compared with `finalizers` without allocating.
@@ -270,35 +317,34 @@ impl<'de> Deserialize<'de> for KeyIsFinalizers {
     }
 }
 
-/// A list of strings, or nothing for any other value.
-#[derive(Default)]
-struct StringsOrNothing(Vec<String>);
+/// `spec.finalizers`: the strings of a list, malformed for anything else.
+struct FinalizerList(SpecFinalizers);
 
-impl<'de> Deserialize<'de> for StringsOrNothing {
+impl<'de> Deserialize<'de> for FinalizerList {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = StringsOrNothing;
+            type Value = SpecFinalizers;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a list of finalizer names")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut out = Vec::new();
+                let mut out = SpecFinalizers::default();
                 while let Some(item) = seq.next_element::<StringOrNothing>()? {
-                    out.extend(item.0);
+                    match item.0 {
+                        Some(name) => out.names.push(name),
+                        None => out.malformed = true,
+                    }
                 }
-                Ok(StringsOrNothing(out))
+                Ok(out)
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(StringsOrNothing(Vec::new()))
+                Ok(SpecFinalizers::malformed())
             }
-            skip_scalars!();
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(Self::Value::default())
-            }
+            malformed_scalars!();
         }
-        deserializer.deserialize_any(V)
+        deserializer.deserialize_any(V).map(FinalizerList)
     }
 }
 
@@ -343,6 +389,12 @@ pub enum ReviewError {
     NoUid,
     #[error("UPDATE request has no {0}: cannot tell which finalizers it removes")]
     NoObject(&'static str),
+    #[error("body is nested more than 128 levels deep at line {line} column {column}")]
+    TooDeep { line: usize, column: usize },
+    #[error(
+        "{0}.spec.finalizers is not a list of finalizer names: cannot tell which finalizers it removes"
+    )]
+    NotFinalizerList(&'static str),
 }
 
 /// One finalizer in an audit record.
@@ -500,6 +552,17 @@ pub fn review_at(
             .unwrap_or(&no_annotations),
         now,
     };
+    if change.target.is_namespace_finalize() {
+        // A list read as empty in oldObject would hide its removal: refuse.
+        for (field, lean) in [
+            ("request.oldObject", old_object),
+            ("request.object", object),
+        ] {
+            if lean.spec_finalizers_malformed {
+                return Err(ReviewError::NotFinalizerList(field));
+            }
+        }
+    }
     let decision = policy::decide(&change, policy);
 
     let mut response = AdmissionResponse::from(&request);
@@ -703,17 +766,30 @@ fn audit_annotations(decision: &Decision, policy: &Policy) -> HashMap<String, St
 /// Only failures pay for the path-tracking second parse.
 fn explain(body: &[u8], error: serde_json::Error) -> ReviewError {
     use serde_json::error::Category;
-    match error.classify() {
-        Category::Syntax | Category::Eof | Category::Io => ReviewError::NotJson(error.to_string()),
-        Category::Data => {
-            let mut de = serde_json::Deserializer::from_slice(body);
-            match serde_path_to_error::deserialize::<_, AdmissionReview<LeanObject>>(&mut de) {
-                Err(e) if e.path().to_string() != "." => {
-                    ReviewError::NotAdmissionReview(format!("{}: {}", e.path(), e.inner()))
-                }
-                _ => ReviewError::NotAdmissionReview(error.to_string()),
-            }
+    let category = error.classify();
+    // serde_json stops at 128 levels, before the stack could overflow.
+    // (Fields the webhook skips are skipped without recursion, at any depth.)
+    if category == Category::Syntax && error.to_string().starts_with("recursion limit exceeded") {
+        return ReviewError::TooDeep {
+            line: error.line(),
+            column: error.column(),
+        };
+    }
+    // serde_json reports some wrong types as syntax errors (a number where
+    // an operation's name belongs): a body is not JSON only if it is not
+    // UTF-8 or a parse that skips every value rejects it too.
+    if category != Category::Data
+        && (std::str::from_utf8(body).is_err()
+            || serde_json::from_slice::<IgnoredAny>(body).is_err())
+    {
+        return ReviewError::NotJson(error.to_string());
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    match serde_path_to_error::deserialize::<_, AdmissionReview<LeanObject>>(&mut de) {
+        Err(e) if e.path().to_string() != "." => {
+            ReviewError::NotAdmissionReview(format!("{}: {}", e.path(), e.inner()))
         }
+        _ => ReviewError::NotAdmissionReview(error.to_string()),
     }
 }
 
@@ -867,6 +943,111 @@ mod tests {
         new["spec"] = json!({"finalizers": [{"not": "a string"}, "kept"]});
         let r = review(&p, &update(old, new, "alice")).unwrap();
         assert_eq!(r.decision, "denied");
+    }
+
+    #[test]
+    fn a_namespace_spec_finalizers_of_another_shape_is_refused() {
+        let p = Policy::embedded_default();
+        let namespace = |spec: Value| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "legacy"}, "spec": spec});
+        let body = |old: Value, new: Value, subresource: &str| {
+            let mut body: Value =
+                serde_json::from_slice(&update(namespace(old), namespace(new), "alice")).unwrap();
+            body["request"]["resource"] =
+                json!({"group": "", "version": "v1", "resource": "namespaces"});
+            body["request"]["subResource"] = json!(subresource);
+            body["request"]["name"] = json!("legacy");
+            body["request"]["namespace"] = json!("legacy");
+            serde_json::to_string(&body).unwrap()
+        };
+        let finalize = |old: Value, new: Value, subresource: &str| {
+            review(&p, body(old, new, subresource).as_bytes())
+        };
+        let stuck = json!({"finalizers": ["kubernetes"]});
+        assert_eq!(
+            finalize(stuck.clone(), json!({"finalizers": []}), "finalize")
+                .unwrap()
+                .decision,
+            "denied"
+        );
+        for (old, new, field) in [
+            (
+                json!({"finalizers": "kubernetes"}),
+                json!({"finalizers": []}),
+                "request.oldObject",
+            ),
+            (
+                json!({"finalizers": ["kubernetes", 7]}),
+                json!({"finalizers": []}),
+                "request.oldObject",
+            ),
+            (
+                json!({"finalizers": {"kubernetes": true}}),
+                json!({}),
+                "request.oldObject",
+            ),
+            (json!(["kubernetes"]), json!({}), "request.oldObject"),
+            (json!("kubernetes"), Value::Null, "request.oldObject"),
+            (
+                stuck.clone(),
+                json!({"finalizers": [null]}),
+                "request.object",
+            ),
+            (stuck.clone(), json!({"finalizers": 0}), "request.object"),
+        ] {
+            assert_eq!(
+                finalize(old.clone(), new.clone(), "finalize").unwrap_err(),
+                ReviewError::NotFinalizerList(field),
+                "{old} -> {new}"
+            );
+        }
+        // null is empty, as for the apiserver.
+        assert_eq!(
+            finalize(stuck.clone(), json!({"finalizers": null}), "finalize")
+                .unwrap()
+                .decision,
+            "denied"
+        );
+        // Outside namespaces/finalize, spec.finalizers is not judged, whatever its shape.
+        assert_eq!(
+            finalize(json!({"finalizers": "kubernetes"}), json!([]), "")
+                .unwrap()
+                .decision,
+            "nothing-removed"
+        );
+        // A duplicated key cannot pick which list is read.
+        let text = body(stuck.clone(), json!({}), "finalize").replace(
+            r#""spec":{}"#,
+            r#""spec":{"finalizers":[],"finalizers":["kubernetes"]}"#,
+        );
+        let e = review(&p, text.as_bytes()).unwrap_err().to_string();
+        assert!(e.contains("duplicate field `finalizers`"), "{e}");
+    }
+
+    #[test]
+    fn too_deep_is_refused_and_skipped_fields_may_be_any_depth() {
+        let p = Policy::embedded_default();
+        let deep = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let strip = String::from_utf8(update(
+            pod(json!(["example.com/a"])),
+            pod(Value::Null),
+            "alice",
+        ))
+        .unwrap();
+        // A value parsed whole (request.options) is cut at 128 levels.
+        let options = strip.replace(
+            r#""options":{"#,
+            &format!(r#""options":{{"x":{},"#, deep(100_000)),
+        );
+        assert!(matches!(
+            review(&p, options.as_bytes()).unwrap_err(),
+            ReviewError::TooDeep { line: 1, .. }
+        ));
+        // Skipped fields are skipped without recursion, whatever their depth.
+        let data = strip.replace(
+            r#""kind":"Pod","#,
+            &format!(r#""kind":"Pod","data":{},"#, deep(100_000)),
+        );
+        assert_eq!(review(&p, data.as_bytes()).unwrap().decision, "denied");
     }
 
     #[test]

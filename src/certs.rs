@@ -1,5 +1,6 @@
 //! Certificates: a CA and a serving certificate whose SANs name the Service,
-//! for `certs` and for `serve`'s dev mode.
+//! for `certs` and for `serve`'s dev mode; and client certificates from the
+//! same CA, for kube-apiserver when the webhook requires one.
 //!
 //! Go's TLS stack, and so kube-apiserver, ignores the Common Name: every name
 //! a client uses must be a SAN.
@@ -93,6 +94,28 @@ impl Authority {
     }
 }
 
+impl Authority {
+    /// A client certificate for `name` (its Common Name), valid for `days`:
+    /// what kube-apiserver presents to a webhook started with `--client-ca`.
+    pub fn issue_client(&self, name: &str, days: u32) -> Result<Bundle> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, name);
+        params.distinguished_name = dn;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        (params.not_before, params.not_after) = validity(days);
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(Bundle {
+            ca_cert_pem: self.cert_pem.clone(),
+            ca_key_pem: self.key_pem.clone(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+}
+
 fn ca_params(days: u32) -> CertificateParams {
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
@@ -129,6 +152,14 @@ pub fn write(bundle: &Bundle, dir: &Path) -> Result<()> {
     write_file(&dir.join("ca.key"), &bundle.ca_key_pem, true)?;
     write_file(&dir.join("tls.crt"), &bundle.cert_pem, false)?;
     write_file(&dir.join("tls.key"), &bundle.key_pem, true)?;
+    Ok(())
+}
+
+/// Writes a client certificate's `client.crt` and `client.key` into `dir`; the key readable by the owner only.
+pub fn write_client(bundle: &Bundle, dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    write_file(&dir.join("client.crt"), &bundle.cert_pem, false)?;
+    write_file(&dir.join("client.key"), &bundle.key_pem, true)?;
     Ok(())
 }
 

@@ -31,7 +31,7 @@ pub struct Cli {
 pub enum Command {
     /// Serve the webhook (TLS) and the admin port (metrics, probes).
     Serve(ServeArgs),
-    /// Write a CA and a serving certificate for the webhook's Service.
+    /// Write a CA and a serving certificate for the webhook's Service (and a client certificate).
     Certs(CertsArgs),
     /// Decide recorded AdmissionReviews offline, exactly as the server would.
     Check(CheckArgs),
@@ -90,6 +90,11 @@ pub struct ServeArgs {
     /// Serving certificate's private key (PEM).
     #[arg(long, env = "FINALIZER_GUARD_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Require a client certificate on the webhook port, verified against this CA bundle (PEM):
+    /// only kube-apiserver, given a certificate through its AdmissionConfiguration, may call.
+    /// Probes then belong on the admin port.
+    #[arg(long, env = "FINALIZER_GUARD_CLIENT_CA", value_name = "FILE")]
+    pub client_ca: Option<PathBuf>,
     /// Webhook address (TLS).
     #[arg(long, env = "FINALIZER_GUARD_LISTEN", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
@@ -103,6 +108,12 @@ pub struct ServeArgs {
     /// Largest accepted request body; larger ones get 413.
     #[arg(long, env = "FINALIZER_GUARD_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// How long a client may take to finish the TLS handshake.
+    #[arg(long, env = "FINALIZER_GUARD_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub handshake_timeout: Duration,
+    /// How long a client may take to send a request's headers (and an idle kept-alive connection stays open).
+    #[arg(long, env = "FINALIZER_GUARD_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub header_timeout: Duration,
     /// How long a client may take to send the request body.
     #[arg(long, env = "FINALIZER_GUARD_BODY_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub body_timeout: Duration,
@@ -181,6 +192,10 @@ pub struct CertsArgs {
     /// Validity of a new CA, in days.
     #[arg(long, default_value_t = 3650)]
     pub ca_days: u32,
+    /// Also write client.crt and client.key, a client certificate with this Common Name
+    /// signed by the same CA: for kube-apiserver, when `serve --client-ca` requires one.
+    #[arg(long, value_name = "NAME")]
+    pub client: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -228,9 +243,12 @@ impl ServeArgs {
             policy,
             tls_cert,
             tls_key,
+            client_ca,
             listen,
             admin_listen,
             max_body_bytes,
+            handshake_timeout,
+            header_timeout,
             body_timeout,
             max_connections,
             reload_interval,
@@ -247,10 +265,13 @@ impl ServeArgs {
         ServeConfig {
             policy,
             tls: tls_cert.zip(tls_key),
+            client_ca,
             listen,
             admin_listen,
             limits: Limits {
                 max_body_bytes,
+                handshake_timeout,
+                header_timeout,
                 body_timeout,
                 max_connections,
             },
@@ -287,6 +308,7 @@ pub fn certs(args: CertsArgs) -> Result<()> {
         ip,
         days,
         ca_days,
+        client,
     } = args;
     let (ca_crt, ca_key) = (out.join("ca.crt"), out.join("ca.key"));
     let authority = if ca_crt.exists() && ca_key.exists() {
@@ -311,6 +333,14 @@ pub fn certs(args: CertsArgs) -> Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    if let Some(name) = client {
+        let client_bundle = authority.issue_client(&name, days)?;
+        certs::write_client(&client_bundle, &out)?;
+        eprintln!(
+            "wrote {0}/client.crt, {0}/client.key (client certificate, CN {name})",
+            out.display()
+        );
+    }
     println!("{}", certs::ca_bundle(&bundle.ca_cert_pem));
     Ok(())
 }

@@ -14,12 +14,13 @@ use arc_swap::ArcSwap;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
 
 use crate::audit::AuditLog;
 use crate::error::{Error, Result};
@@ -29,10 +30,10 @@ use crate::policy::{Mode, Policy};
 use crate::recording::Recorder;
 use crate::{certs, doctor};
 
-/// How long a client may take to finish the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a client may take to send a request's headers.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most connections the admin port serves at once: probes and scrapes need a
+/// handful, and a flood there must not take the file descriptors the webhook
+/// port needs.
+const ADMIN_MAX_CONNECTIONS: usize = 128;
 
 /// Everything `serve` needs, already resolved from flags and environment.
 #[derive(Debug, Clone)]
@@ -41,6 +42,9 @@ pub struct ServeConfig {
     pub policy: Option<PathBuf>,
     /// `None`: dev mode, a generated certificate.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// CA bundle that client certificates must chain to; `None`: no client
+    /// certificate is asked for.
+    pub client_ca: Option<PathBuf>,
     pub listen: SocketAddr,
     pub admin_listen: SocketAddr,
     pub limits: Limits,
@@ -80,7 +84,15 @@ pub struct RecordConfig {
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub max_body_bytes: usize,
+    /// How long a client may take to finish the TLS handshake.
+    pub handshake_timeout: Duration,
+    /// How long a client may take to send a request's headers: after the
+    /// handshake, its first request's; on a kept-alive HTTP/1.1 connection,
+    /// each next one's (so an idle connection is closed after it too).
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body.
     pub body_timeout: Duration,
+    /// Most webhook connections served at once; more wait to be accepted.
     pub max_connections: usize,
 }
 
@@ -131,6 +143,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     let ServeConfig {
         policy,
         tls,
+        client_ca,
         listen,
         admin_listen,
         limits,
@@ -186,7 +199,20 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         }
     };
     let store = tls::CertStore::new(certified);
-    let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(store.clone())?));
+    let client_ca_store = match &client_ca {
+        Some(path) => {
+            let (verifier, pem) = tls::load_client_ca(path)?;
+            tracing::info!(client_ca = %path.display(), "client certificates required on the webhook port");
+            Some((tls::ClientCaStore::new(verifier), pem))
+        }
+        None => None,
+    };
+    let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(
+        store.clone(),
+        client_ca_store
+            .as_ref()
+            .map(|(verifier, _)| verifier.clone()),
+    )?));
 
     let metrics = Metrics::new();
     let events = match events {
@@ -239,29 +265,41 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     })?;
 
     let (stop, stopped) = watch::channel(false);
-    let mut tasks = Vec::new();
-    tasks.push(tokio::spawn(serve_tls(
-        listener,
-        acceptor,
-        routes::webhook(state.clone()),
-        limits.max_connections,
-        shutdown_timeout,
-        stopped.clone(),
-    )));
-    let admin = routes::admin(state.clone());
-    let mut admin_stopped = stopped.clone();
-    tasks.push(tokio::spawn(async move {
-        let served = axum::serve(admin_listener, admin)
-            .with_graceful_shutdown(async move { stopped_signal(&mut admin_stopped).await })
-            .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "admin server failed");
-        }
-    }));
+    let tasks = vec![
+        tokio::spawn(serve(
+            listener,
+            Some(acceptor),
+            routes::webhook(state.clone()),
+            limits,
+            shutdown_timeout,
+            stopped.clone(),
+        )),
+        tokio::spawn(serve(
+            admin_listener,
+            None,
+            routes::admin(state.clone()),
+            Limits {
+                max_connections: ADMIN_MAX_CONNECTIONS,
+                ..limits
+            },
+            shutdown_timeout,
+            stopped.clone(),
+        )),
+    ];
     if let Some(path) = policy {
         tokio::spawn(reload::watch_policy(
             path,
             policy_bytes,
+            state.clone(),
+            reload_interval,
+            stopped.clone(),
+        ));
+    }
+    if let (Some(path), Some((verifier, pem))) = (client_ca, client_ca_store) {
+        tokio::spawn(reload::watch_client_ca(
+            path,
+            pem,
+            verifier,
             state.clone(),
             reload_interval,
             stopped.clone(),
@@ -406,13 +444,15 @@ fn dev_certificate(dir: &std::path::Path) -> Result<(rustls::sign::CertifiedKey,
     Ok((certified, ca_path))
 }
 
-/// Accepts TLS connections and serves HTTP/1.1 and HTTP/2 on them until
-/// stopped, then lets open connections finish (up to `drain`).
-async fn serve_tls(
+/// Accepts connections (TLS ones when `tls` is set) and serves HTTP/1.1 and
+/// HTTP/2 on them until stopped, then lets open connections finish (up to
+/// `drain`). At most `limits.max_connections` are open at once: the others
+/// wait in the listen backlog, not in memory.
+async fn serve(
     listener: TcpListener,
-    acceptor: TlsAcceptor,
+    tls: Option<TlsAcceptor>,
     router: Router,
-    max_connections: usize,
+    limits: Limits,
     drain: Duration,
     mut stopped: watch::Receiver<bool>,
 ) {
@@ -420,14 +460,14 @@ async fn serve_tls(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT)
+        .header_read_timeout(limits.header_timeout)
         .keep_alive(true);
     builder
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(250);
     let graceful = GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(max_connections));
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
     loop {
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => match slot {
@@ -449,29 +489,24 @@ async fn serve_tls(
             () = stopped_signal(&mut stopped) => break,
         };
         let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let router = router.clone();
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
+        let connection = Connection {
+            builder: builder.clone(),
+            router: router.clone(),
+            watcher: graceful.watcher(),
+            header_timeout: limits.header_timeout,
+            peer,
+        };
+        let tls = tls.clone();
+        let handshake_timeout = limits.handshake_timeout;
         tokio::spawn(async move {
             let _slot = slot;
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
+            let Some(acceptor) = tls else {
+                return connection.serve(tcp).await;
             };
-            let service = TowerToHyperService::new(router);
-            let connection = builder
-                .serve_connection_with_upgrades(TokioIo::new(tls), service)
-                .into_owned();
-            if let Err(e) = watcher.watch(connection).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => connection.serve(tls).await,
+                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
             }
         });
     }
@@ -484,5 +519,63 @@ async fn serve_tls(
             ?drain,
             "connections still open after the drain timeout; closing them"
         );
+    }
+}
+
+/// One accepted connection, ready to be served.
+struct Connection {
+    builder: auto::Builder<TokioExecutor>,
+    router: Router,
+    watcher: Watcher,
+    header_timeout: Duration,
+    peer: SocketAddr,
+}
+
+impl Connection {
+    /// Serves HTTP on `io` until the client or a drain closes it.
+    ///
+    /// hyper's header timeout starts only once it knows the protocol, which
+    /// takes the client's first bytes: a client silent after the handshake,
+    /// or stopping inside the HTTP/2 preface, would hold its connection
+    /// slot forever. So a connection whose first request has not begun
+    /// within the header timeout is closed here.
+    async fn serve<I>(self, io: I)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Connection {
+            builder,
+            router,
+            watcher,
+            header_timeout,
+            peer,
+        } = self;
+        let started = Arc::new(AtomicBool::new(false));
+        let service = {
+            let started = started.clone();
+            hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                started.store(true, Ordering::Relaxed);
+                router.clone().oneshot(request)
+            })
+        };
+        let connection = watcher.watch(
+            builder
+                .serve_connection_with_upgrades(TokioIo::new(io), service)
+                .into_owned(),
+        );
+        tokio::pin!(connection);
+        let ended = tokio::select! {
+            ended = connection.as_mut() => ended,
+            () = tokio::time::sleep(header_timeout) => {
+                if !started.load(Ordering::Relaxed) {
+                    tracing::debug!(%peer, "no request within the header timeout; closing");
+                    return;
+                }
+                connection.await
+            }
+        };
+        if let Err(e) = ended {
+            tracing::debug!(%peer, error = %e, "connection ended with an error");
+        }
     }
 }

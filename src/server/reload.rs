@@ -1,4 +1,4 @@
-//! Hot reload of mounted files.
+//! Hot reload of mounted files: the policy, the serving certificate, the client CA.
 //!
 //! Kubernetes updates a mounted ConfigMap or Secret by writing a new
 //! timestamped folder and swapping the `..data` symlink; watching one file's
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::tls::{self, CertStore};
+use super::tls::{self, CertStore, ClientCaStore};
 use super::{AppState, stopped_signal};
 use crate::policy::Policy;
 
@@ -71,6 +71,35 @@ pub async fn watch_certificate(
     };
     poll(
         "certificate",
+        shown,
+        read,
+        apply,
+        last,
+        state,
+        interval,
+        stopped,
+    )
+    .await;
+}
+
+/// Re-reads the client CA bundle; swaps in a new valid one.
+pub async fn watch_client_ca(
+    path: PathBuf,
+    last: Vec<u8>,
+    store: Arc<ClientCaStore>,
+    state: Arc<AppState>,
+    interval: Duration,
+    stopped: watch::Receiver<bool>,
+) {
+    let shown = path.display().to_string();
+    let read = move || std::fs::read(&path);
+    let apply = move |bytes: &[u8]| {
+        store.replace(tls::client_verifier(bytes).map_err(|e| e.to_string())?);
+        tracing::info!("client CA reloaded");
+        Ok(())
+    };
+    poll(
+        "client-ca",
         shown,
         read,
         apply,

@@ -1,4 +1,6 @@
-//! TLS: rustls over *ring*, with a certificate that can be swapped while serving.
+//! TLS: rustls over *ring*, with a certificate that can be swapped while
+//! serving; with `--client-ca`, client certificates verified against a CA
+//! bundle that can be swapped too.
 //!
 //! *ring* rather than aws-lc-rs: no C toolchain or CMake beyond a C compiler,
 //! a much shorter build on a 2-core CI machine, and everything a webhook
@@ -9,12 +11,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use rustls::ServerConfig;
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::CryptoProvider;
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
+use rustls::{
+    DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme,
+};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 
 use crate::error::{Error, Result};
 
@@ -83,15 +89,130 @@ impl ResolvesServerCert for CertStore {
     }
 }
 
-/// A server configuration offering HTTP/2 and HTTP/1.1 (kube-apiserver pins HTTP/1.1).
-pub fn server_config(store: Arc<CertStore>) -> Result<ServerConfig> {
-    let mut config = ServerConfig::builder_with_provider(provider())
+/// A server configuration offering HTTP/2 and HTTP/1.1 (kube-apiserver pins
+/// HTTP/1.1); with `client_ca`, requiring a client certificate it verifies.
+pub fn server_config(
+    store: Arc<CertStore>,
+    client_ca: Option<Arc<ClientCaStore>>,
+) -> Result<ServerConfig> {
+    let builder = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Tls(e.to_string()))?
-        .with_no_client_auth()
-        .with_cert_resolver(store);
+        .map_err(|e| Error::Tls(e.to_string()))?;
+    let mut config = match &client_ca {
+        Some(verifier) => builder.with_client_cert_verifier(verifier.clone()),
+        None => builder.with_no_client_auth(),
+    }
+    .with_cert_resolver(store);
+    if client_ca.is_some() {
+        // A resumed session skips certificate verification: every connection
+        // is verified against the CA bundle in force. kube-apiserver keeps
+        // its connections alive, so full handshakes are rare.
+        config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        config.send_tls13_tickets = 0;
+    }
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
+}
+
+/// A verifier of client certificates: they must chain to a certificate in
+/// `ca_pem` (one or more PEM blocks) and be meant for client authentication.
+pub fn client_verifier(ca_pem: &[u8]) -> Result<Arc<dyn ClientCertVerifier>> {
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        let cert = cert.map_err(|e| Error::Tls(format!("client CA: {e}")))?;
+        roots
+            .add(cert)
+            .map_err(|e| Error::Tls(format!("client CA: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(Error::Tls("client CA: no PEM certificate found".into()));
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .map_err(|e| Error::Tls(format!("client CA: {e}")))
+}
+
+/// Reads a client CA bundle: its verifier, and the file's bytes to compare reads by.
+pub fn load_client_ca(path: &Path) -> Result<(Arc<dyn ClientCertVerifier>, Vec<u8>)> {
+    let pem = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let verifier = client_verifier(&pem).map_err(|e| match e {
+        Error::Tls(why) => Error::Tls(format!("{}: {why}", path.display())),
+        other => other,
+    })?;
+    Ok((verifier, pem))
+}
+
+/// The client CA bundle, swapped atomically like the serving certificate:
+/// handshakes started before a swap finish under the old one.
+pub struct ClientCaStore {
+    current: ArcSwap<Arc<dyn ClientCertVerifier>>,
+}
+
+impl ClientCaStore {
+    pub fn new(verifier: Arc<dyn ClientCertVerifier>) -> Arc<ClientCaStore> {
+        Arc::new(ClientCaStore {
+            current: ArcSwap::from_pointee(verifier),
+        })
+    }
+
+    pub fn replace(&self, verifier: Arc<dyn ClientCertVerifier>) {
+        self.current.store(Arc::new(verifier));
+    }
+}
+
+impl fmt::Debug for ClientCaStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ClientCaStore")
+    }
+}
+
+impl ClientCertVerifier for ClientCaStore {
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+
+    /// No CA names are sent: they would have to outlive a swap. Clients with
+    /// one certificate, as kube-apiserver has per webhook, present it anyway.
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> std::result::Result<ClientCertVerified, rustls::Error> {
+        self.current
+            .load()
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.current
+            .load()
+            .verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.current
+            .load()
+            .verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.current.load().supported_verify_schemes()
+    }
 }
 
 /// Where the serving certificate comes from.

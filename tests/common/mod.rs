@@ -18,10 +18,13 @@ pub fn config(dir: &Path) -> ServeConfig {
     ServeConfig {
         policy: None,
         tls: None,
+        client_ca: None,
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_listen: "127.0.0.1:0".parse().unwrap(),
         limits: Limits {
             max_body_bytes: 8 * 1024 * 1024,
+            handshake_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(5),
             max_connections: 1024,
         },

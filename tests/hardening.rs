@@ -1,0 +1,1210 @@
+//! Hostile and broken clients: the server cuts off the slow ones, refuses the
+//! malformed ones with a clear status, never lets a wrong type hide a
+//! finalizer removal, drains on SIGTERM, and with `--client-ca` serves only
+//! clients holding a certificate from that CA. After each, it keeps serving.
+//!
+//! Covered elsewhere: a wrong method (`GET /validate`: 405), an unknown path
+//! (404) and a 9 MiB body (413) at the default limit, in
+//! `tests/server.rs` `bad_input_gets_a_clear_status_and_the_server_keeps_serving`.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use common::{Running, start, start_with, strip, update};
+use finalizer_guard::certs::Authority;
+use finalizer_guard::cli::{Cli, Command};
+use finalizer_guard::server;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+/// How long anything the server should do promptly may take here: a hang
+/// fails the test instead of stalling it, and a loaded machine has room.
+const BOUND: Duration = Duration::from_secs(30);
+
+async fn within<F: Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(BOUND, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: nothing within {BOUND:?}"))
+}
+
+fn service_name() -> ServerName<'static> {
+    ServerName::try_from(common::SERVICE_NAME).unwrap()
+}
+
+fn connector(ca_pem: &[u8], alpn: &[&[u8]]) -> TlsConnector {
+    TlsConnector::from(Arc::new(common::tls_config(ca_pem, alpn)))
+}
+
+/// A TLS connection to the webhook port, as raw bytes.
+async fn tls_connect(server: &Running, alpn: &[&[u8]]) -> TlsStream<TcpStream> {
+    let tcp = TcpStream::connect(server.handle.addr).await.unwrap();
+    within(
+        "TLS handshake",
+        connector(&server.ca_pem, alpn).connect(service_name(), tcp),
+    )
+    .await
+    .unwrap()
+}
+
+/// Reads until the server closes the connection; what it sent meanwhile.
+async fn until_closed<S: AsyncRead + Unpin>(what: &str, stream: &mut S) -> Vec<u8> {
+    within(what, async {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return seen,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+}
+
+/// Waits, in the background, for the server to close a stalled connection:
+/// what it sent meanwhile, and how long after `since` it closed.
+fn watch_closing<S: AsyncRead + Unpin + Send + 'static>(
+    what: &'static str,
+    mut stream: S,
+    since: Instant,
+) -> tokio::task::JoinHandle<(&'static str, Duration, Vec<u8>)> {
+    tokio::spawn(async move {
+        let sent = until_closed(what, &mut stream).await;
+        (what, since.elapsed(), sent)
+    })
+}
+
+/// The head of an HTTP/1.1 `POST /validate` with a body of `length` bytes.
+fn post_head(length: usize) -> String {
+    format!(
+        "POST /validate HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {length}\r\n\r\n",
+        common::SERVICE_NAME
+    )
+}
+
+/// One HTTP/1.1 response with a content-length: status, head (lowercased), body.
+async fn read_response<S: AsyncRead + Unpin>(stream: &mut S) -> (u16, String, String) {
+    within("an HTTP response", async {
+        let mut data = Vec::new();
+        let mut buf = [0u8; 8192];
+        let end = loop {
+            if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                break end + 4;
+            }
+            let n = stream.read(&mut buf).await.expect("reading a response");
+            assert!(
+                n > 0,
+                "closed before a response: {}",
+                String::from_utf8_lossy(&data)
+            );
+            data.extend_from_slice(&buf[..n]);
+        };
+        let head = String::from_utf8_lossy(&data[..end]).to_lowercase();
+        let status = head[9..12].parse().unwrap();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap_or(0);
+        let mut body = data[end..].to_vec();
+        while body.len() < length {
+            let n = stream.read(&mut buf).await.expect("reading a body");
+            assert!(n > 0, "closed inside a response body");
+            body.extend_from_slice(&buf[..n]);
+        }
+        (status, head, String::from_utf8_lossy(&body).into_owned())
+    })
+    .await
+}
+
+/// Sends one review over a kept-alive HTTP/1.1 connection and reads the answer.
+async fn exchange<S: AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    stream: &mut S,
+    body: &[u8],
+) -> (u16, String, String) {
+    stream
+        .write_all(post_head(body.len()).as_bytes())
+        .await
+        .unwrap();
+    stream.write_all(body).await.unwrap();
+    read_response(stream).await
+}
+
+fn seed_strip() -> Vec<u8> {
+    serde_json::to_vec(&strip("alice", Value::Null)).unwrap()
+}
+
+/// The server still answers a review, correctly.
+async fn keeps_serving(server: &Running) {
+    let answer = server.review(&strip("alice", Value::Null)).await;
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+}
+
+/// What a status-4xx answer must be: one line.
+fn one_line(text: &str) -> &str {
+    assert!(text.ends_with('\n'), "{text:?}");
+    assert_eq!(text.trim_end().lines().count(), 1, "{text:?}");
+    text.trim_end()
+}
+
+// 1. Timeouts.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_finishes_its_headers_is_cut_off() {
+    let timeout = Duration::from_secs(2);
+    let server = start_with(None, |config, _| config.limits.header_timeout = timeout).await;
+
+    // Three ways to stall after the TLS handshake: inside a header line,
+    // before the first byte, and inside the HTTP/2 connection preface.
+    let mut stalled = Vec::new();
+    for (what, alpn, sent) in [
+        (
+            "a partial header line",
+            b"http/1.1".as_slice(),
+            b"POST /validate HTTP/1.1\r\nhost: finalizer-gu".as_slice(),
+        ),
+        ("nothing after the handshake", b"http/1.1", b""),
+        ("a partial HTTP/2 preface", b"h2", b"PRI * HTTP/2.0\r\n"),
+    ] {
+        let since = Instant::now();
+        let mut stream = tls_connect(&server, &[alpn]).await;
+        stream.write_all(sent).await.unwrap();
+        stalled.push(watch_closing(what, stream, since));
+    }
+
+    // Meanwhile, everyone else is served.
+    keeps_serving(&server).await;
+
+    for closed in stalled {
+        let (what, after, sent) = closed.await.unwrap();
+        assert!(
+            sent.is_empty(),
+            "{what}: answered {:?}",
+            String::from_utf8_lossy(&sent)
+        );
+        assert!(
+            after >= timeout,
+            "{what}: closed after {after:?}, before the header timeout"
+        );
+    }
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_starts_the_tls_handshake_is_cut_off() {
+    let timeout = Duration::from_secs(2);
+    let server = start_with(None, |config, _| {
+        config.limits.handshake_timeout = timeout;
+    })
+    .await;
+    let mut stalled = Vec::new();
+    for (what, sent) in [
+        ("no TLS at all", [].as_slice()),
+        // A handshake record announcing 512 bytes of ClientHello, and one of them.
+        (
+            "a partial ClientHello",
+            [0x16, 0x03, 0x01, 0x02, 0x00, 0x01].as_slice(),
+        ),
+    ] {
+        let since = Instant::now();
+        let mut stream = TcpStream::connect(server.handle.addr).await.unwrap();
+        stream.write_all(sent).await.unwrap();
+        stalled.push(watch_closing(what, stream, since));
+    }
+
+    keeps_serving(&server).await;
+
+    for closed in stalled {
+        let (what, after, sent) = closed.await.unwrap();
+        assert!(sent.is_empty(), "{what}: answered {sent:?}");
+        assert!(
+            after >= timeout,
+            "{what}: closed after {after:?}, before the handshake timeout"
+        );
+    }
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_never_completes_gets_408_and_the_server_keeps_serving() {
+    let server = start_with(None, |config, _| {
+        config.limits.body_timeout = Duration::from_secs(2);
+    })
+    .await;
+    let body = seed_strip();
+    let mut stream = tls_connect(&server, &[b"http/1.1"]).await;
+    stream
+        .write_all(post_head(body.len()).as_bytes())
+        .await
+        .unwrap();
+    stream.write_all(&body[..body.len() / 2]).await.unwrap();
+
+    let (status, head, text) = read_response(&mut stream).await;
+    assert_eq!(status, 408, "{head}{text}");
+    assert_eq!(
+        one_line(&text),
+        "timed out reading the request body",
+        "{text}"
+    );
+    assert!(head.contains("connection: close"), "{head}");
+    assert!(
+        until_closed("the connection after a 408", &mut stream)
+            .await
+            .is_empty()
+    );
+
+    keeps_serving(&server).await;
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.contains(r#"finalizer_guard_rejected_requests_total{code="408"} 1"#),
+        "{metrics}"
+    );
+    server.handle.shutdown().await;
+}
+
+// 2. The connection cap.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_cap_wait_until_one_closes() {
+    const CAP: usize = 8;
+    let server = start_with(None, |config, _| {
+        config.limits.max_connections = CAP;
+        // The held connections must outlive the test, idle or not.
+        config.limits.header_timeout = Duration::from_secs(300);
+    })
+    .await;
+    let body = seed_strip();
+    let mut held = Vec::new();
+    for _ in 0..CAP {
+        let mut stream = tls_connect(&server, &[b"http/1.1"]).await;
+        assert_eq!(exchange(&mut stream, &body).await.0, 200);
+        held.push(stream);
+    }
+
+    // One more: the kernel completes its TCP handshake, the server does not take it up.
+    let tcp = TcpStream::connect(server.handle.addr).await.unwrap();
+    let mut waiting =
+        tokio::spawn(connector(&server.ca_pem, &[b"http/1.1"]).connect(service_name(), tcp));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), &mut waiting)
+            .await
+            .is_err(),
+        "a connection beyond the cap of {CAP} was served"
+    );
+    // The held ones are served all the while.
+    for stream in &mut held {
+        assert_eq!(exchange(stream, &body).await.0, 200);
+    }
+    assert!(!waiting.is_finished(), "served beyond the cap");
+
+    // One closes: the waiting one is taken up and served.
+    drop(held.pop());
+    let mut stream = within("the waiting connection", waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    let (status, _, text) = exchange(&mut stream, &body).await;
+    assert_eq!(status, 200);
+    assert!(text.contains(r#""allowed":false"#), "{text}");
+    server.handle.shutdown().await;
+}
+
+#[test]
+fn the_default_limits_fit_several_api_servers() {
+    let Command::Serve(args) = Cli::try_parse_from(["finalizer-guard", "serve"])
+        .unwrap()
+        .command
+    else {
+        panic!("not serve");
+    };
+    let limits = args.into_config().limits;
+    // Each kube-apiserver replica keeps a pool of connections per webhook.
+    assert!(
+        limits.max_connections >= 1024,
+        "--max-connections defaults to {}",
+        limits.max_connections
+    );
+    assert!(limits.max_body_bytes >= 8 * 1024 * 1024);
+    for timeout in [
+        limits.handshake_timeout,
+        limits.header_timeout,
+        limits.body_timeout,
+    ] {
+        // Longer than kube-apiserver's own webhook timeout (at most 30s) is pointless.
+        assert!(
+            timeout > Duration::ZERO && timeout <= Duration::from_secs(30),
+            "{limits:?}"
+        );
+    }
+}
+
+// 3. Garbage where TLS is expected.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_on_the_tls_port_is_refused_and_frees_its_connection() {
+    // Two slots: a connection that kept its slot would soon stall the rest.
+    let server = start_with(None, |config, _| config.limits.max_connections = 2).await;
+    let mut noise = Vec::with_capacity(4096);
+    let mut x: u32 = 0x9e37_79b9;
+    for _ in 0..4096 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        noise.push(x as u8);
+    }
+    noise[0] = 0x99; // not a TLS record type: refused at once, not after a timeout
+    let mut plain = post_head(seed_strip().len()).into_bytes();
+    plain.extend(seed_strip());
+    let mut nonsense_record = vec![0x16, 0x03, 0x03, 0x00, 0x40];
+    nonsense_record.extend([0xff; 0x40]);
+    let inputs = [
+        ("random bytes", noise),
+        ("a plain-HTTP review", plain),
+        ("a handshake record of nonsense", nonsense_record),
+    ];
+    for _ in 0..3 {
+        for (what, bytes) in &inputs {
+            let mut tcp = TcpStream::connect(server.handle.addr).await.unwrap();
+            // The server may hang up before it has all been written.
+            let _ = tcp.write_all(bytes).await;
+            let answer = until_closed(what, &mut tcp).await;
+            assert!(
+                answer.is_empty() || answer[0] == 0x15,
+                "{what}: answered with something else than a TLS alert: {:?}",
+                String::from_utf8_lossy(&answer)
+            );
+        }
+    }
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
+
+// 4. Wrong method (405) and unknown path (404): tests/server.rs.
+
+// 5. Deeply nested JSON.
+
+/// A change made to a review before it is sent.
+type Change = fn(&mut Value);
+
+/// `review` serialized, with its `"PLACEHOLDER"` string replaced by `raw`.
+fn with_raw(review: &Value, raw: &[u8]) -> Vec<u8> {
+    let text = serde_json::to_vec(review).unwrap();
+    let at = text
+        .windows(13)
+        .position(|w| w == b"\"PLACEHOLDER\"")
+        .expect("a placeholder");
+    [&text[..at], raw, &text[at + 13..]].concat()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deeply_nested_json_is_refused_or_skipped_never_overflowing_the_stack() {
+    let server = start(None).await;
+    let deep = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth)).into_bytes();
+    let placed = |place: Change| {
+        let mut review = strip("alice", Value::Null);
+        place(&mut review);
+        review
+    };
+
+    // Parsed whole: serde_json stops at 128 levels, with a clear 400.
+    let parsed: [(&str, Change); 2] = [
+        ("request.options", |r| {
+            r["request"]["options"] = json!("PLACEHOLDER");
+        }),
+        ("an unknown top-level field", |r| {
+            r["extra"] = json!("PLACEHOLDER");
+        }),
+    ];
+    for (what, place) in parsed {
+        let response = server.post(with_raw(&placed(place), &deep(100_000))).await;
+        assert_eq!(response.status(), 400, "{what}");
+        let text = response.text().await.unwrap();
+        assert!(
+            one_line(&text)
+                .starts_with("body is nested more than 128 levels deep at line 1 column"),
+            "{what}: {text}"
+        );
+    }
+    let response = server.post(deep(100_000)).await;
+    assert_eq!(response.status(), 400);
+    one_line(&response.text().await.unwrap());
+
+    // Skipped: read past without recursion, whatever the depth; the removal
+    // is still judged. 300,000 levels is a body over 256 KiB, decided on the
+    // blocking pool.
+    let skipped: [(&str, Change, usize); 4] = [
+        (
+            "object.data",
+            |r| r["request"]["object"]["data"] = json!("PLACEHOLDER"),
+            100_000,
+        ),
+        (
+            "oldObject.spec",
+            |r| r["request"]["oldObject"]["spec"]["affinity"] = json!("PLACEHOLDER"),
+            300_000,
+        ),
+        (
+            "an annotation's value",
+            |r| r["request"]["object"]["metadata"]["annotations"] = json!({"a": "PLACEHOLDER"}),
+            100_000,
+        ),
+        (
+            "an unknown field of request",
+            |r| r["request"]["extra"] = json!("PLACEHOLDER"),
+            100_000,
+        ),
+    ];
+    for (what, place, depth) in skipped {
+        let response = server.post(with_raw(&placed(place), &deep(depth))).await;
+        assert_eq!(response.status(), 200, "{what}");
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["response"]["allowed"], false, "{what}: {answer}");
+    }
+    // An override reads oldObject whole for the leak ledger: cut at 128
+    // levels there too, and the override still goes through.
+    let mut overridden = strip(
+        "alice",
+        json!({"finalizer-guard.io/override": "node-lost: INC-4711 worker-3 powered off"}),
+    );
+    overridden["request"]["oldObject"]["status"] = json!("PLACEHOLDER");
+    let response = server.post(with_raw(&overridden, &deep(100_000))).await;
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
+
+// 6. Invalid UTF-8.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_utf8_in_a_string_the_decision_reads_is_refused() {
+    let server = start(None).await;
+    let invalid: [&[u8]; 3] = [
+        b"\xff\xfe",
+        b"\xc0\xaf",     // an overlong '/'
+        b"\xed\xa0\x80", // a UTF-16 surrogate
+    ];
+    let places: [(&str, Change); 5] = [
+        ("request.uid", |r| {
+            r["request"]["uid"] = json!("PLACEHOLDER")
+        }),
+        ("the username", |r| {
+            r["request"]["userInfo"]["username"] = json!("PLACEHOLDER")
+        }),
+        ("a removed finalizer", |r| {
+            r["request"]["oldObject"]["metadata"]["finalizers"] = json!(["PLACEHOLDER"])
+        }),
+        ("the override annotation", |r| {
+            r["request"]["object"]["metadata"]["annotations"] =
+                json!({"finalizer-guard.io/override": "PLACEHOLDER"})
+        }),
+        ("a label", |r| {
+            r["request"]["object"]["metadata"]["labels"] = json!({"app": "PLACEHOLDER"})
+        }),
+    ];
+    for (what, place) in places {
+        for bytes in invalid {
+            let mut review = strip("alice", Value::Null);
+            place(&mut review);
+            let raw = [b"\"node-lost: ", bytes, b"\""].concat();
+            let response = server.post(with_raw(&review, &raw)).await;
+            assert_eq!(response.status(), 400, "{what} {bytes:?}");
+            let text = response.text().await.unwrap();
+            let line = one_line(&text);
+            assert!(
+                line.starts_with("body is not JSON: invalid unicode code point at line 1 column"),
+                "{what}: {line}"
+            );
+        }
+    }
+    // A string the decision never reads (a ConfigMap's data) is skipped
+    // unread, as serde_json skips it: the removal is judged all the same.
+    let mut review = strip("alice", Value::Null);
+    review["request"]["object"]["data"] = json!({"k": "PLACEHOLDER"});
+    let response = server.post(with_raw(&review, b"\"\xff\xfe\"")).await;
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
+
+// 7. Wrong JSON types.
+
+/// `kubectl patch ns legacy` through `namespaces/finalize`, emptying `spec.finalizers`.
+fn namespace_finalize() -> Value {
+    let namespace = |finalizers: Value| {
+        json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "legacy", "uid": "4c3e2b1a-0f9e-4d8c-b7a6-5e4d3c2b1a09"},
+            "spec": {"finalizers": finalizers},
+            "status": {"phase": "Terminating"},
+        })
+    };
+    let mut review = update(
+        "alice",
+        namespace(json!(["kubernetes"])),
+        namespace(json!([])),
+    );
+    let request = &mut review["request"];
+    request["kind"] = json!({"group": "", "version": "v1", "kind": "Namespace"});
+    request["resource"] = json!({"group": "", "version": "v1", "resource": "namespaces"});
+    request["subResource"] = json!("finalize");
+    request["name"] = json!("legacy");
+    request["namespace"] = json!("legacy");
+    review
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_json_types_are_refused_or_still_denied_never_allowed() {
+    let server = start(None).await;
+    // Refused with a 400 that names the field.
+    let refused: [(&str, Change, &str); 14] = [
+        (
+            "request.uid",
+            |r| r["request"]["uid"] = json!(42),
+            "request.uid: invalid type: integer `42`, expected a string",
+        ),
+        ("request", |r| r["request"] = json!([]), "request"),
+        (
+            "request.operation",
+            |r| r["request"]["operation"] = json!(1),
+            "request.operation",
+        ),
+        (
+            "request.dryRun",
+            |r| r["request"]["dryRun"] = json!("false"),
+            "request.dryRun",
+        ),
+        (
+            "request.userInfo.groups",
+            |r| r["request"]["userInfo"]["groups"] = json!("system:masters"),
+            "request.userInfo.groups",
+        ),
+        (
+            "request.userInfo.username",
+            |r| r["request"]["userInfo"]["username"] = json!(7),
+            "request.userInfo.username",
+        ),
+        (
+            "request.object",
+            |r| r["request"]["object"] = json!("web-0"),
+            "request.object",
+        ),
+        (
+            "request.oldObject.metadata",
+            |r| r["request"]["oldObject"]["metadata"] = json!("web-0"),
+            "request.oldObject.metadata",
+        ),
+        (
+            "oldObject finalizers as an object",
+            |r| {
+                r["request"]["oldObject"]["metadata"]["finalizers"] =
+                    json!({"0": "example.com/cleanup"})
+            },
+            "request.oldObject.metadata.finalizers",
+        ),
+        (
+            "oldObject finalizers as a string",
+            |r| r["request"]["oldObject"]["metadata"]["finalizers"] = json!("example.com/cleanup"),
+            "request.oldObject.metadata.finalizers",
+        ),
+        // A non-string entry must not make the removal of the others invisible.
+        (
+            "a number among oldObject's finalizers",
+            |r| {
+                r["request"]["oldObject"]["metadata"]["finalizers"] =
+                    json!(["example.com/cleanup", 7])
+            },
+            "request.oldObject.metadata.finalizers",
+        ),
+        (
+            "object finalizers as an object",
+            |r| r["request"]["object"]["metadata"]["finalizers"] = json!({}),
+            "request.object.metadata.finalizers",
+        ),
+        (
+            "a null among object's finalizers",
+            |r| r["request"]["object"]["metadata"]["finalizers"] = json!([null]),
+            "request.object.metadata.finalizers",
+        ),
+        (
+            "annotations as a list",
+            |r| {
+                r["request"]["object"]["metadata"]["annotations"] =
+                    json!(["finalizer-guard.io/override"])
+            },
+            "request.object.metadata.annotations",
+        ),
+    ];
+    for (what, change, reason) in refused {
+        let mut review = strip("alice", Value::Null);
+        change(&mut review);
+        let response = server.post(serde_json::to_vec(&review).unwrap()).await;
+        assert_eq!(response.status(), 400, "{what}");
+        let text = response.text().await.unwrap();
+        assert!(one_line(&text).contains(reason), "{what}: {text}");
+    }
+
+    // Tolerated, as fields a decision does not need or an override that is
+    // simply not there: the removal is still denied.
+    let tolerated: [(&str, Change); 4] = [
+        ("the override annotation as a number", |r| {
+            r["request"]["object"]["metadata"]["annotations"] =
+                json!({"finalizer-guard.io/override": 4711})
+        }),
+        ("the override annotation as an object", |r| {
+            r["request"]["object"]["metadata"]["annotations"] =
+                json!({"finalizer-guard.io/override": {"node-lost": "INC-4711"}})
+        }),
+        ("a label as a number", |r| {
+            r["request"]["object"]["metadata"]["labels"] = json!({"app": 1})
+        }),
+        ("a custom resource's spec as a string", |r| {
+            r["request"]["object"]["spec"] = json!("opaque")
+        }),
+    ];
+    for (what, change) in tolerated {
+        let mut review = strip("alice", Value::Null);
+        change(&mut review);
+        let answer = server.review(&review).await;
+        assert_eq!(answer["response"]["allowed"], false, "{what}: {answer}");
+        assert_eq!(answer["response"]["status"]["code"], 403, "{what}");
+    }
+
+    // A Namespace's spec.finalizers is judged through namespaces/finalize:
+    // there a list of another shape would read as empty, hiding a removal.
+    let answer = server.review(&namespace_finalize()).await;
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    let shapes: [(&str, Change, &str); 5] = [
+        (
+            "oldObject spec.finalizers as a string",
+            |r| r["request"]["oldObject"]["spec"]["finalizers"] = json!("kubernetes"),
+            "request.oldObject",
+        ),
+        (
+            "a number among oldObject's spec.finalizers",
+            |r| r["request"]["oldObject"]["spec"]["finalizers"] = json!(["kubernetes", 7]),
+            "request.oldObject",
+        ),
+        (
+            "oldObject spec as a list",
+            |r| r["request"]["oldObject"]["spec"] = json!(["kubernetes"]),
+            "request.oldObject",
+        ),
+        (
+            "oldObject spec.finalizers as an object",
+            |r| r["request"]["oldObject"]["spec"]["finalizers"] = json!({"kubernetes": true}),
+            "request.oldObject",
+        ),
+        (
+            "object spec.finalizers as a number",
+            |r| r["request"]["object"]["spec"]["finalizers"] = json!(0),
+            "request.object",
+        ),
+    ];
+    for (what, change, field) in shapes {
+        let mut review = namespace_finalize();
+        change(&mut review);
+        let response = server.post(serde_json::to_vec(&review).unwrap()).await;
+        assert_eq!(response.status(), 400, "{what}");
+        let text = response.text().await.unwrap();
+        assert_eq!(
+            one_line(&text),
+            format!(
+                "{field}.spec.finalizers is not a list of finalizer names: cannot tell which finalizers it removes"
+            ),
+            "{what}"
+        );
+    }
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
+
+// 8. Oversized bodies.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_bodies_get_413_however_they_are_sent() {
+    const LIMIT: usize = 256 * 1024;
+    let server = start_with(None, |config, _| config.limits.max_body_bytes = LIMIT).await;
+    // A review padded to exactly the limit is decided; one byte more is not.
+    let padded = |size: usize| {
+        let mut body = seed_strip();
+        body.resize(size, b' ');
+        body
+    };
+    let response = server.post(padded(LIMIT)).await;
+    assert_eq!(response.status(), 200);
+    let response = server.post(padded(LIMIT + 1)).await;
+    assert_eq!(response.status(), 413);
+    assert_eq!(
+        one_line(&response.text().await.unwrap()),
+        format!("request body exceeds {LIMIT} bytes")
+    );
+
+    // Chunked, with no length announced.
+    let mut stream = tls_connect(&server, &[b"http/1.1"]).await;
+    let head = format!(
+        "POST /validate HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
+        common::SERVICE_NAME
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let chunk = [b' '; 16 * 1024];
+    for _ in 0..(2 * LIMIT / chunk.len()) {
+        stream
+            .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+            .await
+            .unwrap();
+        stream.write_all(&chunk).await.unwrap();
+        stream.write_all(b"\r\n").await.unwrap();
+    }
+    stream.write_all(b"0\r\n\r\n").await.unwrap();
+    let (status, head, text) = read_response(&mut stream).await;
+    assert_eq!(status, 413, "{head}{text}");
+    assert!(head.contains("connection: close"), "{head}");
+
+    // Over HTTP/2.
+    let h2 = common::client(&server.ca_pem, server.handle.addr, &[b"h2"]);
+    let response = h2
+        .post(format!("{}/validate", server.url))
+        .body(padded(2 * LIMIT))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.version(), reqwest::Version::HTTP_2);
+    assert_eq!(response.status(), 413);
+
+    keeps_serving(&server).await;
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.contains(r#"finalizer_guard_rejected_requests_total{code="413"} 3"#),
+        "{metrics}"
+    );
+    server.handle.shutdown().await;
+}
+
+// 9. Graceful shutdown of the real binary.
+
+/// `finalizer-guard serve` as a child process, and where it listens.
+#[cfg(unix)]
+struct Child {
+    process: tokio::process::Child,
+    addr: SocketAddr,
+    admin: SocketAddr,
+    /// Its standard error so far, for failure messages.
+    log: Arc<std::sync::Mutex<String>>,
+}
+
+#[cfg(unix)]
+async fn spawn_serve(args: &[&str]) -> Child {
+    use tokio::io::AsyncBufReadExt;
+    let mut process = tokio::process::Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .args(["--events=false", "--log-format", "json"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let log = Arc::new(std::sync::Mutex::new(String::new()));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut lines = tokio::io::BufReader::new(process.stderr.take().unwrap()).lines();
+    let kept = log.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            kept.lock().unwrap().push_str(&line);
+            kept.lock().unwrap().push('\n');
+            let _ = tx.send(line);
+        }
+    });
+    let (addr, admin) = within("the serving log line", async {
+        loop {
+            let line = rx.recv().await.expect("serve exited before serving");
+            let Ok(event) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if let (Some(addr), Some(admin)) =
+                (event["addr"].as_str(), event["admin_addr"].as_str())
+            {
+                return (addr.parse().unwrap(), admin.parse().unwrap());
+            }
+        }
+    })
+    .await;
+    Child {
+        process,
+        addr,
+        admin,
+        log,
+    }
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_turns_unready_lets_the_request_in_flight_finish_then_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = spawn_serve(&[
+        "--dev-cert-dir",
+        dir.path().to_str().unwrap(),
+        "--shutdown-delay",
+        "5s",
+        "--shutdown-timeout",
+        "60s",
+        "--body-timeout",
+        "60s",
+    ])
+    .await;
+    let ca = std::fs::read(dir.path().join("ca.crt")).unwrap();
+    let readyz = format!("http://{}/readyz", child.admin);
+    assert_eq!(reqwest::get(&readyz).await.unwrap().status(), 200);
+
+    // A review in flight: headers and half its body sent.
+    let body = seed_strip();
+    let tcp = TcpStream::connect(child.addr).await.unwrap();
+    let mut in_flight = within(
+        "TLS handshake",
+        connector(&ca, &[b"http/1.1"]).connect(service_name(), tcp),
+    )
+    .await
+    .unwrap();
+    in_flight
+        .write_all(post_head(body.len()).as_bytes())
+        .await
+        .unwrap();
+    in_flight.write_all(&body[..body.len() / 2]).await.unwrap();
+
+    let pid = child.process.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+
+    // Unready at once, on the admin port the kubelet probes.
+    within("/readyz turning 503", async {
+        loop {
+            let status = reqwest::get(&readyz)
+                .await
+                .unwrap_or_else(|e| panic!("/readyz during the shutdown delay: {e}"))
+                .status();
+            if status == 503 {
+                return;
+            }
+            assert_eq!(status, 200);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    // After the delay the webhook port stops taking connections...
+    within("the webhook port closing", async {
+        while TcpStream::connect(child.addr).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(
+        child.process.try_wait().unwrap().is_none(),
+        "exited with a request in flight:\n{}",
+        child.log.lock().unwrap()
+    );
+    // ... while the request in flight is finished and answered.
+    in_flight.write_all(&body[body.len() / 2..]).await.unwrap();
+    let (status, _, text) = read_response(&mut in_flight).await;
+    assert_eq!(status, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["response"]["allowed"], false);
+
+    let exited = within("the process exiting", child.process.wait())
+        .await
+        .unwrap();
+    assert_eq!(
+        exited.code(),
+        Some(0),
+        "{exited}:\n{}",
+        child.log.lock().unwrap()
+    );
+}
+
+// 10. Client certificates (mTLS).
+
+/// An HTTPS client trusting `ca_pem`, presenting `identity` (certificate and key PEM) if any.
+fn client_as(ca_pem: &[u8], addr: SocketAddr, identity: Option<(&[u8], &[u8])>) -> reqwest::Client {
+    common::install_provider();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let mut tls = match identity {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                CertificateDer::pem_slice_iter(cert)
+                    .map(Result::unwrap)
+                    .collect(),
+                PrivateKeyDer::from_pem_slice(key).unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .resolve(common::SERVICE_NAME, addr)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+/// `finalizer-guard certs ... --client kube-apiserver --out DIR`.
+fn certs_with_client(out: &Path) {
+    let certs = std::process::Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
+        .args([
+            "certs",
+            "--service",
+            "finalizer-guard",
+            "--namespace",
+            "finalizer-guard",
+        ])
+        .args(["--client", "kube-apiserver", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        certs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&certs.stderr)
+    );
+}
+
+fn read(path: impl AsRef<Path>) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_client_ca_only_its_client_certificates_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("certs");
+    certs_with_client(&out);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(out.join("client.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "client.key is readable by others");
+    }
+    let mut config = common::config(dir.path());
+    config.tls = Some((out.join("tls.crt"), out.join("tls.key")));
+    config.client_ca = Some(out.join("ca.crt"));
+    let handle = server::start(config).await.unwrap();
+    let ca = read(out.join("ca.crt"));
+    let url = format!("https://{}:{}", common::SERVICE_NAME, handle.addr.port());
+    let body = seed_strip();
+    let post = |client: reqwest::Client| {
+        let (url, body) = (url.clone(), body.clone());
+        async move {
+            client
+                .post(format!("{url}/validate"))
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+        }
+    };
+
+    // kube-apiserver's certificate, from `certs --client`: answered.
+    let (client_crt, client_key) = (read(out.join("client.crt")), read(out.join("client.key")));
+    let apiserver = client_as(&ca, handle.addr, Some((&client_crt, &client_key)));
+    let response = post(apiserver).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["response"]["allowed"], false);
+
+    // Refused at the handshake: no certificate; one from another CA; and
+    // one from the right CA that is not for client authentication (the
+    // serving certificate itself).
+    let other = Authority::generate(1)
+        .unwrap()
+        .issue_client("kube-apiserver", 1)
+        .unwrap();
+    let (tls_crt, tls_key) = (read(out.join("tls.crt")), read(out.join("tls.key")));
+    let refused = [
+        ("no certificate", None),
+        (
+            "another CA's certificate",
+            Some((other.cert_pem.as_bytes(), other.key_pem.as_bytes())),
+        ),
+        (
+            "a serving certificate",
+            Some((tls_crt.as_slice(), tls_key.as_slice())),
+        ),
+    ];
+    for (what, identity) in refused {
+        let client = client_as(&ca, handle.addr, identity);
+        match post(client.clone()).await {
+            Err(e) => assert!(e.is_connect() || e.is_request(), "{what}: {e:?}"),
+            Ok(response) => panic!("{what}: served, {}", response.status()),
+        }
+        assert!(
+            client.get(format!("{url}/healthz")).send().await.is_err(),
+            "{what}: /healthz on the webhook port"
+        );
+    }
+    // The probes stay on the admin port, where no certificate is asked for.
+    for probe in ["healthz", "readyz"] {
+        let status = reqwest::get(format!("http://{}/{probe}", handle.admin_addr))
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 200, "{probe}");
+    }
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_ca_that_cannot_be_read_is_a_startup_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_pem = dir.path().join("not-pem.crt");
+    std::fs::write(&not_pem, "kube-apiserver\n").unwrap();
+    let bad_der = dir.path().join("bad-der.crt");
+    std::fs::write(
+        &bad_der,
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let missing = dir.path().join("missing.crt");
+    for (path, why) in [
+        (&missing, "No such file"),
+        (&not_pem, "no PEM certificate found"),
+        (&bad_der, "client CA"),
+    ] {
+        let mut config = common::config(dir.path());
+        config.client_ca = Some(path.clone());
+        let error = server::start(config)
+            .await
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            error.contains(path.to_str().unwrap()) && error.contains(why),
+            "{error}"
+        );
+    }
+    // The flag and its environment variable, through the binary.
+    let serve = |args: &[&str], env: Option<&Path>| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_finalizer-guard"));
+        command
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .args(["--events=false", "--dev-cert-dir"])
+            .arg(dir.path())
+            .args(args);
+        if let Some(path) = env {
+            command.env("FINALIZER_GUARD_CLIENT_CA", path);
+        }
+        command.output().unwrap()
+    };
+    for refused in [
+        serve(&["--client-ca", missing.to_str().unwrap()], None),
+        serve(&[], Some(&not_pem)),
+    ] {
+        assert_eq!(refused.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains("error: "), "{stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_ca_is_reloaded_while_serving() {
+    let first = Authority::generate(1)
+        .unwrap()
+        .issue_client("kube-apiserver", 1)
+        .unwrap();
+    let second = Authority::generate(1)
+        .unwrap()
+        .issue_client("kube-apiserver", 1)
+        .unwrap();
+    let ca_file = std::sync::OnceLock::new();
+    let server = start_with(None, |config, dir| {
+        let path = dir.join("client-ca.crt");
+        std::fs::write(&path, &first.ca_cert_pem).unwrap();
+        config.client_ca = Some(path.clone());
+        ca_file.set(path).unwrap();
+    })
+    .await;
+    let ca_file = ca_file.into_inner().unwrap();
+    let served = |identity: &finalizer_guard::certs::Bundle| {
+        // A new client each time: a new connection, a full handshake.
+        let client = client_as(
+            &server.ca_pem,
+            server.handle.addr,
+            Some((identity.cert_pem.as_bytes(), identity.key_pem.as_bytes())),
+        );
+        let url = format!("{}/validate", server.url);
+        async move {
+            client
+                .post(url)
+                .body(seed_strip())
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+        }
+    };
+    assert!(served(&first).await);
+    assert!(!served(&second).await);
+
+    // Replaced whole, as kubelet swaps a Secret volume's contents.
+    let replace = |text: &str| {
+        let tmp = ca_file.with_extension("tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &ca_file).unwrap();
+    };
+    replace(&second.ca_cert_pem);
+    within("the new client CA in force", async {
+        while !served(&second).await {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(!served(&first).await, "the old CA is still trusted");
+
+    // A broken file is refused; the last good CA stays in force.
+    replace("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+    within("the broken client CA refused", async {
+        while !server
+            .metrics()
+            .await
+            .contains(r#"finalizer_guard_reloads_total{kind="client-ca",outcome="failure"} 1"#)
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(served(&second).await);
+    assert!(!served(&first).await);
+    server.handle.shutdown().await;
+}
