@@ -30,7 +30,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the webhook (TLS) and the admin port (metrics, probes).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Write a CA and a serving certificate for the webhook's Service (and a client certificate).
     Certs(CertsArgs),
     /// Decide recorded AdmissionReviews offline, exactly as the server would.
@@ -120,6 +120,9 @@ pub struct ServeArgs {
     /// Most TLS connections served at once; more wait to be accepted.
     #[arg(long, env = "FINALIZER_GUARD_MAX_CONNECTIONS", default_value_t = 4096)]
     pub max_connections: usize,
+    /// Most request body bytes held in memory at once, across all connections; a body that does not fit waits for room.
+    #[arg(long, env = "FINALIZER_GUARD_MAX_INFLIGHT_BODY_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_inflight_body_bytes: usize,
     /// How often the policy and certificate files are re-read.
     #[arg(long, env = "FINALIZER_GUARD_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_duration)]
     pub reload_interval: Duration,
@@ -251,6 +254,7 @@ impl ServeArgs {
             header_timeout,
             body_timeout,
             max_connections,
+            max_inflight_body_bytes,
             reload_interval,
             shutdown_delay,
             shutdown_timeout,
@@ -274,6 +278,7 @@ impl ServeArgs {
                 header_timeout,
                 body_timeout,
                 max_connections,
+                max_inflight_body_bytes,
             },
             reload_interval,
             shutdown_delay,

@@ -25,6 +25,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Config(String),
     #[error("TLS: {0}")]
     Tls(String),
     #[error("certificate generation: {0}")]

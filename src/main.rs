@@ -12,7 +12,7 @@ fn main() {
                 .enable_all()
                 .build()
                 .expect("a tokio runtime");
-            match runtime.block_on(cli::serve(args)) {
+            match runtime.block_on(cli::serve(*args)) {
                 Ok(()) => 0,
                 Err(e) => {
                     tracing::error!("{e}");

@@ -274,6 +274,69 @@ async fn a_body_that_never_completes_gets_408_and_the_server_keeps_serving() {
     server.handle.shutdown().await;
 }
 
+/// The bodies held in memory at once are capped across connections: a
+/// request whose body does not fit waits for room instead of growing the
+/// server past its memory limit, then is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_in_flight_share_one_memory_budget() {
+    const BUDGET: usize = 64 * 1024;
+    let server = start_with(None, |config, _| {
+        config.limits.max_body_bytes = BUDGET;
+        config.limits.max_inflight_body_bytes = BUDGET;
+    })
+    .await;
+    // A takes the whole budget (its announced length) and sends half its body.
+    let mut padded = seed_strip();
+    padded.resize(BUDGET, b' ');
+    let mut a = tls_connect(&server, &[b"http/1.1"]).await;
+    a.write_all(post_head(padded.len()).as_bytes())
+        .await
+        .unwrap();
+    a.write_all(&padded[..BUDGET / 2]).await.unwrap();
+    // Let the server read A's head before B's.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // B's small review waits for room while A holds it.
+    let mut b = tls_connect(&server, &[b"http/1.1"]).await;
+    let b_body = seed_strip();
+    let mut b_answer = tokio::spawn(async move {
+        let answer = exchange(&mut b, &b_body).await;
+        (answer, Instant::now())
+    });
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), &mut b_answer)
+            .await
+            .is_err(),
+        "B was answered while A held the whole body budget"
+    );
+
+    // A finishes: it is answered, then B is.
+    a.write_all(&padded[BUDGET / 2..]).await.unwrap();
+    let (status, head, text) = read_response(&mut a).await;
+    let a_answered = Instant::now();
+    assert_eq!(status, 200, "{head}{text}");
+    let ((status, head, text), b_answered) = within("B's answer", b_answer).await.unwrap();
+    assert_eq!(status, 200, "{head}{text}");
+    assert!(b_answered >= a_answered);
+    assert!(text.contains(r#""allowed":false"#), "{text}");
+
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_budget_below_the_body_limit_is_a_startup_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    config.limits.max_body_bytes = 8 * 1024 * 1024;
+    config.limits.max_inflight_body_bytes = 1024 * 1024;
+    let Err(e) = server::start(config).await else {
+        panic!("started with a body budget smaller than one body");
+    };
+    let text = e.to_string();
+    assert!(text.contains("--max-inflight-body-bytes"), "{text}");
+}
+
 // 2. The connection cap.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -94,6 +94,10 @@ pub struct Limits {
     pub body_timeout: Duration,
     /// Most webhook connections served at once; more wait to be accepted.
     pub max_connections: usize,
+    /// Most request body bytes held at once, across all connections: a
+    /// request whose body does not fit waits (within the body timeout) for
+    /// others to finish. At least `max_body_bytes`.
+    pub max_inflight_body_bytes: usize,
 }
 
 /// State shared by every request.
@@ -106,6 +110,8 @@ pub struct AppState {
     pub events: Option<Arc<EventSink>>,
     /// Audit lines on standard output, written from their own thread.
     pub audit: AuditLog,
+    /// `limits.max_inflight_body_bytes`, in KiB permits.
+    pub body_budget: Arc<Semaphore>,
     /// This replica's name, for Events' reportingInstance.
     pub instance: String,
 }
@@ -155,6 +161,12 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         events,
         events_queue,
     } = config;
+    if limits.max_inflight_body_bytes < limits.max_body_bytes {
+        return Err(Error::Config(format!(
+            "--max-inflight-body-bytes ({}) is less than --max-body-bytes ({}): the largest accepted body could never be read",
+            limits.max_inflight_body_bytes, limits.max_body_bytes
+        )));
+    }
 
     let (initial_policy, policy_bytes) = match &policy {
         Some(path) => {
@@ -236,6 +248,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         limits,
         recorder,
         events,
+        body_budget: Arc::new(Semaphore::new(kib(limits.max_inflight_body_bytes))),
         audit: AuditLog::stdout().map_err(|e| Error::io("audit thread", e))?,
         instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard".into()),
     });
@@ -578,4 +591,9 @@ impl Connection {
             tracing::debug!(%peer, error = %e, "connection ended with an error");
         }
     }
+}
+
+/// Bytes as whole KiB, rounded up: the unit of the body budget's permits.
+pub(crate) fn kib(bytes: usize) -> usize {
+    bytes.div_ceil(1024)
 }

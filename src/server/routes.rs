@@ -12,9 +12,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use http_body_util::BodyExt;
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::{Instrument, field};
 
-use super::AppState;
+use super::{AppState, kib};
 use crate::admission;
 use crate::metrics::RejectLabels;
 
@@ -79,8 +80,8 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<usize>().ok());
-        let body = match read_body(&state, request.into_body(), announced).await {
-            Ok(body) => body,
+        let (body, _budget) = match read_body(&state, request.into_body(), announced).await {
+            Ok(read) => read,
             Err((code, reason)) => return reject(&state, code, reason),
         };
         let started = Instant::now();
@@ -140,7 +141,9 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
     .await
 }
 
-/// Reads the whole body within the size limit and the body timeout.
+/// Reads the whole body within the size limit, the in-flight budget and the
+/// body timeout. The permit returned holds the body's share of the budget:
+/// keep it until the body is no longer needed.
 ///
 /// An oversized body is still read, up to [`DRAIN_FACTOR`] times the limit and
 /// within the timeout, and thrown away: a client that is still writing when
@@ -149,12 +152,18 @@ async fn read_body(
     state: &AppState,
     mut body: Body,
     announced: Option<usize>,
-) -> Result<Bytes, (StatusCode, String)> {
+) -> Result<(Bytes, OwnedSemaphorePermit), (StatusCode, String)> {
     let limit = state.limits.max_body_bytes;
+    let deadline = tokio::time::Instant::now() + state.limits.body_timeout;
+    // The announced size (never more than the limit) is taken from the budget
+    // before a byte is read; a body longer than announced, or of no announced
+    // length, takes the rest as it arrives.
+    let announced = announced.map(|length| length.min(limit));
+    let mut held = take_budget(state, deadline, None, kib(announced.unwrap_or(0))).await?;
     let read = async {
         let mut buf = bytes::BytesMut::new();
         let mut seen: usize = 0;
-        let mut reserve = announced.map(|length| length.min(limit));
+        let mut reserve = announced;
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| {
                 (
@@ -173,6 +182,10 @@ async fn read_body(
             }
             seen = seen.saturating_add(data.len());
             if seen <= limit {
+                let needed = kib(seen);
+                if needed > held.num_permits() {
+                    held = take_budget(state, deadline, Some(held), needed).await?;
+                }
                 buf.extend_from_slice(&data);
             } else if seen > limit.saturating_mul(DRAIN_FACTOR) {
                 break;
@@ -184,15 +197,51 @@ async fn read_body(
                 format!("request body exceeds {limit} bytes"),
             ));
         }
-        Ok(buf.freeze())
+        Ok((buf.freeze(), held))
     };
-    match tokio::time::timeout(state.limits.body_timeout, read).await {
+    match tokio::time::timeout_at(deadline, read).await {
         Err(_) => Err((
             StatusCode::REQUEST_TIMEOUT,
             "timed out reading the request body".into(),
         )),
         Ok(result) => result,
     }
+}
+
+/// Grows `held` (or a new, empty permit) to `kib` permits of the body budget,
+/// waiting for room until `deadline`.
+async fn take_budget(
+    state: &AppState,
+    deadline: tokio::time::Instant,
+    held: Option<OwnedSemaphorePermit>,
+    kib: usize,
+) -> Result<OwnedSemaphorePermit, (StatusCode, String)> {
+    let budget = &state.body_budget;
+    let have = held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
+    // Never more than the whole budget: a start-up check keeps the largest
+    // accepted body within it.
+    let more = u32::try_from(kib.saturating_sub(have)).unwrap_or(u32::MAX);
+    let busy = || {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "too many request bodies in flight (more than {} bytes); try again",
+                state.limits.max_inflight_body_bytes
+            ),
+        )
+    };
+    let extra =
+        match tokio::time::timeout_at(deadline, budget.clone().acquire_many_owned(more)).await {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_)) | Err(_) => return Err(busy()),
+        };
+    Ok(match held {
+        Some(mut held) => {
+            held.merge(extra);
+            held
+        }
+        None => extra,
+    })
 }
 
 /// How much of an oversized body is read and discarded before answering 413.
@@ -212,7 +261,9 @@ fn reject(state: &AppState, code: StatusCode, reason: String) -> Response {
     let mut response = (code, line).into_response();
     if matches!(
         code,
-        StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT
+        StatusCode::PAYLOAD_TOO_LARGE
+            | StatusCode::REQUEST_TIMEOUT
+            | StatusCode::SERVICE_UNAVAILABLE
     ) {
         // The rest of the body is still on the wire: this connection cannot
         // carry another request, and the client must not reuse it.

@@ -27,6 +27,7 @@ pub fn config(dir: &Path) -> ServeConfig {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(5),
             max_connections: 1024,
+            max_inflight_body_bytes: 64 * 1024 * 1024,
         },
         reload_interval: Duration::from_millis(100),
         shutdown_delay: Duration::ZERO,
