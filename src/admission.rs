@@ -782,15 +782,33 @@ fn explain(body: &[u8], error: serde_json::Error) -> ReviewError {
         && (std::str::from_utf8(body).is_err()
             || serde_json::from_slice::<IgnoredAny>(body).is_err())
     {
-        return ReviewError::NotJson(error.to_string());
+        return ReviewError::NotJson(one_line(error.to_string()));
     }
     let mut de = serde_json::Deserializer::from_slice(body);
-    match serde_path_to_error::deserialize::<_, AdmissionReview<LeanObject>>(&mut de) {
-        Err(e) if e.path().to_string() != "." => {
-            ReviewError::NotAdmissionReview(format!("{}: {}", e.path(), e.inner()))
-        }
-        _ => ReviewError::NotAdmissionReview(error.to_string()),
+    let reason = match serde_path_to_error::deserialize::<_, AdmissionReview<LeanObject>>(&mut de) {
+        Err(e) if e.path().to_string() != "." => format!("{}: {}", e.path(), e.inner()),
+        _ => error.to_string(),
+    };
+    ReviewError::NotAdmissionReview(one_line(reason))
+}
+
+/// Escapes control characters and line separators: serde's errors quote the
+/// body's own keys and values (an unknown `operation`, a key in `extra`), and
+/// a reason is one line, of a 400 body and of `check`'s output.
+fn one_line(reason: String) -> String {
+    let breaks = |c: char| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}');
+    if !reason.contains(breaks) {
+        return reason;
     }
+    let mut out = String::with_capacity(reason.len() + 8);
+    for c in reason.chars() {
+        if breaks(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -928,6 +946,32 @@ mod tests {
             review(&p, &no_old).unwrap_err(),
             ReviewError::NoObject("oldObject")
         );
+    }
+
+    #[test]
+    fn reasons_stay_on_one_line_whatever_the_body_quotes() {
+        let p = Policy::embedded_default();
+        let request = |fields: &str| {
+            format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"x","kind":{{"group":"","version":"v1","kind":"Pod"}},"resource":{{"group":"","version":"v1","resource":"pods"}},{fields}}}}}"#
+            )
+        };
+        let cases = [
+            // serde quotes an unknown variant, and the path names a map key.
+            (
+                request(r#""operation":"UP\nDATE\r","userInfo":{}"#),
+                r"unknown variant `UP\nDATE\r`",
+            ),
+            (
+                request(r#""operation":"UPDATE","userInfo":{"extra":{"a\nb\u2028c":5}}"#),
+                r"request.userInfo.extra.a\nb\u{2028}c: invalid type",
+            ),
+        ];
+        for (body, want) in cases {
+            let e = review(&p, body.as_bytes()).unwrap_err().to_string();
+            assert!(e.contains(want), "{e:?} lacks {want:?}");
+            assert!(!e.contains(|c: char| c.is_control()), "{e:?}");
+        }
     }
 
     #[test]
