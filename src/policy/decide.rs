@@ -13,7 +13,29 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
     let settings = &policy.override_settings;
     let enforced = policy.mode == Mode::Enforce;
 
+    // 1. Only UPDATE is judged.
+    let judged = change.operation == Operation::Update;
+
+    // 2. What is removed: metadata.finalizers, and spec.finalizers through
+    //    namespaces/finalize; and who may remove each (4.).
+    let mut removed = Vec::new();
+    if judged {
+        push_removed(
+            &mut removed,
+            change.metadata_finalizers,
+            FinalizerField::Metadata,
+        );
+        if change.target.is_namespace_finalize() {
+            push_removed(&mut removed, change.spec_finalizers, FinalizerField::Spec);
+        }
+        for removal in &mut removed {
+            removal.authorized_by = authority(change, policy, &removal.finalizer, removal.field);
+        }
+    }
+
     // Two-person rule: only approvers write approvals, on CREATE and UPDATE.
+    // A refused write keeps what it removed on record (in warn mode it is
+    // allowed, and the removal must still be audited and counted).
     let mut approval_written = false;
     if let Some(approval) = &settings.approval
         && matches!(change.operation, Operation::Create | Operation::Update)
@@ -22,33 +44,21 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
         if let Err(problem) = approval::check_write(change, settings, approval, change.now) {
             return Decision {
                 outcome: Outcome::ApprovalRefused { problem, enforced },
-                removed: Vec::new(),
+                removed,
             };
         }
         approval_written = true;
     }
 
-    // 1. Only UPDATE is judged.
-    if change.operation != Operation::Update {
+    if !judged {
         return Decision {
             outcome: if approval_written {
                 Outcome::ApprovalRecorded
             } else {
                 Outcome::NotJudged
             },
-            removed: Vec::new(),
+            removed,
         };
-    }
-
-    // 2. What is removed: metadata.finalizers, and spec.finalizers through namespaces/finalize.
-    let mut removed = Vec::new();
-    push_removed(
-        &mut removed,
-        change.metadata_finalizers,
-        FinalizerField::Metadata,
-    );
-    if change.target.is_namespace_finalize() {
-        push_removed(&mut removed, change.spec_finalizers, FinalizerField::Spec);
     }
 
     // 3. Nothing removed: allowed silently.
@@ -64,9 +74,6 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
     }
 
     // 4. Each removal authorized by a rule or a built-in controller.
-    for removal in &mut removed {
-        removal.authorized_by = authority(change, policy, &removal.finalizer, removal.field);
-    }
     if removed.iter().all(|r| r.authorized_by.is_some()) {
         return Decision {
             outcome: Outcome::Authorized,
@@ -829,10 +836,19 @@ rules:
             // The single-person annotation alone is a guarded write, not an override.
             let mut c = strip("oncall", BTreeMap::new());
             c.annotations.insert(OVERRIDE.into(), "node-lost: x".into());
-            assert_eq!(
-                c.decide(&p).outcome,
-                refused(ApprovalProblem::NotAnApprover)
+            let d = c.decide(&p);
+            assert_eq!(d.outcome, refused(ApprovalProblem::NotAnApprover));
+            // The removal that came with the refused write stays on record,
+            // unauthorized: in warn mode it is allowed, audited and counted.
+            let names: Vec<&str> = d.removed.iter().map(|r| r.finalizer.as_str()).collect();
+            assert_eq!(names, ["example.com/cleanup"]);
+            assert_eq!(d.unauthorized().count(), 1);
+            let warn = super::policy(
+                "mode: warn\noverride:\n  approval:\n    users: [sec-lead]\n    maxAge: 2h\n",
             );
+            let d = c.decide(&warn);
+            assert!(d.allowed() && d.audited());
+            assert_eq!(d.unauthorized().count(), 1);
         }
 
         #[test]
