@@ -189,21 +189,25 @@ impl<'de> Deserialize<'de> for Annotations {
     }
 }
 
-/// Visitor methods that take any scalar (and null) as "nothing here": the
-/// value's `Default`. For fields whose other shapes a decision ignores.
+/// Visitor methods for scalars: `null` is "nothing here" (the value's
+/// `Default`), and so is any other scalar, unless `other` says what it is
+/// instead (a string is left to the visitor).
 macro_rules! skip_scalars {
     () => {
+        skip_scalars!(Self::Value::default());
+    };
+    ($other:expr) => {
         fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Ok(Self::Value::default())
+            Ok($other)
         }
         fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-            Ok(Self::Value::default())
+            Ok($other)
         }
         fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-            Ok(Self::Value::default())
+            Ok($other)
         }
         fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-            Ok(Self::Value::default())
+            Ok($other)
         }
         fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
             Ok(Self::Value::default())
@@ -237,26 +241,9 @@ impl SpecFinalizers {
 /// empty list (as the apiserver treats it), any other scalar is malformed.
 macro_rules! malformed_scalars {
     () => {
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Ok(SpecFinalizers::malformed())
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-            Ok(SpecFinalizers::malformed())
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-            Ok(SpecFinalizers::malformed())
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-            Ok(SpecFinalizers::malformed())
-        }
+        skip_scalars!(SpecFinalizers::malformed());
         fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
             Ok(SpecFinalizers::malformed())
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(SpecFinalizers::default())
-        }
-        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(SpecFinalizers::default())
         }
     };
 }
@@ -795,7 +782,7 @@ fn explain(body: &[u8], error: serde_json::Error) -> ReviewError {
 /// Escapes control characters and line separators: serde's errors quote the
 /// body's own keys and values (an unknown `operation`, a key in `extra`), and
 /// a reason is one line, of a 400 body and of `check`'s output.
-fn one_line(reason: String) -> String {
+pub(crate) fn one_line(reason: String) -> String {
     let breaks = |c: char| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}');
     if !reason.contains(breaks) {
         return reason;

@@ -35,11 +35,6 @@ pub fn render_at(record: &AuditRecord, time: jiff::Timestamp) -> String {
     serde_json::to_string(&line).expect("an audit record always serializes")
 }
 
-/// Renders one audit line (without the newline), stamped now.
-pub fn render(record: &AuditRecord) -> String {
-    render_at(record, jiff::Timestamp::now())
-}
-
 /// Records waiting for the writer thread, at most.
 const QUEUE: usize = 4096;
 
@@ -78,10 +73,12 @@ impl AuditLog {
         let message = Message::Record(jiff::Timestamp::now(), Box::new(record));
         let unsent = match self.queue.try_send(message) {
             Ok(()) => return,
-            Err(TrySendError::Full(message)) => match self.queue.send(message) {
-                Ok(()) => return,
-                Err(unsent) => unsent.0,
-            },
+            Err(TrySendError::Full(message)) => {
+                match wait_outside_the_runtime(|| self.queue.send(message)) {
+                    Ok(()) => return,
+                    Err(unsent) => unsent.0,
+                }
+            }
             Err(TrySendError::Disconnected(message)) => message,
         };
         // The writer thread is gone: write this one here rather than lose it.
@@ -105,6 +102,20 @@ impl AuditLog {
         if matches!(queued, Ok(true)) {
             let _ = written.await;
         }
+    }
+}
+
+/// Runs `f`, which may block; on a multi-threaded tokio runtime's worker,
+/// the runtime first hands that worker's other tasks (probes, other reviews)
+/// to a fresh thread, so a stalled standard output stalls only the reviews
+/// writing to it.
+fn wait_outside_the_runtime<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
 

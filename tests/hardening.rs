@@ -283,16 +283,30 @@ async fn bodies_in_flight_share_one_memory_budget() {
     let server = start_with(None, |config, _| {
         config.limits.max_body_bytes = BUDGET;
         config.limits.max_inflight_body_bytes = BUDGET;
+        // Longer than the bound below: holding budget until timed out would fail it.
+        config.limits.body_timeout = Duration::from_secs(30);
     })
     .await;
-    // A takes the whole budget (its announced length) and sends half its body.
     let mut padded = seed_strip();
     padded.resize(BUDGET, b' ');
+    // Announcing a body costs nothing: a client that sends only headers
+    // holds none of the budget, and others are served meanwhile.
+    let mut silent = tls_connect(&server, &[b"http/1.1"]).await;
+    silent
+        .write_all(post_head(padded.len()).as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::timeout(Duration::from_secs(10), keeps_serving(&server))
+        .await
+        .expect("a client announcing a body it does not send held the budget");
+
+    // A takes the whole budget with the bytes it sends: all but the last.
     let mut a = tls_connect(&server, &[b"http/1.1"]).await;
     a.write_all(post_head(padded.len()).as_bytes())
         .await
         .unwrap();
-    a.write_all(&padded[..BUDGET / 2]).await.unwrap();
+    a.write_all(&padded[..BUDGET - 1]).await.unwrap();
     // Let the server read A's head before B's.
     tokio::time::sleep(Duration::from_millis(300)).await;
 
@@ -310,17 +324,21 @@ async fn bodies_in_flight_share_one_memory_budget() {
         "B was answered while A held the whole body budget"
     );
 
-    // A finishes: it is answered, then B is.
-    a.write_all(&padded[BUDGET / 2..]).await.unwrap();
+    // A finishes its body: both are answered.
+    let a_complete = Instant::now();
+    a.write_all(&padded[BUDGET - 1..]).await.unwrap();
     let (status, head, text) = read_response(&mut a).await;
-    let a_answered = Instant::now();
     assert_eq!(status, 200, "{head}{text}");
     let ((status, head, text), b_answered) = within("B's answer", b_answer).await.unwrap();
     assert_eq!(status, 200, "{head}{text}");
-    assert!(b_answered >= a_answered);
+    assert!(
+        b_answered >= a_complete,
+        "B was answered before A's body was complete"
+    );
     assert!(text.contains(r#""allowed":false"#), "{text}");
 
     keeps_serving(&server).await;
+    drop(silent);
     server.handle.shutdown().await;
 }
 

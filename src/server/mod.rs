@@ -35,6 +35,9 @@ use crate::{certs, doctor};
 /// port needs.
 const ADMIN_MAX_CONNECTIONS: usize = 128;
 
+/// How long a drain waits for queued audit records to be written out.
+const AUDIT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Everything `serve` needs, already resolved from flags and environment.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -139,7 +142,13 @@ impl Handle {
         for task in self.tasks {
             let _ = task.await;
         }
-        self.state.audit.flush().await;
+        // Every audit record out before exit, unless standard output is stuck.
+        if tokio::time::timeout(AUDIT_FLUSH_TIMEOUT, self.state.audit.flush())
+            .await
+            .is_err()
+        {
+            tracing::error!(timeout = ?AUDIT_FLUSH_TIMEOUT, "audit records not written out before exit");
+        }
         tracing::info!("stopped");
     }
 }

@@ -142,8 +142,8 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
 }
 
 /// Reads the whole body within the size limit, the in-flight budget and the
-/// body timeout. The permit returned holds the body's share of the budget:
-/// keep it until the body is no longer needed.
+/// body timeout. The permit returned (none for an empty body) holds the
+/// body's share of the budget: keep it until the body is no longer needed.
 ///
 /// An oversized body is still read, up to [`DRAIN_FACTOR`] times the limit and
 /// within the timeout, and thrown away: a client that is still writing when
@@ -152,18 +152,16 @@ async fn read_body(
     state: &AppState,
     mut body: Body,
     announced: Option<usize>,
-) -> Result<(Bytes, OwnedSemaphorePermit), (StatusCode, String)> {
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), (StatusCode, String)> {
     let limit = state.limits.max_body_bytes;
     let deadline = tokio::time::Instant::now() + state.limits.body_timeout;
-    // The announced size (never more than the limit) is taken from the budget
-    // before a byte is read; a body longer than announced, or of no announced
-    // length, takes the rest as it arrives.
-    let announced = announced.map(|length| length.min(limit));
-    let mut held = take_budget(state, deadline, None, kib(announced.unwrap_or(0))).await?;
+    // The budget pays for bytes received, not announced: a client that
+    // announces 8 MiB and sends nothing holds nothing.
+    let mut held: Option<OwnedSemaphorePermit> = None;
     let read = async {
         let mut buf = bytes::BytesMut::new();
         let mut seen: usize = 0;
-        let mut reserve = announced;
+        let mut reserve = announced.map(|length| length.min(limit));
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| {
                 (
@@ -183,8 +181,8 @@ async fn read_body(
             seen = seen.saturating_add(data.len());
             if seen <= limit {
                 let needed = kib(seen);
-                if needed > held.num_permits() {
-                    held = take_budget(state, deadline, Some(held), needed).await?;
+                if needed > held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits) {
+                    held = Some(take_budget(state, deadline, held.take(), needed).await?);
                 }
                 buf.extend_from_slice(&data);
             } else if seen > limit.saturating_mul(DRAIN_FACTOR) {
@@ -256,7 +254,7 @@ fn reject(state: &AppState, code: StatusCode, reason: String) -> Response {
             code: code.as_u16(),
         })
         .inc();
-    let mut line = reason.replace(['\n', '\r'], " ");
+    let mut line = admission::one_line(reason);
     line.push('\n');
     let mut response = (code, line).into_response();
     if matches!(
