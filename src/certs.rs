@@ -71,7 +71,6 @@ impl Authority {
 
     /// A serving certificate for `dns` names and `ips`, valid for `days`.
     pub fn issue(&self, dns: &[String], ips: &[IpAddr], days: u32) -> Result<Bundle> {
-        let key = KeyPair::generate()?;
         let mut sans: Vec<String> = dns.to_vec();
         sans.extend(ips.iter().map(ToString::to_string));
         let mut params = CertificateParams::new(sans)?;
@@ -81,16 +80,7 @@ impl Authority {
             dns.first().map(String::as_str).unwrap_or("finalizer-guard"),
         );
         params.distinguished_name = dn;
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        (params.not_before, params.not_after) = validity(days);
-        let cert = params.signed_by(&key, &self.issuer)?;
-        Ok(Bundle {
-            ca_cert_pem: self.cert_pem.clone(),
-            ca_key_pem: self.key_pem.clone(),
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-        })
+        self.sign(params, ExtendedKeyUsagePurpose::ServerAuth, days)
     }
 }
 
@@ -98,13 +88,23 @@ impl Authority {
     /// A client certificate for `name` (its Common Name), valid for `days`:
     /// what kube-apiserver presents to a webhook started with `--client-ca`.
     pub fn issue_client(&self, name: &str, days: u32) -> Result<Bundle> {
-        let key = KeyPair::generate()?;
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, name);
         params.distinguished_name = dn;
+        self.sign(params, ExtendedKeyUsagePurpose::ClientAuth, days)
+    }
+
+    /// Signs a leaf certificate for `usage`, valid for `days`, with a new key.
+    fn sign(
+        &self,
+        mut params: CertificateParams,
+        usage: ExtendedKeyUsagePurpose,
+        days: u32,
+    ) -> Result<Bundle> {
+        let key = KeyPair::generate()?;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.extended_key_usages = vec![usage];
         (params.not_before, params.not_after) = validity(days);
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(Bundle {
