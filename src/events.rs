@@ -82,10 +82,7 @@ pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Event> {
     let now = jiff::Timestamp::now();
     Some(Event {
         metadata: ObjectMeta {
-            generate_name: Some(format!(
-                "{}.",
-                record.name.chars().take(200).collect::<String>()
-            )),
+            name: Some(event_name(&record.name, now)),
             namespace: Some(namespace),
             ..ObjectMeta::default()
         },
@@ -106,6 +103,25 @@ pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Event> {
         }),
         ..Event::default()
     })
+}
+
+/// `OBJECT.TIMESTAMP`, as Kubernetes' own event recorder names Events (the
+/// nanosecond time in hex). An Event's name must be a DNS subdomain; object
+/// names need not be (a ClusterRole may be called `system:node`), so other
+/// characters become `-`.
+fn event_name(object: &str, now: jiff::Timestamp) -> String {
+    let base: String = object
+        .chars()
+        .take(200)
+        .map(|c| match c {
+            'a'..='z' | '0'..='9' | '-' | '.' => c,
+            'A'..='Z' => c.to_ascii_lowercase(),
+            _ => '-',
+        })
+        .collect();
+    let base = base.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    let base = if base.is_empty() { "object" } else { base };
+    format!("{base}.{:x}", now.as_nanosecond())
 }
 
 /// Sends Events in the background.
@@ -205,6 +221,20 @@ mod tests {
             message: None,
             dry_run: false,
         }
+    }
+
+    #[test]
+    fn event_names_are_dns_subdomains() {
+        let at = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        assert_eq!(event_name("db-0", at), "db-0.18fae27693b40000");
+        assert_eq!(
+            event_name("system:node", at),
+            "system-node.18fae27693b40000"
+        );
+        assert_eq!(event_name("-Weird_", at), "weird.18fae27693b40000");
+        assert_eq!(event_name("::", at), "object.18fae27693b40000");
+        let long = "a".repeat(253);
+        assert!(event_name(&long, at).len() <= 253);
     }
 
     #[test]

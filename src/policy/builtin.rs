@@ -86,7 +86,15 @@ pub const BUILTIN_CONTROLLERS: &[BuiltinController] = &[
     },
     BuiltinController {
         name: "service",
-        usernames: &[sa!("service-controller"), "system:cloud-controller-manager"],
+        // cloud-controller-manager runs the service controller as
+        // `service-controller` with per-controller credentials, and most
+        // cloud providers' manifests give it the `cloud-controller-manager`
+        // ServiceAccount otherwise.
+        usernames: &[
+            sa!("service-controller"),
+            "system:cloud-controller-manager",
+            sa!("cloud-controller-manager"),
+        ],
         finalizers: &["service.kubernetes.io/load-balancer-cleanup"],
         field: FinalizerField::Metadata,
         example_resource: "services",
@@ -94,9 +102,35 @@ pub const BUILTIN_CONTROLLERS: &[BuiltinController] = &[
     BuiltinController {
         name: "resourceclaim",
         usernames: &[sa!("resource-claim-controller")],
-        finalizers: &["resource.kubernetes.io/delete-protection"],
+        // The second is the same finalizer's name in resource.k8s.io
+        // v1alpha2 and v1alpha3 (Kubernetes 1.26 to 1.31).
+        finalizers: &[
+            "resource.kubernetes.io/delete-protection",
+            "dra.k8s.io/delete-protection",
+        ],
         field: FinalizerField::Metadata,
         example_resource: "resourceclaims.resource.k8s.io",
+    },
+    BuiltinController {
+        name: "kube-scheduler",
+        // The scheduler sets the claim's finalizer before it allocates, and
+        // removes it again when it gives an allocation up (the DRA plugin's
+        // Unreserve, and the extended-resource claims of 1.34+).
+        usernames: &["system:kube-scheduler"],
+        finalizers: &[
+            "resource.kubernetes.io/delete-protection",
+            "dra.k8s.io/delete-protection",
+        ],
+        field: FinalizerField::Metadata,
+        example_resource: "resourceclaims.resource.k8s.io",
+    },
+    BuiltinController {
+        name: "podgroup-protection",
+        // Kubernetes 1.36, gang scheduling.
+        usernames: &[sa!("podgroup-protection-controller")],
+        finalizers: &["scheduling.k8s.io/podgroup-protection"],
+        field: FinalizerField::Metadata,
+        example_resource: "podgroups.scheduling.k8s.io",
     },
     BuiltinController {
         name: "service-cidr",

@@ -7,6 +7,8 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use super::builtin::{BUILTIN_CONTROLLERS, BuiltinController, KUBE_CONTROLLER_MANAGER};
+
 /// The policy the webhook runs when `serve` gets no `--policy`.
 pub const DEFAULT_POLICY_YAML: &str = include_str!("default.yaml");
 
@@ -46,8 +48,20 @@ impl Mode {
 pub struct Policy {
     pub mode: Mode,
     pub builtin_controllers: bool,
+    /// More usernames for the built-in controllers, for platforms that run
+    /// them under other identities.
+    pub builtin_identities: Vec<BuiltinIdentity>,
     pub rules: Vec<Rule>,
     pub override_settings: OverrideSettings,
+}
+
+/// Usernames that act as a built-in controller (or, with `controller: None`,
+/// as kube-controller-manager: every built-in controller at once).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltinIdentity {
+    pub controller: Option<&'static BuiltinController>,
+    /// Full usernames (service accounts as `system:serviceaccount:NS:NAME`).
+    pub users: Vec<String>,
 }
 
 /// Who may remove which finalizers, and where.
@@ -173,6 +187,23 @@ pub enum PolicyError {
         first: usize,
         name: String,
     },
+    #[error(
+        "builtinIdentities[{index}].controller: {name:?} is not a built-in controller; one of kube-controller-manager, {known}"
+    )]
+    UnknownController {
+        index: usize,
+        name: String,
+        known: String,
+    },
+    #[error("builtinIdentities[{index}]: names no users or serviceAccounts")]
+    NoIdentities { index: usize },
+    #[error("builtinIdentities[{index}].{field}: {value:?} is not valid{hint}")]
+    BadIdentity {
+        index: usize,
+        field: &'static str,
+        value: String,
+        hint: &'static str,
+    },
     #[error("override.annotation: {0:?} is not a valid annotation key (PREFIX/NAME or NAME)")]
     BadAnnotationKey(String),
     #[error("override.reasons: must list at least one reason")]
@@ -215,9 +246,84 @@ struct PolicyFile {
     #[serde(default = "yes")]
     builtin_controllers: bool,
     #[serde(default)]
+    builtin_identities: Vec<BuiltinIdentityFile>,
+    #[serde(default)]
     rules: Vec<RuleFile>,
     #[serde(default)]
     r#override: Option<OverrideFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct BuiltinIdentityFile {
+    controller: String,
+    #[serde(default)]
+    users: Vec<String>,
+    #[serde(default)]
+    service_accounts: Vec<String>,
+}
+
+impl BuiltinIdentityFile {
+    fn validate(self, index: usize, errors: &mut Vec<PolicyError>) -> Option<BuiltinIdentity> {
+        let before = errors.len();
+        let controller = if self.controller == "kube-controller-manager" {
+            None
+        } else {
+            match BUILTIN_CONTROLLERS
+                .iter()
+                .find(|c| c.name == self.controller)
+            {
+                Some(c) => Some(c),
+                None => {
+                    let known: Vec<&str> = BUILTIN_CONTROLLERS.iter().map(|c| c.name).collect();
+                    errors.push(PolicyError::UnknownController {
+                        index,
+                        name: self.controller,
+                        known: known.join(", "),
+                    });
+                    None
+                }
+            }
+        };
+        if self.users.is_empty() && self.service_accounts.is_empty() {
+            errors.push(PolicyError::NoIdentities { index });
+        }
+        let mut users = Vec::new();
+        for user in self.users {
+            if user.is_empty() || user.chars().any(char::is_whitespace) {
+                errors.push(PolicyError::BadIdentity {
+                    index,
+                    field: "users",
+                    value: user,
+                    hint: " (empty or whitespace)",
+                });
+            } else {
+                users.push(user);
+            }
+        }
+        for sa in self.service_accounts {
+            match service_account_username(&sa) {
+                Some(user) => users.push(user),
+                None => errors.push(PolicyError::BadIdentity {
+                    index,
+                    field: "serviceAccounts",
+                    value: sa,
+                    hint: " (NAMESPACE:NAME)",
+                }),
+            }
+        }
+        (errors.len() == before).then_some(BuiltinIdentity { controller, users })
+    }
+}
+
+/// `NAMESPACE:NAME` as the username Kubernetes gives that service account.
+fn service_account_username(value: &str) -> Option<String> {
+    match value.split_once(':') {
+        Some((ns, name)) if is_word(ns) && is_word(name) && !name.contains(':') => {
+            Some(format!("system:serviceaccount:{ns}:{name}"))
+        }
+        _ => None,
+    }
 }
 
 fn yes() -> bool {
@@ -278,6 +384,25 @@ impl Policy {
         file.validate()
     }
 
+    /// The built-in controller that `username` is, by the table or by
+    /// `builtinIdentities`, and that owns `finalizer`, if any.
+    pub fn builtin_owner(
+        &self,
+        username: &str,
+        finalizer: &str,
+        field: super::FinalizerField,
+    ) -> Option<&'static BuiltinController> {
+        super::builtin::owner(username, finalizer, field).or_else(|| {
+            self.builtin_identities
+                .iter()
+                .filter(|identity| identity.users.iter().any(|u| u == username))
+                .find_map(|identity| match identity.controller {
+                    Some(c) => (c.field == field && c.finalizers.contains(&finalizer)).then_some(c),
+                    None => super::builtin::owner(KUBE_CONTROLLER_MANAGER, finalizer, field),
+                })
+        })
+    }
+
     /// The embedded default policy.
     pub fn embedded_default() -> Policy {
         Policy::from_yaml(DEFAULT_POLICY_YAML).expect("the embedded default policy is valid")
@@ -300,6 +425,12 @@ impl PolicyFile {
                 rules.push(rule);
             }
         }
+        let builtin_identities = self
+            .builtin_identities
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, identity)| identity.validate(i, &mut errors))
+            .collect();
         let override_settings = validate_override(self.r#override, &mut errors);
         if !errors.is_empty() {
             return Err(InvalidPolicy(errors));
@@ -307,6 +438,7 @@ impl PolicyFile {
         Ok(Policy {
             mode: self.mode,
             builtin_controllers: self.builtin_controllers,
+            builtin_identities,
             rules,
             override_settings,
         })
@@ -341,11 +473,9 @@ impl RuleFile {
         let service_accounts = self
             .service_accounts
             .into_iter()
-            .filter_map(|sa| match sa.split_once(':') {
-                Some((ns, name)) if is_word(ns) && is_word(name) && !name.contains(':') => {
-                    Some(format!("system:serviceaccount:{ns}:{name}"))
-                }
-                _ => {
+            .filter_map(|sa| match service_account_username(&sa) {
+                Some(user) => Some(user),
+                None => {
                     errors.push(PolicyError::BadServiceAccount { rule: i, value: sa });
                     None
                 }

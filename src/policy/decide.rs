@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use super::config::{Mode, Policy, Rule};
 use super::{
     Authority, Change, Decision, FinalizerField, FinalizerLists, Operation, Outcome, Removal,
-    Requester, Target, approval, builtin, overrides,
+    Requester, Target, approval, overrides,
 };
 
 /// Decides one change under a policy.
@@ -158,7 +158,7 @@ fn authority(
     field: FinalizerField,
 ) -> Option<Authority> {
     if policy.builtin_controllers
-        && let Some(controller) = builtin::owner(change.requester.username, finalizer, field)
+        && let Some(controller) = policy.builtin_owner(change.requester.username, finalizer, field)
     {
         return Some(Authority::Builtin(controller.name));
     }

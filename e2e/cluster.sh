@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on 127.0.0.1, for the end-to-end tests and
+# for trying finalizer-guard by hand.
+#
+#   e2e/cluster.sh up DIR     start etcd, kube-apiserver, kube-controller-manager
+#   e2e/cluster.sh down DIR   stop them (idempotent; leaves no process behind)
+#   e2e/cluster.sh env DIR    print the variables below, for `eval`
+#
+# `up` builds the binaries first (e2e/build.sh, cached outside the
+# repository), picks free ports, and returns once the API server is ready and
+# the controllers run. DIR then holds:
+#   admin.kubeconfig   user admin, group system:masters
+#   alice.kubeconfig   user alice, group developers  (edit rights, cluster-wide)
+#   carol.kubeconfig   user carol, group sre-oncall  (edit rights, cluster-wide)
+#   audit.log          kube-apiserver's audit log: UPDATE, PATCH and DELETE at
+#                      Metadata level, webhook audit annotations included
+#   bin/               kubectl, kube-apiserver, kube-controller-manager, etcd
+#   ca.crt             the CA of the API server's serving certificate
+#   logs/              each process's output
+# There is no kubelet and no scheduler: pods stay Pending unless a test binds
+# them to a Node object itself, and a webhook runs as a local process reached
+# by a `url:` clientConfig.
+set -euo pipefail
+
+usage() { echo "usage: $0 up|down|env DIR" >&2; exit 2; }
+[ $# -eq 2 ] || usage
+cmd=$1
+dir=$2
+here=$(cd "$(dirname "$0")" && pwd)
+if [ "$cmd" = up ]; then mkdir -p "$dir"; fi
+# Absolute: the processes are recognised by it on their command lines.
+if [ -d "$dir" ]; then dir=$(cd "$dir" && pwd); fi
+
+# Processes, in start order; `down` stops them in reverse.
+procs=(etcd kube-apiserver kube-controller-manager)
+
+log() { printf 'cluster: %s\n' "$*" >&2; }
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# alive NAME: the process started as NAME for this DIR still runs.
+alive() {
+  local pidfile="$dir/run/$1.pid" pid
+  [ -f "$pidfile" ] || return 1
+  pid=$(cat "$pidfile")
+  # The pid must still be ours: a reused pid belongs to another command line.
+  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir" || return 1
+}
+
+stop() {
+  local name pid
+  for (( i = ${#procs[@]} - 1; i >= 0; i-- )); do
+    name=${procs[$i]}
+    if alive "$name"; then
+      pid=$(cat "$dir/run/$name.pid")
+      kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq 1 100); do alive "$name" || break; sleep 0.1; done
+      if alive "$name"; then kill -KILL "$pid" 2>/dev/null || true; fi
+      for _ in $(seq 1 50); do alive "$name" || break; sleep 0.1; done
+    fi
+    rm -f "$dir/run/$name.pid"
+  done
+}
+
+# start NAME ARGS...: runs bin/NAME in its own session, output to logs/NAME.log.
+start() {
+  local name=$1; shift
+  setsid "$dir/bin/$name" "$@" > "$dir/logs/$name.log" 2>&1 < /dev/null &
+  echo $! > "$dir/run/$name.pid"
+}
+
+# wait_for WHAT SECONDS COMMAND...: polls COMMAND until it succeeds.
+wait_for() {
+  local what=$1 seconds=$2; shift 2
+  local deadline=$(( $(date +%s) + seconds ))
+  until "$@" > /dev/null 2>&1; do
+    for name in "${procs[@]}"; do
+      if [ -f "$dir/run/$name.pid" ] && ! alive "$name"; then
+        log "$name exited while waiting for $what; last lines of logs/$name.log:"
+        tail -n 30 "$dir/logs/$name.log" >&2
+        stop; exit 1
+      fi
+    done
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      log "gave up waiting for $what after ${seconds}s"
+      stop; exit 1
+    fi
+    sleep 0.2
+  done
+}
+
+kubeconfig() { # kubeconfig FILE USER TOKEN
+  cat > "$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+  - name: e2e
+    cluster:
+      server: https://127.0.0.1:$api_port
+      certificate-authority: $dir/ca.crt
+users:
+  - name: $2
+    user:
+      token: $3
+contexts:
+  - name: e2e-$2
+    context:
+      cluster: e2e
+      user: $2
+current-context: e2e-$2
+EOF
+}
+
+certificates() {
+  local pki="$dir/pki"
+  mkdir -p "$pki"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=finalizer-guard-e2e-ca" \
+    -keyout "$pki/ca.key" -out "$dir/ca.crt" 2> /dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
+    -keyout "$pki/apiserver.key" -out "$pki/apiserver.csr" 2> /dev/null
+  printf 'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' > "$pki/san.ext"
+  openssl x509 -req -in "$pki/apiserver.csr" -CA "$dir/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$pki/san.ext" -out "$pki/apiserver.crt" 2> /dev/null
+  # Service-account tokens: kube-controller-manager signs them, the API server checks them.
+  openssl genrsa -out "$pki/sa.key" 2048 2> /dev/null
+  openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2> /dev/null
+}
+
+up() {
+  if alive kube-apiserver; then
+    log "already up in $dir"; return 0
+  fi
+  local bin
+  bin=$("$here/build.sh")
+  rm -rf "$dir/run" "$dir/logs" "$dir/etcd" "$dir/bin"
+  mkdir -p "$dir/run" "$dir/logs"
+  ln -s "$bin" "$dir/bin"
+  certificates
+
+  local etcd_port peer_port kcm_port
+  etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port); kcm_port=$(free_port)
+
+  # Static tokens: TOKEN,USER,UID,"GROUPS". Random, so a cluster left up
+  # on a shared machine is no open door.
+  local admin alice carol kcm
+  admin=$(openssl rand -hex 16); alice=$(openssl rand -hex 16)
+  carol=$(openssl rand -hex 16); kcm=$(openssl rand -hex 16)
+  cat > "$dir/pki/tokens.csv" <<EOF
+$admin,admin,admin,"system:masters"
+$alice,alice,alice,"developers"
+$carol,carol,carol,"sre-oncall"
+$kcm,system:kube-controller-manager,system:kube-controller-manager,""
+EOF
+  kubeconfig "$dir/admin.kubeconfig" admin "$admin"
+  kubeconfig "$dir/alice.kubeconfig" alice "$alice"
+  kubeconfig "$dir/carol.kubeconfig" carol "$carol"
+  kubeconfig "$dir/pki/kube-controller-manager.kubeconfig" kube-controller-manager "$kcm"
+
+  cat > "$dir/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    verbs: [update, patch, delete]
+  - level: None
+EOF
+
+  start etcd --name e2e --data-dir "$dir/etcd" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+    --initial-cluster "e2e=http://127.0.0.1:$peer_port" --listen-metrics-urls "" \
+    --unsafe-no-fsync --log-level warn
+  wait_for etcd 30 curl -fsS "http://127.0.0.1:$etcd_port/health"
+
+  start kube-apiserver --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
+    --client-ca-file "$dir/ca.crt" --token-auth-file "$dir/pki/tokens.csv" \
+    --authorization-mode RBAC \
+    --service-account-issuer https://kubernetes.default.svc \
+    --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
+    --service-cluster-ip-range 10.0.0.0/24 \
+    --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
+    --audit-log-format json --audit-log-mode blocking \
+    --cert-dir "$dir/pki" --v 1
+  wait_for kube-apiserver 120 "$dir/bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" get --raw /readyz
+
+  # alice and carol edit anything in any namespace, as an ordinary
+  # developer or on-call engineer with the built-in `edit` role would.
+  "$dir/bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" apply -f - > /dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: e2e-developers-edit
+subjects:
+  - {kind: Group, name: developers, apiGroup: rbac.authorization.k8s.io}
+  - {kind: Group, name: sre-oncall, apiGroup: rbac.authorization.k8s.io}
+roleRef: {kind: ClusterRole, name: edit, apiGroup: rbac.authorization.k8s.io}
+EOF
+
+  start kube-controller-manager --kubeconfig "$dir/pki/kube-controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$dir/pki/kube-controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$dir/pki/kube-controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$kcm_port" --cert-dir "$dir/pki/kcm" \
+    --use-service-account-credentials --service-account-private-key-file "$dir/pki/sa.key" \
+    --root-ca-file "$dir/ca.crt" --cluster-signing-cert-file "$dir/ca.crt" \
+    --cluster-signing-key-file "$dir/pki/ca.key" --leader-elect=false --v 1
+  wait_for kube-controller-manager 120 curl -fsSk "https://127.0.0.1:$kcm_port/healthz"
+  # The controllers run once they act: the service-account controller gives
+  # `default` its ServiceAccount.
+  wait_for "the controllers" 120 "$dir/bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" \
+    get serviceaccount default -n default
+
+  cat > "$dir/env" <<EOF
+FG_E2E_DIR=$dir
+FG_E2E_BIN=$dir/bin
+FG_E2E_API_SERVER=https://127.0.0.1:$api_port
+KUBECONFIG=$dir/admin.kubeconfig
+EOF
+  log "up: https://127.0.0.1:$api_port ($("$dir/bin/kubectl" version --kubeconfig "$dir/admin.kubeconfig" -o json \
+    | sed -n 's/.*"gitVersion": "\([^"]*\)".*/\1/p' | tail -n 1)); kubeconfigs in $dir"
+}
+
+case $cmd in
+  up) up ;;
+  down)
+    [ -d "$dir" ] || exit 0
+    stop
+    log "down: $dir"
+    ;;
+  env)
+    [ -f "$dir/env" ] || { log "no cluster in $dir"; exit 1; }
+    sed 's/^/export /' "$dir/env"
+    ;;
+  *) usage ;;
+esac

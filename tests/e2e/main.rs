@@ -1,0 +1,801 @@
+//! Scenarios on a real control plane: kube-apiserver calls the webhook,
+//! kube-controller-manager's controllers do their work under it, and real
+//! `kubectl` types what users type. Each scenario asserts on what kubectl
+//! prints and on its exit code.
+//!
+//! Skipped, with a message, unless `FG_E2E_DIR` names a cluster started by
+//! `e2e/cluster.sh up DIR`; `.ci/run` starts one. The policy is the shipped
+//! ConfigMap's, switched to `mode: enforce`, plus what a scenario adds.
+//! Scenarios run one at a time: some stop the server or change the
+//! installed webhook configuration.
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::{Conditions, Env, OVERRIDE, Policy, WEBHOOK, env, wait_until};
+use serde_json::{Value, json};
+
+const CNI: &str = "pod.beta1.sigma.ali/cni-allocated";
+const STRIP: &str = r#"{"metadata":{"finalizers":null}}"#;
+
+fn denied() -> String {
+    format!("admission webhook \"{WEBHOOK}\" denied the request")
+}
+
+fn pod(ns: &str, name: &str, node: Option<&str>, finalizers: &[&str]) -> Value {
+    let mut spec = json!({
+        "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}],
+        "automountServiceAccountToken": false,
+        "terminationGracePeriodSeconds": 30,
+    });
+    if let Some(node) = node {
+        spec["nodeName"] = node.into();
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "finalizers": finalizers},
+        "spec": spec,
+    })
+}
+
+/// A Node object with no kubelet behind it: it never reports Ready.
+fn dead_node(env: &Env, name: &str) {
+    env.cluster
+        .apply(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}));
+}
+
+fn configmap(ns: &str, name: &str, finalizers: &[&str]) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns, "finalizers": finalizers},
+        "data": {"k": "v"},
+    })
+}
+
+fn finalizers(object: &Value) -> Vec<String> {
+    object["metadata"]["finalizers"]
+        .as_array()
+        .map(|a| a.iter().map(|f| f.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+/// Deletes without waiting: the object stays Terminating on its finalizers.
+fn delete_nowait(env: &Env, args: &[&str]) {
+    let mut full = vec!["delete", "--wait=false"];
+    full.extend_from_slice(args);
+    env.cluster.admin(&full).ok();
+}
+
+/// Releases an object with an override, as admin, so its namespace can go.
+fn release(env: &Env, kind: &str, name: &str, ns: &str) {
+    let c = &env.cluster;
+    c.admin(&[
+        "annotate",
+        "--overwrite",
+        kind,
+        name,
+        "-n",
+        ns,
+        &format!("{OVERRIDE}=controller-uninstalled: e2e cleanup"),
+    ])
+    .ok();
+    c.admin(&["patch", kind, name, "-n", ns, "--type=merge", "-p", STRIP])
+        .ok();
+}
+
+/// Events in `ns` about `name` with `reason`.
+fn events(env: &Env, ns: &str, name: &str, reason: &str) -> usize {
+    let list = env
+        .cluster
+        .get(&[
+            "events",
+            "-n",
+            ns,
+            "--field-selector",
+            &format!("involvedObject.name={name},reason={reason}"),
+        ])
+        .unwrap();
+    list["items"].as_array().unwrap().len()
+}
+
+#[test]
+fn dead_node_pods_are_released_only_with_an_override() {
+    let Some(env) = env() else { return };
+    let c = &env.cluster;
+    let ns = "e2e-dead-node";
+    c.namespace(ns);
+    dead_node(&env, "dead-node-1");
+    c.apply(&pod(ns, "web-0", Some("dead-node-1"), &[CNI]));
+    delete_nowait(&env, &["pod", "web-0", "-n", ns]);
+    let stuck = c.get(&["pod", "web-0", "-n", ns]).unwrap();
+    assert!(stuck["metadata"]["deletionTimestamp"].is_string());
+
+    // What the operator's loop types, one pod of it.
+    let strip = [
+        "patch",
+        "pod",
+        "web-0",
+        "-n",
+        ns,
+        "-p",
+        STRIP,
+        "--type=merge",
+    ];
+    let run = c.kubectl("alice", &strip).refused(&denied());
+    for needle in [CNI, "alice", "web-0", OVERRIDE, "node-lost"] {
+        assert!(run.stderr.contains(needle), "{needle}: {}", run.stderr);
+    }
+    assert_eq!(
+        finalizers(&c.get(&["pod", "web-0", "-n", ns]).unwrap()),
+        [CNI]
+    );
+
+    c.kubectl(
+        "alice",
+        &[
+            "annotate",
+            "pod",
+            "web-0",
+            "-n",
+            ns,
+            &format!("{OVERRIDE}=node-lost: INC-4711 dead-node-1 powered off"),
+        ],
+    )
+    .ok();
+    let run = c.kubectl("alice", &strip).ok();
+    assert!(run.stdout.contains("pod/web-0 patched"), "{run:#?}");
+    assert!(
+        run.stderr.contains("Warning:") && run.stderr.contains("node-lost"),
+        "kubectl prints the webhook's warning: {run:#?}"
+    );
+    // The finalizer is gone; the pod waits only for its kubelet, which is gone too.
+    c.kubectl(
+        "alice",
+        &[
+            "delete",
+            "pod",
+            "web-0",
+            "-n",
+            ns,
+            "--grace-period=0",
+            "--force",
+        ],
+    )
+    .ok();
+    wait_until("web-0 to be gone", 30, || {
+        c.get(&["pod", "web-0", "-n", ns]).is_none()
+    });
+
+    // kube-apiserver's audit log carries the webhook's audit annotations.
+    let events = env.apiserver_audit();
+    let patches: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            e["verb"] == "patch"
+                && e["objectRef"]["name"] == "web-0"
+                && e["objectRef"]["namespace"] == ns
+                && e["user"]["username"] == "alice"
+        })
+        .collect();
+    let annotation = |e: &Value, key: &str| e["annotations"][format!("{WEBHOOK}/{key}")].clone();
+    let denied_event = patches
+        .iter()
+        .find(|e| e["responseStatus"]["code"] == 403)
+        .expect("the refused patch in the audit log");
+    assert_eq!(annotation(denied_event, "decision"), "denied");
+    assert_eq!(annotation(denied_event, "unauthorized-finalizers"), CNI);
+    let allowed = patches
+        .iter()
+        .find(|e| e["responseStatus"]["code"] == 200 && annotation(e, "decision") == "override")
+        .expect("the override in the audit log");
+    assert_eq!(annotation(allowed, "override-reason"), "node-lost");
+    assert_eq!(annotation(allowed, "removed-finalizers"), CNI);
+
+    // And `kubectl get events` shows the webhook's Event.
+    wait_until("the webhook's override Event", 30, || {
+        self::events(&env, ns, "web-0", "FinalizerOverride") == 1
+    });
+    let run = c.kubectl("alice", &["get", "events", "-n", ns]).ok();
+    assert!(run.stdout.contains("FinalizerOverride"), "{run:#?}");
+    assert!(run.stdout.contains("FinalizerRemovalDenied"), "{run:#?}");
+}
+
+#[test]
+fn a_configmap_finalizer_is_refused_through_every_path() {
+    let Some(env) = env() else { return };
+    let c = &env.cluster;
+    let ns = "e2e-paths";
+    c.namespace(ns);
+    // alice applies it server-side, so her field manager owns the finalizer
+    // and a later apply without it removes it.
+    let cm = configmap(ns, "stuck", &["kubernetes"]);
+    c.kubectl_in(
+        "alice",
+        &["apply", "--server-side", "-f", "-"],
+        Some(&cm.to_string()),
+    )
+    .ok();
+    delete_nowait(&env, &["configmap", "stuck", "-n", ns]);
+    let denied = denied();
+
+    c.kubectl(
+        "alice",
+        &[
+            "patch",
+            "configmap",
+            "stuck",
+            "-n",
+            ns,
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ],
+    )
+    .refused(&denied);
+
+    let mut current = c.get(&["configmap", "stuck", "-n", ns]).unwrap();
+    current["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("finalizers");
+    c.kubectl_in("alice", &["replace", "-f", "-"], Some(&current.to_string()))
+        .refused(&denied);
+
+    let mut bare = cm.clone();
+    bare["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("finalizers");
+    c.kubectl_in(
+        "alice",
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&bare.to_string()),
+    )
+    .refused(&denied);
+
+    // kubectl edit, with an editor that deletes the finalizers block.
+    let editor = env.work.join("strip-finalizers.sh");
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nsed -i -e '/^  finalizers:/,/^  - kubernetes/d' \"$1\"\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&editor)
+        .status()
+        .unwrap();
+    let run = c.kubectl_env(
+        "alice",
+        &["edit", "configmap", "stuck", "-n", ns],
+        None,
+        &[("KUBE_EDITOR", editor.to_str().unwrap())],
+    );
+    let run = run.refused(&denied);
+    assert!(run.stderr.contains("could not be patched"), "{run:#?}");
+
+    assert_eq!(
+        finalizers(&c.get(&["configmap", "stuck", "-n", ns]).unwrap()),
+        ["kubernetes"]
+    );
+
+    // Through the status subresource, even as cluster-admin.
+    c.apply(&pod(ns, "status-pod", None, &["example.com/cleanup"]));
+    c.apply(&json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "status-svc", "namespace": ns, "finalizers": ["example.com/cleanup"]},
+        "spec": {"ports": [{"port": 80}]},
+    }));
+    for (kind, name) in [("pod", "status-pod"), ("service", "status-svc")] {
+        c.admin(&[
+            "patch",
+            kind,
+            name,
+            "-n",
+            ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            STRIP,
+        ])
+        .refused(&denied);
+        assert_eq!(
+            finalizers(&c.get(&[kind, name, "-n", ns]).unwrap()),
+            ["example.com/cleanup"],
+            "{kind}/{name}"
+        );
+    }
+
+    for (kind, name) in [
+        ("configmap", "stuck"),
+        ("pod", "status-pod"),
+        ("service", "status-svc"),
+    ] {
+        release(&env, kind, name, ns);
+    }
+    c.admin(&["delete", "namespace", ns, "--timeout=120s"]).ok();
+}
+
+/// Removes the APIService when the scenario ends, however it ends: while it
+/// is unavailable no namespace in the cluster can finish deleting.
+struct ApiService<'a>(&'a Env, &'static str);
+
+impl Drop for ApiService<'_> {
+    fn drop(&mut self) {
+        self.0
+            .cluster
+            .admin(&["delete", "apiservice", self.1, "--ignore-not-found"]);
+    }
+}
+
+#[test]
+fn a_namespace_stuck_on_an_unavailable_apiservice() {
+    let Some(env) = env() else { return };
+    let c = &env.cluster;
+    let name = "v1alpha1.stuck.e2e.example.com";
+    let _cleanup = ApiService(&env, name);
+    c.apply(&json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": name},
+        "spec": {
+            "group": "stuck.e2e.example.com", "version": "v1alpha1",
+            "service": {"namespace": "default", "name": "no-such-service", "port": 443},
+            "insecureSkipTLSVerify": true, "groupPriorityMinimum": 1000, "versionPriority": 15,
+        },
+    }));
+    let ns = "e2e-stuck";
+    c.namespace(ns);
+    c.apply(&configmap(ns, "content", &[]));
+    c.admin(&["delete", "namespace", ns, "--wait=false"]).ok();
+    // Stuck: the namespace controller cannot list the dead API's resources.
+    wait_until("the namespace to report its discovery failure", 90, || {
+        let ns = c.get(&["namespace", ns]).unwrap();
+        ns["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "NamespaceDeletionDiscoveryFailure" && c["status"] == "True")
+        })
+    });
+
+    let finalize = format!("/api/v1/namespaces/{ns}/finalize");
+    let stripped = || {
+        let mut object = c.get(&["namespace", ns]).unwrap();
+        object["spec"]["finalizers"] = json!([]);
+        object.to_string()
+    };
+    let run = c
+        .kubectl_in(
+            "admin",
+            &["replace", "--raw", &finalize, "-f", "-"],
+            Some(&stripped()),
+        )
+        .refused(&denied());
+    assert!(run.stderr.contains("spec.finalizers"), "{run:#?}");
+    assert!(run.stderr.contains("apiservice-unavailable"), "{run:#?}");
+
+    c.admin(&[
+        "annotate",
+        "namespace",
+        ns,
+        &format!("{OVERRIDE}=apiservice-unavailable: INC-4712 {name} has no backend"),
+    ])
+    .ok();
+    c.kubectl_in(
+        "admin",
+        &["replace", "--raw", &finalize, "-f", "-"],
+        Some(&stripped()),
+    )
+    .ok();
+    wait_until("the namespace to be gone", 30, || {
+        c.get(&["namespace", ns]).is_none()
+    });
+}
+
+/// Kubernetes' own controllers finish their work while the webhook enforces.
+fn builtin_controllers_complete(env: &Env, tag: &str) {
+    let c = &env.cluster;
+    let ns = format!("e2e-builtin-{tag}");
+    let ns = ns.as_str();
+    c.namespace(ns);
+    let deployment = |name: &str, replicas: u32| {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]},
+                },
+            },
+        })
+    };
+    let count = |args: &[&str]| c.get(args).unwrap()["items"].as_array().unwrap().len();
+
+    // Foreground: the garbage collector removes foregroundDeletion.
+    c.apply(&deployment("fg", 2));
+    wait_until("fg's pods", 60, || {
+        count(&["pods", "-n", ns, "-l", "app=fg"]) == 2
+    });
+    c.admin(&[
+        "delete",
+        "deployment",
+        "fg",
+        "-n",
+        ns,
+        "--cascade=foreground",
+        "--timeout=90s",
+    ])
+    .ok();
+    assert!(c.get(&["deployment", "fg", "-n", ns]).is_none());
+    assert_eq!(count(&["replicasets", "-n", ns, "-l", "app=fg"]), 0);
+
+    // Orphan: the garbage collector removes orphan; the ReplicaSet stays.
+    c.apply(&deployment("orphan", 1));
+    wait_until("orphan's pod", 60, || {
+        count(&["pods", "-n", ns, "-l", "app=orphan"]) == 1
+    });
+    c.admin(&[
+        "delete",
+        "deployment",
+        "orphan",
+        "-n",
+        ns,
+        "--cascade=orphan",
+        "--timeout=90s",
+    ])
+    .ok();
+    assert!(c.get(&["deployment", "orphan", "-n", ns]).is_none());
+    assert_eq!(count(&["replicasets", "-n", ns, "-l", "app=orphan"]), 1);
+    assert_eq!(count(&["pods", "-n", ns, "-l", "app=orphan"]), 1);
+
+    // A PVC and its PV: pvc-protection and pv-protection.
+    let pv = format!("e2e-pv-{tag}");
+    c.apply(&json!({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": pv},
+        "spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "e2e-manual",
+            "hostPath": {"path": "/tmp/finalizer-guard-e2e"},
+        },
+    }));
+    c.apply(&json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "namespace": ns},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": "e2e-manual",
+            "volumeName": pv, "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }));
+    wait_until("the claim to bind", 60, || {
+        c.get(&["pvc", "data", "-n", ns]).unwrap()["status"]["phase"] == "Bound"
+    });
+    c.admin(&["delete", "pvc", "data", "-n", ns, "--timeout=90s"])
+        .ok();
+    c.admin(&["delete", "pv", &pv, "--timeout=90s"]).ok();
+
+    // A Job's pods lose batch.kubernetes.io/job-tracking.
+    c.apply(&json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "job", "namespace": ns},
+        "spec": {
+            "parallelism": 2, "completions": 2,
+            "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}],
+            }},
+        },
+    }));
+    wait_until("the Job's pods, tracked", 60, || {
+        let pods = c.get(&["pods", "-n", ns, "-l", "job-name=job"]).unwrap();
+        let items = pods["items"].as_array().unwrap();
+        items.len() == 2
+            && items
+                .iter()
+                .all(|p| finalizers(p).contains(&"batch.kubernetes.io/job-tracking".to_string()))
+    });
+    c.admin(&[
+        "delete",
+        "job",
+        "job",
+        "-n",
+        ns,
+        "--cascade=foreground",
+        "--timeout=90s",
+    ])
+    .ok();
+    wait_until("the Job's pods to be gone", 60, || {
+        count(&["pods", "-n", ns, "-l", "job-name=job"]) == 0
+    });
+
+    // A CRD with instances: kube-apiserver's own finalizer controller.
+    let group = format!("{tag}.e2e.example.com");
+    let crd = format!("widgets.{group}");
+    c.apply(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd},
+        "spec": {
+            "group": group, "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }));
+    c.admin(&[
+        "wait",
+        "--for=condition=Established",
+        &format!("crd/{crd}"),
+        "--timeout=60s",
+    ])
+    .ok();
+    for i in 0..3 {
+        c.apply(&json!({
+            "apiVersion": format!("{group}/v1"), "kind": "Widget",
+            "metadata": {"name": format!("w{i}"), "namespace": ns},
+        }));
+    }
+    c.admin(&["delete", "crd", &crd, "--timeout=90s"]).ok();
+
+    // A namespace full of objects: the namespace controller.
+    for i in 0..5 {
+        c.apply(&configmap(ns, &format!("cm-{i}"), &[]));
+    }
+    c.apply(&json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "svc", "namespace": ns},
+        "spec": {"ports": [{"port": 80}]},
+    }));
+    c.apply(&deployment("left", 1));
+    c.admin(&["delete", "namespace", ns, "--timeout=120s"]).ok();
+    assert!(c.get(&["namespace", ns]).is_none());
+}
+
+#[test]
+fn kubernetes_controllers_are_never_blocked_with_the_shipped_conditions() {
+    let Some(env) = env() else { return };
+    builtin_controllers_complete(&env, "shipped");
+}
+
+#[test]
+fn kubernetes_controllers_are_never_blocked_when_the_webhook_judges_them() {
+    let Some(mut env) = env() else { return };
+    let seen = env.audit_records().len();
+    env.set_conditions(Conditions::JudgeBuiltins);
+    builtin_controllers_complete(&env, "judged");
+    env.set_conditions(Conditions::Shipped);
+
+    // The webhook saw the controllers' removals and named who authorized each.
+    let records = env.audit_records();
+    let records = &records[seen..];
+    for record in records {
+        assert_ne!(record["decision"], "denied", "{record}");
+    }
+    for controller in [
+        "garbage-collector",
+        "pvc-protection",
+        "pv-protection",
+        "job",
+        "namespace",
+        "customresourcedefinition-finalizer",
+    ] {
+        let authority = format!("built-in controller {controller}");
+        assert!(
+            records.iter().any(|r| r["removedFinalizers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["authorizedBy"] == authority.as_str())),
+            "no audit record names {authority}"
+        );
+    }
+}
+
+#[test]
+fn with_the_webhook_down_strips_fail_closed_and_controllers_go_on() {
+    let Some(mut env) = env() else { return };
+    let ns = "e2e-down";
+    env.cluster.namespace(ns);
+    env.cluster
+        .apply(&configmap(ns, "guarded", &["example.com/cleanup"]));
+    let doomed = "e2e-down-doomed";
+    env.cluster.namespace(doomed);
+    env.cluster.apply(&configmap(doomed, "content", &[]));
+    env.cluster.apply(&json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "fg", "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "fg"}},
+            "template": {"metadata": {"labels": {"app": "fg"}},
+                "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}},
+        },
+    }));
+
+    env.stop();
+    let c = &env.cluster;
+    c.kubectl(
+        "alice",
+        &[
+            "patch",
+            "configmap",
+            "guarded",
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            STRIP,
+        ],
+    )
+    .refused(&format!("failed calling webhook \"{WEBHOOK}\""));
+    c.admin(&[
+        "delete",
+        "deployment",
+        "fg",
+        "-n",
+        ns,
+        "--cascade=foreground",
+        "--timeout=90s",
+    ])
+    .ok();
+    c.admin(&["delete", "namespace", doomed, "--timeout=120s"])
+        .ok();
+
+    env.start();
+    release(&env, "configmap", "guarded", ns);
+    env.cluster
+        .admin(&["delete", "namespace", ns, "--timeout=120s"])
+        .ok();
+}
+
+#[test]
+fn two_person_override() {
+    let Some(mut env) = env() else { return };
+    let policy = env.policy(Policy {
+        approval: Some(json!({"groups": ["sre-oncall"], "maxAge": "2h"})),
+        ..Policy::default()
+    });
+    env.set_policy(&policy);
+    let c = &env.cluster;
+    let ns = "e2e-two-person";
+    c.namespace(ns);
+    dead_node(&env, "dead-node-2");
+    for name in ["db-0", "db-1", "db-2"] {
+        c.apply(&pod(ns, name, Some("dead-node-2"), &[CNI]));
+        delete_nowait(&env, &["pod", name, "-n", ns]);
+    }
+    let approve = |user: &str, pod: &str, expires: jiff::Timestamp| {
+        c.kubectl(
+            user,
+            &[
+                "annotate",
+                "pod",
+                pod,
+                "-n",
+                ns,
+                &format!("{OVERRIDE}=node-lost: INC-4713 dead-node-2 lost"),
+                &format!("finalizer-guard.io/approved-by={user}"),
+                &format!("finalizer-guard.io/override-expires={expires}"),
+            ],
+        )
+    };
+    let strip = |user: &str, pod: &str| {
+        c.kubectl(
+            user,
+            &["patch", "pod", pod, "-n", ns, "--type=merge", "-p", STRIP],
+        )
+    };
+    let in_an_hour = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1);
+
+    // alice is no approver: she cannot write the approval.
+    let run = approve("alice", "db-0", in_an_hour).refused(&denied());
+    assert!(run.stderr.contains("not an approver"), "{run:#?}");
+
+    // carol approves; she may not use her own approval.
+    approve("carol", "db-0", in_an_hour).ok();
+    let run = strip("carol", "db-0").refused(&denied());
+    assert!(run.stderr.contains("carol"), "{run:#?}");
+    // alice may.
+    let run = strip("alice", "db-0").ok();
+    assert!(run.stderr.contains("Warning:"), "{run:#?}");
+    assert!(finalizers(&c.get(&["pod", "db-0", "-n", ns]).unwrap()).is_empty());
+
+    // An approval that has expired authorizes nothing.
+    let soon = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(4);
+    approve("carol", "db-1", soon).ok();
+    std::thread::sleep(Duration::from_secs(5));
+    let run = strip("alice", "db-1").refused(&denied());
+    assert!(run.stderr.contains("expired"), "{run:#?}");
+
+    // No approval at all.
+    strip("alice", "db-2").refused(&denied());
+
+    for name in ["db-0", "db-1", "db-2"] {
+        c.admin(&[
+            "delete",
+            "pod",
+            name,
+            "-n",
+            ns,
+            "--grace-period=0",
+            "--force",
+        ]);
+    }
+    let plain = env.policy(Policy::default());
+    env.set_policy(&plain);
+    for name in ["db-1", "db-2"] {
+        release(&env, "pod", name, ns);
+    }
+    env.cluster
+        .admin(&["delete", "namespace", ns, "--timeout=120s"])
+        .ok();
+}
+
+#[test]
+fn dry_run_gets_the_same_answer_and_changes_nothing() {
+    let Some(env) = env() else { return };
+    let c = &env.cluster;
+    let ns = "e2e-dry-run";
+    c.namespace(ns);
+    dead_node(&env, "dead-node-3");
+    c.apply(&pod(ns, "cache-0", Some("dead-node-3"), &[CNI]));
+    delete_nowait(&env, &["pod", "cache-0", "-n", ns]);
+    let strip = [
+        "patch",
+        "pod",
+        "cache-0",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        STRIP,
+        "--dry-run=server",
+    ];
+    let dry = c.kubectl("alice", &strip).refused(&denied());
+    let wet = c.kubectl("alice", &strip[..8]).refused(&denied());
+    assert_eq!(dry.stderr, wet.stderr);
+
+    c.kubectl(
+        "alice",
+        &[
+            "annotate",
+            "pod",
+            "cache-0",
+            "-n",
+            ns,
+            &format!("{OVERRIDE}=node-lost: INC-4714 dead-node-3 lost"),
+        ],
+    )
+    .ok();
+    let run = c.kubectl("alice", &strip).ok();
+    assert!(run.stdout.contains("(server dry run)"), "{run:#?}");
+    assert!(run.stderr.contains("Warning:"), "{run:#?}");
+    // Nothing changed, and the override wrote no Event.
+    assert_eq!(
+        finalizers(&c.get(&["pod", "cache-0", "-n", ns]).unwrap()),
+        [CNI]
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(events(&env, ns, "cache-0", "FinalizerOverride"), 0);
+    let record = env
+        .audit_records()
+        .into_iter()
+        .rev()
+        .find(|r| r["name"] == "cache-0" && r["decision"] == "override")
+        .expect("the dry run's audit record");
+    assert_eq!(record["dryRun"], true);
+
+    c.admin(&[
+        "delete",
+        "pod",
+        "cache-0",
+        "-n",
+        ns,
+        "--grace-period=0",
+        "--force",
+    ]);
+    release(&env, "pod", "cache-0", ns);
+    c.admin(&["delete", "namespace", ns, "--timeout=120s"]).ok();
+}
