@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode, Throughput};
 use finalizer_guard::admission::{self, LeanObject};
-use finalizer_guard::policy::Policy;
+use finalizer_guard::policy::{Policy, Verdict};
 use kube_core::admission::AdmissionReview;
 use serde::de::IgnoredAny;
 
@@ -82,8 +82,8 @@ fn decision(c: &mut Criterion) {
     assert_eq!(
         admission::review(&default_policy, &example)
             .expect("decided")
-            .decision,
-        "denied"
+            .verdict(),
+        Verdict::Denied
     );
     measure(c, EXAMPLE.to_string(), &default_policy, &example);
 
@@ -97,7 +97,11 @@ fn decision(c: &mut Criterion) {
             });
             let body = generated.body;
             let reviewed = admission::review(&policy, &body).expect("a generated review parses");
-            assert_eq!(reviewed.decision, "authorized", "{label} f{finalizers}");
+            assert_eq!(
+                reviewed.verdict(),
+                Verdict::Authorized,
+                "{label} f{finalizers}"
+            );
             eprintln!(
                 "{label} f{finalizers}: body {} bytes, object {} bytes, managedFields {:.0}%",
                 body.len(),
@@ -118,8 +122,10 @@ fn decision(c: &mut Criterion) {
     })
     .body;
     assert_eq!(
-        admission::review(&policy, &body).expect("decided").decision,
-        "authorized"
+        admission::review(&policy, &body)
+            .expect("decided")
+            .verdict(),
+        Verdict::Authorized
     );
     measure(c, ALL_REMOVED.to_string(), &policy, &body);
 }

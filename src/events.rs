@@ -1,9 +1,9 @@
 //! Kubernetes Events for denials and overrides, so `kubectl describe` and
 //! `kubectl get events` show them next to the object.
 //!
-//! Sent from a background task through a bounded queue: an Event never
-//! delays or changes a decision. A full queue or a failing API server drops
-//! the Event (logged and counted). Dry-run requests send none.
+//! Sent from a background task through a bounded queue ([`crate::queue`]):
+//! an Event never delays or changes a decision. A full queue or a failing
+//! API server drops the Event (logged and counted). Dry-run requests send none.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,11 +14,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use tokio::sync::mpsc;
 
-use crate::admission::AuditRecord;
-use crate::metrics::DecisionLabels;
+use crate::audit::AuditRecord;
+use crate::metrics::EventLabels;
+use crate::policy::Verdict;
 use crate::policy::message::truncate;
+use crate::queue::{self, Queue, WhenFull};
 
 /// `reportingController` of every Event.
 pub const REPORTING_CONTROLLER: &str = "finalizer-guard.io/webhook";
@@ -39,7 +40,7 @@ pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Event> {
         .map(|r| r.finalizer.as_str())
         .collect();
     let (type_, reason, note) = match record.decision {
-        "denied" => (
+        Verdict::Denied => (
             "Warning",
             "FinalizerRemovalDenied",
             format!(
@@ -49,7 +50,7 @@ pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Event> {
                 record.uid
             ),
         ),
-        "override" => (
+        Verdict::Override => (
             "Warning",
             "FinalizerOverride",
             format!(
@@ -70,12 +71,17 @@ pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Event> {
                     .unwrap_or_else(|| "nothing recorded on the object".into()),
             ),
         ),
-        "approval-denied" => (
+        Verdict::ApprovalDenied => (
             "Warning",
             "OverrideApprovalDenied",
             format!("{} may not write an override approval", record.user),
         ),
-        _ => return None,
+        Verdict::NotJudged
+        | Verdict::NothingRemoved
+        | Verdict::Authorized
+        | Verdict::WouldDeny
+        | Verdict::ApprovalRecorded
+        | Verdict::ApprovalWouldDeny => return None,
     };
     // Events about cluster-scoped objects live in `default`, as kubectl expects.
     let namespace = record.namespace.clone().unwrap_or_else(|| "default".into());
@@ -110,19 +116,20 @@ pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Event> {
 
 /// Sends Events in the background.
 pub struct EventSink {
-    queue: mpsc::Sender<Event>,
-    dropped: Family<DecisionLabels, Counter>,
+    queue: Queue<Event>,
 }
 
 impl EventSink {
-    /// Starts the sending task. `outcomes` counts sent and failed Events.
+    /// Starts the sending task. `outcomes` counts sent and failed Events,
+    /// `dropped` those the full queue refused.
     pub fn start(
         client: kube::Client,
         capacity: usize,
-        outcomes: Family<DecisionLabels, Counter>,
+        outcomes: Family<EventLabels, Counter>,
+        dropped: Counter,
     ) -> Arc<EventSink> {
-        let (queue, mut incoming) = mpsc::channel::<Event>(capacity.max(1));
-        let counted = outcomes.clone();
+        let (queue, mut incoming) =
+            queue::bounded::<Event>("events", capacity, WhenFull::Drop, dropped);
         tokio::spawn(async move {
             while let Some(event) = incoming.recv().await {
                 let namespace = event
@@ -145,41 +152,33 @@ impl EventSink {
                         "failed"
                     }
                 };
-                counted
-                    .get_or_create(&DecisionLabels { decision: outcome })
+                outcomes
+                    .get_or_create(&EventLabels { decision: outcome })
                     .inc();
             }
         });
-        Arc::new(EventSink {
-            queue,
-            dropped: outcomes,
-        })
+        Arc::new(EventSink { queue })
     }
 
-    /// Queues an Event; drops it if the queue is full.
+    /// Queues an Event; drops it (counted) if the queue is full.
     pub fn send(&self, event: Event) {
-        if self.queue.try_send(event).is_err() {
-            self.dropped
-                .get_or_create(&DecisionLabels {
-                    decision: "dropped",
-                })
-                .inc();
-            tracing::warn!("Event queue full; Event dropped");
-        }
+        // A dropping queue never hands the Event back.
+        let _ = self.queue.send(event);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::AuditedRemoval;
+    use crate::audit::AuditedRemoval;
+    use crate::policy::{FinalizerField, Mode, Operation};
 
-    fn record(decision: &'static str) -> AuditRecord {
+    fn record(decision: Verdict) -> AuditRecord {
         AuditRecord {
             uid: "u-1".into(),
             user: "jane".into(),
             groups: vec![],
-            operation: "UPDATE",
+            operation: Operation::Update,
             resource: "pods".into(),
             object_kind: "Pod".into(),
             object_api_version: "v1".into(),
@@ -189,11 +188,11 @@ mod tests {
             object_uid: Some("o-1".into()),
             removed_finalizers: vec![AuditedRemoval {
                 finalizer: "example.com/cleanup".into(),
-                field: "metadata.finalizers",
+                field: FinalizerField::Metadata,
                 authorized_by: None,
             }],
             decision,
-            mode: "enforce",
+            mode: Mode::Enforce,
             override_reason: Some("node-lost".into()),
             override_detail: Some("INC-1".into()),
             approved_by: None,
@@ -209,7 +208,7 @@ mod tests {
 
     #[test]
     fn events_for_denials_and_overrides_only() {
-        let e = event_for(&record("override"), "pod-1").unwrap();
+        let e = event_for(&record(Verdict::Override), "pod-1").unwrap();
         assert_eq!(e.reason.as_deref(), Some("FinalizerOverride"));
         assert_eq!(
             e.note.as_deref(),
@@ -220,20 +219,33 @@ mod tests {
         assert_eq!(e.regarding.as_ref().unwrap().uid.as_deref(), Some("o-1"));
         assert_eq!(e.metadata.namespace.as_deref(), Some("shop"));
         assert_eq!(
-            event_for(&record("denied"), "pod-1")
+            event_for(&record(Verdict::Denied), "pod-1")
                 .unwrap()
                 .reason
                 .as_deref(),
             Some("FinalizerRemovalDenied")
         );
-        assert!(event_for(&record("authorized"), "pod-1").is_none());
-        let mut dry = record("denied");
+        assert_eq!(
+            event_for(&record(Verdict::ApprovalDenied), "pod-1")
+                .unwrap()
+                .reason
+                .as_deref(),
+            Some("OverrideApprovalDenied")
+        );
+        for quiet in [
+            Verdict::Authorized,
+            Verdict::WouldDeny,
+            Verdict::ApprovalWouldDeny,
+        ] {
+            assert!(event_for(&record(quiet), "pod-1").is_none(), "{quiet}");
+        }
+        let mut dry = record(Verdict::Denied);
         dry.dry_run = true;
         assert!(
             event_for(&dry, "pod-1").is_none(),
             "dry run has no side effects"
         );
-        let mut cluster = record("denied");
+        let mut cluster = record(Verdict::Denied);
         cluster.namespace = None;
         assert_eq!(
             event_for(&cluster, "pod-1")

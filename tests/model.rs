@@ -552,8 +552,8 @@ fn check(r: &Request, got: &Reviewed, want: &Expected) -> Result<(), TestCaseErr
     prop_assert_eq!(body["apiVersion"].as_str(), Some(r.api_version()));
     prop_assert_eq!(response["uid"].as_str(), Some(UID));
     prop_assert_eq!(response["allowed"].as_bool(), Some(want.allowed));
-    prop_assert_eq!(got.allowed, want.allowed);
-    prop_assert_eq!(got.decision, want.decision);
+    prop_assert_eq!(got.allowed(), want.allowed);
+    prop_assert_eq!(got.verdict().as_str(), want.decision);
 
     let annotations = &response["auditAnnotations"];
     let warnings = response["warnings"].as_array().map_or(0, Vec::len);
@@ -580,7 +580,7 @@ fn check(r: &Request, got: &Reviewed, want: &Expected) -> Result<(), TestCaseErr
     let recorded: Vec<_> = audit
         .removed_finalizers
         .iter()
-        .map(|f| (f.finalizer.as_str(), f.field))
+        .map(|f| (f.finalizer.as_str(), f.field.path()))
         .collect();
     prop_assert_eq!(
         recorded.len(),
@@ -592,7 +592,7 @@ fn check(r: &Request, got: &Reviewed, want: &Expected) -> Result<(), TestCaseErr
         recorded.into_iter().collect::<BTreeSet<_>>(),
         want.removed.clone()
     );
-    prop_assert_eq!(got.unauthorized, want.unauthorized.len());
+    prop_assert_eq!(got.unauthorized(), want.unauthorized.len());
     prop_assert_eq!(audit.dry_run, r.dry_run);
     prop_assert_eq!(
         annotations["override-reason"].as_str(),
