@@ -83,6 +83,31 @@ pub struct AuditRecord {
     pub dry_run: bool,
 }
 
+/// What the outcome adds: the override used, or why the write was refused.
+fn outcome_annotations(outcome: &Outcome, mode: Mode) -> Vec<(&'static str, String)> {
+    match outcome {
+        Outcome::Override(o) => vec![
+            ("override-reason", o.reason.clone()),
+            ("override-detail", o.detail.clone()),
+        ],
+        Outcome::Denied { problem, .. } => {
+            let mut out = vec![("mode", mode.as_str().to_string())];
+            if *problem != OverrideProblem::Absent {
+                out.push(("override-problem", problem.to_string()));
+            }
+            out
+        }
+        Outcome::ApprovalRefused { problem, .. } => vec![
+            ("mode", mode.as_str().to_string()),
+            ("approval-problem", problem.to_string()),
+        ],
+        Outcome::NotJudged
+        | Outcome::NothingRemoved
+        | Outcome::Authorized
+        | Outcome::ApprovalRecorded => Vec::new(),
+    }
+}
+
 fn mode_name<S: serde::Serializer>(mode: &Mode, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(mode.as_str())
 }
@@ -213,25 +238,8 @@ pub fn annotations(
     if !authorities.is_empty() {
         put("authorized-by", &authorities.join(", "));
     }
-    match &decision.outcome {
-        Outcome::Override(o) => {
-            put("override-reason", &o.reason);
-            put("override-detail", &o.detail);
-        }
-        Outcome::Denied { problem, .. } => {
-            put("mode", mode.as_str());
-            if *problem != OverrideProblem::Absent {
-                put("override-problem", &problem.to_string());
-            }
-        }
-        Outcome::ApprovalRefused { problem, .. } => {
-            put("mode", mode.as_str());
-            put("approval-problem", &problem.to_string());
-        }
-        Outcome::NotJudged
-        | Outcome::NothingRemoved
-        | Outcome::Authorized
-        | Outcome::ApprovalRecorded => {}
+    for (key, value) in outcome_annotations(&decision.outcome, mode) {
+        put(key, &value);
     }
     let evidence = &decision.evidence;
     for (key, value) in [

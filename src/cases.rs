@@ -230,6 +230,90 @@ pub fn check_raw(policy: &Policy, raw: &str, expect: &Expect) -> Checked {
     Checked { decided, problems }
 }
 
+/// What a response said, as the expectations read it.
+struct Answered {
+    allowed: bool,
+    code: i64,
+    message: String,
+    warnings: Vec<String>,
+    audit: HashMap<String, String>,
+}
+
+impl Answered {
+    /// A denial's shape, then each of `expect`'s checks.
+    fn problems(&self, expect: &Expect) -> Vec<String> {
+        let Answered {
+            allowed,
+            code,
+            message,
+            warnings,
+            audit,
+        } = self;
+        let mut problems = Vec::new();
+        if let Some(want) = expect.allowed
+            && *allowed != want
+        {
+            problems.push(format!(
+                "allowed={allowed}, want {want} (message {message:?})"
+            ));
+        }
+        if !allowed && message.trim().is_empty() {
+            problems.push("denied without explanation (empty status.message)".to_string());
+        }
+        // CONTRACT.md, Decision 6: a denial is an HTTP-style 403.
+        if !allowed && *code != 403 {
+            problems.push(format!("denied with status.code {code}, want 403"));
+        }
+        let mut pairs: Vec<String> = audit.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        pairs.sort();
+        for (text, shown, lacks, wanted, unwanted) in [
+            (
+                message.clone(),
+                format!("message {message:?}"),
+                "lacks",
+                &expect.message_contains,
+                &expect.message_excludes,
+            ),
+            (
+                warnings.join("\n"),
+                format!("warnings {warnings:?}"),
+                "lack",
+                &expect.warning_contains,
+                &Vec::new(),
+            ),
+            (
+                pairs.join("\n"),
+                format!("audit annotations {pairs:?}"),
+                "lack",
+                &expect.audit_contains,
+                &expect.audit_excludes,
+            ),
+        ] {
+            for s in wanted {
+                if !contains_folded(&text, s) {
+                    problems.push(format!("{shown} {lacks} {s:?}"));
+                }
+            }
+            for s in unwanted {
+                if contains_folded(&text, s) {
+                    problems.push(format!("{shown} should not contain {s:?}"));
+                }
+            }
+        }
+        if expect.silent {
+            if !audit.is_empty() {
+                problems.push(format!(
+                    "nothing was removed, yet audit annotations {pairs:?}"
+                ));
+            }
+            if !warnings.is_empty() {
+                problems.push(format!("nothing was removed, yet warnings {warnings:?}"));
+            }
+        }
+        problems
+    }
+}
+
 /// apiserver-sim's `verify` for a review case, then the absence checks.
 pub fn check_review(policy: &Policy, mut doc: Value, expect: &Expect) -> Checked {
     // withUID: a fresh request.uid per call.
@@ -298,61 +382,13 @@ pub fn check_review(policy: &Policy, mut doc: Value, expect: &Expect) -> Checked
         .status
         .map(|s| (s.code, s.message))
         .unwrap_or_default();
-    if let Some(want) = expect.allowed
-        && allowed != want
-    {
-        problems.push(format!(
-            "allowed={allowed}, want {want} (message {message:?})"
-        ));
-    }
-    if !allowed && message.trim().is_empty() {
-        problems.push("denied without explanation (empty status.message)".to_string());
-    }
-    // CONTRACT.md, Decision 6: a denial is an HTTP-style 403.
-    if !allowed && code != 403 {
-        problems.push(format!("denied with status.code {code}, want 403"));
-    }
-    for s in &expect.message_contains {
-        if !contains_folded(&message, s) {
-            problems.push(format!("message {message:?} lacks {s:?}"));
-        }
-    }
-    for s in &expect.message_excludes {
-        if contains_folded(&message, s) {
-            problems.push(format!("message {message:?} should not contain {s:?}"));
-        }
-    }
-    let warnings = response.warnings.unwrap_or_default();
-    let joined_warnings = warnings.join("\n");
-    for s in &expect.warning_contains {
-        if !contains_folded(&joined_warnings, s) {
-            problems.push(format!("warnings {warnings:?} lack {s:?}"));
-        }
-    }
-    let mut pairs: Vec<String> = audit.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    pairs.sort();
-    let joined_audit = pairs.join("\n");
-    for s in &expect.audit_contains {
-        if !contains_folded(&joined_audit, s) {
-            problems.push(format!("audit annotations {pairs:?} lack {s:?}"));
-        }
-    }
-    for s in &expect.audit_excludes {
-        if contains_folded(&joined_audit, s) {
-            problems.push(format!(
-                "audit annotations {pairs:?} should not contain {s:?}"
-            ));
-        }
-    }
-    if expect.silent {
-        if !audit.is_empty() {
-            problems.push(format!(
-                "nothing was removed, yet audit annotations {pairs:?}"
-            ));
-        }
-        if !warnings.is_empty() {
-            problems.push(format!("nothing was removed, yet warnings {warnings:?}"));
-        }
-    }
+    let answered = Answered {
+        allowed,
+        code,
+        message,
+        warnings: response.warnings.unwrap_or_default(),
+        audit,
+    };
+    problems.extend(answered.problems(expect));
     Checked { decided, problems }
 }

@@ -33,13 +33,48 @@ pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Event> {
     if record.dry_run {
         return None;
     }
+    let (type_, reason, note) = what_happened(record)?;
+    // Events about cluster-scoped objects live in `default`, as kubectl expects.
+    let namespace = record.namespace.clone().unwrap_or_else(|| "default".into());
+    let now = jiff::Timestamp::now();
+    Some(Event {
+        metadata: ObjectMeta {
+            generate_name: Some(format!(
+                "{}.",
+                record.name.chars().take(200).collect::<String>()
+            )),
+            namespace: Some(namespace),
+            ..ObjectMeta::default()
+        },
+        event_time: Some(MicroTime(now)),
+        action: Some("RemoveFinalizers".into()),
+        reason: Some(reason.into()),
+        note: Some(truncate(&note, MAX_NOTE_BYTES / 4)),
+        type_: Some(type_.into()),
+        reporting_controller: Some(REPORTING_CONTROLLER.into()),
+        reporting_instance: Some(instance.chars().take(128).collect()),
+        regarding: Some(ObjectReference {
+            api_version: Some(record.object_api_version.clone()),
+            kind: Some(record.object_kind.clone()),
+            name: Some(record.name.clone()),
+            namespace: record.namespace.clone(),
+            uid: record.object_uid.clone(),
+            ..ObjectReference::default()
+        }),
+        ..Event::default()
+    })
+}
+
+/// The Event's type, reason and note for a denial, an override or a refused
+/// approval; `None` for every other decision.
+fn what_happened(record: &AuditRecord) -> Option<(&'static str, &'static str, String)> {
     let finalizers: Vec<&str> = record
         .removed_finalizers
         .iter()
         .filter(|r| r.authorized_by.is_none())
         .map(|r| r.finalizer.as_str())
         .collect();
-    let (type_, reason, note) = match record.decision {
+    Some(match record.decision {
         Verdict::Denied => (
             "Warning",
             "FinalizerRemovalDenied",
@@ -82,35 +117,6 @@ pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Event> {
         | Verdict::WouldDeny
         | Verdict::ApprovalRecorded
         | Verdict::ApprovalWouldDeny => return None,
-    };
-    // Events about cluster-scoped objects live in `default`, as kubectl expects.
-    let namespace = record.namespace.clone().unwrap_or_else(|| "default".into());
-    let now = jiff::Timestamp::now();
-    Some(Event {
-        metadata: ObjectMeta {
-            generate_name: Some(format!(
-                "{}.",
-                record.name.chars().take(200).collect::<String>()
-            )),
-            namespace: Some(namespace),
-            ..ObjectMeta::default()
-        },
-        event_time: Some(MicroTime(now)),
-        action: Some("RemoveFinalizers".into()),
-        reason: Some(reason.into()),
-        note: Some(truncate(&note, MAX_NOTE_BYTES / 4)),
-        type_: Some(type_.into()),
-        reporting_controller: Some(REPORTING_CONTROLLER.into()),
-        reporting_instance: Some(instance.chars().take(128).collect()),
-        regarding: Some(ObjectReference {
-            api_version: Some(record.object_api_version.clone()),
-            kind: Some(record.object_kind.clone()),
-            name: Some(record.name.clone()),
-            namespace: record.namespace.clone(),
-            uid: record.object_uid.clone(),
-            ..ObjectReference::default()
-        }),
-        ..Event::default()
     })
 }
 

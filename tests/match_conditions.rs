@@ -21,7 +21,7 @@
 use std::path::{Path, PathBuf};
 
 use cel::{Context, Program};
-use finalizer_guard::admission::{self, Reviewed};
+use finalizer_guard::admission::{self, ReviewBuilder, Reviewed};
 use finalizer_guard::policy::FinalizerField;
 use finalizer_guard::policy::builtin::{self, BUILTIN_CONTROLLERS, KUBE_CONTROLLER_MANAGER};
 use finalizer_guard::policy::{Operation, Policy, Verdict};
@@ -392,24 +392,22 @@ impl Review {
             "DELETE" => (Value::Null, old),
             _ => (new, old),
         };
-        let mut request = json!({
-            "uid": "7d2b6f0e-6f43-4f0b-9a51-3f1e2a6c9b10",
-            "kind": {"group": self.group, "version": self.version, "kind": "Object"},
-            "resource": {"group": self.group, "version": self.version, "resource": self.resource},
-            "name": "thing",
-            "operation": self.operation,
-            "userInfo": {"username": self.username, "groups": self.groups},
-            "object": object,
-            "oldObject": old_object,
-            "dryRun": self.dry_run,
-        });
+        // kube-apiserver sends `null` for the object an operation has not.
+        let mut review = ReviewBuilder::pod_update(&self.username)
+            .groups(&self.groups)
+            .uid("7d2b6f0e-6f43-4f0b-9a51-3f1e2a6c9b10")
+            .api_version(self.api_version)
+            .operation(self.operation)
+            .resource(self.group, self.version, self.resource, "Object")
+            .name("thing")
+            .namespace(self.namespace)
+            .dry_run(self.dry_run)
+            .object(Some(object))
+            .old_object(Some(old_object));
         if !self.subresource.is_empty() {
-            request["subResource"] = json!(self.subresource);
+            review = review.subresource(self.subresource);
         }
-        if let Some(ns) = self.namespace {
-            request["namespace"] = json!(ns);
-        }
-        json!({"apiVersion": self.api_version, "kind": "AdmissionReview", "request": request})
+        review.to_value()
     }
 }
 

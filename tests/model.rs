@@ -12,7 +12,7 @@
 
 use std::collections::BTreeSet;
 
-use finalizer_guard::admission::{Reviewed, review_at};
+use finalizer_guard::admission::{ReviewBuilder, Reviewed, review_at};
 use finalizer_guard::policy::Policy;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -486,40 +486,29 @@ impl Request {
 
     /// The AdmissionReview kube-apiserver would send.
     fn review(&self) -> Vec<u8> {
-        let mut request = json!({
-            "uid": UID,
-            "kind": {"group": self.group, "version": "v1", "kind": "Object"},
-            "resource": {"group": self.group, "version": "v1", "resource": self.resource},
-            "name": "obj-1",
-            "operation": self.operation,
-            "userInfo": {"groups": self.groups},
-            "dryRun": self.dry_run,
-        });
-        if let Some(user) = self.username {
-            request["userInfo"]["username"] = json!(user);
-        }
-        if let Some(ns) = self.namespace {
-            request["namespace"] = json!(ns);
-        }
-        if !self.subresource.is_empty() {
-            request["subResource"] = json!(self.subresource);
-        }
         let new = self.object((0, &self.new), (2, &self.new_spec), self.annotation);
         let old = self.object((1, &self.old), (3, &self.old_spec), self.old_annotation);
-        match self.operation {
-            "CREATE" => request["object"] = new,
-            "DELETE" => request["oldObject"] = old,
-            _ => {
-                request["object"] = new;
-                request["oldObject"] = old;
-            }
+        let (object, old_object) = match self.operation {
+            "CREATE" => (Some(new), None),
+            "DELETE" => (None, Some(old)),
+            _ => (Some(new), Some(old)),
+        };
+        let mut review = ReviewBuilder::pod_update("")
+            .username(self.username)
+            .groups(&self.groups)
+            .uid(UID)
+            .api_version(self.api_version())
+            .operation(self.operation)
+            .resource(self.group, "v1", self.resource, "Object")
+            .name("obj-1")
+            .namespace(self.namespace)
+            .dry_run(self.dry_run)
+            .object(object)
+            .old_object(old_object);
+        if !self.subresource.is_empty() {
+            review = review.subresource(self.subresource);
         }
-        serde_json::to_vec(&json!({
-            "apiVersion": self.api_version(),
-            "kind": "AdmissionReview",
-            "request": request,
-        }))
-        .unwrap()
+        review.to_vec()
     }
 
     fn api_version(&self) -> &'static str {

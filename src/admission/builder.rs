@@ -27,7 +27,8 @@ pub struct ReviewBuilder {
     subresource: Option<String>,
     name: String,
     namespace: Option<String>,
-    username: String,
+    /// `None`: `userInfo` carries no username.
+    username: Option<String>,
     groups: Vec<String>,
     extra: Map<String, Value>,
     object: Option<Value>,
@@ -55,7 +56,7 @@ impl ReviewBuilder {
             subresource: None,
             name: "web-0".into(),
             namespace: Some("team-a".into()),
-            username: user.into(),
+            username: Some(user.into()),
             groups: vec!["system:authenticated".into()],
             extra: Map::new(),
             object: Some(pod.clone()),
@@ -121,6 +122,12 @@ impl ReviewBuilder {
                 }
             }
         })
+    }
+
+    /// `request.userInfo.username`; `None` leaves it out.
+    pub fn username(mut self, username: Option<&str>) -> Self {
+        self.username = username.map(String::from);
+        self
     }
 
     /// `request.userInfo.groups`.
@@ -201,10 +208,13 @@ impl ReviewBuilder {
             "requestResource": {"group": group, "version": version, "resource": resource},
             "name": self.name,
             "operation": self.operation,
-            "userInfo": {"username": self.username, "groups": self.groups},
+            "userInfo": {"groups": self.groups},
             "dryRun": self.dry_run,
             "options": {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"},
         });
+        if let Some(username) = &self.username {
+            request["userInfo"]["username"] = json!(username);
+        }
         if !self.extra.is_empty() {
             request["userInfo"]["extra"] = Value::Object(self.extra.clone());
         }

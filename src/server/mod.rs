@@ -200,7 +200,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     let recorder = record
         .map(|record| start_recorder(record, &metrics))
         .transpose()?;
-    let serving = serving_tls(tls.as_ref(), client_ca.as_deref(), &dev_cert_dir)?;
+    let serving = serving_tls(tls, client_ca, &dev_cert_dir)?;
     if let Some(expiry) = serving.certificates.expiry() {
         metrics.certificate_expiry.set(expiry);
     }
@@ -215,48 +215,21 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     let (listener, addr) = bind(listen).await?;
     let (admin_listener, admin_addr) = bind(admin_listen).await?;
     let (stop, stopped) = watch::channel(false);
-    let tasks = vec![
-        tokio::spawn(serve(
-            listener,
-            Some(serving.acceptor),
-            routes::webhook(state.clone()),
-            limits,
-            shutdown_timeout,
-            stopped.clone(),
-        )),
-        tokio::spawn(serve(
-            admin_listener,
-            None,
-            routes::admin(state.clone()),
-            Limits {
-                max_connections: ADMIN_MAX_CONNECTIONS,
-                ..limits
-            },
-            shutdown_timeout,
-            stopped.clone(),
-        )),
-    ];
-    let reloading = |source: Arc<dyn Reloadable>, last| {
-        tokio::spawn(reload::watch(
-            source,
-            last,
-            state.clone(),
-            reload_interval,
-            stopped.clone(),
-        ));
-    };
+    let tasks = serve_ports(
+        (listener, serving.acceptor.clone()),
+        admin_listener,
+        &state,
+        limits,
+        shutdown_timeout,
+        &stopped,
+    );
+    let mut watched = serving.reloadables();
     if let Some(path) = policy {
-        reloading(Arc::new(PolicyFile(path)), policy_bytes);
+        watched.push((Arc::new(PolicyFile(path)), policy_bytes));
     }
-    if let (Some(path), Some((store, pem))) = (client_ca, serving.client_ca) {
-        reloading(Arc::new(ClientCaFile { path, store }), pem);
-    }
-    if let Some((cert, key)) = tls {
-        let store = serving.certificates;
-        reloading(
-            Arc::new(CertificateFiles { cert, key, store }),
-            serving.fingerprint,
-        );
+    for (source, last) in watched {
+        let (state, stopped) = (state.clone(), stopped.clone());
+        tokio::spawn(reload::watch(source, last, state, reload_interval, stopped));
     }
 
     state.ready.store(true, Ordering::Relaxed);
@@ -270,6 +243,39 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         tasks,
         shutdown_delay,
     })
+}
+
+/// Serves the webhook port (TLS) and the admin port, each in its own task.
+fn serve_ports(
+    (webhook, acceptor): (TcpListener, TlsAcceptor),
+    admin: TcpListener,
+    state: &Arc<AppState>,
+    limits: Limits,
+    drain: Duration,
+    stopped: &watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let admin_limits = Limits {
+        max_connections: ADMIN_MAX_CONNECTIONS,
+        ..limits
+    };
+    vec![
+        tokio::spawn(serve(
+            webhook,
+            Some(acceptor),
+            routes::webhook(state.clone()),
+            limits,
+            drain,
+            stopped.clone(),
+        )),
+        tokio::spawn(serve(
+            admin,
+            None,
+            routes::admin(state.clone()),
+            admin_limits,
+            drain,
+            stopped.clone(),
+        )),
+    ]
 }
 
 /// The policy to start with (`--policy`, or the embedded default) and the
@@ -299,51 +305,71 @@ fn start_recorder(record: RecordConfig, metrics: &Metrics) -> Result<Recorder> {
     Recorder::start(dir, max_files, max_bytes, metrics.dropped_in("recorder"))
 }
 
+/// A source of reloads, with the content in service.
+type Watched = (Arc<dyn Reloadable>, Vec<u8>);
+
 /// The webhook port's TLS: the acceptor, and what reloads swap and compare with.
 struct ServingTls {
     acceptor: TlsAcceptor,
     certificates: Arc<tls::CertStore>,
-    /// The certificate files' content; empty in dev mode, which never reloads.
-    fingerprint: Vec<u8>,
-    /// With `--client-ca`: its store and the file's bytes.
-    client_ca: Option<(Arc<tls::ClientCaStore>, Vec<u8>)>,
+    /// The certificate and key files, and their content; `None` in dev mode, which never reloads.
+    files: Option<((PathBuf, PathBuf), Vec<u8>)>,
+    /// With `--client-ca`: the file, its store and its content.
+    client_ca: Option<(PathBuf, Arc<tls::ClientCaStore>, Vec<u8>)>,
     /// Dev mode: the generated CA's PEM file.
     dev_ca: Option<PathBuf>,
 }
 
+impl ServingTls {
+    /// The certificate files and the client CA, when they come from files.
+    fn reloadables(&self) -> Vec<Watched> {
+        let mut watched: Vec<Watched> = Vec::new();
+        if let Some(((cert, key), fingerprint)) = &self.files {
+            let (cert, key, store) = (cert.clone(), key.clone(), self.certificates.clone());
+            let files = CertificateFiles { cert, key, store };
+            watched.push((Arc::new(files), fingerprint.clone()));
+        }
+        if let Some((path, store, pem)) = &self.client_ca {
+            let (path, store) = (path.clone(), store.clone());
+            watched.push((Arc::new(ClientCaFile { path, store }), pem.clone()));
+        }
+        watched
+    }
+}
+
 fn serving_tls(
-    files: Option<&(PathBuf, PathBuf)>,
-    client_ca: Option<&Path>,
+    files: Option<(PathBuf, PathBuf)>,
+    client_ca: Option<PathBuf>,
     dev_cert_dir: &Path,
 ) -> Result<ServingTls> {
-    let (certified, fingerprint, dev_ca) = match files {
+    let (certified, files, dev_ca) = match files {
         Some((cert, key)) => {
-            let (certified, fingerprint) = tls::load_files(cert, key)?;
+            let (certified, fingerprint) = tls::load_files(&cert, &key)?;
             tracing::info!(cert = %cert.display(), key = %key.display(), "serving certificate loaded");
-            (certified, fingerprint, None)
+            (certified, Some(((cert, key), fingerprint)), None)
         }
         None => {
             let (certified, ca_path) = dev_certificate(dev_cert_dir)?;
-            (certified, Vec::new(), Some(ca_path))
+            (certified, None, Some(ca_path))
         }
     };
     let certificates = tls::CertStore::new(certified);
     let client_ca = match client_ca {
         Some(path) => {
-            let (verifier, pem) = tls::load_client_ca(path)?;
+            let (verifier, pem) = tls::load_client_ca(&path)?;
             tracing::info!(client_ca = %path.display(), "client certificates required on the webhook port");
-            Some((tls::ClientCaStore::new(verifier), pem))
+            Some((path, tls::ClientCaStore::new(verifier), pem))
         }
         None => None,
     };
     let config = tls::server_config(
         certificates.clone(),
-        client_ca.as_ref().map(|(store, _)| store.clone()),
+        client_ca.as_ref().map(|(_, store, _)| store.clone()),
     )?;
     Ok(ServingTls {
         acceptor: TlsAcceptor::from(Arc::new(config)),
         certificates,
-        fingerprint,
+        files,
         client_ca,
         dev_ca,
     })
