@@ -1,7 +1,7 @@
 //! The one error type of the binary's commands.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::doctor::Blocked;
 use crate::policy::LoadError;
@@ -14,12 +14,8 @@ pub enum Error {
         #[source]
         source: LoadError,
     },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -43,6 +39,23 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A file (or stream) that could not be read or written, named.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct IoError {
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// Reads a whole file, naming it in the error.
+pub fn read(path: &Path) -> std::result::Result<Vec<u8>, IoError> {
+    std::fs::read(path).map_err(|source| IoError {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// The blocked removals, on one line.
 pub(crate) fn list(blocked: &[Blocked]) -> String {
     blocked
@@ -54,10 +67,10 @@ pub(crate) fn list(blocked: &[Blocked]) -> String {
 
 impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
+        Error::Io(IoError {
             path: path.into(),
             source,
-        }
+        })
     }
 
     pub fn policy(path: impl Into<PathBuf>, source: LoadError) -> Self {
@@ -89,12 +102,8 @@ pub enum TlsError {
     NoClientCa,
     #[error("client CA: {0}")]
     ClientVerifier(#[source] rustls::server::VerifierBuilderError),
-    #[error("{}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Read(#[from] IoError),
     #[error("{}: {source}", path.display())]
     InFile {
         path: PathBuf,

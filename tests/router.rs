@@ -1,9 +1,8 @@
 //! The routes without sockets or TLS: requests handed to the router with
 //! `tower::ServiceExt::oneshot`, as the server hands it each connection's.
 
-use std::io::Write;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -19,18 +18,11 @@ use prometheus_client::metrics::counter::Counter;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-/// Audit lines, kept for the test to read.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
+/// Audit lines go to a file the test reads back.
+type Lines = tempfile::NamedTempFile;
 
-impl Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+fn lines() -> Lines {
+    tempfile::NamedTempFile::new().unwrap()
 }
 
 fn state(lines: &Lines) -> Arc<AppState> {
@@ -42,7 +34,7 @@ fn state(lines: &Lines) -> Arc<AppState> {
         max_connections: 16,
         max_inflight_body_bytes: 4 * 1024 * 1024,
     };
-    let audit = AuditLog::to(lines.clone(), Counter::default()).unwrap();
+    let audit = AuditLog::to(lines.reopen().unwrap(), Counter::default()).unwrap();
     Arc::new(AppState::new(
         Policy::embedded_default(),
         limits,
@@ -66,7 +58,7 @@ async fn call(router: Router, method: &str, uri: &str, body: Vec<u8>) -> (Status
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denial_is_answered_counted_and_audited() {
-    let lines = Lines::default();
+    let lines = lines();
     let state = state(&lines);
     let strip = ReviewBuilder::pod_update("alice")
         .finalizers(json!(["example.com/cleanup"]), Value::Null)
@@ -89,7 +81,7 @@ async fn a_denial_is_answered_counted_and_audited() {
     }
 
     state.audit.flush().await;
-    let audit = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+    let audit = std::fs::read_to_string(lines.path()).unwrap();
     let record: Value = serde_json::from_str(audit.lines().next().unwrap()).unwrap();
     assert_eq!(record["decision"], "denied");
     assert_eq!(record["operation"], "UPDATE");
@@ -101,7 +93,7 @@ async fn a_denial_is_answered_counted_and_audited() {
 
 #[tokio::test]
 async fn malformed_bodies_are_400_with_one_line_and_counted() {
-    let state = state(&Lines::default());
+    let state = state(&lines());
     let (status, body) = call(
         routes::webhook(state.clone()),
         "POST",
@@ -123,7 +115,7 @@ async fn malformed_bodies_are_400_with_one_line_and_counted() {
 
 #[tokio::test]
 async fn an_oversized_body_is_413() {
-    let state = state(&Lines::default());
+    let state = state(&lines());
     let big = vec![b' '; 2 * 1024 * 1024];
     let (status, _) = call(routes::webhook(state), "POST", "/validate", big).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
@@ -131,7 +123,7 @@ async fn an_oversized_body_is_413() {
 
 #[tokio::test]
 async fn probes_follow_readiness_and_unknown_routes_are_404() {
-    let state = state(&Lines::default());
+    let state = state(&lines());
     let router = routes::webhook(state.clone());
     let (status, _) = call(router.clone(), "GET", "/healthz", vec![]).await;
     assert_eq!(status, StatusCode::OK);

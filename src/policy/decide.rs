@@ -52,21 +52,13 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
         approval_written = true;
     }
 
-    if !judged {
-        let outcome = if approval_written {
-            Outcome::ApprovalRecorded
-        } else {
-            Outcome::NotJudged
-        };
-        return decided(change, policy, outcome, removed);
-    }
-
-    // 3. Nothing removed: allowed silently.
-    if removed.is_empty() {
-        let outcome = if approval_written {
-            Outcome::ApprovalRecorded
-        } else {
-            Outcome::NothingRemoved
+    // 1. and 3. Not judged, or nothing removed: allowed silently (an
+    // approval written is still recorded).
+    if !judged || removed.is_empty() {
+        let outcome = match (approval_written, judged) {
+            (true, _) => Outcome::ApprovalRecorded,
+            (false, false) => Outcome::NotJudged,
+            (false, true) => Outcome::NothingRemoved,
         };
         return decided(change, policy, outcome, removed);
     }

@@ -284,7 +284,7 @@ fn serve_ports(
 fn load_policy(path: Option<&Path>) -> Result<(Policy, Vec<u8>)> {
     let (policy, bytes) = match path {
         Some(path) => {
-            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+            let bytes = crate::error::read(path)?;
             let parsed = policy::from_bytes(&bytes).map_err(|e| Error::policy(path, e))?;
             (parsed, bytes)
         }

@@ -16,18 +16,14 @@ use tokio::sync::watch;
 use super::tls::{self, CertStore, ClientCaStore, TlsError};
 use super::{AppState, stopped_signal};
 use crate::doctor::Blocked;
-use crate::error::list;
+use crate::error::{IoError, list};
 use crate::policy::{self, LoadError};
 
 /// Why a changed file was not applied.
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
-    #[error("{}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Read(#[from] IoError),
     #[error(transparent)]
     Policy(#[from] LoadError),
     #[error("it would block built-in controllers: {}", list(.0))]
@@ -40,10 +36,12 @@ pub enum ReloadError {
 pub trait Reloadable: Send + Sync + 'static {
     /// The `kind` of the reload metrics and logs.
     fn kind(&self) -> &'static str;
-    /// The file, as logs name it.
-    fn file(&self) -> String;
+    /// The file (the first of them), as logs name it.
+    fn path(&self) -> &Path;
     /// Reads the files' current content (on the blocking pool).
-    fn read(&self) -> Result<Vec<u8>, ReloadError>;
+    fn read(&self) -> Result<Vec<u8>, ReloadError> {
+        Ok(crate::error::read(self.path())?)
+    }
     /// Puts content that differs from the last applied into service.
     fn apply(&self, bytes: &[u8], state: &AppState) -> Result<(), ReloadError>;
 }
@@ -55,11 +53,8 @@ impl Reloadable for PolicyFile {
     fn kind(&self) -> &'static str {
         "policy"
     }
-    fn file(&self) -> String {
-        self.0.display().to_string()
-    }
-    fn read(&self) -> Result<Vec<u8>, ReloadError> {
-        read(&self.0)
+    fn path(&self) -> &Path {
+        &self.0
     }
     fn apply(&self, bytes: &[u8], state: &AppState) -> Result<(), ReloadError> {
         let policy = policy::from_bytes(bytes)?;
@@ -85,11 +80,12 @@ impl Reloadable for CertificateFiles {
     fn kind(&self) -> &'static str {
         "certificate"
     }
-    fn file(&self) -> String {
-        self.cert.display().to_string()
+    fn path(&self) -> &Path {
+        &self.cert
     }
     fn read(&self) -> Result<Vec<u8>, ReloadError> {
-        Ok(tls::fingerprint(&read(&self.cert)?, &read(&self.key)?))
+        let (cert_pem, key_pem) = tls::read_pair(&self.cert, &self.key)?;
+        Ok(tls::fingerprint(&cert_pem, &key_pem))
     }
     fn apply(&self, bytes: &[u8], state: &AppState) -> Result<(), ReloadError> {
         let (cert_pem, key_pem) = tls::split_fingerprint(bytes);
@@ -112,24 +108,14 @@ impl Reloadable for ClientCaFile {
     fn kind(&self) -> &'static str {
         "client-ca"
     }
-    fn file(&self) -> String {
-        self.path.display().to_string()
-    }
-    fn read(&self) -> Result<Vec<u8>, ReloadError> {
-        read(&self.path)
+    fn path(&self) -> &Path {
+        &self.path
     }
     fn apply(&self, bytes: &[u8], _: &AppState) -> Result<(), ReloadError> {
         self.store.replace(tls::client_verifier(bytes)?);
         tracing::info!("client CA reloaded");
         Ok(())
     }
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, ReloadError> {
-    std::fs::read(path).map_err(|source| ReloadError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
 }
 
 /// Every `interval`, reads `source`; when the content differs from `last`
@@ -142,7 +128,7 @@ pub async fn watch(
     interval: Duration,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let (kind, file) = (source.kind(), source.file());
+    let (kind, file) = (source.kind(), source.path().display().to_string());
     let mut last_failed: Option<Vec<u8>> = None;
     loop {
         tokio::select! {

@@ -128,7 +128,7 @@ pub fn client_verifier(ca_pem: &[u8]) -> Result<Arc<dyn ClientCertVerifier>> {
 
 /// Reads a client CA bundle: its verifier, and the file's bytes to compare reads by.
 pub fn load_client_ca(path: &Path) -> Result<(Arc<dyn ClientCertVerifier>, Vec<u8>)> {
-    let pem = read(path)?;
+    let pem = crate::error::read(path)?;
     let verifier = client_verifier(&pem).map_err(|e| TlsError::InFile {
         path: path.to_path_buf(),
         source: Box::new(e),
@@ -209,17 +209,9 @@ impl ClientCertVerifier for ClientCaStore {
     }
 }
 
-/// Reads one file, naming it in the error.
-pub fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| TlsError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
 /// Reads a certificate and key from files.
 pub fn read_pair(cert: &Path, key: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
-    Ok((read(cert)?, read(key)?))
+    Ok((crate::error::read(cert)?, crate::error::read(key)?))
 }
 
 /// One byte string standing for a certificate and key pair, to compare reads by.
