@@ -6,7 +6,7 @@
 //! a Service's load-balancer ingress, a PersistentVolume's CSI driver and
 //! volume handle, a claim's volume, otherwise the owners — so it lands in the
 //! audit record, the audit annotations and an Event. Read only on overrides
-//! ([`crate::admission::lean::read_ledger`]): the hot path never parses
+//! (by the wire layer's lean parse, `admission/lean.rs`): the hot path never parses
 //! `spec` or `status`.
 
 use serde::Serialize;

@@ -2,8 +2,9 @@
 //!
 //! A PATH is a suite file (YAML: policy, reviews, expectations), a recording
 //! written by `serve --record-dir` (its expectation is the decision it got), an
-//! apiserver-sim case file, or a folder of any of these. Every review is
-//! decided with [`crate::admission::review`], the server's own function.
+//! apiserver-sim case file (checked in full by [`crate::cases`]), or a folder
+//! of any of these. Every review is decided with [`crate::admission::review`],
+//! the server's own function.
 //! `--policy` replaces every suite's policy: replaying recordings under a new
 //! policy lists each decision that would change.
 
