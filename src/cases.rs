@@ -57,13 +57,11 @@ pub struct Expect {
     pub audit_contains: Vec<String>,
     /// A latency bound for the live server; meaningless offline.
     #[serde(default)]
-    #[allow(dead_code)]
     pub max_millis: u64,
     #[serde(default)]
     pub response_version: String,
     /// Declared by apiserver-sim but not checked there either.
     #[serde(default)]
-    #[allow(dead_code)]
     pub needs_audit_on_deny: bool,
     #[serde(default)]
     pub silent: bool,

@@ -619,7 +619,9 @@ mod ledger_tests {
     use serde_json::{Value, json};
 
     fn body(old: Value) -> Vec<u8> {
-        serde_json::to_vec(&json!({"request": {"oldObject": old}})).unwrap()
+        crate::admission::ReviewBuilder::pod_update("alice")
+            .old_object(Some(old))
+            .to_vec()
     }
 
     #[test]
