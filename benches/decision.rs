@@ -82,22 +82,14 @@ fn decision(c: &mut Criterion) {
     )
     .expect("JSON");
     let default_policy = Policy::embedded_default();
-    assert_eq!(
-        admission::review(&default_policy, &example)
-            .expect("decided")
-            .verdict(),
-        Verdict::Denied
+    measure_as(c, EXAMPLE, &default_policy, &example, Verdict::Denied);
+    measure_as(
+        c,
+        OVERRIDE,
+        &default_policy,
+        &override_review(),
+        Verdict::Override,
     );
-    measure(c, EXAMPLE.to_string(), &default_policy, &example);
-
-    let overridden = override_review();
-    assert_eq!(
-        admission::review(&default_policy, &overridden)
-            .expect("decided")
-            .verdict(),
-        Verdict::Override
-    );
-    measure(c, OVERRIDE.to_string(), &default_policy, &overridden);
 
     let policy = Policy::from_yaml(reviews::POLICY).expect("the bench policy is valid");
     for (label, object_bytes) in SIZES {
@@ -133,13 +125,7 @@ fn decision(c: &mut Criterion) {
         remove_all: true,
     })
     .body;
-    assert_eq!(
-        admission::review(&policy, &body)
-            .expect("decided")
-            .verdict(),
-        Verdict::Authorized
-    );
-    measure(c, ALL_REMOVED.to_string(), &policy, &body);
+    measure_as(c, ALL_REMOVED, &policy, &body, Verdict::Authorized);
 }
 
 /// A node-lost override of a pod on a lost node, with the volumes and IPs
@@ -168,6 +154,13 @@ fn override_review() -> Vec<u8> {
             });
         })
         .to_vec()
+}
+
+/// [`measure`], once the body is known to be decided as `want`.
+fn measure_as(c: &mut Criterion, name: &str, policy: &Policy, body: &[u8], want: Verdict) {
+    let got = admission::review(policy, body).expect("decided").verdict();
+    assert_eq!(got, want, "{name}");
+    measure(c, name.to_string(), policy, body);
 }
 
 /// The four measurements of one body, in one criterion group.
