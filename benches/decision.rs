@@ -20,10 +20,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode, Throughput};
-use finalizer_guard::admission::{self, LeanObject};
-use finalizer_guard::policy::Policy;
+use finalizer_guard::admission::{self, LeanObject, ReviewBuilder};
+use finalizer_guard::policy::{Policy, Verdict};
 use kube_core::admission::AdmissionReview;
 use serde::de::IgnoredAny;
+use serde_json::{Value, json};
 
 #[path = "support/reviews.rs"]
 mod reviews;
@@ -43,6 +44,8 @@ const FUNCTIONS: [&str; 4] = ["review", "scan", "value", "parse"];
 const EXAMPLE: &str = "pod-strip-3KiB";
 /// 1 KiB objects, 1024 finalizers, all removed.
 const ALL_REMOVED: &str = "1KiB-f1024-all-removed";
+/// A pod's finalizer removed by override: the one path that reads the leak ledger.
+const OVERRIDE: &str = "pod-override";
 
 fn group_name(size: &str, finalizers: usize) -> String {
     format!("{size}-f{finalizers}")
@@ -79,13 +82,14 @@ fn decision(c: &mut Criterion) {
     )
     .expect("JSON");
     let default_policy = Policy::embedded_default();
-    assert_eq!(
-        admission::review(&default_policy, &example)
-            .expect("decided")
-            .decision,
-        "denied"
+    measure_as(c, EXAMPLE, &default_policy, &example, Verdict::Denied);
+    measure_as(
+        c,
+        OVERRIDE,
+        &default_policy,
+        &override_review(),
+        Verdict::Override,
     );
-    measure(c, EXAMPLE.to_string(), &default_policy, &example);
 
     let policy = Policy::from_yaml(reviews::POLICY).expect("the bench policy is valid");
     for (label, object_bytes) in SIZES {
@@ -97,7 +101,11 @@ fn decision(c: &mut Criterion) {
             });
             let body = generated.body;
             let reviewed = admission::review(&policy, &body).expect("a generated review parses");
-            assert_eq!(reviewed.decision, "authorized", "{label} f{finalizers}");
+            assert_eq!(
+                reviewed.verdict(),
+                Verdict::Authorized,
+                "{label} f{finalizers}"
+            );
             eprintln!(
                 "{label} f{finalizers}: body {} bytes, object {} bytes, managedFields {:.0}%",
                 body.len(),
@@ -117,11 +125,42 @@ fn decision(c: &mut Criterion) {
         remove_all: true,
     })
     .body;
-    assert_eq!(
-        admission::review(&policy, &body).expect("decided").decision,
-        "authorized"
-    );
-    measure(c, ALL_REMOVED.to_string(), &policy, &body);
+    measure_as(c, ALL_REMOVED, &policy, &body, Verdict::Authorized);
+}
+
+/// A node-lost override of a pod on a lost node, with the volumes and IPs
+/// the ledger reports.
+fn override_review() -> Vec<u8> {
+    ReviewBuilder::pod_update("jane@example.com")
+        .finalizers(json!(["example.com/cleanup"]), Value::Null)
+        .annotate(
+            "finalizer-guard.io/override",
+            "node-lost: INC-4711 worker-3 powered off",
+        )
+        .edit_both(|pod| {
+            pod["spec"] = json!({
+                "nodeName": "worker-3",
+                "containers": [{"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 8080}]}],
+                "volumes": [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}},
+                    {"name": "secrets", "csi": {"driver": "secrets-store.csi.k8s.io"}},
+                    {"name": "config", "configMap": {"name": "web"}}
+                ]
+            });
+            pod["status"] = json!({
+                "phase": "Running",
+                "podIP": "10.244.3.17",
+                "podIPs": [{"ip": "10.244.3.17"}, {"ip": "fd00::17"}]
+            });
+        })
+        .to_vec()
+}
+
+/// [`measure`], once the body is known to be decided as `want`.
+fn measure_as(c: &mut Criterion, name: &str, policy: &Policy, body: &[u8], want: Verdict) {
+    let got = admission::review(policy, body).expect("decided").verdict();
+    assert_eq!(got, want, "{name}");
+    measure(c, name.to_string(), policy, body);
 }
 
 /// The four measurements of one body, in one criterion group.
@@ -241,7 +280,7 @@ fn report() {
                 .iter()
                 .flat_map(|&(label, _)| FINALIZERS.iter().map(move |&n| (label, Some(n)))),
         )
-        .chain(std::iter::once((ALL_REMOVED, None)));
+        .chain([(ALL_REMOVED, None), (OVERRIDE, None)]);
     let mut ones: Option<Row> = None;
     for (label, finalizers) in groups {
         let group = finalizers.map_or_else(|| label.to_string(), |n| group_name(label, n));
@@ -265,6 +304,7 @@ fn report() {
             match finalizers {
                 Some(n) => n.to_string(),
                 None if label == EXAMPLE => "1 (example)".to_string(),
+                None if label == OVERRIDE => "1 (override)".to_string(),
                 None => "1024, all removed".to_string(),
             },
             human_bytes(r.bytes),

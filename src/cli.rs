@@ -1,4 +1,4 @@
-//! The command line: `serve`, `certs`, `check`.
+//! The command line: `serve`, `certs`, `check`, `test`, `policy validate`, `doctor`.
 //!
 //! Each command's arguments are destructured exhaustively in its `run`, so a
 //! new flag cannot be silently ignored.
@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::admission;
 use crate::certs;
 use crate::error::{Error, Result};
-use crate::policy::Policy;
+use crate::policy::{self, LoadError, Policy, Verdict};
 use crate::server::{self, EventsTarget, Limits, RecordConfig, ServeConfig};
 
 #[derive(Debug, Parser)]
@@ -223,16 +223,10 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// Loads `--policy`, or the embedded default.
-pub fn load_policy(path: Option<&std::path::Path>) -> Result<Policy> {
+fn policy_flag(path: Option<&std::path::Path>) -> Result<Policy> {
     match path {
         None => Ok(Policy::embedded_default()),
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-            Policy::from_yaml(&text).map_err(|source| Error::Policy {
-                path: path.to_path_buf(),
-                source,
-            })
-        }
+        Some(path) => policy::load(path).map_err(|e| Error::policy(path, e)),
     }
 }
 
@@ -356,7 +350,7 @@ pub struct CheckLine {
     pub file: String,
     /// `None` when the file could not be decided.
     pub allowed: Option<bool>,
-    pub decision: Option<&'static str>,
+    pub decision: Option<Verdict>,
     pub message: Option<String>,
     pub warnings: Vec<String>,
     pub error: Option<String>,
@@ -394,8 +388,8 @@ pub fn check_file(policy: &Policy, path: &std::path::Path) -> CheckLine {
     match admission::review(policy, &body) {
         Ok(r) => CheckLine {
             file,
-            allowed: Some(r.allowed),
-            decision: Some(r.decision),
+            allowed: Some(r.allowed()),
+            decision: Some(r.verdict()),
             message: r.message,
             warnings: r.warnings,
             error: None,
@@ -411,7 +405,7 @@ pub fn check(args: CheckArgs) -> Result<i32> {
         json,
         reviews,
     } = args;
-    let policy = load_policy(policy.as_deref())?;
+    let policy = policy_flag(policy.as_deref())?;
     let mut out = std::io::stdout().lock();
     let (mut denied, mut errors) = (false, false);
     for path in &reviews {
@@ -437,7 +431,7 @@ pub fn check(args: CheckArgs) -> Result<i32> {
 /// `test`: exit 0 when every case passed, 1 when any failed or changed.
 pub fn test(args: TestArgs) -> Result<i32> {
     let TestArgs { policy, paths } = args;
-    let policy = policy.map(|p| load_policy(Some(&p))).transpose()?;
+    let policy = policy.map(|p| policy_flag(Some(&p))).transpose()?;
     let outcomes = crate::suite::run(&paths, policy.as_ref());
     crate::suite::report(&outcomes, &mut std::io::stdout().lock())
 }
@@ -445,8 +439,7 @@ pub fn test(args: TestArgs) -> Result<i32> {
 /// `policy validate`: exit 0, or 1 with one error per line.
 pub fn validate(args: ValidateArgs) -> Result<i32> {
     let ValidateArgs { file } = args;
-    let text = std::fs::read_to_string(&file).map_err(|e| Error::io(&file, e))?;
-    match Policy::from_yaml(&text) {
+    match policy::load(&file) {
         Ok(policy) => {
             println!(
                 "{}: valid (mode {}, {} rules, builtinControllers {}, override annotation {})",
@@ -458,24 +451,22 @@ pub fn validate(args: ValidateArgs) -> Result<i32> {
             );
             Ok(0)
         }
-        Err(invalid) => {
+        Err(LoadError::Invalid(invalid)) => {
             for e in &invalid.0 {
                 println!("{}: {e}", file.display());
             }
             Ok(1)
         }
+        Err(e) => Err(Error::policy(&file, e)),
     }
 }
 
 /// `doctor`: exit 0 when every built-in controller may remove its finalizers, 1 otherwise.
 pub fn doctor(args: DoctorArgs) -> Result<i32> {
     let DoctorArgs { policy } = args;
-    let policy = load_policy(policy.as_deref())?;
+    let policy = policy_flag(policy.as_deref())?;
     let blocked = crate::doctor::check(&policy);
-    let checked: usize = crate::policy::builtin::BUILTIN_CONTROLLERS
-        .iter()
-        .map(|c| (c.usernames.len() + 1) * c.finalizers.len())
-        .sum();
+    let checked = crate::doctor::checked();
     for b in &blocked {
         println!("BLOCKED {b}");
     }

@@ -1,14 +1,15 @@
 //! `doctor`: would this policy block Kubernetes' own controllers?
 //!
 //! Every built-in controller, under each username it runs as, removes each of
-//! its own finalizers through the server's own code path. A policy that denies
+//! its own finalizers, decided by the policy core itself: a policy that denies
 //! any of them would leave namespaces, volumes or Jobs stuck cluster-wide.
 
-use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
-use crate::admission;
-use crate::policy::Policy;
 use crate::policy::builtin::{BUILTIN_CONTROLLERS, BuiltinController, KUBE_CONTROLLER_MANAGER};
+use crate::policy::{
+    self, Change, FinalizerField, FinalizerLists, Operation, Policy, Requester, Target, Verdict,
+};
 
 /// One built-in removal the policy does not allow.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,8 +18,8 @@ pub struct Blocked {
     pub username: &'static str,
     pub finalizer: &'static str,
     pub resource: &'static str,
-    /// The decision: `denied`, `would-deny`, or the error.
-    pub decision: String,
+    /// `Denied`, or in warn mode `WouldDeny`.
+    pub verdict: Verdict,
 }
 
 impl std::fmt::Display for Blocked {
@@ -26,7 +27,7 @@ impl std::fmt::Display for Blocked {
         write!(
             f,
             "{} controller ({}) removing finalizer {:?} from {}: {}",
-            self.controller, self.username, self.finalizer, self.resource, self.decision
+            self.controller, self.username, self.finalizer, self.resource, self.verdict
         )
     }
 }
@@ -42,27 +43,37 @@ pub fn check(policy: &Policy) -> Vec<Blocked> {
             .chain(std::iter::once(KUBE_CONTROLLER_MANAGER));
         for username in usernames {
             for finalizer in controller.finalizers {
-                let body = review(controller, username, finalizer);
-                let decision = match admission::review(policy, &body) {
-                    Ok(r) if r.decision == "authorized" => continue,
-                    Ok(r) => r.decision.to_string(),
-                    Err(e) => format!("error: {e}"),
-                };
-                blocked.push(Blocked {
-                    controller: controller.name,
-                    username,
-                    finalizer,
-                    resource: controller.example_resource,
-                    decision,
-                });
+                let verdict = removal(controller, username, finalizer, policy);
+                if verdict != Verdict::Authorized {
+                    blocked.push(Blocked {
+                        controller: controller.name,
+                        username,
+                        finalizer,
+                        resource: controller.example_resource,
+                        verdict,
+                    });
+                }
             }
         }
     }
     blocked
 }
 
-/// The UPDATE the controller sends when it is done: its finalizer removed.
-fn review(controller: &BuiltinController, username: &str, finalizer: &str) -> Vec<u8> {
+/// How many removals [`check`] decides.
+pub fn checked() -> usize {
+    BUILTIN_CONTROLLERS
+        .iter()
+        .map(|c| (c.usernames.len() + 1) * c.finalizers.len())
+        .sum()
+}
+
+/// Decides the UPDATE the controller sends when it is done: its finalizer removed.
+fn removal(
+    controller: &BuiltinController,
+    username: &str,
+    finalizer: &str,
+    policy: &Policy,
+) -> Verdict {
     let (resource, group) = controller
         .example_resource
         .split_once('.')
@@ -70,57 +81,55 @@ fn review(controller: &BuiltinController, username: &str, finalizer: &str) -> Ve
     let cluster_scoped = matches!(
         resource,
         "persistentvolumes"
-            | "namespaces"
             | "servicecidrs"
             | "volumeattributesclasses"
             | "customresourcedefinitions"
     );
-    let namespace = if resource == "namespaces" {
-        Value::from("doctor")
-    } else if cluster_scoped {
-        Value::Null
-    } else {
-        Value::from("doctor")
-    };
-    let spec = resource == "namespaces";
-    let object = |finalizers: Vec<&str>| {
-        if spec {
-            json!({"metadata": {"name": "doctor"}, "spec": {"finalizers": finalizers}})
-        } else {
-            json!({"metadata": {"name": "doctor", "namespace": namespace, "finalizers": finalizers}})
-        }
-    };
-    let gvr = json!({"group": group, "version": "v1", "resource": resource});
+    let spec = controller.field == FinalizerField::Spec;
     // The groups a real token carries.
-    let groups = match username
+    let mut groups = vec!["system:authenticated".to_string()];
+    if let Some((namespace, _)) = username
         .strip_prefix("system:serviceaccount:")
         .and_then(|sa| sa.split_once(':'))
     {
-        Some((ns, _)) => json!([
-            "system:serviceaccounts",
-            format!("system:serviceaccounts:{ns}"),
-            "system:authenticated"
-        ]),
-        None => json!(["system:authenticated"]),
+        groups.push("system:serviceaccounts".into());
+        groups.push(format!("system:serviceaccounts:{namespace}"));
+    }
+    let old = [finalizer.to_string()];
+    let removed = FinalizerLists {
+        old: &old,
+        new: &[],
     };
-    let request = json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "00000000-0000-4000-8000-000000000000",
-            "kind": {"group": group, "version": "v1", "kind": "Object"},
-            "resource": gvr,
-            "subResource": if spec { Value::from("finalize") } else { Value::Null },
-            "name": "doctor",
-            "namespace": namespace,
-            "operation": "UPDATE",
-            "userInfo": {"username": username, "groups": groups},
-            "object": object(vec![]),
-            "oldObject": object(vec![finalizer]),
-            "dryRun": true,
-        }
-    });
-    serde_json::to_vec(&request).expect("a review always serializes")
+    let no_annotations = BTreeMap::new();
+    let change = Change {
+        operation: Operation::Update,
+        target: Target {
+            group,
+            resource,
+            subresource: if spec { "finalize" } else { "" },
+            namespace: (!cluster_scoped).then_some("doctor"),
+            name: "doctor",
+        },
+        requester: Requester {
+            username,
+            groups: &groups,
+        },
+        metadata_finalizers: if spec {
+            FinalizerLists::default()
+        } else {
+            removed
+        },
+        spec_finalizers: if spec {
+            removed
+        } else {
+            FinalizerLists::default()
+        },
+        annotations: &no_annotations,
+        old_annotations: &no_annotations,
+        // No approval annotations are written, so the clock is never read.
+        now: jiff::Timestamp::UNIX_EPOCH,
+    };
+    policy::decide(&change, policy).verdict()
 }
 
 #[cfg(test)]
@@ -136,11 +145,7 @@ mod tests {
     fn switching_builtins_off_without_rules_blocks_them_all() {
         let p = Policy::from_yaml("builtinControllers: false\n").unwrap();
         let blocked = check(&p);
-        let expected: usize = BUILTIN_CONTROLLERS
-            .iter()
-            .map(|c| (c.usernames.len() + 1) * c.finalizers.len())
-            .sum();
-        assert_eq!(blocked.len(), expected);
+        assert_eq!(blocked.len(), checked());
         let gc = blocked
             .iter()
             .find(|b| b.controller == "garbage-collector" && b.finalizer == "orphan")
@@ -149,6 +154,8 @@ mod tests {
             gc.to_string(),
             "garbage-collector controller (system:serviceaccount:kube-system:generic-garbage-collector) removing finalizer \"orphan\" from deployments.apps: denied"
         );
+        let warn = Policy::from_yaml("mode: warn\nbuiltinControllers: false\n").unwrap();
+        assert!(check(&warn).iter().all(|b| b.verdict == Verdict::WouldDeny));
     }
 
     #[test]
@@ -158,5 +165,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(check(&p), vec![]);
+    }
+
+    #[test]
+    fn a_rule_scoped_to_other_namespaces_does_not_cover_the_check() {
+        // The check's namespaced removals happen in a namespace no rule names:
+        // a rule scoped elsewhere must not stand in for the table.
+        let p = Policy::from_yaml(
+            "builtinControllers: false\nrules:\n  - finalizers: [\"*\"]\n    users: [system:kube-controller-manager]\n    namespaces: [team-a]\n",
+        )
+        .unwrap();
+        let blocked = check(&p);
+        assert!(blocked.iter().any(|b| b.resource == "deployments.apps"));
     }
 }

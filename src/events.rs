@@ -1,9 +1,9 @@
 //! Kubernetes Events for denials and overrides, so `kubectl describe` and
 //! `kubectl get events` show them next to the object.
 //!
-//! Sent from a background task through a bounded queue: an Event never
-//! delays or changes a decision. A full queue or a failing API server drops
-//! the Event (logged and counted). Dry-run requests send none.
+//! Sent from a background task through a bounded queue ([`crate::queue`]):
+//! an Event never delays or changes a decision. A full queue or a failing
+//! API server drops the Event (logged and counted). Dry-run requests send none.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,11 +14,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use tokio::sync::mpsc;
 
-use crate::admission::AuditRecord;
-use crate::metrics::DecisionLabels;
+use crate::audit::AuditRecord;
+use crate::metrics::EventLabels;
+use crate::policy::Verdict;
 use crate::policy::message::truncate;
+use crate::queue::{self, Queue, WhenFull};
 
 /// `reportingController` of every Event.
 pub const REPORTING_CONTROLLER: &str = "finalizer-guard.io/webhook";
@@ -32,51 +33,7 @@ pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Event> {
     if record.dry_run {
         return None;
     }
-    let finalizers: Vec<&str> = record
-        .removed_finalizers
-        .iter()
-        .filter(|r| r.authorized_by.is_none())
-        .map(|r| r.finalizer.as_str())
-        .collect();
-    let (type_, reason, note) = match record.decision {
-        "denied" => (
-            "Warning",
-            "FinalizerRemovalDenied",
-            format!(
-                "{} may not remove finalizers {}; see finalizer-guard's audit record {}",
-                record.user,
-                finalizers.join(", "),
-                record.uid
-            ),
-        ),
-        "override" => (
-            "Warning",
-            "FinalizerOverride",
-            format!(
-                "{} removed finalizers {} by override ({}: {}){}; clean up by hand: {}",
-                record.user,
-                finalizers.join(", "),
-                record.override_reason.as_deref().unwrap_or_default(),
-                record.override_detail.as_deref().unwrap_or_default(),
-                record
-                    .approved_by
-                    .as_deref()
-                    .map(|a| format!(", approved by {a}"))
-                    .unwrap_or_default(),
-                record
-                    .protected
-                    .as_ref()
-                    .map(|l| l.summary())
-                    .unwrap_or_else(|| "nothing recorded on the object".into()),
-            ),
-        ),
-        "approval-denied" => (
-            "Warning",
-            "OverrideApprovalDenied",
-            format!("{} may not write an override approval", record.user),
-        ),
-        _ => return None,
-    };
+    let (type_, reason, note) = what_happened(record)?;
     // Events about cluster-scoped objects live in `default`, as kubectl expects.
     let namespace = record.namespace.clone().unwrap_or_else(|| "default".into());
     let now = jiff::Timestamp::now();
@@ -105,6 +62,61 @@ pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Event> {
     })
 }
 
+/// The Event's type, reason and note for a denial, an override or a refused
+/// approval; `None` for every other decision.
+fn what_happened(record: &AuditRecord) -> Option<(&'static str, &'static str, String)> {
+    let finalizers: Vec<&str> = record
+        .removed_finalizers
+        .iter()
+        .filter(|r| r.authorized_by.is_none())
+        .map(|r| r.finalizer.as_str())
+        .collect();
+    Some(match record.decision {
+        Verdict::Denied => (
+            "Warning",
+            "FinalizerRemovalDenied",
+            format!(
+                "{} may not remove finalizers {}; see finalizer-guard's audit record {}",
+                record.user,
+                finalizers.join(", "),
+                record.uid
+            ),
+        ),
+        Verdict::Override => (
+            "Warning",
+            "FinalizerOverride",
+            format!(
+                "{} removed finalizers {} by override ({}: {}){}; clean up by hand: {}",
+                record.user,
+                finalizers.join(", "),
+                record.override_reason.as_deref().unwrap_or_default(),
+                record.override_detail.as_deref().unwrap_or_default(),
+                record
+                    .approved_by
+                    .as_deref()
+                    .map(|a| format!(", approved by {a}"))
+                    .unwrap_or_default(),
+                record
+                    .protected
+                    .as_ref()
+                    .map(|l| l.summary())
+                    .unwrap_or_else(|| "nothing recorded on the object".into()),
+            ),
+        ),
+        Verdict::ApprovalDenied => (
+            "Warning",
+            "OverrideApprovalDenied",
+            format!("{} may not write an override approval", record.user),
+        ),
+        Verdict::NotJudged
+        | Verdict::NothingRemoved
+        | Verdict::Authorized
+        | Verdict::WouldDeny
+        | Verdict::ApprovalRecorded
+        | Verdict::ApprovalWouldDeny => return None,
+    })
+}
+
 /// `OBJECT.TIMESTAMP`, as Kubernetes' own event recorder names Events (the
 /// nanosecond time in hex). An Event's name must be a DNS subdomain; object
 /// names need not be (a ClusterRole may be called `system:node`), so other
@@ -126,19 +138,20 @@ fn event_name(object: &str, now: jiff::Timestamp) -> String {
 
 /// Sends Events in the background.
 pub struct EventSink {
-    queue: mpsc::Sender<Event>,
-    dropped: Family<DecisionLabels, Counter>,
+    queue: Queue<Event>,
 }
 
 impl EventSink {
-    /// Starts the sending task. `outcomes` counts sent and failed Events.
+    /// Starts the sending task. `outcomes` counts sent and failed Events,
+    /// `dropped` those the full queue refused.
     pub fn start(
         client: kube::Client,
         capacity: usize,
-        outcomes: Family<DecisionLabels, Counter>,
+        outcomes: Family<EventLabels, Counter>,
+        dropped: Counter,
     ) -> Arc<EventSink> {
-        let (queue, mut incoming) = mpsc::channel::<Event>(capacity.max(1));
-        let counted = outcomes.clone();
+        let (queue, mut incoming) =
+            queue::bounded::<Event>("events", capacity, WhenFull::Drop, dropped);
         tokio::spawn(async move {
             while let Some(event) = incoming.recv().await {
                 let namespace = event
@@ -161,41 +174,33 @@ impl EventSink {
                         "failed"
                     }
                 };
-                counted
-                    .get_or_create(&DecisionLabels { decision: outcome })
+                outcomes
+                    .get_or_create(&EventLabels { decision: outcome })
                     .inc();
             }
         });
-        Arc::new(EventSink {
-            queue,
-            dropped: outcomes,
-        })
+        Arc::new(EventSink { queue })
     }
 
-    /// Queues an Event; drops it if the queue is full.
+    /// Queues an Event; drops it (counted) if the queue is full.
     pub fn send(&self, event: Event) {
-        if self.queue.try_send(event).is_err() {
-            self.dropped
-                .get_or_create(&DecisionLabels {
-                    decision: "dropped",
-                })
-                .inc();
-            tracing::warn!("Event queue full; Event dropped");
-        }
+        // A dropping queue never hands the Event back.
+        let _ = self.queue.send(event);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::AuditedRemoval;
+    use crate::audit::AuditedRemoval;
+    use crate::policy::{FinalizerField, Mode, Operation};
 
-    fn record(decision: &'static str) -> AuditRecord {
+    fn record(decision: Verdict) -> AuditRecord {
         AuditRecord {
             uid: "u-1".into(),
             user: "jane".into(),
             groups: vec![],
-            operation: "UPDATE",
+            operation: Operation::Update,
             resource: "pods".into(),
             object_kind: "Pod".into(),
             object_api_version: "v1".into(),
@@ -205,11 +210,11 @@ mod tests {
             object_uid: Some("o-1".into()),
             removed_finalizers: vec![AuditedRemoval {
                 finalizer: "example.com/cleanup".into(),
-                field: "metadata.finalizers",
+                field: FinalizerField::Metadata,
                 authorized_by: None,
             }],
             decision,
-            mode: "enforce",
+            mode: Mode::Enforce,
             override_reason: Some("node-lost".into()),
             override_detail: Some("INC-1".into()),
             approved_by: None,
@@ -239,7 +244,7 @@ mod tests {
 
     #[test]
     fn events_for_denials_and_overrides_only() {
-        let e = event_for(&record("override"), "pod-1").unwrap();
+        let e = event_for(&record(Verdict::Override), "pod-1").unwrap();
         assert_eq!(e.reason.as_deref(), Some("FinalizerOverride"));
         assert_eq!(
             e.note.as_deref(),
@@ -250,20 +255,33 @@ mod tests {
         assert_eq!(e.regarding.as_ref().unwrap().uid.as_deref(), Some("o-1"));
         assert_eq!(e.metadata.namespace.as_deref(), Some("shop"));
         assert_eq!(
-            event_for(&record("denied"), "pod-1")
+            event_for(&record(Verdict::Denied), "pod-1")
                 .unwrap()
                 .reason
                 .as_deref(),
             Some("FinalizerRemovalDenied")
         );
-        assert!(event_for(&record("authorized"), "pod-1").is_none());
-        let mut dry = record("denied");
+        assert_eq!(
+            event_for(&record(Verdict::ApprovalDenied), "pod-1")
+                .unwrap()
+                .reason
+                .as_deref(),
+            Some("OverrideApprovalDenied")
+        );
+        for quiet in [
+            Verdict::Authorized,
+            Verdict::WouldDeny,
+            Verdict::ApprovalWouldDeny,
+        ] {
+            assert!(event_for(&record(quiet), "pod-1").is_none(), "{quiet}");
+        }
+        let mut dry = record(Verdict::Denied);
         dry.dry_run = true;
         assert!(
             event_for(&dry, "pod-1").is_none(),
             "dry run has no side effects"
         );
-        let mut cluster = record("denied");
+        let mut cluster = record(Verdict::Denied);
         cluster.namespace = None;
         assert_eq!(
             event_for(&cluster, "pod-1")

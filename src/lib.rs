@@ -3,11 +3,12 @@
 //! - [`policy`]: the pure decision core, `(change, policy) -> decision`.
 //! - [`admission`]: the wire layer, AdmissionReview bytes in and out.
 //! - [`server`]: TLS, routes, hot reload, graceful drain.
-//! - [`cli`]: `serve`, `certs`, `check`.
+//! - [`cli`]: `serve`, `certs`, `check`, `test`, `policy validate`, `doctor`.
 #![forbid(unsafe_code)]
 
 pub mod admission;
 pub mod audit;
+pub mod cases;
 pub mod certs;
 pub mod cli;
 pub mod doctor;
@@ -16,6 +17,7 @@ pub mod events;
 pub mod ledger;
 pub mod metrics;
 pub mod policy;
+pub mod queue;
 pub mod recording;
 pub mod server;
 pub mod suite;

@@ -1,6 +1,8 @@
 //! Prometheus metrics, served as text on the admin port's `/metrics`.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use std::fmt::Write as _;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -14,17 +16,44 @@ const LATENCY_BUCKETS: [f64; 14] = [
     1.0,
 ];
 
+use crate::admission::Reviewed;
+use crate::policy::{Operation, Verdict};
+
+impl EncodeLabelValue for Verdict {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.as_str())
+    }
+}
+
+impl EncodeLabelValue for Operation {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.as_str())
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReviewLabels {
-    pub operation: &'static str,
-    pub decision: &'static str,
+    pub operation: Operation,
+    pub decision: Verdict,
     /// The resource's API group; `core` for the core group.
     pub group: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DecisionLabels {
+pub struct VerdictLabels {
+    pub decision: Verdict,
+}
+
+/// What became of an Event: `sent` or `failed`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
     pub decision: &'static str,
+}
+
+/// A background writer: `audit`, `recorder` or `events`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    pub queue: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -55,10 +84,11 @@ pub struct Metrics {
     pub rejected: Family<RejectLabels, Counter>,
     pub latency: Histogram,
     pub reloads: Family<ReloadLabels, Counter>,
-    pub unauthorized_removals: Family<DecisionLabels, Counter>,
+    pub unauthorized_removals: Family<VerdictLabels, Counter>,
     pub overrides: Family<ReasonLabels, Counter>,
     pub certificate_expiry: Gauge,
-    pub events: Family<DecisionLabels, Counter>,
+    pub events: Family<EventLabels, Counter>,
+    pub dropped: Family<QueueLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -94,7 +124,7 @@ impl Metrics {
             "Policy and certificate reloads, by outcome",
             reloads.clone(),
         );
-        let unauthorized_removals = Family::<DecisionLabels, Counter>::default();
+        let unauthorized_removals = Family::<VerdictLabels, Counter>::default();
         registry.register(
             "unauthorized_removals",
             "Finalizers removed without a rule or built-in controller, by what was decided: denied, would-deny (warn mode) or override",
@@ -112,11 +142,17 @@ impl Metrics {
             "When the serving certificate expires, in seconds since the Unix epoch",
             certificate_expiry.clone(),
         );
-        let events = Family::<DecisionLabels, Counter>::default();
+        let events = Family::<EventLabels, Counter>::default();
         registry.register(
             "events",
-            "Kubernetes Events for denials and overrides, by outcome: sent, failed, dropped",
+            "Kubernetes Events for denials and overrides, by outcome: sent, failed",
             events.clone(),
+        );
+        let dropped = Family::<QueueLabels, Counter>::default();
+        registry.register(
+            "dropped",
+            "Items a background writer dropped because its queue was full or it had stopped, by queue: audit, recorder, events",
+            dropped.clone(),
         );
         let build = Family::<BuildLabels, Gauge>::default();
         build
@@ -135,6 +171,7 @@ impl Metrics {
             overrides,
             certificate_expiry,
             events,
+            dropped,
         }
     }
 
@@ -145,33 +182,38 @@ impl Metrics {
             .inc();
     }
 
+    /// The drop counter of one background writer's queue.
+    pub fn dropped_in(&self, queue: &'static str) -> Counter {
+        self.dropped.get_or_create(&QueueLabels { queue }).clone()
+    }
+
     /// Counts one answered review.
-    pub fn review(&self, reviewed: &crate::admission::Reviewed) {
+    pub fn review(&self, reviewed: &Reviewed) {
         let group = if reviewed.group.is_empty() {
             "core".to_string()
         } else {
             reviewed.group.clone()
         };
+        let decision = reviewed.verdict();
         self.reviews
             .get_or_create(&ReviewLabels {
                 operation: reviewed.operation,
-                decision: reviewed.decision,
+                decision,
                 group,
             })
             .inc();
-        if reviewed.unauthorized > 0 {
+        let unauthorized = reviewed.unauthorized();
+        if unauthorized > 0 {
             self.unauthorized_removals
-                .get_or_create(&DecisionLabels {
-                    decision: reviewed.decision,
-                })
-                .inc_by(reviewed.unauthorized as u64);
+                .get_or_create(&VerdictLabels { decision })
+                .inc_by(unauthorized as u64);
         }
-        if let Some(reason) = reviewed
-            .audit
-            .as_ref()
-            .and_then(|a| a.override_reason.clone())
-        {
-            self.overrides.get_or_create(&ReasonLabels { reason }).inc();
+        if let Some(used) = reviewed.decision.override_used() {
+            self.overrides
+                .get_or_create(&ReasonLabels {
+                    reason: used.reason.clone(),
+                })
+                .inc();
         }
     }
 

@@ -12,16 +12,16 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 
 use kube_core::TypeMeta;
 use kube_core::admission::{AdmissionRequest, AdmissionReview};
+use prometheus_client::metrics::counter::Counter;
 use serde::{Deserialize, Serialize};
 
 use crate::admission::{LeanObject, Reviewed};
 use crate::error::{Error, Result};
-use crate::policy::Policy;
+use crate::policy::{Policy, Verdict};
+use crate::queue::{self, Queue, WhenFull};
 
 pub const API_VERSION: &str = "finalizer-guard.io/v1alpha1";
 pub const KIND: &str = "Recording";
@@ -38,7 +38,7 @@ pub struct Recording {
     pub recorded_at: String,
     /// The policy mode when recorded.
     pub mode: String,
-    pub decision: String,
+    pub decision: Verdict,
     pub allowed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -55,8 +55,8 @@ pub fn from_reviewed(reviewed: &Reviewed, policy: &Policy) -> Option<Recording> 
         kind: KIND.into(),
         recorded_at: jiff::Timestamp::now().to_string(),
         mode: policy.mode.as_str().into(),
-        decision: reviewed.decision.into(),
-        allowed: reviewed.allowed,
+        decision: reviewed.verdict(),
+        allowed: reviewed.allowed(),
         message: reviewed.message.clone(),
         review: serde_json::to_value(&review).expect("a review always serializes"),
     })
@@ -99,20 +99,24 @@ fn reduce(
 /// `max_bytes` bytes (oldest dropped first). Writing happens on its own
 /// thread; a full queue drops the recording (counted), never delays a review.
 pub struct Recorder {
-    queue: SyncSender<Recording>,
-    dropped: AtomicU64,
+    queue: Queue<Recording>,
 }
 
 impl Recorder {
-    pub fn start(dir: PathBuf, max_files: usize, max_bytes: u64) -> Result<Recorder> {
+    pub fn start(
+        dir: PathBuf,
+        max_files: usize,
+        max_bytes: u64,
+        dropped: Counter,
+    ) -> Result<Recorder> {
         fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let mut kept = existing(&dir).map_err(|e| Error::io(&dir, e))?;
         evict(&mut kept, max_files, max_bytes);
-        let (queue, incoming) = sync_channel::<Recording>(1024);
+        let (queue, mut incoming) = queue::bounded("recorder", 1024, WhenFull::Drop, dropped);
         std::thread::Builder::new()
             .name("recorder".into())
             .spawn(move || {
-                for recording in incoming {
+                while let Some(recording) = incoming.blocking_recv() {
                     match write(&dir, &recording) {
                         Ok(entry) => {
                             kept.push(entry);
@@ -123,19 +127,12 @@ impl Recorder {
                 }
             })
             .map_err(|e| Error::io("recorder thread", e))?;
-        Ok(Recorder {
-            queue,
-            dropped: AtomicU64::new(0),
-        })
+        Ok(Recorder { queue })
     }
 
     pub fn record(&self, recording: Recording) {
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
-            self.queue.try_send(recording)
-        {
-            let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-            tracing::warn!(dropped = n, "recording queue full; recording dropped");
-        }
+        // A dropping queue never hands the recording back.
+        let _ = self.queue.send(recording);
     }
 }
 
@@ -197,7 +194,7 @@ fn write(dir: &Path, recording: &Recording) -> std::io::Result<Entry> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission;
+    use crate::admission::{self, ReviewBuilder};
     use serde_json::json;
 
     fn secret_strip() -> Vec<u8> {
@@ -219,20 +216,15 @@ mod tests {
                 "type": "Opaque"
             })
         };
-        serde_json::to_vec(&json!({
-            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {
-                "uid": "r-1",
-                "kind": {"group": "", "version": "v1", "kind": "Secret"},
-                "resource": {"group": "", "version": "v1", "resource": "secrets"},
-                "name": "db-password", "namespace": "team-a", "operation": "UPDATE",
-                "userInfo": {"username": "jane", "groups": ["oncall"], "extra": {"token-claim": ["sensitive"]}},
-                "object": secret(json!(null)),
-                "oldObject": secret(json!(["vault.example.com/lease"])),
-                "dryRun": false
-            }
-        }))
-        .unwrap()
+        ReviewBuilder::pod_update("jane")
+            .uid("r-1")
+            .resource("", "v1", "secrets", "Secret")
+            .name("db-password")
+            .groups(&["oncall"])
+            .extra("token-claim", &["sensitive"])
+            .object(Some(secret(json!(null))))
+            .old_object(Some(secret(json!(["vault.example.com/lease"]))))
+            .to_vec()
     }
 
     #[test]
@@ -240,7 +232,7 @@ mod tests {
         let policy = Policy::embedded_default();
         let reviewed = admission::review(&policy, &secret_strip()).unwrap();
         let recording = from_reviewed(&reviewed, &policy).unwrap();
-        assert_eq!(recording.decision, "override");
+        assert_eq!(recording.decision, Verdict::Override);
         let text = serde_json::to_string(&recording).unwrap();
         for secret in [
             "aHVudGVyMg",
@@ -264,7 +256,7 @@ mod tests {
         // Replaying the reduced review gives the same decision.
         let replay =
             admission::review(&policy, &serde_json::to_vec(&recording.review).unwrap()).unwrap();
-        assert_eq!(replay.decision, recording.decision);
+        assert_eq!(replay.verdict(), recording.decision);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //!
 //! A PATH is a suite file (YAML: policy, reviews, expectations), a recording
 //! written by `serve --record-dir` (its expectation is the decision it got), an
-//! apiserver-sim case file, or a folder of any of these. Every review is
-//! decided with [`crate::admission::review`], the server's own function.
+//! apiserver-sim case file (checked in full by [`crate::cases`]), or a folder
+//! of any of these. Every review is decided with [`crate::admission::review`],
+//! the server's own function.
 //! `--policy` replaces every suite's policy: replaying recordings under a new
 //! policy lists each decision that would change.
 
@@ -14,8 +15,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::admission::{self, Reviewed};
-use crate::error::Result;
-use crate::policy::Policy;
+use crate::cases::{self, CaseFile};
+use crate::error::{Error, Result};
+use crate::policy::{Policy, Verdict};
 use crate::recording::{self, Recording};
 
 /// A suite file.
@@ -38,7 +40,7 @@ pub struct SuiteCase {
     pub expect: Expected,
     /// The exact decision, e.g. `authorized`, `would-deny`, `nothing-removed`.
     #[serde(default)]
-    pub decision: Option<String>,
+    pub decision: Option<Verdict>,
     /// A substring of the denial message or a warning.
     #[serde(default)]
     pub message_contains: Option<String>,
@@ -57,11 +59,17 @@ pub enum Expected {
 }
 
 impl Expected {
-    fn of(decision: &str) -> Expected {
-        match decision {
-            "override" => Expected::Override,
-            "denied" => Expected::Denied,
-            _ => Expected::Allowed,
+    /// Every verdict named, none by default: a new one must be placed here.
+    fn of(verdict: Verdict) -> Expected {
+        match verdict {
+            Verdict::Override => Expected::Override,
+            Verdict::Denied | Verdict::ApprovalDenied => Expected::Denied,
+            Verdict::NotJudged
+            | Verdict::NothingRemoved
+            | Verdict::Authorized
+            | Verdict::WouldDeny
+            | Verdict::ApprovalRecorded
+            | Verdict::ApprovalWouldDeny => Expected::Allowed,
         }
     }
 
@@ -72,28 +80,6 @@ impl Expected {
             Expected::Override => "override",
         }
     }
-}
-
-/// The apiserver-sim case format.
-#[derive(Debug, Deserialize)]
-struct SimCase {
-    #[serde(default)]
-    review: Option<serde_json::Value>,
-    #[serde(default)]
-    raw: Option<String>,
-    #[serde(default)]
-    expect: SimExpect,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SimExpect {
-    #[serde(default)]
-    allowed: Option<bool>,
-    #[serde(default)]
-    message_contains: Vec<String>,
-    #[serde(default)]
-    warning_contains: Vec<String>,
 }
 
 /// The outcome of one case.
@@ -186,10 +172,13 @@ fn run_suite(path: &Path, override_policy: Option<&Arc<Policy>>, out: &mut Vec<O
     let base = path.parent().unwrap_or(Path::new("."));
     let policy = match (override_policy, &suite.policy) {
         (Some(p), _) => p.clone(),
-        (None, Some(file)) => match crate::cli::load_policy(Some(&base.join(file))) {
-            Ok(p) => Arc::new(p),
-            Err(e) => return out.push(failed(path, e.to_string())),
-        },
+        (None, Some(file)) => {
+            let file = base.join(file);
+            match crate::policy::load(&file) {
+                Ok(p) => Arc::new(p),
+                Err(e) => return out.push(failed(path, Error::policy(file, e).to_string())),
+            }
+        }
         (None, None) => Arc::new(Policy::embedded_default()),
     };
     for case in suite.cases {
@@ -214,7 +203,7 @@ fn run_suite(path: &Path, override_policy: Option<&Arc<Policy>>, out: &mut Vec<O
                 Some(format!("expected {}, got error: {e}", case.expect.as_str())),
                 String::new(),
             ),
-            Ok(r) => (check_suite_case(&case, &r), r.decision.to_string()),
+            Ok(r) => (check_suite_case(&case, &r), r.verdict().to_string()),
         };
         out.push(Outcome {
             name,
@@ -225,12 +214,12 @@ fn run_suite(path: &Path, override_policy: Option<&Arc<Policy>>, out: &mut Vec<O
 }
 
 fn check_suite_case(case: &SuiteCase, r: &Reviewed) -> Option<String> {
-    let got = Expected::of(r.decision);
+    let got = Expected::of(r.verdict());
     let mut why = String::new();
     if got != case.expect {
         let _ = write!(why, "expected {}, got {}", case.expect.as_str(), summary(r));
-    } else if let Some(decision) = &case.decision
-        && decision != r.decision
+    } else if let Some(decision) = case.decision
+        && decision != r.verdict()
     {
         let _ = write!(why, "expected decision {decision}, got {}", summary(r));
     } else if let Some(needle) = &case.message_contains
@@ -248,9 +237,9 @@ fn check_suite_case(case: &SuiteCase, r: &Reviewed) -> Option<String> {
 /// What a review was answered with, in one line.
 fn summary(r: &Reviewed) -> String {
     match (&r.message, r.warnings.first()) {
-        (Some(m), _) => format!("{}: {m}", r.decision),
-        (None, Some(w)) => format!("{}: {w}", r.decision),
-        (None, None) => r.decision.to_string(),
+        (Some(m), _) => format!("{}: {m}", r.verdict()),
+        (None, Some(w)) => format!("{}: {w}", r.verdict()),
+        (None, None) => r.verdict().to_string(),
     }
 }
 
@@ -296,11 +285,13 @@ fn run_json(path: &Path, policy: &Policy) -> Outcome {
                 path,
                 format!("recorded {}, now error: {e}", recorded.decision),
             ),
-            Ok(r) if r.decision == recorded.decision && r.allowed == recorded.allowed => Outcome {
-                name,
-                failure: None,
-                summary: format!("{} (as recorded)", r.decision),
-            },
+            Ok(r) if r.verdict() == recorded.decision && r.allowed() == recorded.allowed => {
+                Outcome {
+                    name,
+                    failure: None,
+                    summary: format!("{} (as recorded)", r.verdict()),
+                }
+            }
             Ok(r) => Outcome {
                 name,
                 failure: Some(format!(
@@ -315,66 +306,21 @@ fn run_json(path: &Path, policy: &Policy) -> Outcome {
     if value.get("expect").is_some()
         && (value.get("review").is_some() || value.get("raw").is_some())
     {
-        let case: SimCase = match serde_json::from_value(value) {
+        let case: CaseFile = match serde_json::from_value(value) {
             Ok(c) => c,
             Err(e) => return failed(path, format!("not a case file: {e}")),
         };
-        return run_sim_case(name, case, policy);
+        let checked = cases::check(policy, &case);
+        return Outcome {
+            name,
+            failure: (!checked.problems.is_empty()).then(|| checked.problems.join("; ")),
+            summary: checked.decided,
+        };
     }
     failed(
         path,
         "a bare AdmissionReview has no expectation: list it in a suite file, or use `check`".into(),
     )
-}
-
-fn run_sim_case(name: String, case: SimCase, policy: &Policy) -> Outcome {
-    let body = match (&case.review, &case.raw) {
-        (Some(review), _) => serde_json::to_vec(review).expect("JSON re-serializes"),
-        (None, Some(raw)) => raw.clone().into_bytes(),
-        (None, None) => unreachable!("checked by the caller"),
-    };
-    let result = admission::review(policy, &body);
-    let (failure, summary_line) = match (&case.raw, result) {
-        (Some(_), Err(e)) => (None, format!("refused: {e}")),
-        (Some(_), Ok(r)) => (
-            Some(format!(
-                "expected a refusal (HTTP 400), got {}",
-                summary(&r)
-            )),
-            String::new(),
-        ),
-        (None, Err(e)) => (Some(format!("refused: {e}")), String::new()),
-        (None, Ok(r)) => {
-            let mut problems = Vec::new();
-            if let Some(allowed) = case.expect.allowed
-                && allowed != r.allowed
-            {
-                problems.push(format!("expected allowed={allowed}, got {}", summary(&r)));
-            }
-            let message = r.message.clone().unwrap_or_default().to_lowercase();
-            for needle in &case.expect.message_contains {
-                if !message.contains(&needle.to_lowercase()) {
-                    problems.push(format!("message lacks {needle:?}"));
-                }
-            }
-            let warnings = r.warnings.join("\n").to_lowercase();
-            for needle in &case.expect.warning_contains {
-                if !warnings.contains(&needle.to_lowercase()) {
-                    problems.push(format!("warnings lack {needle:?}"));
-                }
-            }
-            if problems.is_empty() {
-                (None, r.decision.to_string())
-            } else {
-                (Some(problems.join("; ")), String::new())
-            }
-        }
-    };
-    Outcome {
-        name,
-        failure,
-        summary: summary_line,
-    }
 }
 
 /// Prints one line per case and the closing count; returns the exit code.
@@ -394,11 +340,58 @@ mod tests {
 
     #[test]
     fn expected_classes() {
-        assert_eq!(Expected::of("override"), Expected::Override);
-        assert_eq!(Expected::of("denied"), Expected::Denied);
-        for allowed in ["authorized", "would-deny", "nothing-removed", "not-judged"] {
-            assert_eq!(Expected::of(allowed), Expected::Allowed);
+        assert_eq!(Expected::of(Verdict::Override), Expected::Override);
+        for denied in [Verdict::Denied, Verdict::ApprovalDenied] {
+            assert_eq!(Expected::of(denied), Expected::Denied, "{denied}");
         }
+        for allowed in [
+            Verdict::Authorized,
+            Verdict::WouldDeny,
+            Verdict::NothingRemoved,
+            Verdict::NotJudged,
+            Verdict::ApprovalRecorded,
+            Verdict::ApprovalWouldDeny,
+        ] {
+            assert_eq!(Expected::of(allowed), Expected::Allowed, "{allowed}");
+        }
+    }
+
+    /// A refused approval write is a denial (HTTP 403): a suite expecting
+    /// `denied` passes, one expecting `allowed` fails.
+    #[test]
+    fn a_refused_approval_write_is_expected_as_denied() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("policy.yaml"),
+            "override:\n  approval:\n    users: [sec-lead]\n    maxAge: 2h\n",
+        )
+        .unwrap();
+        let pod = |annotations: &str| {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"web-0","namespace":"team-a","finalizers":["example.com/a"]{annotations}}}}}"#
+            )
+        };
+        let forged = format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u-1","kind":{{"group":"","version":"v1","kind":"Pod"}},"resource":{{"group":"","version":"v1","resource":"pods"}},"name":"web-0","namespace":"team-a","operation":"UPDATE","userInfo":{{"username":"mallory"}},"object":{},"oldObject":{}}}}}"#,
+            pod(
+                r#","annotations":{"finalizer-guard.io/override":"node-lost: INC-1","finalizer-guard.io/approved-by":"mallory","finalizer-guard.io/override-expires":"2099-01-01T00:00:00Z"}"#
+            ),
+            pod(""),
+        );
+        std::fs::write(dir.path().join("forged.json"), forged).unwrap();
+        let suite = dir.path().join("suite.yaml");
+        std::fs::write(
+            &suite,
+            "policy: policy.yaml\ncases:\n  - name: denied\n    review: forged.json\n    expect: denied\n    decision: approval-denied\n  - name: allowed\n    review: forged.json\n    expect: allowed\n",
+        )
+        .unwrap();
+        let outcomes = run(&[suite], None);
+        assert_eq!(outcomes[0].failure, None, "{outcomes:?}");
+        let wrong = outcomes[1].failure.as_deref().unwrap();
+        assert!(
+            wrong.starts_with("expected allowed, got approval-denied"),
+            "{wrong}"
+        );
     }
 
     #[test]
@@ -424,6 +417,37 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert!(text.ends_with("1 passed, 1 failed\n"), "{text}");
         assert!(text.starts_with("FAIL strip: expected allowed"), "{text}");
+    }
+
+    #[test]
+    fn a_case_file_is_checked_in_full() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let policy = crate::policy::load(&fixtures.join("policy.yaml")).unwrap();
+        let case = fixtures.join("cases/pod-merge-patch-finalizers-null-denied.json");
+        assert_eq!(
+            run(std::slice::from_ref(&case), Some(&policy))[0].failure,
+            None
+        );
+        // An expectation the answer does not meet, in any field, fails the case.
+        let mut doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&case).unwrap()).unwrap();
+        doc["expect"]["auditContains"] = serde_json::json!(["no-such-annotation"]);
+        let dir = tempfile::tempdir().unwrap();
+        let wrong = dir.path().join("wrong.json");
+        std::fs::write(&wrong, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let failure = run(std::slice::from_ref(&wrong), Some(&policy))[0]
+            .failure
+            .clone()
+            .unwrap();
+        assert!(failure.contains("lack \"no-such-annotation\""), "{failure}");
+        // So does a misspelled one.
+        doc["expect"]["auditContain"] = serde_json::json!([]);
+        std::fs::write(&wrong, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let failure = run(&[wrong], Some(&policy))[0].failure.clone().unwrap();
+        assert!(
+            failure.contains("unknown field `auditContain`"),
+            "{failure}"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use std::alloc::System;
 
 use finalizer_guard::admission;
-use finalizer_guard::policy::Policy;
+use finalizer_guard::policy::{Policy, Verdict};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[path = "../benches/support/reviews.rs"]
@@ -31,7 +31,7 @@ fn count(policy: &Policy, body: &[u8]) -> Counted {
     let region = Region::new(GLOBAL);
     let reviewed = admission::review(policy, body).expect("a generated review parses");
     let stats = region.change();
-    assert_eq!(reviewed.decision, "authorized");
+    assert_eq!(reviewed.verdict(), Verdict::Authorized);
     drop(reviewed);
     Counted {
         allocations: stats.allocations,

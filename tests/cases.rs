@@ -2,349 +2,28 @@
 //!
 //! Every `*.json` in `tests/fixtures/cases/` is decided under
 //! `tests/fixtures/policy.yaml`, and every one in `tests/fixtures/cases-warn/`
-//! under `tests/fixtures/policy-warn.yaml`, by
-//! [`finalizer_guard::admission::review`]. Each answer gets the checks
-//! `apiserver-sim verify` applies over HTTPS (shared/tools/apiserver-sim/main.go):
-//! kube-apiserver's own checks on a webhook response, then the case's `expect`.
-//!
-//! A case file is `{"note", "review": AdmissionReview, "expect"}` or
-//! `{"note", "raw": "body", "expect": {"httpStatus": 400}}`. Besides the fields
-//! apiserver-sim reads (`allowed`, `messageContains`, `warningContains`,
-//! `auditContains`, `responseVersion`, `httpStatus`, ...), `expect` may carry
-//! fields apiserver-sim ignores, because they assert an absence it cannot:
-//! - `silent`: the response has no audit annotations and no warnings (nothing removed);
-//! - `messageExcludes`, `auditExcludes`: substrings the denial message / the
-//!   `key=value` audit annotations must not contain (e.g. an authorized
-//!   finalizer that a partial denial must not name).
+//! under `tests/fixtures/policy-warn.yaml`, and checked by
+//! [`finalizer_guard::cases`] (the checks `finalizer-guard test` runs: the
+//! format and its checks are described there).
 //!
 //! All failing files are reported together, each with every reason.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 
-use finalizer_guard::admission::review;
-use finalizer_guard::policy::{Mode, Policy};
-use serde::Deserialize;
-use serde_json::Value;
+use finalizer_guard::cases::{
+    CaseFile, Expect, check_file, check_raw, check_review, is_qualified_name,
+};
+use finalizer_guard::policy::{self, Mode, Policy};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 
 /// The contract asks for a broad corpus; a shrinking one is a regression.
 const MIN_ENFORCE_CASES: usize = 50;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CaseFile {
-    note: String,
-    #[serde(default)]
-    review: Option<Value>,
-    #[serde(default)]
-    raw: Option<String>,
-    expect: Expect,
-}
-
-/// apiserver-sim's `expect`, plus the absence checks only this test makes.
-/// Unknown fields are refused so that a misspelled expectation fails loudly
-/// here instead of being ignored by both checkers.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Expect {
-    #[serde(default)]
-    allowed: Option<bool>,
-    #[serde(default)]
-    http_status: u16,
-    #[serde(default)]
-    message_contains: Vec<String>,
-    #[serde(default)]
-    warning_contains: Vec<String>,
-    #[serde(default)]
-    audit_contains: Vec<String>,
-    /// A latency bound for the live server; meaningless offline.
-    #[serde(default)]
-    #[allow(dead_code)]
-    max_millis: u64,
-    #[serde(default)]
-    response_version: String,
-    /// Declared by apiserver-sim but not checked there either.
-    #[serde(default)]
-    #[allow(dead_code)]
-    needs_audit_on_deny: bool,
-    #[serde(default)]
-    silent: bool,
-    #[serde(default)]
-    message_excludes: Vec<String>,
-    #[serde(default)]
-    audit_excludes: Vec<String>,
-}
-
-/// The response as apiserver-sim reads it (its `review` and `response` types).
-#[derive(Debug, Deserialize)]
-struct ResponseReview {
-    #[serde(default, rename = "apiVersion")]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    response: Option<Response>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Response {
-    #[serde(default)]
-    uid: String,
-    #[serde(default)]
-    allowed: Option<bool>,
-    #[serde(default)]
-    patch: Option<Value>,
-    #[serde(default)]
-    status: Option<ResponseStatus>,
-    #[serde(default)]
-    warnings: Option<Vec<String>>,
-    #[serde(default)]
-    audit_annotations: Option<HashMap<String, String>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ResponseStatus {
-    #[serde(default)]
-    code: i64,
-    #[serde(default)]
-    message: String,
-}
-
-/// Case-insensitive substring, as apiserver-sim compares (`strings.ToLower`).
-fn contains_folded(haystack: &str, needle: &str) -> bool {
-    haystack
-        .to_lowercase()
-        .contains(needle.to_lowercase().as_str())
-}
-
-/// kube-apiserver keeps an audit annotation key only if it is a qualified name
-/// (`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`) of at most 63 characters.
-fn is_qualified_name(key: &str) -> bool {
-    let b = key.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
-/// A fresh random v4 uid, as the apiserver makes one per call: a webhook that
-/// answers with the uid it was recorded with, not the one it got, must fail.
-fn fresh_uid() -> String {
-    let state = std::collections::hash_map::RandomState::new();
-    let mut bytes = [0u8; 16];
-    for (i, chunk) in bytes.chunks_mut(8).enumerate() {
-        let mut h = state.build_hasher();
-        h.write_usize(i);
-        chunk.copy_from_slice(&h.finish().to_le_bytes());
-    }
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
-/// The problems with one case file; empty when it passes.
-fn check_case(policy: &Policy, path: &Path) -> Vec<String> {
-    let text = match std::fs::read(path) {
-        Ok(text) => text,
-        Err(e) => return vec![format!("cannot read: {e}")],
-    };
-    let case: CaseFile = match serde_json::from_slice(&text) {
-        Ok(case) => case,
-        Err(e) => return vec![format!("bad case file: {e}")],
-    };
-    let mut problems = Vec::new();
-    if case.note.trim().is_empty() {
-        problems.push("bad case file: empty note".to_string());
-    }
-    let expect = &case.expect;
-    if expect.silent && expect.allowed != Some(true) {
-        problems.push("bad case file: silent without \"allowed\": true".to_string());
-    }
-    match (&case.review, &case.raw) {
-        (Some(_), Some(_)) | (None, None) => {
-            problems.push("bad case file: needs exactly one of review and raw".to_string());
-            problems
-        }
-        (None, Some(raw)) => {
-            problems.extend(check_raw(policy, raw, expect));
-            problems
-        }
-        (Some(doc), None) => {
-            problems.extend(check_review(policy, doc.clone(), expect));
-            problems
-        }
-    }
-}
-
-/// A malformed body: the server answers 400, which offline is `Err` from `review`.
-fn check_raw(policy: &Policy, raw: &str, expect: &Expect) -> Vec<String> {
-    let mut problems = Vec::new();
-    if expect.http_status != 0 && expect.http_status != 400 {
-        problems.push(format!(
-            "bad case file: httpStatus {} cannot be checked offline; review() errors are HTTP 400",
-            expect.http_status
-        ));
-    }
-    match review(policy, raw.as_bytes()) {
-        Err(e) => {
-            let reason = e.to_string();
-            if reason.trim().is_empty() || reason.contains('\n') {
-                problems.push(format!("400 reason must be one line, got {reason:?}"));
-            }
-        }
-        Ok(r) => problems.push(format!(
-            "HTTP 200 for a malformed body, want 400 (allowed={}, decision={})",
-            r.allowed, r.decision
-        )),
-    }
-    problems
-}
-
-/// apiserver-sim's `verify` for a review case, then the absence checks.
-fn check_review(policy: &Policy, mut doc: Value, expect: &Expect) -> Vec<String> {
-    // withUID: a fresh request.uid per call.
-    let Some(request) = doc.get_mut("request").and_then(Value::as_object_mut) else {
-        return vec!["bad case: review has no request object".to_string()];
-    };
-    let uid = fresh_uid();
-    request.insert("uid".to_string(), Value::String(uid.clone()));
-    let version = doc
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let body = serde_json::to_vec(&doc).expect("a JSON value serializes");
-
-    let reviewed = match review(policy, &body) {
-        Ok(r) => r,
-        Err(e) => return vec![format!("HTTP 400: {e}")],
-    };
-    let answer: ResponseReview = match serde_json::from_slice(&reviewed.body) {
-        Ok(a) => a,
-        Err(e) => return vec![format!("response is not an AdmissionReview: {e}")],
-    };
-
-    let mut problems = Vec::new();
-    let want = if expect.response_version.is_empty() {
-        version.as_str()
-    } else {
-        expect.response_version.as_str()
-    };
-    if answer.api_version != want || answer.kind != "AdmissionReview" {
-        problems.push(format!(
-            "response is {}/{}, want {want}/AdmissionReview",
-            answer.api_version, answer.kind
-        ));
-    }
-    let Some(response) = answer.response else {
-        problems.push("webhook response was absent".to_string());
-        return problems;
-    };
-    if response.uid != uid {
-        problems.push(format!(
-            "expected response.uid={uid:?}, got {:?}",
-            response.uid
-        ));
-    }
-    if response.patch.is_some() {
-        problems.push("validating webhook may not return a patch".to_string());
-    }
-    let Some(allowed) = response.allowed else {
-        problems.push("response.allowed is missing".to_string());
-        return problems;
-    };
-    let audit = response.audit_annotations.unwrap_or_default();
-    let mut keys: Vec<&String> = audit.keys().collect();
-    keys.sort();
-    for key in keys {
-        if !is_qualified_name(key) {
-            problems.push(format!(
-                "audit annotation key {key:?} is not a qualified name: kube-apiserver drops it"
-            ));
-        }
-    }
-    let (code, message) = response
-        .status
-        .map(|s| (s.code, s.message))
-        .unwrap_or_default();
-    if let Some(want) = expect.allowed
-        && allowed != want
-    {
-        problems.push(format!(
-            "allowed={allowed}, want {want} (message {message:?})"
-        ));
-    }
-    if !allowed && message.trim().is_empty() {
-        problems.push("denied without explanation (empty status.message)".to_string());
-    }
-    // CONTRACT.md, Decision 6: a denial is an HTTP-style 403.
-    if !allowed && code != 403 {
-        problems.push(format!("denied with status.code {code}, want 403"));
-    }
-    for s in &expect.message_contains {
-        if !contains_folded(&message, s) {
-            problems.push(format!("message {message:?} lacks {s:?}"));
-        }
-    }
-    for s in &expect.message_excludes {
-        if contains_folded(&message, s) {
-            problems.push(format!("message {message:?} should not contain {s:?}"));
-        }
-    }
-    let warnings = response.warnings.unwrap_or_default();
-    let joined_warnings = warnings.join("\n");
-    for s in &expect.warning_contains {
-        if !contains_folded(&joined_warnings, s) {
-            problems.push(format!("warnings {warnings:?} lack {s:?}"));
-        }
-    }
-    let mut pairs: Vec<String> = audit.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    pairs.sort();
-    let joined_audit = pairs.join("\n");
-    for s in &expect.audit_contains {
-        if !contains_folded(&joined_audit, s) {
-            problems.push(format!("audit annotations {pairs:?} lack {s:?}"));
-        }
-    }
-    for s in &expect.audit_excludes {
-        if contains_folded(&joined_audit, s) {
-            problems.push(format!(
-                "audit annotations {pairs:?} should not contain {s:?}"
-            ));
-        }
-    }
-    if expect.silent {
-        if !audit.is_empty() {
-            problems.push(format!(
-                "nothing was removed, yet audit annotations {pairs:?}"
-            ));
-        }
-        if !warnings.is_empty() {
-            problems.push(format!("nothing was removed, yet warnings {warnings:?}"));
-        }
-    }
-    problems
-}
-
 fn load_policy(file: &str) -> Policy {
     let path = Path::new(FIXTURES).join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    Policy::from_yaml(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    policy::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn case_files(dir: &str) -> Vec<PathBuf> {
@@ -364,7 +43,7 @@ fn run_dir(dir: &str, policy: &Policy, min_cases: usize) {
     let mut report = String::new();
     let mut failed = 0;
     for path in &files {
-        let problems = check_case(policy, path);
+        let problems = check_file(policy, path).problems;
         if !problems.is_empty() {
             failed += 1;
             let name = path.file_name().unwrap_or_default().to_string_lossy();
@@ -423,7 +102,7 @@ fn the_checker_itself_can_fail() {
         message_contains: vec!["no such text".to_string()],
         ..Expect::default()
     };
-    let problems = check_review(&policy, doc.clone(), &wrong);
+    let problems = check_review(&policy, doc.clone(), &wrong).problems;
     assert!(
         problems.iter().any(|p| p.starts_with("allowed=false")),
         "{problems:?}"
@@ -440,12 +119,28 @@ fn the_checker_itself_can_fail() {
         ..Expect::default()
     };
     assert!(
-        check_review(&policy, doc, &silent)
+        check_review(&policy, doc.clone(), &silent)
+            .problems
             .iter()
             .any(|p| p.starts_with("nothing was removed, yet audit annotations")),
     );
     let valid = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE","userInfo":{"username":"x"}}}"#;
-    assert!(!check_raw(&policy, valid, &Expect::default()).is_empty());
+    assert!(
+        !check_raw(&policy, valid, &Expect::default())
+            .problems
+            .is_empty()
+    );
+    // Every expectation is checked: an audit annotation that is not there fails.
+    let audit = Expect {
+        audit_contains: vec!["decision=authorized".to_string()],
+        ..Expect::default()
+    };
+    assert!(
+        check_review(&policy, doc, &audit)
+            .problems
+            .iter()
+            .any(|p| p.contains("lack \"decision=authorized\"")),
+    );
     assert!(is_qualified_name("removed-finalizers"));
     assert!(is_qualified_name("a"));
     assert!(!is_qualified_name("finalizer-guard.io/decision"));

@@ -21,10 +21,10 @@
 use std::path::{Path, PathBuf};
 
 use cel::{Context, Program};
-use finalizer_guard::admission::{self, Reviewed};
+use finalizer_guard::admission::{self, ReviewBuilder, Reviewed};
 use finalizer_guard::policy::FinalizerField;
-use finalizer_guard::policy::Policy;
 use finalizer_guard::policy::builtin::{self, BUILTIN_CONTROLLERS, KUBE_CONTROLLER_MANAGER};
+use finalizer_guard::policy::{Operation, Policy, Verdict};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use serde_json::{Value, json};
 
@@ -165,7 +165,10 @@ impl Policies {
 }
 
 fn judged(reviewed: &Reviewed) -> bool {
-    !matches!(reviewed.decision, "not-judged" | "nothing-removed")
+    !matches!(
+        reviewed.verdict(),
+        Verdict::NotJudged | Verdict::NothingRemoved
+    )
 }
 
 /// What one review came to.
@@ -193,16 +196,17 @@ fn check(conditions: &Conditions, policies: &Policies, review: &Value) -> Result
     };
     let decided = |called| Checked::Decided {
         called,
-        plain: plain.decision,
-        two_person: two_person.decision,
+        plain: plain.verdict().as_str(),
+        two_person: two_person.verdict().as_str(),
     };
-    if !matches!(plain.operation, "CREATE" | "UPDATE") {
+    if !matches!(plain.operation, Operation::Create | Operation::Update) {
         // The rules never send it; the webhook allows it untouched anyway.
         for r in [&plain, &two_person] {
-            if r.decision != "not-judged" || !r.allowed || !r.warnings.is_empty() {
+            if r.verdict() != Verdict::NotJudged || !r.allowed() || !r.warnings.is_empty() {
                 return Err(format!(
                     "{} is not allowed untouched: {}",
-                    r.operation, r.decision
+                    r.operation.as_str(),
+                    r.verdict()
                 ));
             }
         }
@@ -217,13 +221,13 @@ fn check(conditions: &Conditions, policies: &Policies, review: &Value) -> Result
     if called != (judged(&two_person) && !builtin) {
         return Err(format!(
             "matchConditions say {called}, but the webhook decides {} (two-person policy) for {username:?}",
-            two_person.decision
+            two_person.verdict()
         ));
     }
     if judged(&plain) && !builtin && !called {
         return Err(format!(
             "the webhook judges it ({}) but is never sent it",
-            plain.decision
+            plain.verdict()
         ));
     }
     Ok(decided(called))
@@ -388,24 +392,22 @@ impl Review {
             "DELETE" => (Value::Null, old),
             _ => (new, old),
         };
-        let mut request = json!({
-            "uid": "7d2b6f0e-6f43-4f0b-9a51-3f1e2a6c9b10",
-            "kind": {"group": self.group, "version": self.version, "kind": "Object"},
-            "resource": {"group": self.group, "version": self.version, "resource": self.resource},
-            "name": "thing",
-            "operation": self.operation,
-            "userInfo": {"username": self.username, "groups": self.groups},
-            "object": object,
-            "oldObject": old_object,
-            "dryRun": self.dry_run,
-        });
+        // kube-apiserver sends `null` for the object an operation has not.
+        let mut review = ReviewBuilder::pod_update(&self.username)
+            .groups(&self.groups)
+            .uid("7d2b6f0e-6f43-4f0b-9a51-3f1e2a6c9b10")
+            .api_version(self.api_version)
+            .operation(self.operation)
+            .resource(self.group, self.version, self.resource, "Object")
+            .name("thing")
+            .namespace(self.namespace)
+            .dry_run(self.dry_run)
+            .object(Some(object))
+            .old_object(Some(old_object));
         if !self.subresource.is_empty() {
-            request["subResource"] = json!(self.subresource);
+            review = review.subresource(self.subresource);
         }
-        if let Some(ns) = self.namespace {
-            request["namespace"] = json!(ns);
-        }
-        json!({"apiVersion": self.api_version, "kind": "AdmissionReview", "request": request})
+        review.to_value()
     }
 }
 

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeSet;
 
-use finalizer_guard::admission::{Reviewed, review_at};
+use finalizer_guard::admission::{ReviewBuilder, Reviewed, review_at};
 use finalizer_guard::policy::Policy;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -486,40 +486,29 @@ impl Request {
 
     /// The AdmissionReview kube-apiserver would send.
     fn review(&self) -> Vec<u8> {
-        let mut request = json!({
-            "uid": UID,
-            "kind": {"group": self.group, "version": "v1", "kind": "Object"},
-            "resource": {"group": self.group, "version": "v1", "resource": self.resource},
-            "name": "obj-1",
-            "operation": self.operation,
-            "userInfo": {"groups": self.groups},
-            "dryRun": self.dry_run,
-        });
-        if let Some(user) = self.username {
-            request["userInfo"]["username"] = json!(user);
-        }
-        if let Some(ns) = self.namespace {
-            request["namespace"] = json!(ns);
-        }
-        if !self.subresource.is_empty() {
-            request["subResource"] = json!(self.subresource);
-        }
         let new = self.object((0, &self.new), (2, &self.new_spec), self.annotation);
         let old = self.object((1, &self.old), (3, &self.old_spec), self.old_annotation);
-        match self.operation {
-            "CREATE" => request["object"] = new,
-            "DELETE" => request["oldObject"] = old,
-            _ => {
-                request["object"] = new;
-                request["oldObject"] = old;
-            }
+        let (object, old_object) = match self.operation {
+            "CREATE" => (Some(new), None),
+            "DELETE" => (None, Some(old)),
+            _ => (Some(new), Some(old)),
+        };
+        let mut review = ReviewBuilder::pod_update("")
+            .username(self.username)
+            .groups(&self.groups)
+            .uid(UID)
+            .api_version(self.api_version())
+            .operation(self.operation)
+            .resource(self.group, "v1", self.resource, "Object")
+            .name("obj-1")
+            .namespace(self.namespace)
+            .dry_run(self.dry_run)
+            .object(object)
+            .old_object(old_object);
+        if !self.subresource.is_empty() {
+            review = review.subresource(self.subresource);
         }
-        serde_json::to_vec(&json!({
-            "apiVersion": self.api_version(),
-            "kind": "AdmissionReview",
-            "request": request,
-        }))
-        .unwrap()
+        review.to_vec()
     }
 
     fn api_version(&self) -> &'static str {
@@ -552,8 +541,8 @@ fn check(r: &Request, got: &Reviewed, want: &Expected) -> Result<(), TestCaseErr
     prop_assert_eq!(body["apiVersion"].as_str(), Some(r.api_version()));
     prop_assert_eq!(response["uid"].as_str(), Some(UID));
     prop_assert_eq!(response["allowed"].as_bool(), Some(want.allowed));
-    prop_assert_eq!(got.allowed, want.allowed);
-    prop_assert_eq!(got.decision, want.decision);
+    prop_assert_eq!(got.allowed(), want.allowed);
+    prop_assert_eq!(got.verdict().as_str(), want.decision);
 
     let annotations = &response["auditAnnotations"];
     let warnings = response["warnings"].as_array().map_or(0, Vec::len);
@@ -580,7 +569,7 @@ fn check(r: &Request, got: &Reviewed, want: &Expected) -> Result<(), TestCaseErr
     let recorded: Vec<_> = audit
         .removed_finalizers
         .iter()
-        .map(|f| (f.finalizer.as_str(), f.field))
+        .map(|f| (f.finalizer.as_str(), f.field.path()))
         .collect();
     prop_assert_eq!(
         recorded.len(),
@@ -592,7 +581,7 @@ fn check(r: &Request, got: &Reviewed, want: &Expected) -> Result<(), TestCaseErr
         recorded.into_iter().collect::<BTreeSet<_>>(),
         want.removed.clone()
     );
-    prop_assert_eq!(got.unauthorized, want.unauthorized.len());
+    prop_assert_eq!(got.unauthorized(), want.unauthorized.len());
     prop_assert_eq!(audit.dry_run, r.dry_run);
     prop_assert_eq!(
         annotations["override-reason"].as_str(),

@@ -6,7 +6,8 @@
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
-use finalizer_guard::admission::{AuditRecord, LeanObject, ReviewError, Reviewed, review_at};
+use finalizer_guard::admission::{LeanObject, ReviewError, Reviewed, review_at};
+use finalizer_guard::audit::AuditRecord;
 use finalizer_guard::policy::{Mode, Policy};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -96,20 +97,20 @@ fn check_answer(policy: &Policy, input: Option<&Value>, reviewed: &Reviewed) {
             Some(reviewed.uid.as_str())
         );
     }
-    assert_eq!(response["allowed"].as_bool(), Some(reviewed.allowed));
+    assert_eq!(response["allowed"].as_bool(), Some(reviewed.allowed()));
     assert!(body.get("request").is_none(), "an answer carries no object");
 
-    let decision = reviewed.decision;
+    let decision = reviewed.verdict().as_str();
     assert!(DECISIONS.contains(&decision), "{decision}");
     assert_eq!(
-        reviewed.allowed,
+        reviewed.allowed(),
         !matches!(decision, "denied" | "approval-denied"),
         "{decision}"
     );
     if policy.mode == Mode::Warn {
-        assert!(reviewed.allowed, "warn mode denied: {decision}");
+        assert!(reviewed.allowed(), "warn mode denied: {decision}");
     }
-    if reviewed.allowed {
+    if reviewed.allowed() {
         assert!(reviewed.message.is_none());
     } else {
         assert_eq!(response["status"]["code"], 403);
@@ -118,11 +119,11 @@ fn check_answer(policy: &Policy, input: Option<&Value>, reviewed: &Reviewed) {
         assert_eq!(Some(message), reviewed.message.as_deref());
         assert!(message.contains(&policy.override_settings.annotation));
     }
-    if reviewed.operation != "UPDATE" {
+    if reviewed.operation.as_str() != "UPDATE" {
         assert!(
             matches!(decision, "not-judged") || decision.starts_with("approval-"),
             "{} judged: {decision}",
-            reviewed.operation
+            reviewed.operation.as_str()
         );
     }
 
@@ -150,10 +151,10 @@ fn check_answer(policy: &Policy, input: Option<&Value>, reviewed: &Reviewed) {
     // A refused approval write is decided before removals are looked at.
     let audit = reviewed.audit.as_ref().expect("an audit record");
     assert_eq!(audit.uid, reviewed.uid);
-    assert_eq!(audit.decision, decision);
+    assert_eq!(audit.decision.as_str(), decision);
     let request = reviewed.request.as_ref().expect("the request as read");
     if !matches!(decision, "approval-denied" | "approval-would-deny") {
-        let judged = reviewed.operation == "UPDATE";
+        let judged = reviewed.operation.as_str() == "UPDATE";
         let (old, new) = (request.old_object.as_ref(), request.object.as_ref());
         let metadata = |o: Option<&LeanObject>| o.and_then(|o| o.metadata.finalizers.clone());
         check_removed(
@@ -180,7 +181,7 @@ fn check_answer(policy: &Policy, input: Option<&Value>, reviewed: &Reviewed) {
         .iter()
         .filter(|r| r.authorized_by.is_none())
         .count();
-    assert_eq!(unauthorized, reviewed.unauthorized);
+    assert_eq!(unauthorized, reviewed.unauthorized());
     match decision {
         "authorized" => assert_eq!(unauthorized, 0),
         "override" | "denied" | "would-deny" => assert!(unauthorized > 0),
@@ -204,7 +205,7 @@ fn check_removed(
     let got: Vec<&str> = audit
         .removed_finalizers
         .iter()
-        .filter(|r| r.field == field)
+        .filter(|r| r.field.path() == field)
         .map(|r| r.finalizer.as_str())
         .collect();
     assert_eq!(got.len(), want.len(), "{field}: each removal once: {got:?}");

@@ -4,8 +4,8 @@ use std::collections::HashSet;
 
 use super::config::{Mode, Policy, Rule};
 use super::{
-    Authority, Change, Decision, FinalizerField, FinalizerLists, Operation, Outcome, Removal,
-    Requester, Target, approval, overrides,
+    Authority, Change, Decision, Evidence, FinalizerField, FinalizerLists, Operation, Outcome,
+    OverrideProblem, Removal, Requester, Target, approval, overrides,
 };
 
 /// Decides one change under a policy.
@@ -42,43 +42,30 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
         && approval::writes_approval(change, settings)
     {
         if let Err(problem) = approval::check_write(change, settings, approval, change.now) {
-            return Decision {
-                outcome: Outcome::ApprovalRefused { problem, enforced },
+            return decided(
+                change,
+                policy,
+                Outcome::ApprovalRefused { problem, enforced },
                 removed,
-            };
+            );
         }
         approval_written = true;
     }
 
-    if !judged {
-        return Decision {
-            outcome: if approval_written {
-                Outcome::ApprovalRecorded
-            } else {
-                Outcome::NotJudged
-            },
-            removed,
+    // 1. and 3. Not judged, or nothing removed: allowed silently (an
+    // approval written is still recorded).
+    if !judged || removed.is_empty() {
+        let outcome = match (approval_written, judged) {
+            (true, _) => Outcome::ApprovalRecorded,
+            (false, false) => Outcome::NotJudged,
+            (false, true) => Outcome::NothingRemoved,
         };
-    }
-
-    // 3. Nothing removed: allowed silently.
-    if removed.is_empty() {
-        return Decision {
-            outcome: if approval_written {
-                Outcome::ApprovalRecorded
-            } else {
-                Outcome::NothingRemoved
-            },
-            removed,
-        };
+        return decided(change, policy, outcome, removed);
     }
 
     // 4. Each removal authorized by a rule or a built-in controller.
     if removed.iter().all(|r| r.authorized_by.is_some()) {
-        return Decision {
-            outcome: Outcome::Authorized,
-            removed,
-        };
+        return decided(change, policy, Outcome::Authorized, removed);
     }
 
     // 5. Otherwise an override on the object as it will be stored, or under
@@ -88,7 +75,7 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
         change.annotations.get(&settings.annotation),
     ) {
         (Some(_), _) => approval::check_override(change, settings, change.now),
-        (None, None) => Err(super::OverrideProblem::Absent),
+        (None, None) => Err(OverrideProblem::Absent),
         (None, Some(value)) => overrides::parse(value, &settings.reasons),
     };
     let outcome = match parsed {
@@ -96,7 +83,43 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
         // 6. Otherwise denied (or, in warn mode, allowed with a warning).
         Err(problem) => Outcome::Denied { problem, enforced },
     };
-    Decision { outcome, removed }
+    decided(change, policy, outcome, removed)
+}
+
+/// The decision, with the evidence read for it.
+fn decided(
+    change: &Change<'_>,
+    policy: &Policy,
+    outcome: Outcome,
+    removed: Vec<Removal>,
+) -> Decision {
+    let settings = &policy.override_settings;
+    // Two-person rule: the approval used (from oldObject) or written (in object).
+    let approval = match (&settings.approval, &outcome) {
+        (Some(_), Outcome::Override(_)) => Some(change.old_annotations),
+        (Some(_), Outcome::ApprovalRecorded | Outcome::ApprovalRefused { .. }) => {
+            Some(change.annotations)
+        }
+        _ => None,
+    };
+    let rejected_override = match &outcome {
+        Outcome::Denied { problem, .. }
+            if *problem != OverrideProblem::Absent && settings.approval.is_none() =>
+        {
+            change.annotations.get(&settings.annotation).cloned()
+        }
+        _ => None,
+    };
+    let evidence = Evidence {
+        rejected_override,
+        approved_by: approval.and_then(|a| a.get(approval::APPROVED_BY).cloned()),
+        override_expires: approval.and_then(|a| a.get(approval::OVERRIDE_EXPIRES).cloned()),
+    };
+    Decision {
+        outcome,
+        removed,
+        evidence,
+    }
 }
 
 /// Appends the names in `lists.old` that are absent from `lists.new`, once each.
@@ -651,7 +674,7 @@ rules:
             }
         );
         assert!(d.allowed());
-        assert_eq!(d.label(), "would-deny");
+        assert_eq!(d.verdict(), crate::policy::Verdict::WouldDeny);
     }
 
     mod two_person {

@@ -98,10 +98,10 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
     } else if let Outcome::Denied { problem, .. } = &decision.outcome
         && *problem != OverrideProblem::Absent
     {
-        let value = change
-            .annotations
-            .get(&settings.annotation)
-            .map(String::as_str)
+        let value = decision
+            .evidence
+            .rejected_override
+            .as_deref()
             .unwrap_or_default();
         let _ = write!(
             msg,
@@ -341,7 +341,7 @@ REASON one of: node-lost, controller-unavailable, controller-uninstalled, apiser
             format!("node-lost: {detail}"),
         );
         let (d, _, warning, would) = render(pod(), &["example.com/a"], &[], &a, &p);
-        assert_eq!(d.label(), "override");
+        assert_eq!(d.verdict(), crate::policy::Verdict::Override);
         let warning = warning.unwrap();
         assert!(warning.starts_with("finalizer-guard: override \"node-lost\" removed finalizer \"example.com/a\" from pods \"web-0\""));
         assert!(warning.chars().count() <= MAX_WARNING_CHARS);

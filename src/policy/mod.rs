@@ -8,6 +8,7 @@ pub mod approval;
 pub mod builtin;
 pub mod config;
 mod decide;
+mod load;
 pub mod message;
 pub mod overrides;
 
@@ -15,6 +16,7 @@ use std::collections::BTreeMap;
 
 pub use config::{Approval, InvalidPolicy, Mode, Policy, PolicyError};
 pub use decide::decide;
+pub use load::{LoadError, from_bytes, load};
 pub use overrides::{Override, OverrideProblem};
 
 /// Which list a finalizer sits in.
@@ -24,6 +26,12 @@ pub enum FinalizerField {
     Metadata,
     /// `spec.finalizers` of a Namespace, written through `namespaces/finalize`.
     Spec,
+}
+
+impl serde::Serialize for FinalizerField {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.path())
+    }
 }
 
 impl FinalizerField {
@@ -36,12 +44,18 @@ impl FinalizerField {
 }
 
 /// The admission operation. Only `Update` can remove a finalizer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operation {
     Create,
     Update,
     Delete,
     Connect,
+}
+
+impl serde::Serialize for Operation {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
 }
 
 impl Operation {
@@ -135,6 +149,12 @@ impl std::fmt::Display for Authority {
     }
 }
 
+impl serde::Serialize for Authority {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// One finalizer the write removes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Removal {
@@ -171,39 +191,94 @@ pub enum Outcome {
     },
 }
 
+/// What was decided, without why: what audit records, metrics, Events,
+/// recordings and suites name. Serialized as its [`Verdict::as_str`] name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    NotJudged,
+    NothingRemoved,
+    Authorized,
+    Override,
+    Denied,
+    /// Warn mode: allowed, but enforce mode would deny.
+    WouldDeny,
+    ApprovalRecorded,
+    ApprovalDenied,
+    ApprovalWouldDeny,
+}
+
+impl Verdict {
+    /// The name in audit annotations, audit records, metrics and recordings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::NotJudged => "not-judged",
+            Verdict::NothingRemoved => "nothing-removed",
+            Verdict::Authorized => "authorized",
+            Verdict::Override => "override",
+            Verdict::Denied => "denied",
+            Verdict::WouldDeny => "would-deny",
+            Verdict::ApprovalRecorded => "approval-recorded",
+            Verdict::ApprovalDenied => "approval-denied",
+            Verdict::ApprovalWouldDeny => "approval-would-deny",
+        }
+    }
+
+    /// Whether the write goes through.
+    pub fn allowed(self) -> bool {
+        !matches!(self, Verdict::Denied | Verdict::ApprovalDenied)
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a decision read from the object besides the finalizers: the answer
+/// and the audit record quote it, and need not read the object again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Evidence {
+    /// The override annotation's value, when it was found not valid.
+    pub rejected_override: Option<String>,
+    /// Two-person rule: `approved-by` of the approval used (in `oldObject`)
+    /// or written (in `object`).
+    pub approved_by: Option<String>,
+    /// Two-person rule: `override-expires` of that approval.
+    pub override_expires: Option<String>,
+}
+
 /// The decision on one change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     pub outcome: Outcome,
     /// Every removed finalizer, in the order of the old list (metadata first).
     pub removed: Vec<Removal>,
+    pub evidence: Evidence,
 }
 
 impl Decision {
     pub fn allowed(&self) -> bool {
-        !matches!(
-            self.outcome,
-            Outcome::Denied { enforced: true, .. }
-                | Outcome::ApprovalRefused { enforced: true, .. }
-        )
+        self.verdict().allowed()
     }
 
-    /// The short name used in audit annotations, audit records and metrics.
-    pub fn label(&self) -> &'static str {
+    /// What was decided, without why.
+    pub fn verdict(&self) -> Verdict {
         match self.outcome {
-            Outcome::NotJudged => "not-judged",
-            Outcome::NothingRemoved => "nothing-removed",
-            Outcome::Authorized => "authorized",
-            Outcome::Override(_) => "override",
-            Outcome::Denied { enforced: true, .. } => "denied",
+            Outcome::NotJudged => Verdict::NotJudged,
+            Outcome::NothingRemoved => Verdict::NothingRemoved,
+            Outcome::Authorized => Verdict::Authorized,
+            Outcome::Override(_) => Verdict::Override,
+            Outcome::Denied { enforced: true, .. } => Verdict::Denied,
             Outcome::Denied {
                 enforced: false, ..
-            } => "would-deny",
-            Outcome::ApprovalRecorded => "approval-recorded",
-            Outcome::ApprovalRefused { enforced: true, .. } => "approval-denied",
+            } => Verdict::WouldDeny,
+            Outcome::ApprovalRecorded => Verdict::ApprovalRecorded,
+            Outcome::ApprovalRefused { enforced: true, .. } => Verdict::ApprovalDenied,
             Outcome::ApprovalRefused {
                 enforced: false, ..
-            } => "approval-would-deny",
+            } => Verdict::ApprovalWouldDeny,
         }
     }
 
@@ -214,6 +289,14 @@ impl Decision {
                 self.outcome,
                 Outcome::ApprovalRecorded | Outcome::ApprovalRefused { .. }
             )
+    }
+
+    /// The override used, if that is what allowed the write.
+    pub fn override_used(&self) -> Option<&Override> {
+        match &self.outcome {
+            Outcome::Override(o) => Some(o),
+            _ => None,
+        }
     }
 
     pub fn unauthorized(&self) -> impl Iterator<Item = &Removal> + Clone {

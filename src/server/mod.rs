@@ -1,11 +1,11 @@
 //! The server: TLS webhook port, plain admin port, hot reload, graceful drain.
 
-mod reload;
+pub mod reload;
 pub mod routes;
 pub mod tls;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -23,12 +23,14 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use crate::audit::AuditLog;
+use crate::doctor::Blocked;
 use crate::error::{Error, Result};
 use crate::events::EventSink;
 use crate::metrics::Metrics;
-use crate::policy::{Mode, Policy};
+use crate::policy::{self, Mode, Policy};
 use crate::recording::Recorder;
 use crate::{certs, doctor};
+use reload::{CertificateFiles, ClientCaFile, PolicyFile, Reloadable};
 
 /// Most connections the admin port serves at once: probes and scrapes need a
 /// handful, and a flood there must not take the file descriptors the webhook
@@ -119,6 +121,23 @@ pub struct AppState {
     pub instance: String,
 }
 
+impl AppState {
+    /// Unready, with no recorder and no Events: what the routes need and no more.
+    pub fn new(policy: Policy, limits: Limits, metrics: Metrics, audit: AuditLog) -> AppState {
+        AppState {
+            policy: ArcSwap::from_pointee(policy),
+            metrics,
+            ready: AtomicBool::new(false),
+            limits,
+            recorder: None,
+            events: None,
+            body_budget: Arc::new(Semaphore::new(kib(limits.max_inflight_body_bytes))),
+            audit,
+            instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard".into()),
+        }
+    }
+}
+
 /// A running server.
 pub struct Handle {
     pub addr: SocketAddr,
@@ -171,172 +190,46 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         events_queue,
     } = config;
     if limits.max_inflight_body_bytes < limits.max_body_bytes {
-        return Err(Error::Config(format!(
-            "--max-inflight-body-bytes ({}) is less than --max-body-bytes ({}): the largest accepted body could never be read",
-            limits.max_inflight_body_bytes, limits.max_body_bytes
-        )));
+        return Err(Error::BodyBudget {
+            inflight: limits.max_inflight_body_bytes,
+            max_body: limits.max_body_bytes,
+        });
     }
-
-    let (initial_policy, policy_bytes) = match &policy {
-        Some(path) => {
-            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-            let text = String::from_utf8_lossy(&bytes);
-            let parsed = Policy::from_yaml(&text).map_err(|source| Error::Policy {
-                path: path.clone(),
-                source,
-            })?;
-            (parsed, bytes)
-        }
-        None => (Policy::embedded_default(), Vec::new()),
-    };
-    log_policy(
-        &initial_policy,
-        policy.as_deref().map(|p| p.display().to_string()),
-    );
-    if let Err(blocked) = doctor_allows(&initial_policy) {
-        return Err(Error::BlocksBuiltinControllers(blocked));
-    }
-    let recorder = match record {
-        Some(RecordConfig {
-            dir,
-            max_files,
-            max_bytes,
-        }) => {
-            tracing::info!(dir = %dir.display(), max_files, max_bytes, "recording judged finalizer removals");
-            Some(Recorder::start(dir, max_files, max_bytes)?)
-        }
-        None => None,
-    };
-
-    let (certified, cert_fingerprint, dev_ca) = match &tls {
-        Some((cert, key)) => {
-            let (certified, fingerprint) = tls::load_files(cert, key)?;
-            tracing::info!(cert = %cert.display(), key = %key.display(), "serving certificate loaded");
-            (certified, fingerprint, None)
-        }
-        None => {
-            let (certified, ca_path) = dev_certificate(&dev_cert_dir)?;
-            (certified, Vec::new(), Some(ca_path))
-        }
-    };
-    let store = tls::CertStore::new(certified);
-    let client_ca_store = match &client_ca {
-        Some(path) => {
-            let (verifier, pem) = tls::load_client_ca(path)?;
-            tracing::info!(client_ca = %path.display(), "client certificates required on the webhook port");
-            Some((tls::ClientCaStore::new(verifier), pem))
-        }
-        None => None,
-    };
-    let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(
-        store.clone(),
-        client_ca_store
-            .as_ref()
-            .map(|(verifier, _)| verifier.clone()),
-    )?));
-
+    let (initial_policy, policy_bytes) = load_policy(policy.as_deref())?;
     let metrics = Metrics::new();
-    let events = match events {
-        EventsTarget::Off => None,
-        target => match events_client(&target).await {
-            Ok(client) => Some(EventSink::start(
-                client,
-                events_queue,
-                metrics.events.clone(),
-            )),
-            Err(e) => {
-                tracing::warn!(error = %e, "Events off: no Kubernetes API configuration");
-                None
-            }
-        },
-    };
-    let state = Arc::new(AppState {
-        policy: ArcSwap::from_pointee(initial_policy),
-        metrics,
-        ready: AtomicBool::new(false),
-        limits,
-        recorder,
-        events,
-        body_budget: Arc::new(Semaphore::new(kib(limits.max_inflight_body_bytes))),
-        audit: AuditLog::stdout().map_err(|e| Error::io("audit thread", e))?,
-        instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard".into()),
-    });
-    if let Some(expiry) = store.expiry() {
-        state.metrics.certificate_expiry.set(expiry);
+    let recorder = record
+        .map(|record| start_recorder(record, &metrics))
+        .transpose()?;
+    let serving = serving_tls(tls, client_ca, &dev_cert_dir)?;
+    if let Some(expiry) = serving.certificates.expiry() {
+        metrics.certificate_expiry.set(expiry);
     }
+    let events = start_events(&events, events_queue, &metrics).await;
+    let audit =
+        AuditLog::stdout(metrics.dropped_in("audit")).map_err(|e| Error::io("audit thread", e))?;
+    let mut state = AppState::new(initial_policy, limits, metrics, audit);
+    state.recorder = recorder;
+    state.events = events;
+    let state = Arc::new(state);
 
-    let listener = TcpListener::bind(listen)
-        .await
-        .map_err(|source| Error::Bind {
-            addr: listen,
-            source,
-        })?;
-    let admin_listener = TcpListener::bind(admin_listen)
-        .await
-        .map_err(|source| Error::Bind {
-            addr: admin_listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| Error::Bind {
-        addr: listen,
-        source,
-    })?;
-    let admin_addr = admin_listener.local_addr().map_err(|source| Error::Bind {
-        addr: admin_listen,
-        source,
-    })?;
-
+    let (listener, addr) = bind(listen).await?;
+    let (admin_listener, admin_addr) = bind(admin_listen).await?;
     let (stop, stopped) = watch::channel(false);
-    let tasks = vec![
-        tokio::spawn(serve(
-            listener,
-            Some(acceptor),
-            routes::webhook(state.clone()),
-            limits,
-            shutdown_timeout,
-            stopped.clone(),
-        )),
-        tokio::spawn(serve(
-            admin_listener,
-            None,
-            routes::admin(state.clone()),
-            Limits {
-                max_connections: ADMIN_MAX_CONNECTIONS,
-                ..limits
-            },
-            shutdown_timeout,
-            stopped.clone(),
-        )),
-    ];
+    let tasks = serve_ports(
+        (listener, serving.acceptor.clone()),
+        admin_listener,
+        &state,
+        limits,
+        shutdown_timeout,
+        &stopped,
+    );
+    let mut watched = serving.reloadables();
     if let Some(path) = policy {
-        tokio::spawn(reload::watch_policy(
-            path,
-            policy_bytes,
-            state.clone(),
-            reload_interval,
-            stopped.clone(),
-        ));
+        watched.push((Arc::new(PolicyFile(path)), policy_bytes));
     }
-    if let (Some(path), Some((verifier, pem))) = (client_ca, client_ca_store) {
-        tokio::spawn(reload::watch_client_ca(
-            path,
-            pem,
-            verifier,
-            state.clone(),
-            reload_interval,
-            stopped.clone(),
-        ));
-    }
-    if let Some((cert, key)) = tls {
-        tokio::spawn(reload::watch_certificate(
-            cert,
-            key,
-            cert_fingerprint,
-            store,
-            state.clone(),
-            reload_interval,
-            stopped,
-        ));
+    for (source, last) in watched {
+        let (state, stopped) = (state.clone(), stopped.clone());
+        tokio::spawn(reload::watch(source, last, state, reload_interval, stopped));
     }
 
     state.ready.store(true, Ordering::Relaxed);
@@ -345,11 +238,174 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         addr,
         admin_addr,
         state,
-        dev_ca,
+        dev_ca: serving.dev_ca,
         stop,
         tasks,
         shutdown_delay,
     })
+}
+
+/// Serves the webhook port (TLS) and the admin port, each in its own task.
+fn serve_ports(
+    (webhook, acceptor): (TcpListener, TlsAcceptor),
+    admin: TcpListener,
+    state: &Arc<AppState>,
+    limits: Limits,
+    drain: Duration,
+    stopped: &watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let admin_limits = Limits {
+        max_connections: ADMIN_MAX_CONNECTIONS,
+        ..limits
+    };
+    vec![
+        tokio::spawn(serve(
+            webhook,
+            Some(acceptor),
+            routes::webhook(state.clone()),
+            limits,
+            drain,
+            stopped.clone(),
+        )),
+        tokio::spawn(serve(
+            admin,
+            None,
+            routes::admin(state.clone()),
+            admin_limits,
+            drain,
+            stopped.clone(),
+        )),
+    ]
+}
+
+/// The policy to start with (`--policy`, or the embedded default) and the
+/// file's bytes, which reloads compare with. A policy that would block a
+/// built-in controller is refused in enforce mode.
+fn load_policy(path: Option<&Path>) -> Result<(Policy, Vec<u8>)> {
+    let (policy, bytes) = match path {
+        Some(path) => {
+            let bytes = crate::error::read(path)?;
+            let parsed = policy::from_bytes(&bytes).map_err(|e| Error::policy(path, e))?;
+            (parsed, bytes)
+        }
+        None => (Policy::embedded_default(), Vec::new()),
+    };
+    log_policy(&policy, path.map(|p| p.display().to_string()));
+    doctor_allows(&policy).map_err(Error::BlocksBuiltinControllers)?;
+    Ok((policy, bytes))
+}
+
+fn start_recorder(record: RecordConfig, metrics: &Metrics) -> Result<Recorder> {
+    let RecordConfig {
+        dir,
+        max_files,
+        max_bytes,
+    } = record;
+    tracing::info!(dir = %dir.display(), max_files, max_bytes, "recording judged finalizer removals");
+    Recorder::start(dir, max_files, max_bytes, metrics.dropped_in("recorder"))
+}
+
+/// A source of reloads, with the content in service.
+type Watched = (Arc<dyn Reloadable>, Vec<u8>);
+
+/// The webhook port's TLS: the acceptor, and what reloads swap and compare with.
+struct ServingTls {
+    acceptor: TlsAcceptor,
+    certificates: Arc<tls::CertStore>,
+    /// The certificate and key files, and their content; `None` in dev mode, which never reloads.
+    files: Option<((PathBuf, PathBuf), Vec<u8>)>,
+    /// With `--client-ca`: the file, its store and its content.
+    client_ca: Option<(PathBuf, Arc<tls::ClientCaStore>, Vec<u8>)>,
+    /// Dev mode: the generated CA's PEM file.
+    dev_ca: Option<PathBuf>,
+}
+
+impl ServingTls {
+    /// The certificate files and the client CA, when they come from files.
+    fn reloadables(&self) -> Vec<Watched> {
+        let mut watched: Vec<Watched> = Vec::new();
+        if let Some(((cert, key), fingerprint)) = &self.files {
+            let (cert, key, store) = (cert.clone(), key.clone(), self.certificates.clone());
+            let files = CertificateFiles { cert, key, store };
+            watched.push((Arc::new(files), fingerprint.clone()));
+        }
+        if let Some((path, store, pem)) = &self.client_ca {
+            let (path, store) = (path.clone(), store.clone());
+            watched.push((Arc::new(ClientCaFile { path, store }), pem.clone()));
+        }
+        watched
+    }
+}
+
+fn serving_tls(
+    files: Option<(PathBuf, PathBuf)>,
+    client_ca: Option<PathBuf>,
+    dev_cert_dir: &Path,
+) -> Result<ServingTls> {
+    let (certified, files, dev_ca) = match files {
+        Some((cert, key)) => {
+            let (certified, fingerprint) = tls::load_files(&cert, &key)?;
+            tracing::info!(cert = %cert.display(), key = %key.display(), "serving certificate loaded");
+            (certified, Some(((cert, key), fingerprint)), None)
+        }
+        None => {
+            let (certified, ca_path) = dev_certificate(dev_cert_dir)?;
+            (certified, None, Some(ca_path))
+        }
+    };
+    let certificates = tls::CertStore::new(certified);
+    let client_ca = match client_ca {
+        Some(path) => {
+            let (verifier, pem) = tls::load_client_ca(&path)?;
+            tracing::info!(client_ca = %path.display(), "client certificates required on the webhook port");
+            Some((path, tls::ClientCaStore::new(verifier), pem))
+        }
+        None => None,
+    };
+    let config = tls::server_config(
+        certificates.clone(),
+        client_ca.as_ref().map(|(_, store, _)| store.clone()),
+    )?;
+    Ok(ServingTls {
+        acceptor: TlsAcceptor::from(Arc::new(config)),
+        certificates,
+        files,
+        client_ca,
+        dev_ca,
+    })
+}
+
+/// Events, unless off or no Kubernetes API is configured (then logged, and off).
+async fn start_events(
+    target: &EventsTarget,
+    queue: usize,
+    metrics: &Metrics,
+) -> Option<Arc<EventSink>> {
+    let client = match target {
+        EventsTarget::Off => return None,
+        EventsTarget::Cluster => kube::Client::try_default().await,
+        EventsTarget::ApiServer(url) => kube::Client::try_from(kube::Config::new(url.clone())),
+    };
+    match client {
+        Ok(client) => Some(EventSink::start(
+            client,
+            queue,
+            metrics.events.clone(),
+            metrics.dropped_in("events"),
+        )),
+        Err(e) => {
+            tracing::warn!(error = %e, "Events off: no Kubernetes API configuration");
+            None
+        }
+    }
+}
+
+/// Binds `addr`; returns the listener and the address it got (for port 0).
+async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr)> {
+    let bound = |source| Error::Bind { addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(bound)?;
+    let local = listener.local_addr().map_err(bound)?;
+    Ok((listener, local))
 }
 
 /// Serves until SIGTERM or Ctrl-C, then drains. A second signal exits at once.
@@ -383,16 +439,6 @@ async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-async fn events_client(target: &EventsTarget) -> std::result::Result<kube::Client, String> {
-    match target {
-        EventsTarget::Off => Err("off".into()),
-        EventsTarget::Cluster => kube::Client::try_default().await.map_err(|e| e.to_string()),
-        EventsTarget::ApiServer(url) => {
-            kube::Client::try_from(kube::Config::new(url.clone())).map_err(|e| e.to_string())
-        }
-    }
-}
-
 /// Resolves once the server is told to stop.
 pub(crate) async fn stopped_signal(stopped: &mut watch::Receiver<bool>) {
     let _ = stopped.wait_for(|s| *s).await;
@@ -417,18 +463,13 @@ fn log_policy(policy: &Policy, source: Option<String>) {
 
 /// Runs `doctor` on a policy. In enforce mode a policy that would block a
 /// built-in controller is refused; in warn mode it is served, loudly.
-pub(crate) fn doctor_allows(policy: &Policy) -> std::result::Result<(), String> {
+pub(crate) fn doctor_allows(policy: &Policy) -> std::result::Result<(), Vec<Blocked>> {
     let blocked = doctor::check(policy);
     if blocked.is_empty() {
         return Ok(());
     }
-    let list = blocked
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ");
     match policy.mode {
-        Mode::Enforce => Err(list),
+        Mode::Enforce => Err(blocked),
         Mode::Warn => {
             for b in &blocked {
                 tracing::error!(
@@ -445,7 +486,7 @@ pub(crate) fn doctor_allows(policy: &Policy) -> std::result::Result<(), String> 
 
 /// Dev mode: a CA and a serving certificate for localhost and the default
 /// Service names, generated at start; the CA is written where clients can find it.
-fn dev_certificate(dir: &std::path::Path) -> Result<(rustls::sign::CertifiedKey, PathBuf)> {
+fn dev_certificate(dir: &Path) -> Result<(rustls::sign::CertifiedKey, PathBuf)> {
     let ca = certs::Authority::generate(30)?;
     let mut names = vec!["localhost".to_string()];
     names.extend(certs::service_names("finalizer-guard", "finalizer-guard"));

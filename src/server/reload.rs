@@ -7,136 +7,139 @@
 //! does not match (half-written), is logged and counted, and the last good one
 //! stays in service.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::tls::{self, CertStore, ClientCaStore};
+use super::tls::{self, CertStore, ClientCaStore, TlsError};
 use super::{AppState, stopped_signal};
-use crate::policy::Policy;
+use crate::doctor::Blocked;
+use crate::error::{IoError, list};
+use crate::policy::{self, LoadError};
 
-/// Re-reads the policy file; applies a new valid policy, keeps the old one otherwise.
-pub async fn watch_policy(
-    path: PathBuf,
-    last: Vec<u8>,
-    state: Arc<AppState>,
-    interval: Duration,
-    stopped: watch::Receiver<bool>,
-) {
-    let shown = path.display().to_string();
-    let read = move || std::fs::read(&path);
-    let apply_state = state.clone();
-    let apply = move |bytes: &[u8]| {
-        let policy =
-            Policy::from_yaml(&String::from_utf8_lossy(bytes)).map_err(|e| e.to_string())?;
-        super::doctor_allows(&policy)
-            .map_err(|blocked| format!("it would block built-in controllers: {blocked}"))?;
+/// Why a changed file was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error(transparent)]
+    Read(#[from] IoError),
+    #[error(transparent)]
+    Policy(#[from] LoadError),
+    #[error("it would block built-in controllers: {}", list(.0))]
+    BlocksBuiltinControllers(Vec<Blocked>),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
+/// Something served from files that can be swapped while serving.
+pub trait Reloadable: Send + Sync + 'static {
+    /// The `kind` of the reload metrics and logs.
+    fn kind(&self) -> &'static str;
+    /// The file (the first of them), as logs name it.
+    fn path(&self) -> &Path;
+    /// Reads the files' current content (on the blocking pool).
+    fn read(&self) -> Result<Vec<u8>, ReloadError> {
+        Ok(crate::error::read(self.path())?)
+    }
+    /// Puts content that differs from the last applied into service.
+    fn apply(&self, bytes: &[u8], state: &AppState) -> Result<(), ReloadError>;
+}
+
+/// The policy file.
+pub struct PolicyFile(pub PathBuf);
+
+impl Reloadable for PolicyFile {
+    fn kind(&self) -> &'static str {
+        "policy"
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+    fn apply(&self, bytes: &[u8], state: &AppState) -> Result<(), ReloadError> {
+        let policy = policy::from_bytes(bytes)?;
+        super::doctor_allows(&policy).map_err(ReloadError::BlocksBuiltinControllers)?;
         tracing::info!(
             mode = policy.mode.as_str(),
             rules = policy.rules.len(),
             "policy reloaded"
         );
-        apply_state.policy.store(Arc::new(policy));
+        state.policy.store(Arc::new(policy));
         Ok(())
-    };
-    poll("policy", shown, read, apply, last, state, interval, stopped).await;
+    }
 }
 
-/// Re-reads the certificate and key; swaps in a new valid pair.
-pub async fn watch_certificate(
-    cert: PathBuf,
-    key: PathBuf,
-    last: Vec<u8>,
-    store: Arc<CertStore>,
-    state: Arc<AppState>,
-    interval: Duration,
-    stopped: watch::Receiver<bool>,
-) {
-    let shown = cert.display().to_string();
-    let read = move || {
-        tls::read_pair(&cert, &key).map(|(cert_pem, key_pem)| tls::fingerprint(&cert_pem, &key_pem))
-    };
-    let apply_state = state.clone();
-    let apply = move |bytes: &[u8]| {
+/// The serving certificate and its key, read as one pair.
+pub struct CertificateFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub store: Arc<CertStore>,
+}
+
+impl Reloadable for CertificateFiles {
+    fn kind(&self) -> &'static str {
+        "certificate"
+    }
+    fn path(&self) -> &Path {
+        &self.cert
+    }
+    fn read(&self) -> Result<Vec<u8>, ReloadError> {
+        let (cert_pem, key_pem) = tls::read_pair(&self.cert, &self.key)?;
+        Ok(tls::fingerprint(&cert_pem, &key_pem))
+    }
+    fn apply(&self, bytes: &[u8], state: &AppState) -> Result<(), ReloadError> {
         let (cert_pem, key_pem) = tls::split_fingerprint(bytes);
-        let certified = tls::certified_key(cert_pem, key_pem).map_err(|e| e.to_string())?;
-        store.replace(certified);
-        if let Some(expiry) = store.expiry() {
-            apply_state.metrics.certificate_expiry.set(expiry);
+        self.store.replace(tls::certified_key(cert_pem, key_pem)?);
+        if let Some(expiry) = self.store.expiry() {
+            state.metrics.certificate_expiry.set(expiry);
         }
         tracing::info!("serving certificate reloaded");
         Ok(())
-    };
-    poll(
-        "certificate",
-        shown,
-        read,
-        apply,
-        last,
-        state,
-        interval,
-        stopped,
-    )
-    .await;
+    }
 }
 
-/// Re-reads the client CA bundle; swaps in a new valid one.
-pub async fn watch_client_ca(
-    path: PathBuf,
-    last: Vec<u8>,
-    store: Arc<ClientCaStore>,
-    state: Arc<AppState>,
-    interval: Duration,
-    stopped: watch::Receiver<bool>,
-) {
-    let shown = path.display().to_string();
-    let read = move || std::fs::read(&path);
-    let apply = move |bytes: &[u8]| {
-        store.replace(tls::client_verifier(bytes).map_err(|e| e.to_string())?);
+/// The CA bundle client certificates are verified against.
+pub struct ClientCaFile {
+    pub path: PathBuf,
+    pub store: Arc<ClientCaStore>,
+}
+
+impl Reloadable for ClientCaFile {
+    fn kind(&self) -> &'static str {
+        "client-ca"
+    }
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn apply(&self, bytes: &[u8], _: &AppState) -> Result<(), ReloadError> {
+        self.store.replace(tls::client_verifier(bytes)?);
         tracing::info!("client CA reloaded");
         Ok(())
-    };
-    poll(
-        "client-ca",
-        shown,
-        read,
-        apply,
-        last,
-        state,
-        interval,
-        stopped,
-    )
-    .await;
+    }
 }
 
-/// Every `interval`, reads the bytes; when they differ from the last applied
-/// (and from the last refused), applies them, counting the outcome.
-#[allow(clippy::too_many_arguments)]
-async fn poll<R, A>(
-    kind: &'static str,
-    shown: String,
-    read: R,
-    apply: A,
+/// Every `interval`, reads `source`; when the content differs from `last`
+/// (the content in service) and from the last refused, applies it, counting
+/// the outcome. Returns once the server is told to stop.
+pub async fn watch(
+    source: Arc<dyn Reloadable>,
     mut last: Vec<u8>,
     state: Arc<AppState>,
     interval: Duration,
     mut stopped: watch::Receiver<bool>,
-) where
-    R: Fn() -> std::io::Result<Vec<u8>> + Clone + Send + 'static,
-    A: Fn(&[u8]) -> Result<(), String>,
-{
+) {
+    let (kind, file) = (source.kind(), source.path().display().to_string());
     let mut last_failed: Option<Vec<u8>> = None;
     loop {
         tokio::select! {
             () = tokio::time::sleep(interval) => {}
             () = stopped_signal(&mut stopped) => return,
         }
-        let bytes = match tokio::task::spawn_blocking(read.clone()).await {
+        let reader = source.clone();
+        let bytes = match tokio::task::spawn_blocking(move || reader.read()).await {
             Ok(Ok(bytes)) => bytes,
             Ok(Err(e)) => {
-                tracing::warn!(kind, file = %shown, error = %e, "cannot read; keeping the current one");
+                tracing::warn!(kind, file, error = %e, "cannot read; keeping the current one");
                 continue;
             }
             Err(_) => continue,
@@ -144,14 +147,14 @@ async fn poll<R, A>(
         if bytes == last || last_failed.as_ref() == Some(&bytes) {
             continue;
         }
-        match apply(&bytes) {
+        match source.apply(&bytes, &state) {
             Ok(()) => {
                 state.metrics.reload(kind, true);
                 last = bytes;
                 last_failed = None;
             }
             Err(e) => {
-                tracing::error!(kind, file = %shown, error = %e, "refused the new file; keeping the current one");
+                tracing::error!(kind, file, error = %e, "refused the new file; keeping the current one");
                 state.metrics.reload(kind, false);
                 last_failed = Some(bytes);
             }

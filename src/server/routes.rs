@@ -106,7 +106,7 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
         state.metrics.review(&reviewed);
         let span = tracing::Span::current();
         span.record("uid", reviewed.uid.as_str());
-        span.record("decision", reviewed.decision);
+        span.record("decision", reviewed.verdict().as_str());
         if let Some(record) = reviewed.audit.take() {
             span.record("user", record.user.as_str());
             span.record("resource", record.resource.as_str());

@@ -7,7 +7,7 @@
 //! needs (ECDSA/RSA/Ed25519, TLS 1.2 and 1.3). Nothing here requires FIPS.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -22,7 +22,9 @@ use rustls::{
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 
-use crate::error::{Error, Result};
+pub use crate::error::TlsError;
+
+type Result<T, E = TlsError> = std::result::Result<T, E>;
 
 pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -33,14 +35,12 @@ pub fn provider() -> Arc<CryptoProvider> {
 pub fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| Error::Tls(format!("certificate: {e}")))?;
+        .map_err(TlsError::Certificate)?;
     if chain.is_empty() {
-        return Err(Error::Tls("certificate: no PEM certificate found".into()));
+        return Err(TlsError::NoCertificate);
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem)
-        .map_err(|e| Error::Tls(format!("private key: {e}")))?;
-    CertifiedKey::from_der(chain, key, &provider())
-        .map_err(|e| Error::Tls(format!("certificate and key: {e}")))
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(TlsError::PrivateKey)?;
+    CertifiedKey::from_der(chain, key, &provider()).map_err(TlsError::KeyMismatch)
 }
 
 /// When the leaf certificate expires, in seconds since the Unix epoch.
@@ -71,10 +71,6 @@ impl CertStore {
     pub fn expiry(&self) -> Option<i64> {
         expiry(&self.current.load())
     }
-
-    pub fn current(&self) -> Arc<CertifiedKey> {
-        self.current.load_full()
-    }
 }
 
 impl fmt::Debug for CertStore {
@@ -97,7 +93,7 @@ pub fn server_config(
 ) -> Result<ServerConfig> {
     let builder = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Tls(e.to_string()))?;
+        .map_err(TlsError::Protocol)?;
     let mut config = match &client_ca {
         Some(verifier) => builder.with_client_cert_verifier(verifier.clone()),
         None => builder.with_no_client_auth(),
@@ -119,25 +115,23 @@ pub fn server_config(
 pub fn client_verifier(ca_pem: &[u8]) -> Result<Arc<dyn ClientCertVerifier>> {
     let mut roots = RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem) {
-        let cert = cert.map_err(|e| Error::Tls(format!("client CA: {e}")))?;
-        roots
-            .add(cert)
-            .map_err(|e| Error::Tls(format!("client CA: {e}")))?;
+        let cert = cert.map_err(TlsError::ClientCaPem)?;
+        roots.add(cert).map_err(TlsError::ClientCaCertificate)?;
     }
     if roots.is_empty() {
-        return Err(Error::Tls("client CA: no PEM certificate found".into()));
+        return Err(TlsError::NoClientCa);
     }
     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
         .build()
-        .map_err(|e| Error::Tls(format!("client CA: {e}")))
+        .map_err(TlsError::ClientVerifier)
 }
 
 /// Reads a client CA bundle: its verifier, and the file's bytes to compare reads by.
 pub fn load_client_ca(path: &Path) -> Result<(Arc<dyn ClientCertVerifier>, Vec<u8>)> {
-    let pem = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let verifier = client_verifier(&pem).map_err(|e| match e {
-        Error::Tls(why) => Error::Tls(format!("{}: {why}", path.display())),
-        other => other,
+    let pem = crate::error::read(path)?;
+    let verifier = client_verifier(&pem).map_err(|e| TlsError::InFile {
+        path: path.to_path_buf(),
+        source: Box::new(e),
     })?;
     Ok((verifier, pem))
 }
@@ -215,22 +209,9 @@ impl ClientCertVerifier for ClientCaStore {
     }
 }
 
-/// Where the serving certificate comes from.
-#[derive(Debug, Clone)]
-pub enum CertSource {
-    /// Files, re-read while serving (a mounted Secret).
-    Files { cert: PathBuf, key: PathBuf },
-    /// Generated at start (dev mode); never reloaded.
-    Generated,
-}
-
 /// Reads a certificate and key from files.
-pub fn read_pair(cert: &Path, key: &Path) -> std::io::Result<(Vec<u8>, Vec<u8>)> {
-    let read = |path: &Path| {
-        std::fs::read(path)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
-    };
-    Ok((read(cert)?, read(key)?))
+pub fn read_pair(cert: &Path, key: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
+    Ok((crate::error::read(cert)?, crate::error::read(key)?))
 }
 
 /// One byte string standing for a certificate and key pair, to compare reads by.
@@ -251,7 +232,7 @@ pub fn split_fingerprint(fingerprint: &[u8]) -> (&[u8], &[u8]) {
 
 /// Reads a certificate and key from files: the key rustls serves, and the pair's fingerprint.
 pub fn load_files(cert: &Path, key: &Path) -> Result<(CertifiedKey, Vec<u8>)> {
-    let (cert_pem, key_pem) = read_pair(cert, key).map_err(|e| Error::Tls(e.to_string()))?;
+    let (cert_pem, key_pem) = read_pair(cert, key)?;
     let certified = certified_key(&cert_pem, &key_pem)?;
     Ok((certified, fingerprint(&cert_pem, &key_pem)))
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use finalizer_guard::admission::ReviewBuilder;
 use finalizer_guard::server::{self, Handle, Limits, ServeConfig};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
@@ -157,25 +158,11 @@ pub fn pod(finalizers: Value, annotations: Value) -> Value {
 
 /// A pod UPDATE by `user`, from `old` to `new`.
 pub fn update(user: &str, old: Value, new: Value) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "0c9a8d74-9cb7-44dd-b98e-09fd62def2f4",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": "web-0",
-            "namespace": "team-a",
-            "operation": "UPDATE",
-            "userInfo": {"username": user, "groups": ["system:authenticated"]},
-            "object": new,
-            "oldObject": old,
-            "dryRun": false,
-            "options": {"kind": "PatchOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "kubectl-patch"},
-        }
-    })
+    ReviewBuilder::pod_update(user)
+        .uid("0c9a8d74-9cb7-44dd-b98e-09fd62def2f4")
+        .old_object(Some(old))
+        .object(Some(new))
+        .to_value()
 }
 
 /// The seed strip: `kubectl patch pod web-0 -p '{"metadata":{"finalizers":null}}'`.

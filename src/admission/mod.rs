@@ -1,0 +1,684 @@
+//! The wire layer: AdmissionReview bytes in, AdmissionReview bytes out.
+//!
+//! [`review`] is the one function the server, `check` and the tests call, so
+//! an offline replay is exactly what the server would answer. It runs in
+//! named steps: [`parse`] the envelope (kube-core's admission types over the
+//! [`lean`] object type), read the [`change`], let the policy core decide,
+//! [`respond`], and write the audit record ([`crate::audit`]).
+
+mod builder;
+pub mod lean;
+
+use std::collections::BTreeMap;
+
+use kube_core::Status;
+use kube_core::admission::{
+    AdmissionRequest, AdmissionResponse, AdmissionReview, Operation as WireOperation,
+};
+use kube_core::response::StatusSummary;
+use serde::de::IgnoredAny;
+
+use crate::audit::{self, AuditRecord, Subject};
+use crate::ledger::Ledger;
+use crate::policy::{
+    self, Change, Decision, FinalizerLists, Operation, Policy, Requester, Target, Verdict, message,
+};
+pub use builder::{ReviewBuilder, UID};
+pub use lean::LeanObject;
+
+const V1: &str = "admission.k8s.io/v1";
+const V1BETA1: &str = "admission.k8s.io/v1beta1";
+
+/// Annotations of an object that has none, or of an absent object.
+static NO_ANNOTATIONS: BTreeMap<String, String> = BTreeMap::new();
+
+/// Why a body could not be judged. The server answers 400 with this text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReviewError {
+    #[error("body is not JSON: {0}")]
+    NotJson(String),
+    #[error("body is not an AdmissionReview: {0}")]
+    NotAdmissionReview(String),
+    #[error("AdmissionReview has no request")]
+    NoRequest,
+    #[error("AdmissionReview request has no uid")]
+    NoUid,
+    #[error("UPDATE request has no {0}: cannot tell which finalizers it removes")]
+    NoObject(&'static str),
+    #[error("body is nested more than 128 levels deep at line {line} column {column}")]
+    TooDeep { line: usize, column: usize },
+    #[error(
+        "{0}.spec.finalizers is not a list of finalizer names: cannot tell which finalizers it removes"
+    )]
+    NotFinalizerList(&'static str),
+}
+
+/// The answer to one review: the typed decision and its evidence, the
+/// response bytes, and the audit record.
+#[derive(Debug, Clone)]
+pub struct Reviewed {
+    /// The response AdmissionReview, serialized.
+    pub body: Vec<u8>,
+    pub uid: String,
+    pub operation: Operation,
+    /// The API group of the resource written (`""` for the core group).
+    pub group: String,
+    /// What was decided and why, with what it read from the object.
+    pub decision: Decision,
+    /// For an override: what the removed finalizers were protecting.
+    pub ledger: Option<Ledger>,
+    /// `status.message` of a denial.
+    pub message: Option<String>,
+    pub warnings: Vec<String>,
+    /// Present when finalizers were removed or an approval written.
+    pub audit: Option<AuditRecord>,
+    /// The request as read (lean objects), when audited: what a recording keeps.
+    pub request: Option<Box<AdmissionRequest<LeanObject>>>,
+}
+
+impl Reviewed {
+    pub fn verdict(&self) -> Verdict {
+        self.decision.verdict()
+    }
+
+    pub fn allowed(&self) -> bool {
+        self.decision.allowed()
+    }
+
+    /// How many finalizers were removed without a rule or built-in controller.
+    pub fn unauthorized(&self) -> usize {
+        self.decision.unauthorized().count()
+    }
+}
+
+/// Decides one AdmissionReview body under `policy`, by the webhook's clock.
+pub fn review(policy: &Policy, body: &[u8]) -> Result<Reviewed, ReviewError> {
+    review_at(policy, body, jiff::Timestamp::now())
+}
+
+/// Decides one AdmissionReview body under `policy` as of `now`.
+pub fn review_at(
+    policy: &Policy,
+    body: &[u8],
+    now: jiff::Timestamp,
+) -> Result<Reviewed, ReviewError> {
+    let request = parse(body)?;
+    let change = change(&request, now)?;
+    let decision = policy::decide(&change, policy);
+    // Only an override reads what the object was protecting.
+    let ledger = decision.override_used().map(|_| lean::read_ledger(body));
+    let answer = respond(&request, &change, &decision, policy, ledger.as_ref());
+    let audit = decision.audited().then(|| {
+        let subject = Subject {
+            uid: &request.uid,
+            kind: &request.kind,
+            object_uid: request
+                .old_object
+                .as_ref()
+                .and_then(|o| o.metadata.uid.as_deref()),
+            dry_run: request.dry_run,
+        };
+        AuditRecord::new(
+            subject,
+            &change,
+            &decision,
+            policy.mode,
+            ledger.clone(),
+            answer.message.clone(),
+        )
+    });
+    let operation = change.operation;
+    let body = serde_json::to_vec(&answer.response.into_review())
+        .expect("an AdmissionReview response always serializes");
+    Ok(Reviewed {
+        body,
+        uid: request.uid.clone(),
+        operation,
+        group: request.resource.group.clone(),
+        request: decision.audited().then(|| Box::new(request)),
+        decision,
+        ledger,
+        message: answer.message,
+        warnings: answer.warning.into_iter().collect(),
+        audit,
+    })
+}
+
+/// Step 1: the body as an AdmissionReview request with a uid.
+pub fn parse(body: &[u8]) -> Result<AdmissionRequest<LeanObject>, ReviewError> {
+    let parsed: AdmissionReview<LeanObject> = match serde_json::from_slice(body) {
+        Ok(parsed) => parsed,
+        Err(e) => return Err(explain(body, e)),
+    };
+    let version = parsed.types.api_version.as_str();
+    if parsed.types.kind != "AdmissionReview" || (version != V1 && version != V1BETA1) {
+        return Err(ReviewError::NotAdmissionReview(format!(
+            "apiVersion {:?} kind {:?}, want {V1} or {V1BETA1} AdmissionReview",
+            parsed.types.api_version, parsed.types.kind
+        )));
+    }
+    let request: AdmissionRequest<LeanObject> =
+        parsed.try_into().map_err(|_| ReviewError::NoRequest)?;
+    if request.uid.is_empty() {
+        return Err(ReviewError::NoUid);
+    }
+    Ok(request)
+}
+
+/// Step 2: what the request changes, as the policy core reads it.
+pub fn change(
+    request: &AdmissionRequest<LeanObject>,
+    now: jiff::Timestamp,
+) -> Result<Change<'_>, ReviewError> {
+    let operation = match request.operation {
+        WireOperation::Create => Operation::Create,
+        WireOperation::Update => Operation::Update,
+        WireOperation::Delete => Operation::Delete,
+        WireOperation::Connect => Operation::Connect,
+    };
+    let (object, old_object) = (request.object.as_ref(), request.old_object.as_ref());
+    if operation == Operation::Update {
+        if object.is_none() {
+            return Err(ReviewError::NoObject("object"));
+        }
+        if old_object.is_none() {
+            return Err(ReviewError::NoObject("oldObject"));
+        }
+    }
+    let change = Change {
+        operation,
+        target: Target {
+            group: &request.resource.group,
+            resource: &request.resource.resource,
+            subresource: request.sub_resource.as_deref().unwrap_or_default(),
+            namespace: request.namespace.as_deref(),
+            name: &request.name,
+        },
+        requester: Requester {
+            username: request.user_info.username.as_deref().unwrap_or_default(),
+            groups: request.user_info.groups.as_deref().unwrap_or_default(),
+        },
+        metadata_finalizers: FinalizerLists {
+            old: finalizers(old_object),
+            new: finalizers(object),
+        },
+        spec_finalizers: FinalizerLists {
+            old: spec_finalizers(old_object),
+            new: spec_finalizers(object),
+        },
+        annotations: annotations(object),
+        old_annotations: annotations(old_object),
+        now,
+    };
+    if change.target.is_namespace_finalize() {
+        // A list read as empty in oldObject would hide its removal: refuse.
+        for (field, lean) in [
+            ("request.oldObject", old_object),
+            ("request.object", object),
+        ] {
+            if lean.is_some_and(|o| o.spec_finalizers_malformed) {
+                return Err(ReviewError::NotFinalizerList(field));
+            }
+        }
+    }
+    Ok(change)
+}
+
+// An absent object reads as one with no finalizers and no annotations.
+fn finalizers(object: Option<&LeanObject>) -> &[String] {
+    object
+        .and_then(|o| o.metadata.finalizers.as_deref())
+        .unwrap_or_default()
+}
+
+fn spec_finalizers(object: Option<&LeanObject>) -> &[String] {
+    object.map_or(&[], |o| &o.spec_finalizers)
+}
+
+fn annotations(object: Option<&LeanObject>) -> &BTreeMap<String, String> {
+    object
+        .and_then(|o| o.metadata.annotations.as_ref())
+        .unwrap_or(&NO_ANNOTATIONS)
+}
+
+/// What [`respond`] answers.
+pub struct Answer {
+    /// The response, with the request's uid.
+    pub response: AdmissionResponse,
+    /// `status.message` of a denial.
+    pub message: Option<String>,
+    pub warning: Option<String>,
+}
+
+/// Step 4: the response to the decision: a 403 with the denial message, or
+/// allowed with a warning; audit annotations when something was judged.
+pub fn respond(
+    request: &AdmissionRequest<LeanObject>,
+    change: &Change<'_>,
+    decision: &Decision,
+    policy: &Policy,
+    ledger: Option<&Ledger>,
+) -> Answer {
+    let mut response = AdmissionResponse::from(request);
+    let mut message = None;
+    let warning = message::override_warning(change, decision)
+        .or_else(|| message::would_deny_warning(change, decision));
+    if !decision.allowed() {
+        let text = message::denial(change, decision, policy);
+        response = response.deny(&text);
+        response.result = Status::failure(&text, "Forbidden").with_code(403);
+        response.result.status = Some(StatusSummary::Failure);
+        message = Some(text);
+    }
+    if let Some(w) = &warning {
+        response.warnings = Some(vec![w.clone()]);
+    }
+    if decision.audited() {
+        response.audit_annotations = audit::annotations(decision, policy.mode, ledger);
+    }
+    Answer {
+        response,
+        message,
+        warning,
+    }
+}
+
+/// Turns a parse failure into a one-line reason that names where it failed.
+/// Only failures pay for the path-tracking second parse.
+fn explain(body: &[u8], error: serde_json::Error) -> ReviewError {
+    use serde_json::error::Category;
+    let category = error.classify();
+    // serde_json stops at 128 levels, before the stack could overflow.
+    // (Fields the webhook skips are skipped without recursion, at any depth.)
+    if category == Category::Syntax && error.to_string().starts_with("recursion limit exceeded") {
+        return ReviewError::TooDeep {
+            line: error.line(),
+            column: error.column(),
+        };
+    }
+    // serde_json reports some wrong types as syntax errors (a number where
+    // an operation's name belongs): a body is not JSON only if it is not
+    // UTF-8 or a parse that skips every value rejects it too.
+    if category != Category::Data
+        && (std::str::from_utf8(body).is_err()
+            || serde_json::from_slice::<IgnoredAny>(body).is_err())
+    {
+        return ReviewError::NotJson(one_line(error.to_string()));
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let reason = match serde_path_to_error::deserialize::<_, AdmissionReview<LeanObject>>(&mut de) {
+        Err(e) if e.path().to_string() != "." => format!("{}: {}", e.path(), e.inner()),
+        _ => error.to_string(),
+    };
+    ReviewError::NotAdmissionReview(one_line(reason))
+}
+
+/// Escapes control characters and line separators: serde's errors quote the
+/// body's own keys and values (an unknown `operation`, a key in `extra`), and
+/// a reason is one line, of a 400 body and of `check`'s output.
+pub(crate) fn one_line(reason: String) -> String {
+    let breaks = |c: char| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}');
+    if !reason.contains(breaks) {
+        return reason;
+    }
+    let mut out = String::with_capacity(reason.len() + 8);
+    for c in reason.chars() {
+        if breaks(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn update(old: Value, new: Value, user: &str) -> Vec<u8> {
+        ReviewBuilder::pod_update(user)
+            .old_object(Some(old))
+            .object(Some(new))
+            .to_vec()
+    }
+
+    fn pod(finalizers: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": "team-a", "uid": "u-1", "finalizers": finalizers}})
+    }
+
+    fn response(r: &Reviewed) -> Value {
+        serde_json::from_slice(&r.body).unwrap()
+    }
+
+    #[test]
+    fn denial_is_a_403_with_the_uid_echoed() {
+        let p = Policy::embedded_default();
+        let r = review(
+            &p,
+            &update(pod(json!(["example.com/a"])), pod(Value::Null), "alice"),
+        )
+        .unwrap();
+        let v = response(&r);
+        assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(v["kind"], "AdmissionReview");
+        assert_eq!(v["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+        assert_eq!(v["response"]["allowed"], false);
+        assert_eq!(v["response"]["status"]["code"], 403);
+        assert_eq!(v["response"]["status"]["reason"], "Forbidden");
+        assert_eq!(v["response"]["status"]["status"], "Failure");
+        assert_eq!(v["response"]["auditAnnotations"]["decision"], "denied");
+        assert_eq!(
+            v["response"]["auditAnnotations"]["removed-finalizers"],
+            "example.com/a"
+        );
+        assert!(v["response"].get("patch").is_none());
+        let audit = r.audit.unwrap();
+        assert_eq!(audit.decision, Verdict::Denied);
+        assert_eq!(audit.object_uid.as_deref(), Some("u-1"));
+    }
+
+    #[test]
+    fn nothing_removed_is_allowed_silently() {
+        let p = Policy::embedded_default();
+        let r = review(
+            &p,
+            &update(pod(json!(["a"])), pod(json!(["a", "b"])), "alice"),
+        )
+        .unwrap();
+        let v = response(&r);
+        assert_eq!(v["response"]["allowed"], true);
+        assert!(v["response"].get("auditAnnotations").is_none());
+        assert!(v["response"].get("warnings").is_none());
+        assert!(r.audit.is_none());
+    }
+
+    #[test]
+    fn v1beta1_is_answered_in_v1beta1() {
+        let p = Policy::embedded_default();
+        let mut body: Value =
+            serde_json::from_slice(&update(pod(json!(["a"])), pod(json!([])), "alice")).unwrap();
+        body["apiVersion"] = json!("admission.k8s.io/v1beta1");
+        let r = review(&p, &serde_json::to_vec(&body).unwrap()).unwrap();
+        assert_eq!(response(&r)["apiVersion"], "admission.k8s.io/v1beta1");
+    }
+
+    #[test]
+    fn override_is_allowed_with_a_warning_and_audit_annotations() {
+        let p = Policy::embedded_default();
+        let mut new = pod(Value::Null);
+        new["metadata"]["annotations"] =
+            json!({"finalizer-guard.io/override": "node-lost: INC-4711 server-1 powered off"});
+        let r = review(&p, &update(pod(json!(["example.com/a"])), new, "alice")).unwrap();
+        let v = response(&r);
+        assert_eq!(v["response"]["allowed"], true);
+        assert_eq!(
+            v["response"]["auditAnnotations"]["override-reason"],
+            "node-lost"
+        );
+        assert_eq!(
+            v["response"]["auditAnnotations"]["override-detail"],
+            "INC-4711 server-1 powered off"
+        );
+        assert!(
+            v["response"]["warnings"][0]
+                .as_str()
+                .unwrap()
+                .contains("override \"node-lost\"")
+        );
+    }
+
+    #[test]
+    fn malformed_bodies_have_one_line_reasons() {
+        let p = Policy::embedded_default();
+        let cases: &[(&[u8], &str)] = &[
+            (b"", "body is not JSON"),
+            (b"{", "body is not JSON"),
+            (b"[1,2]", "body is not an AdmissionReview"),
+            (br#"{"apiVersion":"v1","kind":"Pod"}"#, "apiVersion \"v1\" kind \"Pod\""),
+            (br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#, "has no request"),
+            (
+                br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"PATCH"}}"#,
+                "request",
+            ),
+        ];
+        for (body, want) in cases {
+            let e = review(&p, body).unwrap_err().to_string();
+            assert!(e.contains(want), "{e:?} lacks {want:?}");
+            assert!(!e.contains('\n'), "{e:?}");
+        }
+        let no_old = update(Value::Null, pod(json!([])), "alice");
+        assert_eq!(
+            review(&p, &no_old).unwrap_err(),
+            ReviewError::NoObject("oldObject")
+        );
+    }
+
+    #[test]
+    fn reasons_stay_on_one_line_whatever_the_body_quotes() {
+        let p = Policy::embedded_default();
+        let request = |fields: &str| {
+            format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"x","kind":{{"group":"","version":"v1","kind":"Pod"}},"resource":{{"group":"","version":"v1","resource":"pods"}},{fields}}}}}"#
+            )
+        };
+        let cases = [
+            // serde quotes an unknown variant, and the path names a map key.
+            (
+                request(r#""operation":"UP\nDATE\r","userInfo":{}"#),
+                r"unknown variant `UP\nDATE\r`",
+            ),
+            (
+                request(r#""operation":"UPDATE","userInfo":{"extra":{"a\nb\u2028c":5}}"#),
+                r"request.userInfo.extra.a\nb\u{2028}c: invalid type",
+            ),
+        ];
+        for (body, want) in cases {
+            let e = review(&p, body.as_bytes()).unwrap_err().to_string();
+            assert!(e.contains(want), "{e:?} lacks {want:?}");
+            assert!(!e.contains(|c: char| c.is_control()), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn data_and_managed_fields_are_skipped_whatever_their_shape() {
+        let p = Policy::embedded_default();
+        let big = "x".repeat(100_000);
+        let mut old = pod(json!(["example.com/a"]));
+        old["data"] = json!({"k": big});
+        old["metadata"]["managedFields"] = json!([{"fieldsV1": {"f:metadata": {}}}]);
+        old["spec"] = json!("a custom resource may have any spec");
+        let mut new = old.clone();
+        new["metadata"]["finalizers"] = json!([]);
+        new["spec"] = json!({"finalizers": [{"not": "a string"}, "kept"]});
+        let r = review(&p, &update(old, new, "alice")).unwrap();
+        assert_eq!(r.verdict(), Verdict::Denied);
+    }
+
+    #[test]
+    fn a_namespace_spec_finalizers_of_another_shape_is_refused() {
+        let p = Policy::embedded_default();
+        let namespace = |spec: Value| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "legacy"}, "spec": spec});
+        let body = |old: Value, new: Value, subresource: &str| {
+            let mut body: Value =
+                serde_json::from_slice(&update(namespace(old), namespace(new), "alice")).unwrap();
+            body["request"]["resource"] =
+                json!({"group": "", "version": "v1", "resource": "namespaces"});
+            body["request"]["subResource"] = json!(subresource);
+            body["request"]["name"] = json!("legacy");
+            body["request"]["namespace"] = json!("legacy");
+            serde_json::to_string(&body).unwrap()
+        };
+        let finalize = |old: Value, new: Value, subresource: &str| {
+            review(&p, body(old, new, subresource).as_bytes())
+        };
+        let stuck = json!({"finalizers": ["kubernetes"]});
+        assert_eq!(
+            finalize(stuck.clone(), json!({"finalizers": []}), "finalize")
+                .unwrap()
+                .verdict(),
+            Verdict::Denied
+        );
+        for (old, new, field) in [
+            (
+                json!({"finalizers": "kubernetes"}),
+                json!({"finalizers": []}),
+                "request.oldObject",
+            ),
+            (
+                json!({"finalizers": ["kubernetes", 7]}),
+                json!({"finalizers": []}),
+                "request.oldObject",
+            ),
+            (
+                json!({"finalizers": {"kubernetes": true}}),
+                json!({}),
+                "request.oldObject",
+            ),
+            (json!(["kubernetes"]), json!({}), "request.oldObject"),
+            (json!("kubernetes"), Value::Null, "request.oldObject"),
+            (
+                stuck.clone(),
+                json!({"finalizers": [null]}),
+                "request.object",
+            ),
+            (stuck.clone(), json!({"finalizers": 0}), "request.object"),
+        ] {
+            assert_eq!(
+                finalize(old.clone(), new.clone(), "finalize").unwrap_err(),
+                ReviewError::NotFinalizerList(field),
+                "{old} -> {new}"
+            );
+        }
+        // null is empty, as for the apiserver.
+        assert_eq!(
+            finalize(stuck.clone(), json!({"finalizers": null}), "finalize")
+                .unwrap()
+                .verdict(),
+            Verdict::Denied
+        );
+        // Outside namespaces/finalize, spec.finalizers is not judged, whatever its shape.
+        assert_eq!(
+            finalize(json!({"finalizers": "kubernetes"}), json!([]), "")
+                .unwrap()
+                .verdict(),
+            Verdict::NothingRemoved
+        );
+        // A duplicated key cannot pick which list is read.
+        let text = body(stuck.clone(), json!({}), "finalize").replace(
+            r#""spec":{}"#,
+            r#""spec":{"finalizers":[],"finalizers":["kubernetes"]}"#,
+        );
+        let e = review(&p, text.as_bytes()).unwrap_err().to_string();
+        assert!(e.contains("duplicate field `finalizers`"), "{e}");
+    }
+
+    #[test]
+    fn too_deep_is_refused_and_skipped_fields_may_be_any_depth() {
+        let p = Policy::embedded_default();
+        let deep = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let strip = String::from_utf8(update(
+            pod(json!(["example.com/a"])),
+            pod(Value::Null),
+            "alice",
+        ))
+        .unwrap();
+        // A value parsed whole (request.options) is cut at 128 levels.
+        let options = strip.replace(
+            r#""options":{"#,
+            &format!(r#""options":{{"x":{},"#, deep(100_000)),
+        );
+        assert!(matches!(
+            review(&p, options.as_bytes()).unwrap_err(),
+            ReviewError::TooDeep { line: 1, .. }
+        ));
+        // Skipped fields are skipped without recursion, whatever their depth.
+        let data = strip.replace(
+            r#""kind":"Pod","#,
+            &format!(r#""kind":"Pod","data":{},"#, deep(100_000)),
+        );
+        assert_eq!(
+            review(&p, data.as_bytes()).unwrap().verdict(),
+            Verdict::Denied
+        );
+    }
+
+    #[test]
+    fn two_person_messages_and_audit() {
+        let p =
+            Policy::from_yaml("override:\n  approval:\n    users: [sec-lead]\n    maxAge: 2h\n")
+                .unwrap();
+        let now: jiff::Timestamp = "2026-11-21T08:00:00Z".parse().unwrap();
+        let approved = json!({
+            "finalizer-guard.io/override": "node-lost: INC-4711",
+            "finalizer-guard.io/approved-by": "sec-lead",
+            "finalizer-guard.io/override-expires": "2026-11-21T09:00:00Z"
+        });
+        let with = |finalizers: Value, annotations: &Value| {
+            let mut o = pod(finalizers);
+            o["metadata"]["annotations"] = annotations.clone();
+            o
+        };
+        // The approver writes; a non-approver cannot.
+        let write = update(
+            with(json!(["example.com/a"]), &Value::Null),
+            with(json!(["example.com/a"]), &approved),
+            "sec-lead",
+        );
+        let r = review_at(&p, &write, now).unwrap();
+        assert_eq!(r.verdict(), Verdict::ApprovalRecorded);
+        assert_eq!(
+            r.audit.as_ref().unwrap().approved_by.as_deref(),
+            Some("sec-lead")
+        );
+        let forged = update(
+            with(json!(["example.com/a"]), &Value::Null),
+            with(json!(["example.com/a"]), &approved),
+            "mallory",
+        );
+        let r = review_at(&p, &forged, now).unwrap();
+        assert_eq!(r.verdict(), Verdict::ApprovalDenied);
+        let msg = r.message.unwrap();
+        assert!(
+            msg.contains("denied writing the override approval"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("the requester is not an approver. Approvers: users sec-lead"),
+            "{msg}"
+        );
+        assert_eq!(
+            response(&review_at(&p, &forged, now).unwrap())["response"]["status"]["code"],
+            403
+        );
+
+        // Another person strips while it is valid; the approver cannot.
+        let strip = |user: &str| {
+            update(
+                with(json!(["example.com/a"]), &approved),
+                with(Value::Null, &approved),
+                user,
+            )
+        };
+        let r = review_at(&p, &strip("oncall"), now).unwrap();
+        assert_eq!(r.verdict(), Verdict::Override);
+        let v = response(&r);
+        assert_eq!(v["response"]["auditAnnotations"]["approved-by"], "sec-lead");
+        assert_eq!(
+            v["response"]["auditAnnotations"]["override-expires"],
+            "2026-11-21T09:00:00Z"
+        );
+        let r = review_at(&p, &strip("sec-lead"), now).unwrap();
+        let msg = r.message.unwrap();
+        assert!(
+            msg.contains("\"sec-lead\" approved it and may not use their own approval"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("an approver (users sec-lead) first annotates the object"),
+            "{msg}"
+        );
+        assert!(msg.contains("at most 2h ahead"), "{msg}");
+    }
+}

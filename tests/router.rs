@@ -1,0 +1,147 @@
+//! The routes without sockets or TLS: requests handed to the router with
+//! `tower::ServiceExt::oneshot`, as the server hands it each connection's.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use finalizer_guard::admission::{ReviewBuilder, UID};
+use finalizer_guard::audit::AuditLog;
+use finalizer_guard::metrics::Metrics;
+use finalizer_guard::policy::Policy;
+use finalizer_guard::server::{AppState, Limits, routes};
+use http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use prometheus_client::metrics::counter::Counter;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+/// Audit lines go to a file the test reads back.
+type Lines = tempfile::NamedTempFile;
+
+fn lines() -> Lines {
+    tempfile::NamedTempFile::new().unwrap()
+}
+
+fn state(lines: &Lines) -> Arc<AppState> {
+    let limits = Limits {
+        max_body_bytes: 1024 * 1024,
+        handshake_timeout: Duration::from_secs(5),
+        header_timeout: Duration::from_secs(5),
+        body_timeout: Duration::from_secs(5),
+        max_connections: 16,
+        max_inflight_body_bytes: 4 * 1024 * 1024,
+    };
+    let audit = AuditLog::to(lines.reopen().unwrap(), Counter::default()).unwrap();
+    Arc::new(AppState::new(
+        Policy::embedded_default(),
+        limits,
+        Metrics::new(),
+        audit,
+    ))
+}
+
+async fn call(router: Router, method: &str, uri: &str, body: Vec<u8>) -> (StatusCode, Vec<u8>) {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap();
+    let response = router.oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, bytes.to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denial_is_answered_counted_and_audited() {
+    let lines = lines();
+    let state = state(&lines);
+    let strip = ReviewBuilder::pod_update("alice")
+        .finalizers(json!(["example.com/cleanup"]), Value::Null)
+        .to_vec();
+    let (status, body) = call(routes::webhook(state.clone()), "POST", "/validate", strip).await;
+    assert_eq!(status, StatusCode::OK);
+    let answer: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(answer["response"]["uid"], UID);
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(answer["response"]["status"]["code"], 403);
+
+    let (status, metrics) = call(routes::admin(state.clone()), "GET", "/metrics", vec![]).await;
+    assert_eq!(status, StatusCode::OK);
+    let metrics = String::from_utf8(metrics).unwrap();
+    for want in [
+        r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied",group="core"} 1"#,
+        r#"finalizer_guard_unauthorized_removals_total{decision="denied"} 1"#,
+    ] {
+        assert!(metrics.contains(want), "{want} missing:\n{metrics}");
+    }
+
+    state.audit.flush().await;
+    let audit = std::fs::read_to_string(lines.path()).unwrap();
+    let record: Value = serde_json::from_str(audit.lines().next().unwrap()).unwrap();
+    assert_eq!(record["decision"], "denied");
+    assert_eq!(record["operation"], "UPDATE");
+    assert_eq!(
+        record["removedFinalizers"][0]["field"],
+        "metadata.finalizers"
+    );
+}
+
+#[tokio::test]
+async fn malformed_bodies_are_400_with_one_line_and_counted() {
+    let state = state(&lines());
+    let (status, body) = call(
+        routes::webhook(state.clone()),
+        "POST",
+        "/validate",
+        b"{\"apiVersion\":\"v1\"".to_vec(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let reason = String::from_utf8(body).unwrap();
+    assert!(reason.starts_with("body is not JSON"), "{reason}");
+    assert_eq!(reason.matches('\n').count(), 1, "{reason:?}");
+    let (_, metrics) = call(routes::admin(state), "GET", "/metrics", vec![]).await;
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(
+        metrics.contains(r#"finalizer_guard_rejected_requests_total{code="400"} 1"#),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn an_oversized_body_is_413() {
+    let state = state(&lines());
+    let big = vec![b' '; 2 * 1024 * 1024];
+    let (status, _) = call(routes::webhook(state), "POST", "/validate", big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[tokio::test]
+async fn probes_follow_readiness_and_unknown_routes_are_404() {
+    let state = state(&lines());
+    let router = routes::webhook(state.clone());
+    let (status, _) = call(router.clone(), "GET", "/healthz", vec![]).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call(router.clone(), "GET", "/readyz", vec![]).await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "unready until started"
+    );
+    state.ready.store(true, Ordering::Relaxed);
+    let (status, _) = call(router.clone(), "GET", "/readyz", vec![]).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call(router.clone(), "GET", "/validate", vec![]).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    let (status, _) = call(router, "GET", "/metrics", vec![]).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "metrics only on the admin port"
+    );
+}
