@@ -161,7 +161,7 @@ mod tests {
     #[test]
     fn rules_can_stand_in_for_the_builtin_table() {
         let p = Policy::from_yaml(
-            "builtinControllers: false\nrules:\n  - finalizers: [\"*\"]\n    users: [system:kube-controller-manager, system:apiserver, system:cloud-controller-manager]\n    groups: [system:serviceaccounts:kube-system]\n",
+            "builtinControllers: false\nrules:\n  - finalizers: [\"*\"]\n    users: [system:kube-controller-manager, system:apiserver, system:cloud-controller-manager, system:kube-scheduler]\n    groups: [system:serviceaccounts:kube-system]\n",
         )
         .unwrap();
         assert_eq!(check(&p), vec![]);

@@ -561,6 +561,42 @@ rules:
     }
 
     #[test]
+    fn builtin_identities_act_as_their_controller_only() {
+        let p = policy(
+            "builtinIdentities:\n  - controller: service\n    users: [\"eks:cloud-controller-manager\"]\n  - controller: kube-controller-manager\n    serviceAccounts: [\"kube-system:managed-kcm\"]\n",
+        );
+        let ccm = "eks:cloud-controller-manager";
+        let d = pod_update(ccm)
+            .removing(&["service.kubernetes.io/load-balancer-cleanup"], &[])
+            .decide(&p);
+        assert_eq!(
+            d.removed[0].authorized_by,
+            Some(Authority::Builtin("service"))
+        );
+        let d = pod_update(ccm).removing(&["orphan"], &[]).decide(&p);
+        assert_eq!(d.outcome, denied(OverrideProblem::Absent));
+        let d = pod_update("system:serviceaccount:kube-system:managed-kcm")
+            .removing(&["orphan"], &[])
+            .decide(&p);
+        assert_eq!(
+            d.removed[0].authorized_by,
+            Some(Authority::Builtin("garbage-collector"))
+        );
+        // Not without the policy's word.
+        let d = pod_update(ccm)
+            .removing(&["service.kubernetes.io/load-balancer-cleanup"], &[])
+            .decide(&contract_policy());
+        assert_eq!(d.outcome, denied(OverrideProblem::Absent));
+        let err = Policy::from_yaml("builtinIdentities:\n  - controller: nope\n    users: [x]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("builtinIdentities[0].controller: \"nope\""),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn builtin_controllers_can_be_switched_off() {
         let p = policy("builtinControllers: false\n");
         let d = pod_update("system:kube-controller-manager")
