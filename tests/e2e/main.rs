@@ -807,3 +807,77 @@ fn dry_run_gets_the_same_answer_and_changes_nothing() {
     release(&env, "pod", "cache-0", ns);
     c.admin(&["delete", "namespace", ns, "--timeout=120s"]).ok();
 }
+
+/// The gap the guard leaves on purpose (README, "How a review is decided"):
+/// a background DELETE of an owner already Terminating in the foreground
+/// makes kube-apiserver drop `foregroundDeletion` inside the DELETE. The
+/// webhook sees no UPDATE, and nothing it guards is lost: the dependent keeps
+/// its own finalizer, which stays guarded.
+#[test]
+fn a_background_delete_drops_gc_finalizers_inside_the_api_server() {
+    let Some(env) = env() else { return };
+    let c = &env.cluster;
+    let ns = "e2e-delete-gap";
+    c.namespace(ns);
+    c.apply(&configmap(ns, "owner", &[]));
+    let owner_uid = c.get(&["configmap", "owner", "-n", ns]).unwrap()["metadata"]["uid"].clone();
+    let mut child = configmap(ns, "child", &["example.com/hold"]);
+    child["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner_uid,
+        "blockOwnerDeletion": true,
+    }]);
+    c.apply(&child);
+    delete_nowait(
+        &env,
+        &["configmap", "owner", "-n", ns, "--cascade=foreground"],
+    );
+    wait_until("the child to be deleted in the foreground", 60, || {
+        c.get(&["configmap", "child", "-n", ns]).unwrap()["metadata"]["deletionTimestamp"]
+            .is_string()
+    });
+    let owner = c.get(&["configmap", "owner", "-n", ns]).unwrap();
+    assert_eq!(finalizers(&owner), ["foregroundDeletion"]);
+    let seen = env.audit_records().len();
+
+    c.kubectl(
+        "alice",
+        &[
+            "delete",
+            "configmap",
+            "owner",
+            "-n",
+            ns,
+            "--cascade=background",
+            "--timeout=60s",
+        ],
+    )
+    .ok();
+    assert!(c.get(&["configmap", "owner", "-n", ns]).is_none());
+    assert!(
+        env.audit_records()[seen..]
+            .iter()
+            .all(|r| r["name"] != "owner"),
+        "the webhook was not asked"
+    );
+    assert_eq!(
+        finalizers(&c.get(&["configmap", "child", "-n", ns]).unwrap()),
+        ["example.com/hold"]
+    );
+    c.kubectl(
+        "alice",
+        &[
+            "patch",
+            "configmap",
+            "child",
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            STRIP,
+        ],
+    )
+    .refused(&denied());
+
+    release(&env, "configmap", "child", ns);
+    c.admin(&["delete", "namespace", ns, "--timeout=120s"]).ok();
+}
