@@ -67,6 +67,36 @@ fn delete_nowait(env: &Env, args: &[&str]) {
     env.cluster.admin(&full).ok();
 }
 
+/// Deletes with `--cascade=foreground` and waits, at most 90 s, until it is gone.
+fn delete_in_foreground(env: &Env, kind: &str, name: &str, ns: &str) {
+    env.cluster
+        .admin(&[
+            "delete",
+            kind,
+            name,
+            "-n",
+            ns,
+            "--cascade=foreground",
+            "--timeout=90s",
+        ])
+        .ok();
+}
+
+fn deployment(ns: &str, name: &str, replicas: u32) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]},
+            },
+        },
+    })
+}
+
 /// Releases an object with an override, as admin, so its namespace can go.
 fn release(env: &Env, kind: &str, name: &str, ns: &str) {
     let c = &env.cluster;
@@ -398,20 +428,7 @@ fn builtin_controllers_complete(env: &Env, tag: &str) {
     let ns = format!("e2e-builtin-{tag}");
     let ns = ns.as_str();
     c.namespace(ns);
-    let deployment = |name: &str, replicas: u32| {
-        json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]},
-                },
-            },
-        })
-    };
+    let deployment = |name: &str, replicas: u32| deployment(ns, name, replicas);
     let count = |args: &[&str]| c.get(args).unwrap()["items"].as_array().unwrap().len();
 
     // Foreground: the garbage collector removes foregroundDeletion.
@@ -419,16 +436,7 @@ fn builtin_controllers_complete(env: &Env, tag: &str) {
     wait_until("fg's pods", 60, || {
         count(&["pods", "-n", ns, "-l", "app=fg"]) == 2
     });
-    c.admin(&[
-        "delete",
-        "deployment",
-        "fg",
-        "-n",
-        ns,
-        "--cascade=foreground",
-        "--timeout=90s",
-    ])
-    .ok();
+    delete_in_foreground(&env, "deployment", "fg", ns);
     assert!(c.get(&["deployment", "fg", "-n", ns]).is_none());
     assert_eq!(count(&["replicasets", "-n", ns, "-l", "app=fg"]), 0);
 
@@ -610,16 +618,7 @@ fn with_the_webhook_down_strips_fail_closed_and_controllers_go_on() {
     let doomed = "e2e-down-doomed";
     env.cluster.namespace(doomed);
     env.cluster.apply(&configmap(doomed, "content", &[]));
-    env.cluster.apply(&json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "fg", "namespace": ns},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "fg"}},
-            "template": {"metadata": {"labels": {"app": "fg"}},
-                "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}},
-        },
-    }));
+    env.cluster.apply(&deployment(ns, "fg", 1));
 
     env.stop();
     let c = &env.cluster;
@@ -637,16 +636,7 @@ fn with_the_webhook_down_strips_fail_closed_and_controllers_go_on() {
         ],
     )
     .refused(&format!("failed calling webhook \"{WEBHOOK}\""));
-    c.admin(&[
-        "delete",
-        "deployment",
-        "fg",
-        "-n",
-        ns,
-        "--cascade=foreground",
-        "--timeout=90s",
-    ])
-    .ok();
+    delete_in_foreground(&env, "deployment", "fg", ns);
     c.admin(&["delete", "namespace", doomed, "--timeout=120s"])
         .ok();
 
