@@ -31,8 +31,10 @@ if [ "$cmd" = up ]; then mkdir -p "$dir"; fi
 # Absolute: the processes are recognised by it on their command lines.
 if [ -d "$dir" ]; then dir=$(cd "$dir" && pwd); fi
 
-# Processes, in start order; `down` stops them in reverse.
-procs=(etcd kube-apiserver kube-controller-manager)
+# Processes, in start order; `down` stops them in reverse. finalizer-guard
+# is the webhook server a test run may leave behind (it writes
+# run/finalizer-guard.pid; cluster.sh never starts it).
+procs=(etcd kube-apiserver kube-controller-manager finalizer-guard)
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 

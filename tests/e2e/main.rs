@@ -436,7 +436,7 @@ fn builtin_controllers_complete(env: &Env, tag: &str) {
     wait_until("fg's pods", 60, || {
         count(&["pods", "-n", ns, "-l", "app=fg"]) == 2
     });
-    delete_in_foreground(&env, "deployment", "fg", ns);
+    delete_in_foreground(env, "deployment", "fg", ns);
     assert!(c.get(&["deployment", "fg", "-n", ns]).is_none());
     assert_eq!(count(&["replicasets", "-n", ns, "-l", "app=fg"]), 0);
 
