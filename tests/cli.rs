@@ -245,6 +245,11 @@ fn doctor_and_serve_refuse_a_policy_that_blocks_builtin_controllers() {
         refused.contains("would block Kubernetes' own controllers"),
         "{refused}"
     );
+    // Logs to a pipe carry no colour escapes.
+    assert!(
+        refused.contains("ERROR") && !refused.contains('\x1b'),
+        "{refused:?}"
+    );
 }
 
 #[test]
