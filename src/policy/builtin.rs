@@ -36,6 +36,14 @@ macro_rules! sa {
     };
 }
 
+/// A ResourceClaim's finalizer, which the resource-claim controller and the
+/// scheduler both remove. The second is its name in resource.k8s.io v1alpha2
+/// and v1alpha3 (Kubernetes 1.26 to 1.31).
+const RESOURCE_CLAIM_FINALIZERS: &[&str] = &[
+    "resource.kubernetes.io/delete-protection",
+    "dra.k8s.io/delete-protection",
+];
+
 /// The table. Keep `manifests/` matchConditions in step with it.
 pub const BUILTIN_CONTROLLERS: &[BuiltinController] = &[
     BuiltinController {
@@ -102,12 +110,7 @@ pub const BUILTIN_CONTROLLERS: &[BuiltinController] = &[
     BuiltinController {
         name: "resourceclaim",
         usernames: &[sa!("resource-claim-controller")],
-        // The second is the same finalizer's name in resource.k8s.io
-        // v1alpha2 and v1alpha3 (Kubernetes 1.26 to 1.31).
-        finalizers: &[
-            "resource.kubernetes.io/delete-protection",
-            "dra.k8s.io/delete-protection",
-        ],
+        finalizers: RESOURCE_CLAIM_FINALIZERS,
         field: FinalizerField::Metadata,
         example_resource: "resourceclaims.resource.k8s.io",
     },
@@ -117,10 +120,7 @@ pub const BUILTIN_CONTROLLERS: &[BuiltinController] = &[
         // removes it again when it gives an allocation up (the DRA plugin's
         // Unreserve, and the extended-resource claims of 1.34+).
         usernames: &["system:kube-scheduler"],
-        finalizers: &[
-            "resource.kubernetes.io/delete-protection",
-            "dra.k8s.io/delete-protection",
-        ],
+        finalizers: RESOURCE_CLAIM_FINALIZERS,
         field: FinalizerField::Metadata,
         example_resource: "resourceclaims.resource.k8s.io",
     },

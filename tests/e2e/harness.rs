@@ -327,21 +327,11 @@ impl Env {
 
         // Only the clientConfig changes: a url for the local server.
         let url = format!("https://127.0.0.1:{}/validate", env.port);
-        env.cluster
-            .admin(&[
-                "patch",
-                "validatingwebhookconfiguration",
-                CONFIG,
-                "--type=json",
-                "-p",
-                &json!([
-                    {"op": "test", "path": "/webhooks/0/name", "value": WEBHOOK},
-                    {"op": "remove", "path": "/webhooks/0/clientConfig/service"},
-                    {"op": "add", "path": "/webhooks/0/clientConfig/url", "value": url},
-                ])
-                .to_string(),
-            ])
-            .ok();
+        env.patch_config(&json!([
+            {"op": "test", "path": "/webhooks/0/name", "value": WEBHOOK},
+            {"op": "remove", "path": "/webhooks/0/clientConfig/service"},
+            {"op": "add", "path": "/webhooks/0/clientConfig/url", "value": url},
+        ]));
         env
     }
 
@@ -459,6 +449,20 @@ impl Env {
         }
     }
 
+    /// A JSON patch of the installed ValidatingWebhookConfiguration.
+    fn patch_config(&self, patch: &Value) {
+        self.cluster
+            .admin(&[
+                "patch",
+                "validatingwebhookconfiguration",
+                CONFIG,
+                "--type=json",
+                "-p",
+                &patch.to_string(),
+            ])
+            .ok();
+    }
+
     /// Installs the webhook configuration's matchConditions as asked.
     pub fn set_conditions(&mut self, want: Conditions) {
         if want == self.conditions {
@@ -489,16 +493,7 @@ impl Env {
                 json!([{"op": "add", "path": format!("/webhooks/0/matchConditions/{index}"), "value": condition}])
             }
         };
-        self.cluster
-            .admin(&[
-                "patch",
-                "validatingwebhookconfiguration",
-                CONFIG,
-                "--type=json",
-                "-p",
-                &patch.to_string(),
-            ])
-            .ok();
+        self.patch_config(&patch);
         self.conditions = want;
     }
 
