@@ -38,8 +38,13 @@ procs=(etcd kube-apiserver kube-controller-manager finalizer-guard)
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+# free_ports N: N distinct free ports, all held open until all are chosen
+# (one at a time, the kernel may hand the same port out twice).
+free_ports() {
+  python3 -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
 }
 
 # alive NAME: the process started as NAME for this DIR still runs.
@@ -142,7 +147,7 @@ up() {
   certificates
 
   local etcd_port peer_port kcm_port
-  etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port); kcm_port=$(free_port)
+  read -r etcd_port peer_port api_port kcm_port < <(free_ports 4)
 
   # Static tokens: TOKEN,USER,UID,"GROUPS". Random, so a cluster left up
   # on a shared machine is no open door.
