@@ -11,7 +11,8 @@
 # the controllers run. DIR then holds:
 #   admin.kubeconfig   user admin, group system:masters
 #   alice.kubeconfig   user alice, group developers  (edit rights, cluster-wide)
-#   carol.kubeconfig   user carol, group sre-oncall  (edit rights, cluster-wide)
+#   carol.kubeconfig   user carol, group sre-oncall  (edit rights, cluster-wide; reads
+#                      nodes, leases, APIServices and webhook configurations)
 #   audit.log          kube-apiserver's audit log: UPDATE, PATCH and DELETE at
 #                      Metadata level, webhook audit annotations included
 #   bin/               kubectl, kube-apiserver, kube-controller-manager, etcd
@@ -206,6 +207,26 @@ subjects:
   - {kind: Group, name: developers, apiGroup: rbac.authorization.k8s.io}
   - {kind: Group, name: sre-oncall, apiGroup: rbac.authorization.k8s.io}
 roleRef: {kind: ClusterRole, name: edit, apiGroup: rbac.authorization.k8s.io}
+---
+# The on-call engineer also reads what tells a dead node or a down API
+# from a live one: nodes, leader leases, APIServices, webhook configurations.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: e2e-sre-oncall-read
+rules:
+  - {apiGroups: [""], resources: [nodes], verbs: [get, list, watch]}
+  - {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get, list]}
+  - {apiGroups: [apiregistration.k8s.io], resources: [apiservices], verbs: [get, list]}
+  - {apiGroups: [admissionregistration.k8s.io], resources: [validatingwebhookconfigurations], verbs: [get, list]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: e2e-sre-oncall-read
+subjects:
+  - {kind: Group, name: sre-oncall, apiGroup: rbac.authorization.k8s.io}
+roleRef: {kind: ClusterRole, name: e2e-sre-oncall-read, apiGroup: rbac.authorization.k8s.io}
 EOF
 
   start kube-controller-manager --kubeconfig "$dir/pki/kube-controller-manager.kubeconfig" \

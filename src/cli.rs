@@ -1,4 +1,5 @@
-//! The command line: `serve`, `certs`, `check`, `test`, `policy validate`, `doctor`.
+//! The command line: `serve`, `certs`, `check`, `test`, `policy validate`, `doctor`,
+//! and the commands that talk to a cluster, `unstick` and `approve` ([`crate::cluster`]).
 //!
 //! Each command's arguments are destructured exhaustively in its `run`, so a
 //! new flag cannot be silently ignored.
@@ -42,6 +43,10 @@ pub enum Command {
     Policy(PolicyCommand),
     /// Check that a policy lets every built-in controller remove its own finalizers.
     Doctor(DoctorArgs),
+    /// Explain what holds stuck objects; with --reason, release them through the webhook.
+    Unstick(Box<crate::cluster::unstick::UnstickArgs>),
+    /// Two-person rule: approve an override that another person then uses with `unstick`.
+    Approve(Box<crate::cluster::approve::ApproveArgs>),
 }
 
 #[derive(Debug, Subcommand)]

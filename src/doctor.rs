@@ -126,6 +126,7 @@ fn removal(
         },
         annotations: &no_annotations,
         old_annotations: &no_annotations,
+        deleting: true,
         // No approval annotations are written, so the clock is never read.
         now: jiff::Timestamp::UNIX_EPOCH,
     };

@@ -4,6 +4,7 @@
 //! - [`admission`]: the wire layer, AdmissionReview bytes in and out.
 //! - [`server`]: TLS, routes, hot reload, graceful drain.
 //! - [`cli`]: `serve`, `certs`, `check`, `test`, `policy validate`, `doctor`.
+//! - [`cluster`]: `unstick` and `approve`, which talk to a cluster.
 #![forbid(unsafe_code)]
 
 pub mod admission;
@@ -11,6 +12,7 @@ pub mod audit;
 pub mod cases;
 pub mod certs;
 pub mod cli;
+pub mod cluster;
 pub mod doctor;
 pub mod error;
 pub mod events;

@@ -26,12 +26,28 @@ fn main() {
         Command::Test(args) => report(cli::test(args)),
         Command::Policy(cli::PolicyCommand::Validate(args)) => report(cli::validate(args)),
         Command::Doctor(args) => report(cli::doctor(args)),
+        Command::Unstick(args) => cluster(finalizer_guard::cluster::unstick::run(*args)),
+        Command::Approve(args) => cluster(finalizer_guard::cluster::approve::run(*args)),
     };
     std::process::exit(code);
 }
 
 fn report(result: finalizer_guard::error::Result<i32>) -> i32 {
     result.unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        2
+    })
+}
+
+/// Runs a command that talks to a cluster: exit 2 on usage or connection errors.
+fn cluster(
+    command: impl std::future::Future<Output = Result<i32, finalizer_guard::cluster::ClusterError>>,
+) -> i32 {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(command).unwrap_or_else(|e| {
         eprintln!("error: {e}");
         2
     })

@@ -203,6 +203,7 @@ mod tests {
                 "apiVersion": "v1", "kind": "Secret",
                 "metadata": {
                     "name": "db-password", "namespace": "team-a", "uid": "s-1", "resourceVersion": "42",
+                    "deletionTimestamp": "2026-11-21T07:00:00Z",
                     "labels": {"app": "db"},
                     "finalizers": finalizers,
                     "annotations": {

@@ -370,7 +370,8 @@ impl Review {
         let mut object = json!({
             "apiVersion": if self.group.is_empty() { "v1".to_string() } else { format!("{}/{}", self.group, self.version) },
             "kind": "Object",
-            "metadata": {"name": "thing", "uid": "d4c1a3f2-0000-4000-8000-000000000001"},
+            // Being deleted: an override releases only such an object.
+            "metadata": {"name": "thing", "uid": "d4c1a3f2-0000-4000-8000-000000000001", "deletionTimestamp": "2026-11-21T07:00:00Z"},
             "spec": {},
         });
         if let Some(ns) = self.namespace {

@@ -97,6 +97,8 @@ struct Request {
     /// (key, value) on `object` and on `oldObject`.
     annotation: Option<(&'static str, &'static str)>,
     old_annotation: Option<(&'static str, &'static str)>,
+    /// `oldObject` has a `deletionTimestamp`.
+    deleting: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -160,12 +162,16 @@ fn model(p: &ModelPolicy, r: &Request) -> Expected {
     if expected.unauthorized.is_empty() {
         return expected;
     }
-    // 5. Otherwise an override on `object`: `REASON: DETAIL`, REASON approved, DETAIL not empty.
-    let valid_override = r.annotation.and_then(|(key, value)| {
-        let (reason, detail) = value.split_once(':')?;
-        let reason = REASONS.into_iter().find(|a| *a == reason.trim())?;
-        (key == OVERRIDE_KEY && !detail.trim().is_empty()).then_some(reason)
-    });
+    // 5. Otherwise an override on `object`: `REASON: DETAIL`, REASON approved, DETAIL not
+    //    empty, on an object being deleted.
+    let valid_override = r
+        .annotation
+        .filter(|_| r.deleting)
+        .and_then(|(key, value)| {
+            let (reason, detail) = value.split_once(':')?;
+            let reason = REASONS.into_iter().find(|a| *a == reason.trim())?;
+            (key == OVERRIDE_KEY && !detail.trim().is_empty()).then_some(reason)
+        });
     if let Some(reason) = valid_override {
         expected.decision = "override";
         expected.override_reason = Some(reason);
@@ -388,12 +394,13 @@ fn request() -> impl Strategy<Value = Request> {
             any::<[u8; 4]>(),
             annotation(),
             annotation(),
+            proptest::bool::weighted(0.8),
         ),
     )
         .prop_map(
             |(
                 (operation, v1beta1, dry_run, username, groups, namespace, resource),
-                ((old, new), (old_spec, new_spec), empty_as, annotation, old_annotation),
+                ((old, new), (old_spec, new_spec), empty_as, annotation, old_annotation, deleting),
             )| Request {
                 operation,
                 v1beta1,
@@ -411,6 +418,7 @@ fn request() -> impl Strategy<Value = Request> {
                 empty_as: empty_as.map(|b| b % 3),
                 annotation,
                 old_annotation,
+                deleting,
             },
         )
 }
@@ -476,6 +484,9 @@ impl Request {
         }
         if let Some((key, value)) = annotation {
             metadata.insert("annotations".into(), json!({ key: value }));
+        }
+        if self.deleting {
+            metadata.insert("deletionTimestamp".into(), json!("2026-11-21T07:00:00Z"));
         }
         let mut object = json!({"apiVersion": "v1", "kind": "Object", "metadata": metadata});
         if let Some(list) = self.list(spec.0, spec.1) {

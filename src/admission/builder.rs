@@ -40,12 +40,17 @@ pub struct ReviewBuilder {
 pub const UID: &str = "705ab4f5-6393-11e8-b7cc-42010a800002";
 
 impl ReviewBuilder {
-    /// `user` updates Pod `web-0` in `team-a`; neither object has finalizers yet.
+    /// `user` updates Pod `web-0` in `team-a`, which is being deleted (an
+    /// override releases only such an object: [`ReviewBuilder::live`] makes
+    /// it a live one); neither object has finalizers yet.
     pub fn pod_update(user: &str) -> ReviewBuilder {
         let pod = json!({
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": "web-0", "namespace": "team-a", "uid": "6f0ad0c1-5d0c-4bd3-9a35-0c6a2b1d7e11"},
+            "metadata": {
+                "name": "web-0", "namespace": "team-a", "uid": "6f0ad0c1-5d0c-4bd3-9a35-0c6a2b1d7e11",
+                "deletionTimestamp": "2026-11-21T07:00:00Z",
+            },
         });
         ReviewBuilder {
             api_version: "admission.k8s.io/v1".into(),
@@ -63,6 +68,15 @@ impl ReviewBuilder {
             old_object: Some(pod),
             dry_run: false,
         }
+    }
+
+    /// The object is not being deleted: no `deletionTimestamp`.
+    pub fn live(self) -> Self {
+        self.edit_both(|o| {
+            if let Some(meta) = o["metadata"].as_object_mut() {
+                meta.remove("deletionTimestamp");
+            }
+        })
     }
 
     /// `admission.k8s.io/v1` (the default) or `admission.k8s.io/v1beta1`.

@@ -565,6 +565,11 @@ pub fn read_ledger(body: &[u8]) -> Ledger {
     }
 }
 
+/// Reads the ledger of an object read from the API server.
+pub fn ledger_of(object: &serde_json::Value) -> Ledger {
+    LedgerObject::deserialize(object).map_or_else(|_| Ledger::default(), Ledger::from)
+}
+
 impl From<LedgerObject> for Ledger {
     fn from(object: LedgerObject) -> Ledger {
         let (spec, status) = (object.spec.0, object.status.0);

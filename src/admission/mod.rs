@@ -208,6 +208,7 @@ pub fn change(
         },
         annotations: annotations(object),
         old_annotations: annotations(old_object),
+        deleting: old_object.is_some_and(|o| o.metadata.deletion_timestamp.is_some()),
         now,
     };
     if change.target.is_namespace_finalize() {
@@ -345,7 +346,8 @@ mod tests {
     }
 
     fn pod(finalizers: Value) -> Value {
-        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": "team-a", "uid": "u-1", "finalizers": finalizers}})
+        // Being deleted: what an override can release.
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": "team-a", "uid": "u-1", "deletionTimestamp": "2026-11-21T07:00:00Z", "finalizers": finalizers}})
     }
 
     fn response(r: &Reviewed) -> Value {
@@ -402,6 +404,30 @@ mod tests {
         body["apiVersion"] = json!("admission.k8s.io/v1beta1");
         let r = review(&p, &serde_json::to_vec(&body).unwrap()).unwrap();
         assert_eq!(response(&r)["apiVersion"], "admission.k8s.io/v1beta1");
+    }
+
+    #[test]
+    fn an_override_on_a_live_object_is_quoted_and_refused() {
+        let p = Policy::embedded_default();
+        let live = |finalizers: Value| {
+            let mut pod = pod(finalizers);
+            pod["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .remove("deletionTimestamp");
+            pod["metadata"]["annotations"] =
+                json!({"finalizer-guard.io/override": "node-lost: INC-4711 left behind"});
+            pod
+        };
+        let r = review(
+            &p,
+            &update(live(json!(["example.com/a"])), live(json!([])), "alice"),
+        )
+        .unwrap();
+        assert_eq!(r.verdict(), Verdict::Denied);
+        let msg = r.message.unwrap();
+        assert!(msg.contains("INC-4711 left behind"), "{msg}");
+        assert!(msg.contains("not being deleted"), "{msg}");
     }
 
     #[test]

@@ -169,6 +169,16 @@ pub fn owner(
     })
 }
 
+/// The built-in controllers that own `finalizer`, whoever asks.
+pub fn owners_of(
+    finalizer: &str,
+    field: FinalizerField,
+) -> impl Iterator<Item = &'static BuiltinController> {
+    BUILTIN_CONTROLLERS
+        .iter()
+        .filter(move |c| c.field == field && c.finalizers.contains(&finalizer))
+}
+
 /// Every username in the table, for the webhook configuration's matchConditions.
 pub fn all_usernames() -> Vec<&'static str> {
     let mut names = vec![KUBE_CONTROLLER_MANAGER];

@@ -115,6 +115,9 @@ pub struct OverrideSettings {
     pub reasons: Vec<String>,
     /// Two-person rule: when set, an override must be approved in advance.
     pub approval: Option<Approval>,
+    /// An override releases only an object being deleted (`deletionTimestamp`
+    /// set), so one left on a live object authorizes nothing later.
+    pub require_deletion: bool,
 }
 
 /// Who may approve an override, and for how long an approval may run.
@@ -358,6 +361,8 @@ struct OverrideFile {
     reasons: Option<Vec<String>>,
     #[serde(default)]
     approval: Option<ApprovalFile>,
+    #[serde(default = "yes")]
+    require_deletion: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -533,6 +538,7 @@ fn validate_override(
         annotation: None,
         reasons: None,
         approval: None,
+        require_deletion: true,
     });
     let annotation = file
         .annotation
@@ -586,6 +592,7 @@ fn validate_override(
         annotation,
         reasons,
         approval,
+        require_deletion: file.require_deletion,
     }
 }
 

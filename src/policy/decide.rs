@@ -78,6 +78,15 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
         (None, None) => Err(OverrideProblem::Absent),
         (None, Some(value)) => overrides::parse(value, &settings.reasons),
     };
+    // An override releases only an object being deleted: one forgotten on a
+    // live object must not authorize every later removal, by anyone.
+    let parsed = parsed.and_then(|valid| {
+        if settings.require_deletion && !change.deleting {
+            Err(OverrideProblem::NotDeleting)
+        } else {
+            Ok(valid)
+        }
+    });
     let outcome = match parsed {
         Ok(valid) => Outcome::Override(valid),
         // 6. Otherwise denied (or, in warn mode, allowed with a warning).
@@ -194,13 +203,18 @@ fn authority(
 
 /// Whether `rule` lets `requester` remove `finalizer` from `target`.
 fn covers(rule: &Rule, requester: &Requester<'_>, target: &Target<'_>, finalizer: &str) -> bool {
-    let finalizer_ok = rule.finalizers.iter().any(|p| p.matches(finalizer));
     let requester_ok = rule.users.iter().any(|u| u == requester.username)
         || rule
             .service_accounts
             .iter()
             .any(|sa| sa == requester.username)
         || rule.groups.iter().any(|g| requester.groups.contains(g));
+    requester_ok && in_scope(rule, target, finalizer)
+}
+
+/// Whether `rule` is about `finalizer` on `target`, whoever asks.
+fn in_scope(rule: &Rule, target: &Target<'_>, finalizer: &str) -> bool {
+    let finalizer_ok = rule.finalizers.iter().any(|p| p.matches(finalizer));
     let namespace_ok = match &rule.namespaces {
         None => true,
         Some(namespaces) => target
@@ -213,7 +227,17 @@ fn covers(rule: &Rule, requester: &Requester<'_>, target: &Target<'_>, finalizer
             .iter()
             .any(|r| r.matches(target.group, target.resource)),
     };
-    finalizer_ok && requester_ok && namespace_ok && resource_ok
+    finalizer_ok && namespace_ok && resource_ok
+}
+
+/// The rules that let someone remove `finalizer` from `target`: its owners,
+/// as far as the policy knows them.
+pub fn rules_for<'p>(policy: &'p Policy, target: &Target<'_>, finalizer: &str) -> Vec<&'p Rule> {
+    policy
+        .rules
+        .iter()
+        .filter(|rule| in_scope(rule, target, finalizer))
+        .collect()
 }
 
 #[cfg(test)]
@@ -239,6 +263,7 @@ mod tests {
         spec_new: Vec<String>,
         annotations: BTreeMap<String, String>,
         old_annotations: BTreeMap<String, String>,
+        deleting: bool,
         now: jiff::Timestamp,
     }
 
@@ -261,6 +286,8 @@ mod tests {
             spec_new: Vec::new(),
             annotations: BTreeMap::new(),
             old_annotations: BTreeMap::new(),
+            // Most cases are objects stuck in Terminating.
+            deleting: true,
             now: "2026-11-21T08:00:00Z".parse().unwrap(),
         }
     }
@@ -298,6 +325,11 @@ mod tests {
             self.annotations.insert(key.into(), value.into());
             self
         }
+        /// The object is not being deleted.
+        fn live(mut self) -> Self {
+            self.deleting = false;
+            self
+        }
         fn with_override(self, value: &str) -> Self {
             self.annotate("finalizer-guard.io/override", value)
         }
@@ -325,6 +357,7 @@ mod tests {
                 },
                 annotations: &self.annotations,
                 old_annotations: &self.old_annotations,
+                deleting: self.deleting,
                 now: self.now,
             };
             decide(&change, policy)
@@ -671,6 +704,28 @@ rules:
     }
 
     #[test]
+    fn an_override_releases_only_an_object_being_deleted() {
+        let p = contract_policy();
+        let live = pod_update("oncall")
+            .removing(&["example.com/cleanup"], &[])
+            .with_override("node-lost: INC-4711 server-1 powered off")
+            .live();
+        // An override forgotten on a live object authorizes nothing later.
+        assert_eq!(
+            live.decide(&p).outcome,
+            denied(OverrideProblem::NotDeleting)
+        );
+        // Rules still apply to live objects.
+        let alice = pod_update("alice")
+            .removing(&["example.com/cleanup"], &[])
+            .live();
+        assert_eq!(alice.decide(&p).outcome, Outcome::Authorized);
+        // The policy may lift the rule.
+        let lifted = policy("override:\n  requireDeletion: false\n");
+        assert!(matches!(live.decide(&lifted).outcome, Outcome::Override(_)));
+    }
+
+    #[test]
     fn override_is_not_consulted_when_everything_is_authorized() {
         let p = contract_policy();
         let d = pod_update("alice")
@@ -908,6 +963,14 @@ rules:
             let d = c.decide(&warn);
             assert!(d.allowed() && d.audited());
             assert_eq!(d.unauthorized().count(), 1);
+        }
+
+        #[test]
+        fn an_approval_on_a_live_object_releases_nothing() {
+            let d = strip("oncall", approval("sec-lead", "2026-11-21T09:00:00Z"))
+                .live()
+                .decide(&policy());
+            assert_eq!(d.outcome, denied(OverrideProblem::NotDeleting));
         }
 
         #[test]

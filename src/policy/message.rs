@@ -244,6 +244,7 @@ mod tests {
             },
             annotations,
             old_annotations: annotations,
+            deleting: true,
             now: jiff::Timestamp::UNIX_EPOCH,
         };
         let d = decide(&change, policy);

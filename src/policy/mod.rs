@@ -15,7 +15,7 @@ pub mod overrides;
 use std::collections::BTreeMap;
 
 pub use config::{Approval, InvalidPolicy, Mode, Policy, PolicyError};
-pub use decide::decide;
+pub use decide::{decide, rules_for};
 pub use load::{LoadError, from_bytes, load};
 pub use overrides::{Override, OverrideProblem};
 
@@ -127,6 +127,8 @@ pub struct Change<'a> {
     pub annotations: &'a BTreeMap<String, String>,
     /// The annotations of `oldObject` (empty for CREATE).
     pub old_annotations: &'a BTreeMap<String, String>,
+    /// `oldObject` has a `deletionTimestamp`: the object is being deleted.
+    pub deleting: bool,
     /// The webhook's clock, for the two-person rule's expiry. Passed in: the core reads no clock.
     pub now: jiff::Timestamp,
 }

@@ -26,6 +26,8 @@ pub enum OverrideProblem {
     Expired(String),
     /// Two-person rule: the approver may not use their own approval.
     SelfApproved(String),
+    /// `override.requireDeletion`: the object is not being deleted.
+    NotDeleting,
 }
 
 impl std::fmt::Display for OverrideProblem {
@@ -44,6 +46,9 @@ impl std::fmt::Display for OverrideProblem {
             ),
             OverrideProblem::ApprovalChanged => f.write_str("this request changes the approval it would use"),
             OverrideProblem::Expired(at) => write!(f, "the approval expired (override-expires {at:?})"),
+            OverrideProblem::NotDeleting => f.write_str(
+                "the object is not being deleted: an override only releases an object stuck in Terminating (delete it first)",
+            ),
             OverrideProblem::SelfApproved(who) => {
                 write!(f, "{who:?} approved it and may not use their own approval: another person must remove the finalizer")
             }

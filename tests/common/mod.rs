@@ -141,6 +141,7 @@ pub async fn start_with(
     }
 }
 
+/// Pod `web-0` on a lost node, being deleted.
 pub fn pod(finalizers: Value, annotations: Value) -> Value {
     json!({
         "apiVersion": "v1",
@@ -149,6 +150,7 @@ pub fn pod(finalizers: Value, annotations: Value) -> Value {
             "name": "web-0",
             "namespace": "team-a",
             "uid": "6f0ad0c1-5d0c-4bd3-9a35-0c6a2b1d7e11",
+            "deletionTimestamp": "2026-11-21T07:00:00Z",
             "finalizers": finalizers,
             "annotations": annotations,
         },

@@ -128,6 +128,48 @@ impl Cluster {
         self.kubectl("admin", args)
     }
 
+    /// `finalizer-guard ARGS` as `user`, reading their kubeconfig as kubectl would.
+    pub fn finalizer_guard(&self, user: &str, args: &[&str]) -> Run {
+        let out = self
+            .finalizer_guard_command(user, args)
+            .output()
+            .expect("finalizer-guard runs");
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    pub fn finalizer_guard_command(&self, user: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin());
+        cmd.env("KUBECONFIG", self.kubeconfig(user))
+            .env("NO_COLOR", "1")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// `kubectl finalizer-guard ARGS`: the binary installed as a kubectl plugin.
+    pub fn plugin(&self, user: &str, args: &[&str]) -> Run {
+        let dir = self.dir.join("plugins");
+        let link = dir.join("kubectl-finalizer_guard");
+        if !link.exists() {
+            fs::create_dir_all(&dir).unwrap();
+            std::os::unix::fs::symlink(bin(), &link).unwrap();
+        }
+        let path = format!(
+            "{}:{}",
+            dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut full = vec!["finalizer-guard"];
+        full.extend_from_slice(args);
+        self.kubectl_env(user, &full, None, &[("PATH", &path)])
+    }
+
     /// `kubectl apply -f -` as admin.
     pub fn apply(&self, manifest: &Value) -> Run {
         self.kubectl_in(
@@ -358,6 +400,21 @@ impl Env {
         }
         let before = self.policy_reloads();
         fs::write(&path, yaml).unwrap();
+        // The installed ConfigMap says the same, as a kubelet would sync it
+        // into the webhook's volume: `unstick` reads the policy from there.
+        let patch = json!({"data": {"policy.yaml": yaml}}).to_string();
+        self.cluster
+            .admin(&[
+                "patch",
+                "configmap",
+                "finalizer-guard-policy",
+                "-n",
+                NAMESPACE,
+                "--type=merge",
+                "-p",
+                &patch,
+            ])
+            .ok();
         if self.server.is_some() {
             wait_until("the server to reload its policy", 30, || {
                 self.policy_reloads() > before

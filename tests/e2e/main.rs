@@ -10,6 +10,7 @@
 //! installed webhook configuration.
 
 mod harness;
+mod unstick;
 
 use std::time::Duration;
 
@@ -97,9 +98,20 @@ fn deployment(ns: &str, name: &str, replicas: u32) -> Value {
     })
 }
 
-/// Releases an object with an override, as admin, so its namespace can go.
+/// Deletes an object and releases it with an override, as admin, so its
+/// namespace can go. (An override releases only an object being deleted.)
 fn release(env: &Env, kind: &str, name: &str, ns: &str) {
     let c = &env.cluster;
+    c.admin(&[
+        "delete",
+        kind,
+        name,
+        "-n",
+        ns,
+        "--wait=false",
+        "--ignore-not-found",
+    ])
+    .ok();
     c.admin(&[
         "annotate",
         "--overwrite",

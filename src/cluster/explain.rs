@@ -1,0 +1,707 @@
+//! For each finalizer of a stuck object: who owns it, whether the owner
+//! looks alive, what may leak, and whether you may remove it under the policy.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::GroupVersionKind;
+use serde::Serialize;
+
+use super::{Found, Identity};
+use crate::admission::lean::ledger_of;
+use crate::ledger::Ledger;
+use crate::policy::builtin::{self, BuiltinController};
+use crate::policy::{
+    self, Change, FinalizerField, FinalizerLists, Operation, Outcome, OverrideProblem, Policy,
+    Requester, Target, approval,
+};
+
+/// Who owns a finalizer.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Owner {
+    /// One of Kubernetes' own controllers.
+    Builtin {
+        controller: &'static str,
+        #[serde(rename = "runsIn")]
+        runs_in: &'static str,
+    },
+    /// The policy's rules that let someone remove it here.
+    Rules {
+        rules: Vec<RuleOwner>,
+    },
+    Unknown,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleOwner {
+    pub rule: String,
+    /// `user:NAME`, `group:NAME`, `serviceaccount:NS:NAME`.
+    pub identities: Vec<String>,
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Owner::Builtin {
+                controller,
+                runs_in,
+            } => write!(f, "built-in controller {controller} ({runs_in})"),
+            Owner::Rules { rules } => {
+                let parts: Vec<String> = rules
+                    .iter()
+                    .map(|r| format!("rule {} ({})", r.rule, r.identities.join(", ")))
+                    .collect();
+                f.write_str(&parts.join("; "))
+            }
+            Owner::Unknown => {
+                f.write_str("unknown: no built-in controller or policy rule names it")
+            }
+        }
+    }
+}
+
+/// Whether the owner looks alive, where the cluster can tell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", content = "why", rename_all = "kebab-case")]
+pub enum Liveness {
+    Alive(String),
+    Gone(String),
+    Unknown(String),
+}
+
+impl std::fmt::Display for Liveness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Liveness::Alive(why) => write!(f, "yes: {why}"),
+            Liveness::Gone(why) => write!(f, "no: {why}"),
+            Liveness::Unknown(why) => write!(f, "cannot tell: {why}"),
+        }
+    }
+}
+
+/// Whether the person running the command may remove the finalizer, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "answer", rename_all = "kebab-case")]
+pub enum Removable {
+    /// A rule or a built-in controller authorizes you.
+    Authorized { by: String },
+    /// With an override annotation you write: `--reason R --detail T`.
+    WithOverride {
+        annotation: String,
+        reasons: Vec<String>,
+    },
+    /// Two-person rule: with the approval already on the object.
+    WithApproval {
+        #[serde(rename = "approvedBy")]
+        approved_by: String,
+        expires: String,
+    },
+    /// Two-person rule: an approver must approve first (or again).
+    NeedsApproval { why: String, approvers: String },
+    /// Not while the object is not being deleted.
+    NotDeleting,
+    /// Something else in the policy refuses it.
+    No { why: String },
+}
+
+impl std::fmt::Display for Removable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Removable::Authorized { by } => write!(f, "yes, authorized by {by}"),
+            Removable::WithOverride {
+                annotation,
+                reasons,
+            } => write!(
+                f,
+                "only with an override ({annotation}): --reason {} --detail TEXT",
+                reasons.join("|")
+            ),
+            Removable::WithApproval {
+                approved_by,
+                expires,
+            } => write!(
+                f,
+                "yes, with the approval by {approved_by} (expires {expires})"
+            ),
+            Removable::NeedsApproval { why, approvers } => write!(
+                f,
+                "not yet: {why}; an approver ({approvers}) runs `finalizer-guard approve`"
+            ),
+            Removable::NotDeleting => f.write_str(
+                "no: the object is not being deleted (an override releases only a Terminating object)",
+            ),
+            Removable::No { why } => write!(f, "no: {why}"),
+        }
+    }
+}
+
+/// One finalizer, explained.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinalizerReport {
+    pub name: String,
+    pub field: FinalizerField,
+    pub owner: Owner,
+    pub owner_alive: Liveness,
+    pub removable: Removable,
+}
+
+/// What the cluster says about owners, read once per run.
+pub struct Probe {
+    client: Client,
+    pub not_ready_for: Duration,
+    nodes: HashMap<String, Liveness>,
+    leases: HashMap<&'static str, Liveness>,
+    service_accounts: HashMap<String, Liveness>,
+    apiservices: Option<Vec<String>>,
+}
+
+impl Probe {
+    pub fn new(client: Client, not_ready_for: Duration) -> Probe {
+        Probe {
+            client,
+            not_ready_for,
+            nodes: HashMap::new(),
+            leases: HashMap::new(),
+            service_accounts: HashMap::new(),
+            apiservices: None,
+        }
+    }
+
+    /// A node: gone when absent, or NotReady for longer than `not_ready_for`.
+    pub async fn node(&mut self, name: &str) -> Liveness {
+        if let Some(l) = self.nodes.get(name) {
+            return l.clone();
+        }
+        let api: Api<Node> = Api::all(self.client.clone());
+        let liveness = match api.get_opt(name).await {
+            Ok(None) => Liveness::Gone(format!("node {name} does not exist")),
+            Ok(Some(node)) => self.node_liveness(name, &node),
+            Err(e) => Liveness::Unknown(format!("cannot read node {name}: {}", short(&e))),
+        };
+        self.nodes.insert(name.to_string(), liveness.clone());
+        liveness
+    }
+
+    fn node_liveness(&self, name: &str, node: &Node) -> Liveness {
+        let ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+        let now = Timestamp::now();
+        match ready {
+            Some(c) if c.status == "True" => Liveness::Alive(format!("node {name} is Ready")),
+            Some(c) => {
+                let since = c
+                    .last_transition_time
+                    .as_ref()
+                    .map(|t| t.0)
+                    .or_else(|| node.metadata.creation_timestamp.as_ref().map(|t| t.0));
+                let state = format!("Ready={}", c.status);
+                self.not_ready(name, &state, since, now)
+            }
+            None => {
+                let since = node.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                self.not_ready(name, "never reported Ready", since, now)
+            }
+        }
+    }
+
+    fn not_ready(
+        &self,
+        name: &str,
+        state: &str,
+        since: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Liveness {
+        let Some(since) = since else {
+            return Liveness::Unknown(format!("node {name} {state}, since an unknown time"));
+        };
+        let for_ = now.duration_since(since).unsigned_abs();
+        if for_ >= self.not_ready_for {
+            Liveness::Gone(format!(
+                "node {name} {state} for {} (past --not-ready-for {})",
+                age(for_),
+                age(self.not_ready_for)
+            ))
+        } else {
+            Liveness::Unknown(format!(
+                "node {name} {state} for only {} (--not-ready-for {})",
+                age(for_),
+                age(self.not_ready_for)
+            ))
+        }
+    }
+
+    /// A control-plane component, by its leader-election Lease in kube-system.
+    async fn lease(&mut self, component: &'static str) -> Liveness {
+        if let Some(l) = self.leases.get(component) {
+            return l.clone();
+        }
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), "kube-system");
+        let liveness = match api.get_opt(component).await {
+            Ok(Some(lease)) => {
+                let spec = lease.spec.unwrap_or_default();
+                let renewed = spec.renew_time.map(|t| t.0);
+                let duration = Duration::from_secs(
+                    spec.lease_duration_seconds
+                        .unwrap_or(15)
+                        .max(1)
+                        .unsigned_abs()
+                        .into(),
+                );
+                match renewed {
+                    Some(t) => {
+                        let ago = Timestamp::now().duration_since(t).unsigned_abs();
+                        if ago <= duration * 2 {
+                            Liveness::Alive(format!(
+                                "{component} holds its lease (renewed {} ago)",
+                                age(ago)
+                            ))
+                        } else {
+                            Liveness::Gone(format!(
+                                "{component}'s lease was last renewed {} ago",
+                                age(ago)
+                            ))
+                        }
+                    }
+                    None => Liveness::Unknown(format!("{component}'s lease has no renewTime")),
+                }
+            }
+            Ok(None) => Liveness::Unknown(format!("no lease kube-system/{component}")),
+            Err(e) => Liveness::Unknown(format!(
+                "cannot read lease kube-system/{component}: {}",
+                short(&e)
+            )),
+        };
+        self.leases.insert(component, liveness.clone());
+        liveness
+    }
+
+    /// A controller by its ServiceAccount: does a Ready pod run as it?
+    async fn service_account(&mut self, username: &str) -> Option<Liveness> {
+        let rest = username.strip_prefix("system:serviceaccount:")?;
+        let (ns, name) = rest.split_once(':')?;
+        if let Some(l) = self.service_accounts.get(username) {
+            return Some(l.clone());
+        }
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let params = ListParams::default().fields(&format!("spec.serviceAccountName={name}"));
+        let liveness = match api.list(&params).await {
+            Ok(pods) => {
+                let ready = pods.items.iter().filter(|p| pod_ready(p)).count();
+                if ready > 0 {
+                    Liveness::Alive(format!(
+                        "{ready} Ready pod(s) run as serviceaccount {ns}:{name}"
+                    ))
+                } else {
+                    Liveness::Gone(format!(
+                        "no Ready pod runs as serviceaccount {ns}:{name} ({} pod(s) in all)",
+                        pods.items.len()
+                    ))
+                }
+            }
+            Err(e) => Liveness::Unknown(format!("cannot list pods in {ns}: {}", short(&e))),
+        };
+        self.service_accounts
+            .insert(username.to_string(), liveness.clone());
+        Some(liveness)
+    }
+
+    /// APIServices that are not Available: what blocks a namespace's deletion.
+    pub async fn unavailable_apiservices(&mut self) -> Vec<String> {
+        if let Some(list) = &self.apiservices {
+            return list.clone();
+        }
+        let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
+        let resource = kube::api::ApiResource::from_gvk(&gvk);
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let list = match api.list(&ListParams::default()).await {
+            Ok(list) => list
+                .items
+                .iter()
+                .filter_map(|s| {
+                    let available = s.data["status"]["conditions"]
+                        .as_array()?
+                        .iter()
+                        .find(|c| c["type"] == "Available")?
+                        .clone();
+                    (available["status"] != "True").then(|| {
+                        format!(
+                            "APIService {} is not Available ({}: {})",
+                            s.metadata.name.as_deref().unwrap_or_default(),
+                            available["reason"].as_str().unwrap_or("no reason"),
+                            available["message"].as_str().unwrap_or("no message")
+                        )
+                    })
+                })
+                .collect(),
+            Err(e) => vec![format!("cannot list APIServices: {}", short(&e))],
+        };
+        self.apiservices = Some(list.clone());
+        list
+    }
+
+    /// Whether the owner of `finalizer` on `found` looks alive.
+    pub async fn owner_alive(&mut self, found: &Found, owner: &Owner) -> Liveness {
+        match owner {
+            Owner::Builtin { runs_in, .. } if *runs_in == "kube-apiserver" => {
+                Liveness::Alive("kube-apiserver answers".into())
+            }
+            Owner::Builtin { runs_in, .. } => self.lease(runs_in).await,
+            // A pod's other finalizers belong to agents on its node.
+            _ if found.resource.plural == "pods" && found.resource.group.is_empty() => {
+                match found.object.data["spec"]["nodeName"].as_str() {
+                    Some(node) if !node.is_empty() => self.node(node).await,
+                    _ => Liveness::Unknown("the pod is not bound to a node".into()),
+                }
+            }
+            Owner::Rules { rules } => {
+                let mut seen = Vec::new();
+                for rule in rules {
+                    for id in &rule.identities {
+                        if let Some(sa) = id.strip_prefix("serviceaccount:") {
+                            let username = format!("system:serviceaccount:{sa}");
+                            if let Some(l) = self.service_account(&username).await {
+                                if matches!(l, Liveness::Alive(_)) {
+                                    return l;
+                                }
+                                seen.push(l);
+                            }
+                        }
+                    }
+                }
+                seen.into_iter().next().unwrap_or_else(|| {
+                    Liveness::Unknown("its rules name people or groups, not a controller".into())
+                })
+            }
+            Owner::Unknown => Liveness::Unknown("no owner is known".into()),
+        }
+    }
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn short(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `3d4h`, `12m`, `40s`: as kubectl prints ages.
+pub fn age(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m", s / 60),
+        7200..172_800 => format!("{}h{}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+/// Where a built-in controller runs, by the name of its leader lease.
+fn runs_in(controller: &BuiltinController) -> &'static str {
+    match controller.name {
+        "customresourcedefinition-finalizer" => "kube-apiserver",
+        "service" => "cloud-controller-manager",
+        "kube-scheduler" => "kube-scheduler",
+        _ => "kube-controller-manager",
+    }
+}
+
+/// The admission target a removal of `field` from `found` is written to.
+pub struct Written<'a> {
+    pub group: &'a str,
+    pub resource: &'a str,
+    pub subresource: &'a str,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+}
+
+impl<'a> Written<'a> {
+    pub fn of(found: &'a Found, field: FinalizerField) -> Written<'a> {
+        Written {
+            group: &found.resource.group,
+            resource: &found.resource.plural,
+            subresource: if field == FinalizerField::Spec {
+                "finalize"
+            } else {
+                ""
+            },
+            namespace: if found.is_namespace() {
+                found.object.metadata.name.as_deref()
+            } else {
+                found.namespace()
+            },
+            name: found.name(),
+        }
+    }
+
+    fn target(&self) -> Target<'a> {
+        Target {
+            group: self.group,
+            resource: self.resource,
+            subresource: self.subresource,
+            namespace: self.namespace,
+            name: self.name,
+        }
+    }
+}
+
+/// Who owns `finalizer` on `found`, by the built-in table and the policy.
+pub fn owner(policy: &Policy, found: &Found, finalizer: &str, field: FinalizerField) -> Owner {
+    if policy.builtin_controllers
+        && let Some(c) = builtin::owners_of(finalizer, field).next()
+    {
+        return Owner::Builtin {
+            controller: c.name,
+            runs_in: runs_in(c),
+        };
+    }
+    let written = Written::of(found, field);
+    let rules = policy::rules_for(policy, &written.target(), finalizer);
+    if rules.is_empty() {
+        return Owner::Unknown;
+    }
+    Owner::Rules {
+        rules: rules
+            .into_iter()
+            .map(|r| RuleOwner {
+                rule: r.label.clone(),
+                identities: r
+                    .users
+                    .iter()
+                    .map(|u| format!("user:{u}"))
+                    .chain(r.groups.iter().map(|g| format!("group:{g}")))
+                    .chain(r.service_accounts.iter().map(|sa| {
+                        format!(
+                            "serviceaccount:{}",
+                            sa.strip_prefix("system:serviceaccount:").unwrap_or(sa)
+                        )
+                    }))
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// A removal as the webhook will see it: decided by the webhook's own core.
+pub struct Proposed<'a> {
+    pub found: &'a Found,
+    pub field: FinalizerField,
+    pub remove: &'a [String],
+    pub identity: &'a Identity,
+    /// The annotations the write will carry (`object`).
+    pub annotations: &'a BTreeMap<String, String>,
+}
+
+impl Proposed<'_> {
+    pub fn decide(&self, policy: &Policy) -> policy::Decision {
+        let old_annotations = self
+            .found
+            .object
+            .metadata
+            .annotations
+            .clone()
+            .unwrap_or_default();
+        let old: Vec<String> = match self.field {
+            FinalizerField::Metadata => self.found.metadata_finalizers(),
+            FinalizerField::Spec => self.found.spec_finalizers(),
+        };
+        let new: Vec<String> = old
+            .iter()
+            .filter(|f| !self.remove.contains(f))
+            .cloned()
+            .collect();
+        let lists = FinalizerLists {
+            old: &old,
+            new: &new,
+        };
+        let written = Written::of(self.found, self.field);
+        let change = Change {
+            operation: Operation::Update,
+            target: written.target(),
+            requester: Requester {
+                username: &self.identity.username,
+                groups: &self.identity.groups,
+            },
+            metadata_finalizers: if self.field == FinalizerField::Metadata {
+                lists
+            } else {
+                FinalizerLists::default()
+            },
+            spec_finalizers: if self.field == FinalizerField::Spec {
+                lists
+            } else {
+                FinalizerLists::default()
+            },
+            annotations: self.annotations,
+            old_annotations: &old_annotations,
+            deleting: self.found.object.metadata.deletion_timestamp.is_some(),
+            now: Timestamp::now(),
+        };
+        policy::decide(&change, policy)
+    }
+}
+
+/// Whether you may remove `finalizer`, and how.
+pub fn removable(
+    policy: &Policy,
+    found: &Found,
+    finalizer: &str,
+    field: FinalizerField,
+    identity: &Identity,
+) -> Removable {
+    let current = found
+        .object
+        .metadata
+        .annotations
+        .clone()
+        .unwrap_or_default();
+    let remove = [finalizer.to_string()];
+    let proposed = |annotations: &BTreeMap<String, String>| {
+        Proposed {
+            found,
+            field,
+            remove: &remove,
+            identity,
+            annotations,
+        }
+        .decide(policy)
+    };
+    let settings = &policy.override_settings;
+    let as_is = proposed(&current);
+    if let Some(by) = as_is.removed.iter().find_map(|r| r.authorized_by.as_ref()) {
+        return Removable::Authorized { by: by.to_string() };
+    }
+    if settings.require_deletion && found.object.metadata.deletion_timestamp.is_none() {
+        return Removable::NotDeleting;
+    }
+    if let Some(approval_policy) = &settings.approval {
+        return match as_is.outcome {
+            Outcome::Override(_) => Removable::WithApproval {
+                approved_by: as_is.evidence.approved_by.unwrap_or_default(),
+                expires: as_is.evidence.override_expires.unwrap_or_default(),
+            },
+            Outcome::Denied { problem, .. } => Removable::NeedsApproval {
+                why: approval_problem(&problem),
+                approvers: approval_policy.describe_approvers(),
+            },
+            other => Removable::No {
+                why: format!("{other:?}"),
+            },
+        };
+    }
+    // Would an override you write do it?
+    let mut with_override = current.clone();
+    let reason = settings.reasons.first().cloned().unwrap_or_default();
+    with_override.insert(settings.annotation.clone(), format!("{reason}: check"));
+    match proposed(&with_override).outcome {
+        Outcome::Override(_) => Removable::WithOverride {
+            annotation: settings.annotation.clone(),
+            reasons: settings.reasons.clone(),
+        },
+        Outcome::Denied { problem, .. } => Removable::No {
+            why: problem.to_string(),
+        },
+        other => Removable::No {
+            why: format!("{other:?}"),
+        },
+    }
+}
+
+/// The two-person rule's problems, said plainly.
+pub fn approval_problem(problem: &OverrideProblem) -> String {
+    match problem {
+        OverrideProblem::Absent | OverrideProblem::NotApprovedEarlier => format!(
+            "no approval on the object ({} and {} are missing)",
+            approval::APPROVED_BY,
+            approval::OVERRIDE_EXPIRES
+        ),
+        OverrideProblem::Expired(at) => format!("the approval expired at {at}"),
+        OverrideProblem::SelfApproved(who) => {
+            format!("the approval is your own ({who}): another person must run unstick")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Explains every finalizer of `found`, or only those in `only`.
+pub async fn explain(
+    probe: &mut Probe,
+    policy: &Policy,
+    found: &Found,
+    only: &[String],
+    identity: &Identity,
+) -> Vec<FinalizerReport> {
+    let mut out = Vec::new();
+    let lists = [
+        (FinalizerField::Metadata, found.metadata_finalizers()),
+        (FinalizerField::Spec, found.spec_finalizers()),
+    ];
+    for (field, names) in lists {
+        for name in names {
+            if !only.is_empty() && !only.contains(&name) {
+                continue;
+            }
+            if out
+                .iter()
+                .any(|r: &FinalizerReport| r.name == name && r.field == field)
+            {
+                continue;
+            }
+            let owner = owner(policy, found, &name, field);
+            let owner_alive = probe.owner_alive(found, &owner).await;
+            let removable = removable(policy, found, &name, field, identity);
+            out.push(FinalizerReport {
+                name,
+                field,
+                owner,
+                owner_alive,
+                removable,
+            });
+        }
+    }
+    out
+}
+
+/// What the object's finalizers were protecting.
+pub fn may_leak(found: &Found) -> Ledger {
+    let value = serde_json::to_value(&found.object).unwrap_or_default();
+    ledger_of(&value)
+}
+
+/// Why a namespace is stuck: its own conditions, and unavailable APIServices.
+pub async fn namespace_blockers(probe: &mut Probe, found: &Found) -> Vec<String> {
+    if !found.is_namespace() {
+        return Vec::new();
+    }
+    let mut out: Vec<String> = found.object.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["status"] == "True")
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["type"].as_str().unwrap_or_default(),
+                c["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    out.extend(probe.unavailable_apiservices().await);
+    out
+}

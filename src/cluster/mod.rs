@@ -1,0 +1,261 @@
+//! The commands that talk to a cluster: `unstick` and `approve`.
+//!
+//! They read kubeconfig as kubectl does, select objects as kubectl does
+//! (`TYPE/NAME`, `-n`, `-A`, `-l`, `--node`) and write only through the API
+//! server, so every write meets the webhook. "May this finalizer go, and
+//! how?" is answered by [`crate::policy::decide`], the webhook's own core.
+
+pub mod approve;
+mod explain;
+mod select;
+pub mod unstick;
+
+use std::path::PathBuf;
+
+use clap::Args;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+use crate::policy::{self, Policy};
+
+pub use select::{Found, Selection};
+
+/// The webhook's name in the ValidatingWebhookConfiguration (CONTRACT.md, "Deployment").
+pub const WEBHOOK_NAME: &str = "finalizers.finalizer-guard.io";
+/// Where `manifests/` installs the policy.
+pub const POLICY_NAMESPACE: &str = "finalizer-guard";
+pub const POLICY_CONFIGMAP: &str = "finalizer-guard-policy";
+pub const POLICY_KEY: &str = "policy.yaml";
+/// The field manager of every write these commands make.
+pub const FIELD_MANAGER: &str = "finalizer-guard";
+
+/// Why a command could not talk to the cluster, or was asked wrongly: exit 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(String),
+    #[error("cannot reach the API server: {0}")]
+    Connect(String),
+    #[error("{what}: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("policy {source_name}: {error}")]
+    Policy { source_name: String, error: String },
+}
+
+impl ClusterError {
+    pub fn api(what: impl Into<String>, source: kube::Error) -> Self {
+        ClusterError::Api {
+            what: what.into(),
+            source: Box::new(source),
+        }
+    }
+}
+
+/// kubeconfig and context, read as kubectl reads them.
+#[derive(Debug, Clone, Args)]
+pub struct Connection {
+    /// Path to the kubeconfig file. Default: $KUBECONFIG, then ~/.kube/config, then in-cluster.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use. Default: the current context.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+/// Who the commands act as: what `kubectl auth whoami` prints.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Identity {
+    pub username: String,
+    pub groups: Vec<String>,
+}
+
+/// A connected client, the context's namespace and who we are.
+pub struct Session {
+    pub client: Client,
+    /// The context's namespace, or `default`.
+    pub namespace: String,
+    pub identity: Identity,
+}
+
+impl Connection {
+    pub async fn connect(&self) -> Result<Session, ClusterError> {
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            cluster: None,
+            user: None,
+        };
+        let config = match (&self.kubeconfig, &self.context) {
+            (Some(path), _) => {
+                let file = Kubeconfig::read_from(path)
+                    .map_err(|e| ClusterError::Kubeconfig(format!("{}: {e}", path.display())))?;
+                Config::from_custom_kubeconfig(file, &options)
+                    .await
+                    .map_err(|e| ClusterError::Kubeconfig(e.to_string()))?
+            }
+            (None, Some(_)) => Config::from_kubeconfig(&options)
+                .await
+                .map_err(|e| ClusterError::Kubeconfig(e.to_string()))?,
+            (None, None) => Config::infer()
+                .await
+                .map_err(|e| ClusterError::Kubeconfig(e.to_string()))?,
+        };
+        let namespace = config.default_namespace.clone();
+        let client =
+            Client::try_from(config).map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
+        let identity = whoami(&client).await?;
+        Ok(Session {
+            client,
+            namespace,
+            identity,
+        })
+    }
+}
+
+/// `kubectl auth whoami`: a SelfSubjectReview. Also proves the connection.
+async fn whoami(client: &Client) -> Result<Identity, ClusterError> {
+    let api: Api<SelfSubjectReview> = Api::all(client.clone());
+    let review = api
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(_) => ClusterError::api("who am I (SelfSubjectReview)", e),
+            other => ClusterError::Connect(other.to_string()),
+        })?;
+    let user = review.status.and_then(|s| s.user_info).unwrap_or_default();
+    Ok(Identity {
+        username: user.username.unwrap_or_default(),
+        groups: user.groups.unwrap_or_default(),
+    })
+}
+
+/// Where the policy came from, for the report.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicySource {
+    /// `FILE`, `configmap NS/NAME`, or `embedded default`.
+    pub name: String,
+    /// Something the operator should know about it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The policy the cluster runs (its ConfigMap), or `--policy FILE`.
+pub async fn cluster_policy(
+    client: &Client,
+    file: Option<&std::path::Path>,
+) -> Result<(Policy, PolicySource), ClusterError> {
+    if let Some(path) = file {
+        let policy = policy::load(path).map_err(|e| ClusterError::Policy {
+            source_name: path.display().to_string(),
+            error: e.to_string(),
+        })?;
+        let source = PolicySource {
+            name: path.display().to_string(),
+            note: None,
+        };
+        return Ok((policy, source));
+    }
+    let name = format!("configmap {POLICY_NAMESPACE}/{POLICY_CONFIGMAP}");
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), POLICY_NAMESPACE);
+    let fallback = |note: String| {
+        Ok((
+            Policy::embedded_default(),
+            PolicySource {
+                name: "embedded default".into(),
+                note: Some(note),
+            },
+        ))
+    };
+    match api.get_opt(POLICY_CONFIGMAP).await {
+        Ok(Some(cm)) => {
+            let text = cm
+                .data
+                .as_ref()
+                .and_then(|d| d.get(POLICY_KEY))
+                .ok_or_else(|| ClusterError::Policy {
+                    source_name: name.clone(),
+                    error: format!("has no key {POLICY_KEY}"),
+                })?;
+            let policy = Policy::from_yaml(text).map_err(|e| ClusterError::Policy {
+                source_name: name.clone(),
+                error: format!("{e} (the webhook keeps its last good policy; pass --policy FILE)"),
+            })?;
+            Ok((policy, PolicySource { name, note: None }))
+        }
+        Ok(None) => fallback(format!(
+            "no {name}: finalizer-guard's manifests are not installed here; judged under the embedded default policy (or pass --policy FILE)"
+        )),
+        Err(kube::Error::Api(status)) if status.code == 403 => fallback(format!(
+            "you may not read {name} ({}); judged under the embedded default policy (or pass --policy FILE)",
+            status.message
+        )),
+        Err(e) => Err(ClusterError::api(format!("reading {name}"), e)),
+    }
+}
+
+/// Whether the webhook is installed: `Some(true)` when a ValidatingWebhookConfiguration
+/// holds [`WEBHOOK_NAME`], `None` when we may not look.
+pub async fn webhook_installed(client: &Client) -> Option<bool> {
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let list = api.list(&ListParams::default()).await.ok()?;
+    Some(
+        list.items
+            .iter()
+            .any(|c| c.webhooks.iter().flatten().any(|w| w.name == WEBHOOK_NAME)),
+    )
+}
+
+/// What a refused write means, in words an operator can act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteError {
+    /// The webhook denied it: its message.
+    Denied(String),
+    /// The webhook could not be called: nothing guarded can be written now.
+    WebhookUnreachable(String),
+    /// The object changed since it was read (a `test` failed, or a conflict).
+    Conflict,
+    /// It is gone.
+    NotFound,
+    /// Anything else the API server said (RBAC, validation, ...).
+    Other(String),
+}
+
+impl WriteError {
+    pub fn from_kube(e: &kube::Error) -> WriteError {
+        match e {
+            kube::Error::Api(status) => {
+                let message = status.message.as_str();
+                if message.contains("failed calling webhook") && message.contains(WEBHOOK_NAME) {
+                    WriteError::WebhookUnreachable(message.to_string())
+                } else if message.contains("admission webhook") && message.contains("denied") {
+                    WriteError::Denied(message.to_string())
+                } else if status.code == 409
+                    || (status.code == 422 && message.contains("test"))
+                    || message.contains("testing value")
+                {
+                    WriteError::Conflict
+                } else if status.code == 404 {
+                    WriteError::NotFound
+                } else {
+                    WriteError::Other(format!("{} ({})", message, status.code))
+                }
+            }
+            other => WriteError::Other(other.to_string()),
+        }
+    }
+}
+
+/// What the operator can do while the webhook is unreachable.
+pub const WEBHOOK_DOWN_HELP: &str = "finalizer-guard fails closed (failurePolicy: Fail), so no finalizer can be removed until the webhook answers again. \
+Bring it back: kubectl -n finalizer-guard get pods,endpoints; kubectl -n finalizer-guard rollout restart deployment/finalizer-guard. \
+This command never deletes or disables the ValidatingWebhookConfiguration: if the webhook cannot come back, that is a decision for a cluster admin, on the record.";

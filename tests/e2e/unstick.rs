@@ -1,0 +1,496 @@
+//! `finalizer-guard unstick` and `approve` on the real control plane: what
+//! the on-call engineer runs instead of a `kubectl patch` loop.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+
+use super::harness::{Env, OVERRIDE, Policy, env, wait_until};
+use super::{ApiService, CNI, configmap, delete_nowait, finalizers, pod};
+
+/// A Node whose kubelet stopped reporting an hour ago.
+fn not_ready_node(env: &Env, name: &str) {
+    let c = &env.cluster;
+    c.apply(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}));
+    let an_hour_ago = (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1)).to_string();
+    let status = json!({"status": {"conditions": [{
+        "type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+        "message": "Kubelet stopped posting node status.",
+        "lastHeartbeatTime": an_hour_ago, "lastTransitionTime": an_hour_ago,
+    }]}});
+    c.admin(&[
+        "patch",
+        "node",
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status.to_string(),
+    ])
+    .ok();
+}
+
+fn annotations(object: &Value) -> serde_json::Map<String, Value> {
+    object["metadata"]["annotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_dead_nodes_pods_are_released_node_wide() {
+    let Some(env) = env() else { return };
+    let c = &env.cluster;
+    let (ns, other_ns) = ("e2e-unstick-node", "e2e-unstick-node-2");
+    c.namespace(ns);
+    c.namespace(other_ns);
+    not_ready_node(&env, "lost-node-1");
+    let names: Vec<String> = (0..22).map(|i| format!("web-{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let ns = if i % 2 == 0 { ns } else { other_ns };
+        c.apply(&pod(ns, name, Some("lost-node-1"), &[CNI]));
+        delete_nowait(&env, &["pod", name, "-n", ns]);
+    }
+    // A pod on the node that is not being deleted is left alone.
+    c.apply(&pod(ns, "alive-0", Some("lost-node-1"), &[CNI]));
+
+    // Explain: read-only, and it says what it knows.
+    let run = c.finalizer_guard("carol", &["unstick", "--node", "lost-node-1"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    for needle in [
+        "pod/web-0 -n e2e-unstick-node: Terminating for",
+        CNI,
+        "owner:       unknown",
+        "owner alive: no: node lost-node-1 Ready=Unknown for 1h",
+        "may leak:  node lost-node-1",
+        "only with an override (finalizer-guard.io/override): --reason node-lost|",
+        "22 stuck object(s) (1 listed objects are not stuck",
+    ] {
+        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
+    }
+
+    // A dry run through the API server and the webhook changes nothing.
+    let run = c.finalizer_guard(
+        "carol",
+        &[
+            "unstick",
+            "--node",
+            "lost-node-1",
+            "--reason",
+            "node-lost",
+            "--detail",
+            "INC-4800 lost-node-1 powered off",
+            "--force-delete",
+            "--dry-run=server",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(report["dryRun"], true);
+    assert_eq!(report["summary"]["released"], 22, "{report:#}");
+    assert_eq!(report["summary"]["forceDeleted"], 22, "{report:#}");
+    for name in &names {
+        let ns = if name.trim_start_matches("web-").parse::<usize>().unwrap() % 2 == 0 {
+            ns
+        } else {
+            other_ns
+        };
+        let pod = c.get(&["pod", name, "-n", ns]).unwrap();
+        assert_eq!(finalizers(&pod), [CNI], "{name}");
+        assert!(!annotations(&pod).contains_key(OVERRIDE), "{name}");
+    }
+
+    // The release, with a line per pod as kubectl drain prints.
+    let run = c.finalizer_guard(
+        "carol",
+        &[
+            "unstick",
+            "--node",
+            "lost-node-1",
+            "--reason",
+            "node-lost",
+            "--detail",
+            "INC-4800 lost-node-1 powered off",
+            "--force-delete",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stdout.contains(&format!(
+            "pod/web-0 -n {ns} released: removed {CNI} with override \"node-lost: INC-4800 lost-node-1 powered off\""
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains(&format!("pod/web-1 -n {other_ns} force-deleted")),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("released 22 of 22 object(s), 0 already gone, 22 force-deleted"),
+        "{}",
+        run.stdout
+    );
+    for name in &names {
+        assert!(
+            c.get(&["pod", name, "-n", ns]).is_none()
+                && c.get(&["pod", name, "-n", other_ns]).is_none(),
+            "{name} is gone"
+        );
+    }
+    assert_eq!(
+        finalizers(&c.get(&["pod", "alive-0", "-n", ns]).unwrap()),
+        [CNI]
+    );
+
+    // Every removal went through the webhook as an override.
+    let overrides = env
+        .audit_records()
+        .into_iter()
+        .filter(|r| {
+            r["decision"] == "override"
+                && r["user"] == "carol"
+                && r["name"].as_str().is_some_and(|n| n.starts_with("web-"))
+        })
+        .filter(|r| r["dryRun"] != true)
+        .count();
+    assert_eq!(overrides, 22);
+}
+
+#[test]
+fn a_finalizer_added_between_the_read_and_the_patch_survives() {
+    let Some(env) = env() else { return };
+    let c = &env.cluster;
+    let ns = "e2e-unstick-race";
+    c.namespace(ns);
+    c.apply(&configmap(ns, "cache", &["example.com/cache-cleanup"]));
+    delete_nowait(&env, &["configmap", "cache", "-n", ns]);
+
+    let mut child = c
+        .finalizer_guard_command(
+            "carol",
+            &[
+                "unstick",
+                "configmap/cache",
+                "-n",
+                ns,
+                "--reason",
+                "controller-uninstalled",
+                "--detail",
+                "INC-4801 cache operator removed",
+            ],
+        )
+        .env("FINALIZER_GUARD_PAUSE_BEFORE_WRITE", "4s")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "unstick ended before it paused"
+        );
+        if line.starts_with("pausing") {
+            break;
+        }
+    }
+    // Between its read and its write, a controller adds a finalizer.
+    c.admin(&[
+        "patch",
+        "configmap",
+        "cache",
+        "-n",
+        ns,
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/finalizers/-","value":"example.com/added-later"}]"#,
+    ])
+    .ok();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains(
+            "configmap/cache -n e2e-unstick-race released: removed example.com/cache-cleanup"
+        ),
+        "{stdout}"
+    );
+
+    let cache = c
+        .get(&["configmap", "cache", "-n", ns])
+        .expect("held by the new finalizer");
+    assert_eq!(finalizers(&cache), ["example.com/added-later"]);
+    // Override hygiene: the object still exists, so its override is gone.
+    assert!(!annotations(&cache).contains_key(OVERRIDE), "{cache:#}");
+    super::release(&env, "configmap", "cache", ns);
+}
+
+#[test]
+fn a_namespace_stuck_on_an_unavailable_apiservice_is_released_through_finalize() {
+    let Some(env) = env() else { return };
+    let c = &env.cluster;
+    let name = "v1alpha1.unstick.e2e.example.com";
+    let _cleanup = ApiService(&env, name);
+    c.apply(&json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": name},
+        "spec": {
+            "group": "unstick.e2e.example.com", "version": "v1alpha1",
+            "service": {"namespace": "default", "name": "no-such-service", "port": 443},
+            "insecureSkipTLSVerify": true, "groupPriorityMinimum": 1000, "versionPriority": 15,
+        },
+    }));
+    let ns = "e2e-unstick-ns";
+    c.namespace(ns);
+    c.admin(&["delete", "namespace", ns, "--wait=false"]).ok();
+    wait_until("the namespace to report its discovery failure", 90, || {
+        c.get(&["namespace", ns]).unwrap()["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c["type"] == "NamespaceDeletionDiscoveryFailure" && c["status"] == "True"
+                })
+            })
+    });
+
+    let target = format!("namespace/{ns}");
+    let run = c.finalizer_guard("admin", &["unstick", &target]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    for needle in [
+        "kubernetes (spec.finalizers)",
+        "owner:       built-in controller namespace (kube-controller-manager)",
+        &format!("blocked by: APIService {name} is not Available"),
+        "NamespaceDeletionDiscoveryFailure",
+        "--reason node-lost|controller-unavailable|controller-uninstalled|apiservice-unavailable",
+    ] {
+        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
+    }
+
+    let release = [
+        "unstick",
+        &target,
+        "--reason",
+        "apiservice-unavailable",
+        "--detail",
+        "INC-4802 the metrics API has no backend",
+    ];
+    let mut dry = release.to_vec();
+    dry.push("--dry-run=server");
+    let run = c.finalizer_guard("admin", &dry);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stdout
+            .contains("released (server dry run): removed kubernetes"),
+        "{}",
+        run.stdout
+    );
+    let still = c
+        .get(&["namespace", ns])
+        .expect("a dry run changes nothing");
+    assert_eq!(still["spec"]["finalizers"], json!(["kubernetes"]));
+    assert!(!annotations(&still).contains_key(OVERRIDE));
+
+    // As a kubectl plugin, the way the README installs it.
+    let mut plugin = release.to_vec();
+    plugin.remove(0);
+    let mut args = vec!["unstick"];
+    args.extend(plugin);
+    let run = c.plugin("admin", &args);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stdout
+            .contains(&format!("namespace/{ns} released: removed kubernetes")),
+        "{}",
+        run.stdout
+    );
+    wait_until("the namespace to be gone", 30, || {
+        c.get(&["namespace", ns]).is_none()
+    });
+    let finalize = env
+        .audit_records()
+        .into_iter()
+        .find(|r| r["name"] == ns && r["decision"] == "override" && r["dryRun"] != true)
+        .expect("the override through namespaces/finalize");
+    assert_eq!(finalize["subresource"], "finalize", "{finalize:#}");
+}
+
+#[test]
+fn two_person_release_with_unstick_and_approve() {
+    let Some(mut env) = env() else { return };
+    let policy = env.policy(Policy {
+        approval: Some(json!({"groups": ["sre-oncall"], "maxAge": "2h"})),
+        ..Policy::default()
+    });
+    env.set_policy(&policy);
+    let c = &env.cluster;
+    let ns = "e2e-unstick-two-person";
+    c.namespace(ns);
+    for name in ["db-0", "db-1"] {
+        c.apply(&pod(ns, name, None, &[CNI]));
+        delete_nowait(&env, &["pod", name, "-n", ns]);
+    }
+    let unstick = |user: &str, name: &str| {
+        c.finalizer_guard(
+            user,
+            &[
+                "unstick",
+                &format!("pod/{name}"),
+                "-n",
+                ns,
+                "--reason",
+                "node-lost",
+                "--detail",
+                "INC-4803 lost",
+            ],
+        )
+    };
+
+    // No approval yet: alice is told so, and nothing is written.
+    let run = unstick("alice", "db-0");
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stdout.contains("no approval on the object"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("an approver (groups sre-oncall) runs: finalizer-guard approve pod/db-0 -n e2e-unstick-two-person"), "{}", run.stdout);
+
+    // alice is no approver: the webhook refuses her approval.
+    let approve = |user: &str, name: &str, for_: &str| {
+        c.finalizer_guard(
+            user,
+            &[
+                "approve",
+                &format!("pod/{name}"),
+                "-n",
+                ns,
+                "--reason",
+                "node-lost",
+                "--detail",
+                "INC-4803 lost",
+                "--for",
+                for_,
+            ],
+        )
+    };
+    let run = approve("alice", "db-0", "1h");
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stdout.contains("not approved: denied") && run.stdout.contains("not an approver"),
+        "{run:#?}"
+    );
+
+    // An expired approval is said plainly.
+    let run = approve("carol", "db-1", "2s");
+    assert_eq!(run.code, 0, "{run:#?}");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let run = unstick("alice", "db-1");
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stdout.contains("the approval expired at"),
+        "{}",
+        run.stdout
+    );
+
+    // carol approves db-0; she may not use her own approval.
+    let run = approve("carol", "db-0", "1h");
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stdout
+            .contains("pod/db-0 -n e2e-unstick-two-person approved until"),
+        "{}",
+        run.stdout
+    );
+    let run = unstick("carol", "db-0");
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stdout.contains("the approval is your own (carol)"),
+        "{}",
+        run.stdout
+    );
+
+    // alice uses it; the approval is removed from the pod, which waits for its kubelet.
+    let run = unstick("alice", "db-0");
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(run.stdout.contains("(approved by carol)"), "{}", run.stdout);
+    let db0 = c.get(&["pod", "db-0", "-n", ns]).unwrap();
+    assert!(finalizers(&db0).is_empty());
+    let left = annotations(&db0);
+    assert!(
+        !left.contains_key(OVERRIDE) && !left.contains_key("finalizer-guard.io/approved-by"),
+        "{db0:#}"
+    );
+
+    c.admin(&[
+        "delete",
+        "pods",
+        "--all",
+        "-n",
+        ns,
+        "--grace-period=0",
+        "--force",
+        "--wait=false",
+    ])
+    .ok();
+    super::release(&env, "pod", "db-1", ns);
+}
+
+#[test]
+fn unstick_says_when_the_webhook_is_down() {
+    let Some(mut env) = env() else { return };
+    let ns = "e2e-unstick-down";
+    env.cluster.namespace(ns);
+    env.cluster.apply(&configmap(ns, "a", &["example.com/a"]));
+    env.cluster.apply(&configmap(ns, "b", &["example.com/b"]));
+    delete_nowait(&env, &["configmap", "a", "b", "-n", ns]);
+    env.stop();
+    let run = env.cluster.finalizer_guard(
+        "carol",
+        &[
+            "unstick",
+            "configmaps",
+            "-n",
+            ns,
+            "--reason",
+            "controller-unavailable",
+            "--detail",
+            "INC-4804",
+        ],
+    );
+    env.start();
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr.contains("finalizer-guard fails closed"),
+        "{run:#?}"
+    );
+    assert!(
+        run.stderr
+            .contains("never deletes or disables the ValidatingWebhookConfiguration"),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout
+            .contains("not released: the webhook is unreachable"),
+        "{run:#?}"
+    );
+    let c = &env.cluster;
+    assert_eq!(
+        finalizers(&c.get(&["configmap", "a", "-n", ns]).unwrap()),
+        ["example.com/a"]
+    );
+    assert!(
+        c.get(&["validatingwebhookconfiguration", "finalizer-guard"])
+            .is_some()
+    );
+    for name in ["a", "b"] {
+        super::release(&env, "configmap", name, ns);
+    }
+}
