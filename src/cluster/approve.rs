@@ -179,7 +179,7 @@ pub async fn run(args: ApproveArgs) -> Result<i32, ClusterError> {
                     }
                     WriteError::NotFound => "gone".into(),
                     WriteError::Conflict => "a conflicting change; run again".into(),
-                    WriteError::Other(m) => m,
+                    WriteError::Unprocessable(m) | WriteError::Other(m) => m,
                 }),
             ),
         };

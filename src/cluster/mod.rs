@@ -226,6 +226,9 @@ pub enum WriteError {
     Conflict,
     /// It is gone.
     NotFound,
+    /// 422: a JSON patch `test` failed, or the object is not valid. Which
+    /// one, only a second read can tell.
+    Unprocessable(String),
     /// Anything else the API server said (RBAC, validation, ...).
     Other(String),
 }
@@ -239,11 +242,10 @@ impl WriteError {
                     WriteError::WebhookUnreachable(message.to_string())
                 } else if message.contains("admission webhook") && message.contains("denied") {
                     WriteError::Denied(message.to_string())
-                } else if status.code == 409
-                    || (status.code == 422 && message.contains("test"))
-                    || message.contains("testing value")
-                {
+                } else if status.code == 409 {
                     WriteError::Conflict
+                } else if status.code == 422 {
+                    WriteError::Unprocessable(message.to_string())
                 } else if status.code == 404 {
                     WriteError::NotFound
                 } else {

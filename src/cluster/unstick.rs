@@ -823,15 +823,11 @@ async fn patch_loop(
                 found.object = object;
                 return Ok(Some(present));
             }
-            Err(e) => match WriteError::from_kube(&e) {
-                WriteError::Conflict => match api.get_opt(name).await {
-                    Ok(Some(object)) => found.object = object,
-                    Ok(None) => return Ok(None),
-                    Err(e) => return Err(format!("reading it again: {e}")),
-                },
-                WriteError::NotFound => return Ok(None),
-                other => return Err(describe(other)),
-            },
+            Err(e) => {
+                if !read_again(api, name, found, WriteError::from_kube(&e)).await? {
+                    return Ok(None);
+                }
+            }
         }
     }
     Err(format!(
@@ -868,20 +864,43 @@ async fn finalize_loop(
                 found.object = object;
                 return Ok(Some(present));
             }
-            Err(e) => match WriteError::from_kube(&e) {
-                WriteError::Conflict => match api.get_opt(name).await {
-                    Ok(Some(object)) => found.object = object,
-                    Ok(None) => return Ok(None),
-                    Err(e) => return Err(format!("reading it again: {e}")),
-                },
-                WriteError::NotFound => return Ok(None),
-                other => return Err(describe(other)),
-            },
+            Err(e) => {
+                if !read_again(api, name, found, WriteError::from_kube(&e)).await? {
+                    return Ok(None);
+                }
+            }
         }
     }
     Err(format!(
         "it kept changing: {ATTEMPTS} attempts each met a newer resourceVersion"
     ))
+}
+
+/// After a refused write: reads the object again when the refusal may be
+/// a concurrent change (a conflict, or a 422 from a failed `test`), and
+/// says whether to try again. `Ok(false)`: the object is gone.
+async fn read_again(
+    api: &Api<DynamicObject>,
+    name: &str,
+    found: &mut Found,
+    error: WriteError,
+) -> Result<bool, String> {
+    match error {
+        WriteError::Conflict | WriteError::Unprocessable(_) => {}
+        WriteError::NotFound => return Ok(false),
+        other => return Err(describe(other)),
+    }
+    let seen = found.object.metadata.resource_version.clone();
+    match api.get_opt(name).await {
+        Ok(Some(object)) => found.object = object,
+        Ok(None) => return Ok(false),
+        Err(e) => return Err(format!("reading it again: {e}")),
+    }
+    // Unchanged: the 422 was about the write itself.
+    if found.object.metadata.resource_version == seen {
+        return Err(describe(error));
+    }
+    Ok(true)
 }
 
 fn describe(e: WriteError) -> String {
@@ -890,6 +909,7 @@ fn describe(e: WriteError) -> String {
         WriteError::WebhookUnreachable(m) => format!("the webhook is unreachable: {m}"),
         WriteError::Conflict => "a conflicting change".into(),
         WriteError::NotFound => "gone".into(),
+        WriteError::Unprocessable(m) => format!("{m} (422)"),
         WriteError::Other(m) => m,
     }
 }

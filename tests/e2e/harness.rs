@@ -259,9 +259,12 @@ pub fn env() -> Option<MutexGuard<'static, Env>> {
         .as_ref()?
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    // Whatever a failed scenario left behind: the server up, as shipped.
+    // Whatever an earlier scenario left behind: the server up, as shipped,
+    // under the shipped policy in enforce mode.
     guard.set_conditions(Conditions::Shipped);
     guard.start();
+    let policy = guard.policy(Policy::default());
+    guard.set_policy(&policy);
     Some(guard)
 }
 
@@ -304,8 +307,24 @@ impl Env {
         for f in ["ca.crt", "tls.crt", "tls.key"] {
             fs::copy(certs.join(f), overlay.join(f)).unwrap();
         }
+        // A cluster an earlier run installed into is installed afresh: its
+        // configuration points at a server that is gone.
         cluster
-            .admin(&["apply", "--server-side", "-k", overlay.to_str().unwrap()])
+            .admin(&[
+                "delete",
+                "validatingwebhookconfiguration",
+                CONFIG,
+                "--ignore-not-found",
+            ])
+            .ok();
+        cluster
+            .admin(&[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "-k",
+                overlay.to_str().unwrap(),
+            ])
             .ok();
 
         let shipped_policy = cluster

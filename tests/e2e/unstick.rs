@@ -62,7 +62,7 @@ fn a_dead_nodes_pods_are_released_node_wide() {
         "pod/web-0 -n e2e-unstick-node: Terminating for",
         CNI,
         "owner:       unknown",
-        "owner alive: no: node lost-node-1 Ready=Unknown for 1h",
+        "owner alive: no: node lost-node-1 Ready=Unknown for 60m (past --not-ready-for 5m)",
         "may leak:  node lost-node-1",
         "only with an override (finalizer-guard.io/override): --reason node-lost|",
         "22 stuck object(s) (1 listed objects are not stuck",
@@ -164,12 +164,14 @@ fn a_dead_nodes_pods_are_released_node_wide() {
 }
 
 #[test]
-fn a_finalizer_added_between_the_read_and_the_patch_survives() {
+fn a_change_between_the_read_and_the_patch_survives() {
     let Some(env) = env() else { return };
     let c = &env.cluster;
     let ns = "e2e-unstick-race";
     c.namespace(ns);
-    c.apply(&configmap(ns, "cache", &["example.com/cache-cleanup"]));
+    let cleanup = "example.com/cache-cleanup";
+    let backup = "example.com/backup";
+    c.apply(&configmap(ns, "cache", &[cleanup, backup]));
     delete_nowait(&env, &["configmap", "cache", "-n", ns]);
 
     let mut child = c
@@ -180,6 +182,8 @@ fn a_finalizer_added_between_the_read_and_the_patch_survives() {
                 "configmap/cache",
                 "-n",
                 ns,
+                "--finalizer",
+                cleanup,
                 "--reason",
                 "controller-uninstalled",
                 "--detail",
@@ -202,34 +206,54 @@ fn a_finalizer_added_between_the_read_and_the_patch_survives() {
             break;
         }
     }
-    // Between its read and its write, a controller adds a finalizer.
+    // Between its read and its write, the backup controller records its
+    // progress. (Kubernetes refuses new finalizers on an object being
+    // deleted, so a concurrent writer can only change other fields, or
+    // remove finalizers.)
     c.admin(&[
-        "patch",
+        "label",
         "configmap",
         "cache",
         "-n",
         ns,
-        "--type=json",
-        "-p",
-        r#"[{"op":"add","path":"/metadata/finalizers/-","value":"example.com/added-later"}]"#,
+        "backup.example.com/state=uploading",
     ])
     .ok();
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(
-        stdout.contains(
-            "configmap/cache -n e2e-unstick-race released: removed example.com/cache-cleanup"
-        ),
+        stdout.contains(&format!(
+            "configmap/cache -n {ns} released: removed {cleanup}"
+        )),
         "{stdout}"
     );
 
     let cache = c
         .get(&["configmap", "cache", "-n", ns])
-        .expect("held by the new finalizer");
-    assert_eq!(finalizers(&cache), ["example.com/added-later"]);
+        .expect("held by the backup finalizer");
+    // Exactly the named finalizer went; the concurrent write survived.
+    assert_eq!(finalizers(&cache), [backup]);
+    assert_eq!(
+        cache["metadata"]["labels"]["backup.example.com/state"],
+        "uploading"
+    );
     // Override hygiene: the object still exists, so its override is gone.
     assert!(!annotations(&cache).contains_key(OVERRIDE), "{cache:#}");
+    // The first write met the newer resourceVersion and was refused; the second went through.
+    let patches: Vec<Value> = env
+        .apiserver_audit()
+        .into_iter()
+        .filter(|e| {
+            e["verb"] == "patch"
+                && e["objectRef"]["name"] == "cache"
+                && e["user"]["username"] == "carol"
+        })
+        .collect();
+    assert!(
+        patches.iter().any(|e| e["responseStatus"]["code"] == 422),
+        "{patches:#?}"
+    );
     super::release(&env, "configmap", "cache", ns);
 }
 
@@ -333,8 +357,9 @@ fn two_person_release_with_unstick_and_approve() {
     let c = &env.cluster;
     let ns = "e2e-unstick-two-person";
     c.namespace(ns);
+    not_ready_node(&env, "lost-node-2");
     for name in ["db-0", "db-1"] {
-        c.apply(&pod(ns, name, None, &[CNI]));
+        c.apply(&pod(ns, name, Some("lost-node-2"), &[CNI]));
         delete_nowait(&env, &["pod", name, "-n", ns]);
     }
     let unstick = |user: &str, name: &str| {
@@ -429,18 +454,21 @@ fn two_person_release_with_unstick_and_approve() {
         "{db0:#}"
     );
 
-    c.admin(&[
-        "delete",
-        "pods",
-        "--all",
-        "-n",
-        ns,
-        "--grace-period=0",
-        "--force",
-        "--wait=false",
-    ])
-    .ok();
+    let default = env.policy(Policy::default());
+    env.set_policy(&default);
     super::release(&env, "pod", "db-1", ns);
+    env.cluster
+        .admin(&[
+            "delete",
+            "pods",
+            "--all",
+            "-n",
+            ns,
+            "--grace-period=0",
+            "--force",
+            "--wait=false",
+        ])
+        .ok();
 }
 
 #[test]
