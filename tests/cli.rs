@@ -284,3 +284,64 @@ fn test_runs_the_example_suite_and_fails_on_a_wrong_expectation() {
     );
     assert!(out.ends_with("3 passed, 1 failed\n"), "{out}");
 }
+
+#[test]
+fn cluster_commands_exit_2_on_usage_and_connection_errors() {
+    // Nothing selected.
+    let o = run(&["unstick"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(stderr(&o).contains("name objects as TYPE/NAME"), "{o:?}");
+    // --reason needs --detail; --force-delete needs --reason.
+    assert_eq!(
+        run(&["unstick", "pods", "--reason", "node-lost"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        run(&["unstick", "pods", "--force-delete"]).status.code(),
+        Some(2)
+    );
+    // Only a server dry run exists.
+    let o = run(&["unstick", "pods", "--dry-run=client"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    // No kubeconfig to read: said, and exit 2.
+    let o = bin()
+        .args(["unstick", "pods", "--kubeconfig", "/nonexistent/kubeconfig"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        stderr(&o).contains("kubeconfig: /nonexistent/kubeconfig"),
+        "{o:?}"
+    );
+    // An API server that does not answer: said, with its address.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n\
+         users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+    )
+    .unwrap();
+    let o = bin()
+        .args([
+            "approve",
+            "pod/web-0",
+            "--reason",
+            "node-lost",
+            "--detail",
+            "INC-1",
+            "--for",
+            "1h",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        stderr(&o).contains("cannot reach the API server: https://127.0.0.1:1/"),
+        "{o:?}"
+    );
+}

@@ -705,3 +705,171 @@ pub async fn namespace_blockers(probe: &mut Probe, found: &Found) -> Vec<String>
     out.extend(probe.unavailable_apiservices().await);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::ApiResource;
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(deleting: bool, annotations: serde_json::Value) -> Found {
+        let mut object = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": "web-0", "namespace": "shop", "resourceVersion": "7",
+                "finalizers": ["example.com/cleanup"],
+                "annotations": annotations,
+            },
+            "spec": {"nodeName": "worker-3"},
+        });
+        if deleting {
+            object["metadata"]["deletionTimestamp"] = json!("2026-11-21T07:00:00Z");
+        }
+        Found {
+            resource: ApiResource::erase::<Pod>(&()),
+            namespaced: true,
+            object: serde_json::from_value(object).unwrap(),
+        }
+    }
+
+    fn who(username: &str) -> Identity {
+        Identity {
+            username: username.into(),
+            groups: vec!["system:authenticated".into()],
+        }
+    }
+
+    fn policy(yaml: &str) -> Policy {
+        Policy::from_yaml(yaml).unwrap()
+    }
+
+    const RULES: &str = "rules:\n  - name: cleanup\n    finalizers: [example.com/*]\n    users: [alice]\n    serviceAccounts: [ops:cleaner]\n";
+    const TWO_PERSON: &str = "override:\n  approval:\n    users: [sec-lead]\n    maxAge: 2h\n";
+
+    fn may(policy: &Policy, found: &Found, user: &str) -> Removable {
+        removable(
+            policy,
+            found,
+            "example.com/cleanup",
+            FinalizerField::Metadata,
+            &who(user),
+        )
+    }
+
+    #[test]
+    fn who_may_remove_it_and_how() {
+        let rules = policy(RULES);
+        let stuck = pod(true, json!({}));
+        assert_eq!(
+            may(&rules, &stuck, "alice"),
+            Removable::Authorized {
+                by: "rule cleanup".into()
+            }
+        );
+        assert!(matches!(
+            may(&rules, &stuck, "bob"),
+            Removable::WithOverride { .. }
+        ));
+        assert_eq!(
+            may(&rules, &pod(false, json!({})), "bob"),
+            Removable::NotDeleting
+        );
+        // A rule needs no deletion.
+        assert!(matches!(
+            may(&rules, &pod(false, json!({})), "alice"),
+            Removable::Authorized { .. }
+        ));
+    }
+
+    #[test]
+    fn the_two_person_rule_is_said_plainly() {
+        let p = policy(TWO_PERSON);
+        let in_an_hour = (Timestamp::now() + jiff::SignedDuration::from_hours(1)).to_string();
+        let approval = |by: &str, expires: &str| {
+            json!({
+                "finalizer-guard.io/override": "node-lost: INC-1",
+                "finalizer-guard.io/approved-by": by,
+                "finalizer-guard.io/override-expires": expires,
+            })
+        };
+        let needs = |r: Removable| match r {
+            Removable::NeedsApproval { why, approvers } => {
+                assert_eq!(approvers, "users sec-lead");
+                why
+            }
+            other => panic!("{other:?}"),
+        };
+        assert!(needs(may(&p, &pod(true, json!({})), "oncall")).contains("no approval"));
+        assert!(
+            needs(may(
+                &p,
+                &pod(true, approval("sec-lead", "2026-01-01T00:00:00Z")),
+                "oncall"
+            ))
+            .contains("expired")
+        );
+        assert!(
+            needs(may(
+                &p,
+                &pod(true, approval("sec-lead", &in_an_hour)),
+                "sec-lead"
+            ))
+            .contains("your own")
+        );
+        assert_eq!(
+            may(&p, &pod(true, approval("sec-lead", &in_an_hour)), "oncall"),
+            Removable::WithApproval {
+                approved_by: "sec-lead".into(),
+                expires: in_an_hour.clone()
+            }
+        );
+    }
+
+    #[test]
+    fn owners_by_table_then_rules() {
+        let rules = policy(RULES);
+        let found = pod(true, json!({}));
+        match owner(
+            &rules,
+            &found,
+            "example.com/cleanup",
+            FinalizerField::Metadata,
+        ) {
+            Owner::Rules { rules } => {
+                assert_eq!(rules[0].rule, "cleanup");
+                assert_eq!(
+                    rules[0].identities,
+                    ["user:alice", "serviceaccount:ops:cleaner"]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            owner(
+                &rules,
+                &found,
+                "batch.kubernetes.io/job-tracking",
+                FinalizerField::Metadata
+            ),
+            Owner::Builtin {
+                controller: "job",
+                runs_in: "kube-controller-manager"
+            }
+        ));
+        assert!(matches!(
+            owner(&rules, &found, "other.io/x", FinalizerField::Metadata),
+            Owner::Unknown
+        ));
+    }
+
+    #[test]
+    fn ages_read_as_kubectl_prints_them() {
+        let s = Duration::from_secs;
+        assert_eq!(age(s(40)), "40s");
+        assert_eq!(age(s(600)), "10m");
+        assert_eq!(age(s(3 * 3600 + 60)), "3h1m");
+        assert_eq!(age(s(3 * 86_400 + 7200)), "3d2h");
+    }
+}

@@ -110,9 +110,13 @@ impl Connection {
                 .map_err(|e| ClusterError::Kubeconfig(e.to_string()))?,
         };
         let namespace = config.default_namespace.clone();
+        let server = config.cluster_url.to_string();
         let client =
             Client::try_from(config).map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
-        let identity = whoami(&client).await?;
+        let identity = whoami(&client).await.map_err(|e| match e {
+            ClusterError::Connect(why) => ClusterError::Connect(format!("{server}: {why}")),
+            other => other,
+        })?;
         Ok(Session {
             client,
             namespace,
@@ -129,13 +133,29 @@ async fn whoami(client: &Client) -> Result<Identity, ClusterError> {
         .await
         .map_err(|e| match e {
             kube::Error::Api(_) => ClusterError::api("who am I (SelfSubjectReview)", e),
-            other => ClusterError::Connect(other.to_string()),
+            other => ClusterError::Connect(chain(&other)),
         })?;
     let user = review.status.and_then(|s| s.user_info).unwrap_or_default();
     Ok(Identity {
         username: user.username.unwrap_or_default(),
         groups: user.groups.unwrap_or_default(),
     })
+}
+
+/// An error and its causes, on one line: "client error (Connect): tcp
+/// connect error: Connection refused (os error 111)".
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// Where the policy came from, for the report.

@@ -308,6 +308,7 @@ pub async fn run(args: UnstickArgs) -> Result<i32, ClusterError> {
             super::WEBHOOK_NAME
         );
     }
+    let selected = selection.run(&session).await?;
     if !release {
         out.line(format!(
             "as {} under {} (mode {}):",
@@ -316,8 +317,6 @@ pub async fn run(args: UnstickArgs) -> Result<i32, ClusterError> {
             policy.mode.as_str()
         ));
     }
-
-    let selected = selection.run(&session).await?;
     let mut params = PatchParams {
         field_manager: Some(super::FIELD_MANAGER.into()),
         ..PatchParams::default()
@@ -504,7 +503,7 @@ fn print_summary(
     } else {
         String::new()
     };
-    if reports.is_empty() && missing.is_empty() {
+    if reports.is_empty() {
         out.line(format!("no stuck objects found{left_alone}"));
         return;
     }
