@@ -249,6 +249,17 @@ struct Out {
 }
 
 impl Out {
+    /// What happened to one object: on standard error under `-o json`, so
+    /// the report stays clean while the operator still sees progress.
+    fn progress(&self, text: impl AsRef<str>) {
+        if self.json {
+            eprintln!("{}", text.as_ref());
+        } else {
+            self.line(text);
+        }
+    }
+
+    /// The explanation and the summary: only in text output.
     fn line(&self, text: impl AsRef<str>) {
         if !self.json {
             let mut out = std::io::stdout().lock();
@@ -349,7 +360,7 @@ pub async fn run(args: UnstickArgs) -> Result<i32, ClusterError> {
                 "not stuck: no finalizers remain"
             };
             report = report.not_released(why);
-            out.line(format!("{} {why}", report.label()));
+            out.progress(format!("{} {why}", report.label()));
             reports.push(report);
             continue;
         }
@@ -357,7 +368,7 @@ pub async fn run(args: UnstickArgs) -> Result<i32, ClusterError> {
             if named {
                 let why = format!("has none of the finalizers {}", finalizers.join(", "));
                 report = report.not_released(&why);
-                out.line(format!("{} {why}", report.label()));
+                out.progress(format!("{} {why}", report.label()));
                 reports.push(report);
             }
             continue;
@@ -378,7 +389,7 @@ pub async fn run(args: UnstickArgs) -> Result<i32, ClusterError> {
         }
         if let Some(why) = &webhook_down {
             report = report.not_released(format!("not attempted: {why}"));
-            out.line(format!(
+            out.progress(format!(
                 "{} not released: the webhook is unreachable",
                 report.label()
             ));
@@ -392,24 +403,22 @@ pub async fn run(args: UnstickArgs) -> Result<i32, ClusterError> {
                     Some(o) => format!(" with override {o:?}"),
                     None => String::new(),
                 };
-                out.line(format!(
+                out.progress(format!(
                     "{} released{suffix}: removed {}{how}",
                     report.label(),
                     report.removed.join(", ")
                 ));
                 if report.force_deleted {
-                    out.line(format!("{} force-deleted{suffix}", report.label()));
+                    out.progress(format!("{} force-deleted{suffix}", report.label()));
                 }
             }
-            (Some(Fate::Gone), _) => out.line(format!("{} gone{suffix}", report.label())),
+            (Some(Fate::Gone), _) => out.progress(format!("{} gone{suffix}", report.label())),
             (_, why) => {
                 let why = why.clone().unwrap_or_default();
-                out.line(format!("{} not released: {why}", report.label()));
+                out.progress(format!("{} not released: {why}", report.label()));
                 if why.starts_with("the webhook is unreachable") {
                     webhook_down = Some("the webhook is unreachable".into());
-                    if !out.json {
-                        eprintln!("{why}\n{WEBHOOK_DOWN_HELP}");
-                    }
+                    eprintln!("{why}\n{WEBHOOK_DOWN_HELP}");
                 }
             }
         }

@@ -70,10 +70,8 @@ fn a_dead_nodes_pods_are_released_node_wide() {
         assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
     }
 
-    // A dry run through the API server and the webhook changes nothing.
-    let run = c.finalizer_guard(
-        "carol",
-        &[
+    let release = |extra: &[&str]| {
+        let mut args = vec![
             "unstick",
             "--node",
             "lost-node-1",
@@ -82,16 +80,36 @@ fn a_dead_nodes_pods_are_released_node_wide() {
             "--detail",
             "INC-4800 lost-node-1 powered off",
             "--force-delete",
-            "--dry-run=server",
-            "-o",
-            "json",
-        ],
-    );
+        ];
+        args.extend_from_slice(extra);
+        c.finalizer_guard("carol", &args)
+    };
+
+    // A dry run through the API server and the webhook changes nothing; it
+    // prints what would happen, a line per pod as kubectl drain prints.
+    let run = release(&["--dry-run=server"]);
     assert_eq!(run.code, 0, "{run:#?}");
-    let report: Value = serde_json::from_str(&run.stdout).unwrap();
-    assert_eq!(report["dryRun"], true);
-    assert_eq!(report["summary"]["released"], 22, "{report:#}");
-    assert_eq!(report["summary"]["forceDeleted"], 22, "{report:#}");
+    assert!(
+        run.stdout.contains(&format!(
+            "pod/web-0 -n {ns} released (server dry run): removed {CNI} with override \"node-lost: INC-4800 lost-node-1 powered off\""
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(&format!(
+            "pod/web-1 -n {other_ns} force-deleted (server dry run)"
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(
+            "released 22 of 22 object(s), 0 already gone, 22 force-deleted (server dry run: nothing changed) (1 listed objects are not stuck and were left alone)"
+        ),
+        "{}",
+        run.stdout
+    );
     for name in &names {
         let ns = if name.trim_start_matches("web-").parse::<usize>().unwrap() % 2 == 0 {
             ns
@@ -103,39 +121,44 @@ fn a_dead_nodes_pods_are_released_node_wide() {
         assert!(!annotations(&pod).contains_key(OVERRIDE), "{name}");
     }
 
-    // The release, with a line per pod as kubectl drain prints.
-    let run = c.finalizer_guard(
-        "carol",
-        &[
-            "unstick",
-            "--node",
-            "lost-node-1",
-            "--reason",
-            "node-lost",
-            "--detail",
-            "INC-4800 lost-node-1 powered off",
-            "--force-delete",
-        ],
-    );
+    // The release: progress on standard error, the report for the incident
+    // ticket on standard output.
+    let run = release(&["-o", "json"]);
     assert_eq!(run.code, 0, "{run:#?}");
     assert!(
-        run.stdout.contains(&format!(
+        run.stderr.contains(&format!(
             "pod/web-0 -n {ns} released: removed {CNI} with override \"node-lost: INC-4800 lost-node-1 powered off\""
         )),
         "{}",
-        run.stdout
+        run.stderr
     );
-    assert!(
-        run.stdout
-            .contains(&format!("pod/web-1 -n {other_ns} force-deleted")),
+    assert_eq!(
+        run.stderr.matches("force-deleted").count(),
+        22,
         "{}",
-        run.stdout
+        run.stderr
     );
-    assert!(
-        run.stdout
-            .contains("released 22 of 22 object(s), 0 already gone, 22 force-deleted"),
-        "{}",
-        run.stdout
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(report["mode"], "release");
+    assert_eq!(report["dryRun"], false);
+    assert_eq!(report["user"]["username"], "carol");
+    assert_eq!(report["reason"], "node-lost");
+    assert_eq!(report["notStuck"], 1);
+    assert_eq!(report["summary"]["released"], 22, "{report:#}");
+    assert_eq!(report["summary"]["forceDeleted"], 22, "{report:#}");
+    let web0 = report["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "web-0")
+        .unwrap();
+    assert_eq!(web0["result"], "released");
+    assert_eq!(web0["removed"], json!([CNI]));
+    assert_eq!(web0["mayLeak"]["node"], "lost-node-1");
+    assert_eq!(web0["finalizers"][0]["ownerAlive"]["state"], "gone");
+    assert_eq!(
+        web0["override"],
+        "node-lost: INC-4800 lost-node-1 powered off"
     );
     for name in &names {
         assert!(
