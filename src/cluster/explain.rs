@@ -565,12 +565,7 @@ pub fn removable(
     field: FinalizerField,
     identity: &Identity,
 ) -> Removable {
-    let current = found
-        .object
-        .metadata
-        .annotations
-        .clone()
-        .unwrap_or_default();
+    let current = found.annotations();
     let remove = [finalizer.to_string()];
     let proposed = |annotations: &BTreeMap<String, String>| {
         Proposed {

@@ -81,6 +81,10 @@ impl Found {
         string_list(&self.object.data["spec"]["finalizers"])
     }
 
+    pub fn annotations(&self) -> std::collections::BTreeMap<String, String> {
+        self.object.metadata.annotations.clone().unwrap_or_default()
+    }
+
     pub fn metadata_finalizers(&self) -> Vec<String> {
         self.object.metadata.finalizers.clone().unwrap_or_default()
     }

@@ -574,12 +574,7 @@ async fn release_one(
     let settings = &ctx.policy.override_settings;
 
     // What authorizes the removal: decided by the webhook's own core.
-    let current = found
-        .object
-        .metadata
-        .annotations
-        .clone()
-        .unwrap_or_default();
+    let current = found.annotations();
     let authorized = [
         (FinalizerField::Metadata, &meta_plan),
         (FinalizerField::Spec, &spec_plan),
@@ -800,47 +795,22 @@ async fn patch_loop(
     plan: &[String],
     annotation: Option<&str>,
 ) -> Result<Option<Vec<String>>, String> {
-    let key = ctx.policy.override_settings.annotation.clone();
-    for _ in 0..ATTEMPTS {
+    let key = ctx.policy.override_settings.annotation.as_str();
+    retry(api, name, found, async |found: &Found| {
         let present: Vec<String> = found
             .metadata_finalizers()
             .into_iter()
             .filter(|f| plan.contains(f))
             .collect();
-        let needs_annotation = annotation.filter(|v| {
-            found
-                .object
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(&key))
-                .is_none_or(|have| have != v)
-        });
-        let Some(patch) = removal_patch(
-            &found.object,
-            plan,
-            needs_annotation.map(|v| (key.as_str(), v)),
-        ) else {
-            return Ok(Some(Vec::new()));
-        };
-        match api
+        let needs_annotation =
+            annotation.filter(|v| found.annotations().get(key).is_none_or(|have| have != v));
+        let patch = removal_patch(&found.object, plan, needs_annotation.map(|v| (key, v)))?;
+        let written = api
             .patch(name, &ctx.params, &Patch::Json::<()>(patch))
-            .await
-        {
-            Ok(object) => {
-                found.object = object;
-                return Ok(Some(present));
-            }
-            Err(e) => {
-                if !read_again(api, name, found, WriteError::from_kube(&e)).await? {
-                    return Ok(None);
-                }
-            }
-        }
-    }
-    Err(format!(
-        "it kept changing: {ATTEMPTS} attempts each met a newer resourceVersion"
-    ))
+            .await;
+        Some((present, written))
+    })
+    .await
 }
 
 /// `namespaces/NAME/finalize` with the plan removed from `spec.finalizers`.
@@ -855,24 +825,42 @@ async fn finalize_loop(
         dry_run: ctx.dry_run,
         field_manager: Some(super::FIELD_MANAGER.into()),
     };
-    for _ in 0..ATTEMPTS {
-        let spec = found.spec_finalizers();
-        let present: Vec<String> = spec.iter().filter(|f| plan.contains(f)).cloned().collect();
+    retry(api, name, found, async |found: &Found| {
+        let (present, kept): (Vec<String>, Vec<String>) = found
+            .spec_finalizers()
+            .into_iter()
+            .partition(|f| plan.contains(f));
         if present.is_empty() {
-            return Ok(Some(Vec::new()));
+            return None;
         }
-        let kept: Vec<String> = spec.into_iter().filter(|f| !plan.contains(f)).collect();
         let mut body = found.object.clone();
         body.data["spec"]["finalizers"] = json!(kept);
-        match api
+        let written = api
             .replace_subresource("finalize", name, &params, &body)
-            .await
-        {
-            Ok(object) => {
+            .await;
+        Some((present, written))
+    })
+    .await
+}
+
+/// Writes until `write` has nothing left to do (`None`) or a write goes
+/// through, reading the object again after a concurrent change, at most
+/// [`ATTEMPTS`] times. `write` returns what it removes and the API server's
+/// answer. `Ok(None)`: the object is gone.
+async fn retry(
+    api: &Api<DynamicObject>,
+    name: &str,
+    found: &mut Found,
+    mut write: impl AsyncFnMut(&Found) -> Option<(Vec<String>, kube::Result<DynamicObject>)>,
+) -> Result<Option<Vec<String>>, String> {
+    for _ in 0..ATTEMPTS {
+        match write(found).await {
+            None => return Ok(Some(Vec::new())),
+            Some((removed, Ok(object))) => {
                 found.object = object;
-                return Ok(Some(present));
+                return Ok(Some(removed));
             }
-            Err(e) => {
+            Some((_, Err(e))) => {
                 if !read_again(api, name, found, WriteError::from_kube(&e)).await? {
                     return Ok(None);
                 }

@@ -362,13 +362,28 @@ fn a_configmap_finalizer_is_refused_through_every_path() {
 
 /// Removes the APIService when the scenario ends, however it ends: while it
 /// is unavailable no namespace in the cluster can finish deleting.
-struct ApiService<'a>(&'a Env, &'static str);
+struct ApiService<'a>(&'a Env, String);
+
+/// An APIService `version.group` whose backend does not exist: Unavailable.
+fn unavailable_apiservice<'a>(env: &'a Env, version: &str, group: &str) -> ApiService<'a> {
+    let name = format!("{version}.{group}");
+    env.cluster.apply(&json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": name},
+        "spec": {
+            "group": group, "version": version,
+            "service": {"namespace": "default", "name": "no-such-service", "port": 443},
+            "insecureSkipTLSVerify": true, "groupPriorityMinimum": 1000, "versionPriority": 15,
+        },
+    }));
+    ApiService(env, name)
+}
 
 impl Drop for ApiService<'_> {
     fn drop(&mut self) {
         self.0
             .cluster
-            .admin(&["delete", "apiservice", self.1, "--ignore-not-found"]);
+            .admin(&["delete", "apiservice", &self.1, "--ignore-not-found"]);
     }
 }
 
@@ -376,17 +391,8 @@ impl Drop for ApiService<'_> {
 fn a_namespace_stuck_on_an_unavailable_apiservice() {
     let Some(env) = env() else { return };
     let c = &env.cluster;
-    let name = "v1alpha1.stuck.e2e.example.com";
-    let _cleanup = ApiService(&env, name);
-    c.apply(&json!({
-        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": name},
-        "spec": {
-            "group": "stuck.e2e.example.com", "version": "v1alpha1",
-            "service": {"namespace": "default", "name": "no-such-service", "port": 443},
-            "insecureSkipTLSVerify": true, "groupPriorityMinimum": 1000, "versionPriority": 15,
-        },
-    }));
+    let api = unavailable_apiservice(&env, "v1alpha1", "stuck.e2e.example.com");
+    let name = api.1.as_str();
     let ns = "e2e-stuck";
     c.namespace(ns);
     c.apply(&configmap(ns, "content", &[]));

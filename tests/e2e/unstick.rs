@@ -7,7 +7,7 @@ use std::process::Stdio;
 use serde_json::{Value, json};
 
 use super::harness::{Env, OVERRIDE, Policy, env, wait_until};
-use super::{ApiService, CNI, configmap, delete_nowait, finalizers, pod};
+use super::{CNI, configmap, delete_nowait, finalizers, pod, unavailable_apiservice};
 
 /// A Node whose kubelet stopped reporting an hour ago.
 fn not_ready_node(env: &Env, name: &str) {
@@ -284,17 +284,8 @@ fn a_change_between_the_read_and_the_patch_survives() {
 fn a_namespace_stuck_on_an_unavailable_apiservice_is_released_through_finalize() {
     let Some(env) = env() else { return };
     let c = &env.cluster;
-    let name = "v1alpha1.unstick.e2e.example.com";
-    let _cleanup = ApiService(&env, name);
-    c.apply(&json!({
-        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": name},
-        "spec": {
-            "group": "unstick.e2e.example.com", "version": "v1alpha1",
-            "service": {"namespace": "default", "name": "no-such-service", "port": 443},
-            "insecureSkipTLSVerify": true, "groupPriorityMinimum": 1000, "versionPriority": 15,
-        },
-    }));
+    let api = unavailable_apiservice(&env, "v1alpha1", "unstick.e2e.example.com");
+    let name = api.1.as_str();
     let ns = "e2e-unstick-ns";
     c.namespace(ns);
     c.admin(&["delete", "namespace", ns, "--wait=false"]).ok();
