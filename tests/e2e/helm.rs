@@ -311,6 +311,29 @@ fn force_delete(cluster: &Cluster, ns: &str, name: &str) {
     });
 }
 
+/// Should the scenario fail half-way: the release uninstalled, and its
+/// webhook configuration gone in any case, so it cannot refuse the writes of
+/// the scenarios after it once its server is gone.
+struct ReleaseCleanup<'a> {
+    helm: &'a Helm,
+    cluster: &'a Cluster,
+}
+
+impl Drop for ReleaseCleanup<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        self.helm.run(&["uninstall", RELEASE, "-n", RELEASE_NS]);
+        self.cluster.admin(&[
+            "delete",
+            "validatingwebhookconfiguration",
+            FULLNAME,
+            "--ignore-not-found",
+        ]);
+    }
+}
+
 /// The `manifests/` webhook of the other scenarios, kept out of one
 /// namespace while the Helm-installed webhook is tested there, so every
 /// decision in it is the Helm-installed one's. Put back when dropped.
@@ -425,6 +448,10 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
         "policy:\n  mode: enforce\ncertificates:\n  generated:\n    extraIPAddresses: [127.0.0.1]\n",
     )
     .unwrap();
+    let _cleanup = ReleaseCleanup {
+        helm: &helm,
+        cluster: c,
+    };
     let run = helm
         .run(&[
             "install",
@@ -562,9 +589,10 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
             .iter()
             .any(|r| r["decision"] == decision && r["name"] == name && r["namespace"] == ns)
     };
-    assert!(
-        judged_by_helm_server("denied", "web-0"),
-        "the denial is the Helm-installed webhook's"
+    wait_until(
+        "the Helm-installed webhook's server to record the denial",
+        10,
+        || judged_by_helm_server("denied", "web-0"),
     );
     c.kubectl(
         "alice",
@@ -584,7 +612,11 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
         run.stderr.contains("Warning:") && run.stderr.contains("node-lost"),
         "{run:#?}"
     );
-    assert!(judged_by_helm_server("override", "web-0"));
+    wait_until(
+        "the Helm-installed webhook's server to record the override",
+        10,
+        || judged_by_helm_server("override", "web-0"),
+    );
     force_delete(c, ns, "web-0");
     // The Events went through the chart's RBAC: the server's token is the
     // chart's ServiceAccount's.
@@ -664,12 +696,11 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
         !run.stderr.contains("Warning:"),
         "a rule authorizes it: no override, no warning: {run:#?}"
     );
+    wait_until("the audit record of web-1", 10, || {
+        server.audit_records().iter().any(|r| r["name"] == "web-1")
+    });
     let records = server.audit_records();
-    let record = records
-        .iter()
-        .rev()
-        .find(|r| r["name"] == "web-1")
-        .expect("an audit record for web-1");
+    let record = records.iter().rev().find(|r| r["name"] == "web-1").unwrap();
     assert_eq!(record["decision"], "authorized", "{record}");
     assert!(
         record.to_string().contains("developers-release-cni"),
