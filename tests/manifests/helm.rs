@@ -574,3 +574,40 @@ fn chart_follows_the_crate_and_the_policy_schema() {
         "the schema lists src/policy/builtin.rs's controllers"
     );
 }
+
+/// A release name YAML would read as something else (`y`, `on`, `1`) is
+/// still a string in every label and name.
+#[test]
+fn any_release_name_renders_valid_objects() {
+    let Some(helm) = helm() else { return };
+    let chart = chart();
+    for release in ["y", "on", "1"] {
+        let run = run_helm(
+            &helm,
+            &[
+                "template",
+                release,
+                chart.to_str().unwrap(),
+                "--namespace",
+                "guard",
+            ],
+        );
+        assert!(run.ok, "helm template {release}: {}", run.stderr);
+        let objects = documents(&run.stdout).unwrap();
+        check_all(&objects);
+        for object in &objects {
+            assert_eq!(
+                object["metadata"]["labels"]["app.kubernetes.io/instance"],
+                json!(release),
+                "{}",
+                describe(object)
+            );
+            assert_eq!(
+                text(object, "/metadata/name").split('-').next(),
+                Some(release),
+                "{}",
+                describe(object)
+            );
+        }
+    }
+}
