@@ -611,3 +611,61 @@ fn any_release_name_renders_valid_objects() {
         }
     }
 }
+
+/// The fields the policy parser knows where `yaml` names an unknown one, as
+/// its error lists them ("expected one of `a`, `b`").
+fn policy_fields(yaml: &str) -> BTreeSet<String> {
+    let error = Policy::from_yaml(yaml).unwrap_err().to_string();
+    let expected = error
+        .split_once("expected")
+        .unwrap_or_else(|| panic!("{yaml:?}: {error}"))
+        .1;
+    let expected = expected.split(" at line").next().unwrap();
+    expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every policy field the server reads is one the schema lets through, and
+/// the schema allows no field the server would refuse.
+#[test]
+fn the_schema_knows_every_policy_field() {
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(chart().join("values.schema.json")).unwrap())
+            .unwrap();
+    let policy = &schema["properties"]["policy"];
+    for (yaml, pointer) in [
+        ("bogus: 1\n", ""),
+        ("rules:\n  - bogus: 1\n", "/properties/rules/items"),
+        (
+            "builtinIdentities:\n  - bogus: 1\n",
+            "/properties/builtinIdentities/items",
+        ),
+        ("override:\n  bogus: 1\n", "/properties/override"),
+        (
+            "override:\n  approval:\n    bogus: 1\n",
+            "/properties/override/properties/approval",
+        ),
+    ] {
+        let object = policy.pointer(pointer).unwrap();
+        assert_eq!(
+            object["additionalProperties"],
+            json!(false),
+            "policy{pointer}: closed"
+        );
+        let in_schema: BTreeSet<String> = object["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        assert_eq!(
+            in_schema,
+            policy_fields(yaml),
+            "values.schema.json policy{pointer} and the policy parser disagree"
+        );
+    }
+}
