@@ -1608,3 +1608,9 @@ fn gitignore_keeps_certificates_out_of_git() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// The Helm chart renders what these manifests install
+
+#[path = "manifests/helm.rs"]
+mod helm;

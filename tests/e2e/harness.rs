@@ -268,7 +268,7 @@ pub fn env() -> Option<MutexGuard<'static, Env>> {
     Some(guard)
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -276,7 +276,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn bin() -> &'static str {
+pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_finalizer-guard")
 }
 
@@ -600,7 +600,7 @@ pub struct Policy {
 }
 
 /// A plain-HTTP GET on the admin port: the body of a 200, else `None`.
-fn http_get(port: u16, path: &str) -> Option<String> {
+pub fn http_get(port: u16, path: &str) -> Option<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;

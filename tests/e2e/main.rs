@@ -10,6 +10,7 @@
 //! installed webhook configuration.
 
 mod harness;
+mod helm;
 mod unstick;
 
 use std::time::Duration;

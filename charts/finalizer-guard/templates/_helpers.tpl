@@ -1,0 +1,42 @@
+{{/*
+The name every object carries: the release name when it already says
+finalizer-guard (`helm install finalizer-guard ...`: the names of manifests/),
+else RELEASE-finalizer-guard. Cluster-scoped objects (the webhook
+configuration, the ClusterRole and its binding) carry it too, so two releases
+never fight over one.
+*/}}
+{{- define "finalizer-guard.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret the pods mount: tls.crt, tls.key, and ca.crt beside them. */}}
+{{- define "finalizer-guard.tlsSecret" -}}
+{{- printf "%s-tls" (include "finalizer-guard.fullname" .) -}}
+{{- end -}}
+
+{{/* Labels of every object. */}}
+{{- define "finalizer-guard.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* The webhook pods, as the Deployment, Service and PodDisruptionBudget select them. */}}
+{{- define "finalizer-guard.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+app.kubernetes.io/component: webhook
+{{- end -}}
+
+{{/* The Service's DNS names, as `finalizer-guard certs` writes them. */}}
+{{- define "finalizer-guard.serviceNames" -}}
+{{- $svc := include "finalizer-guard.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) | toJson -}}
+{{- end -}}

@@ -1,0 +1,769 @@
+//! The Helm chart on the real control plane: `helm install`, the dead-node
+//! scenario through the webhook configuration Helm installed, `helm upgrade`
+//! with a new rule, and `helm uninstall`.
+//!
+//! As for `manifests/`, the webhook runs as a local `finalizer-guard serve`
+//! (there is no kubelet to run the chart's pods), started the way the pods
+//! start: the policy from the chart's ConfigMap, the serving certificate and
+//! key from the Secret the chart generated, Events with a token of the
+//! chart's ServiceAccount. The installed webhook configuration keeps
+//! everything the chart rendered, its caBundle too; only its `clientConfig`
+//! is pointed at the local server's `url:`. The generated certificate carries
+//! `127.0.0.1` for that (`certificates.generated.extraIPAddresses`).
+//!
+//! What kubelet would do is done by the test, and said where it is done:
+//! after `helm upgrade`, the ConfigMap is read back from the API server and
+//! written over the server's policy file, as kubelet refreshes a mounted
+//! ConfigMap. That the running server then applies it without a restart is
+//! what is proven.
+//!
+//! Skipped, with a message, without `FG_E2E_DIR` or without helm (`FG_HELM`,
+//! or the binary `e2e/helm/build.sh` caches).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::harness::{self, Cluster, OVERRIDE, WEBHOOK, env, wait_until};
+
+const RELEASE: &str = "helm-e2e";
+/// The chart's name for the release's objects: RELEASE-finalizer-guard.
+const FULLNAME: &str = "helm-e2e-finalizer-guard";
+const RELEASE_NS: &str = "e2e-helm-release";
+const CNI: &str = "pod.beta1.sigma.ali/cni-allocated";
+const STRIP: &str = r#"{"metadata":{"finalizers":null}}"#;
+
+fn chart() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/finalizer-guard")
+}
+
+/// `FG_HELM`, else the binary `e2e/helm/build.sh` caches for the pinned version.
+fn helm_binary() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("FG_HELM") {
+        return Some(PathBuf::from(path));
+    }
+    let go_mod =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/helm/go.mod")).ok()?;
+    let version = go_mod
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("require helm.sh/helm/v3 "))?
+        .trim();
+    let cache = std::env::var_os("FG_E2E_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("finalizer-guard-e2e"))
+        })
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/finalizer-guard-e2e"))
+        })?;
+    let cached = cache.join(format!("helm-{version}")).join("helm");
+    cached.is_file().then_some(cached)
+}
+
+/// Helm, run as the cluster's admin, with a configuration of its own.
+struct Helm {
+    binary: PathBuf,
+    kubeconfig: PathBuf,
+    home: PathBuf,
+}
+
+impl Helm {
+    fn new(cluster: &Cluster, work: &Path) -> Option<Helm> {
+        let Some(binary) = helm_binary() else {
+            eprintln!(
+                "skipped: no helm (set FG_HELM, or build it with e2e/helm/build.sh; .ci/run does)"
+            );
+            return None;
+        };
+        Some(Helm {
+            binary,
+            kubeconfig: cluster.kubeconfig("admin"),
+            home: work.join("helm-home"),
+        })
+    }
+
+    fn run(&self, args: &[&str]) -> harness::Run {
+        let out = Command::new(&self.binary)
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HELM_CONFIG_HOME", self.home.join("config"))
+            .env("HELM_CACHE_HOME", self.home.join("cache"))
+            .env("HELM_DATA_HOME", self.home.join("data"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("helm runs");
+        harness::Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// A `finalizer-guard serve` started as the chart's pod would be.
+struct Server {
+    child: Child,
+    admin_port: u16,
+    work: PathBuf,
+}
+
+impl Server {
+    fn start(work: &Path, port: u16, kubeconfig: &Path) -> Server {
+        let admin_port = harness::free_port();
+        let audit = fs::File::create(work.join("audit.jsonl")).unwrap();
+        let log = fs::File::create(work.join("server.log")).unwrap();
+        let child = Command::new(harness::bin())
+            .arg("serve")
+            .arg("--policy")
+            .arg(work.join("policy/policy.yaml"))
+            .arg("--tls-cert")
+            .arg(work.join("tls/tls.crt"))
+            .arg("--tls-key")
+            .arg(work.join("tls/tls.key"))
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
+            .args(["--reload-interval", "200ms", "--shutdown-delay", "0s"])
+            .args(["--log-format", "json"])
+            .env("KUBECONFIG", kubeconfig)
+            .stdout(audit)
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let server = Server {
+            child,
+            admin_port,
+            work: work.to_path_buf(),
+        };
+        wait_until(
+            "the Helm-installed webhook's server to be ready",
+            30,
+            || harness::http_get(admin_port, "/readyz").is_some(),
+        );
+        server
+    }
+
+    fn policy_reloads(&self) -> u64 {
+        harness::http_get(self.admin_port, "/metrics")
+            .unwrap_or_default()
+            .lines()
+            .find(|l| {
+                l.starts_with("finalizer_guard_reloads_total")
+                    && l.contains("kind=\"policy\"")
+                    && l.contains("outcome=\"success\"")
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn audit_records(&self) -> Vec<Value> {
+        fs::read_to_string(self.work.join("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes `content` to `dir/name` as kubelet updates a mounted volume: a
+/// new file renamed over the old, so a reader never sees half of it.
+fn write_mounted(dir: &Path, name: &str, content: &[u8]) {
+    fs::create_dir_all(dir).unwrap();
+    let tmp = dir.join(format!(".{name}.tmp"));
+    fs::write(&tmp, content).unwrap();
+    fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+fn b64decode(value: &Value) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(value.as_str().expect("base64 data"))
+        .unwrap()
+}
+
+/// The chart's ConfigMap, as the API server holds it, written where the
+/// server reads its policy: what kubelet does for the pods' volume.
+fn sync_policy_from_configmap(cluster: &Cluster, work: &Path) -> String {
+    let config_map = cluster
+        .get(&["configmap", &format!("{FULLNAME}-policy"), "-n", RELEASE_NS])
+        .expect("the chart's ConfigMap");
+    let policy = config_map["data"]["policy.yaml"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    write_mounted(&work.join("policy"), "policy.yaml", policy.as_bytes());
+    policy
+}
+
+fn webhook_config(cluster: &Cluster) -> Option<Value> {
+    cluster.get(&["validatingwebhookconfiguration", FULLNAME])
+}
+
+/// Points the Helm-installed webhook configuration's clientConfig at `url`,
+/// or back at the chart's Service; nothing else changes.
+fn point_client_config(cluster: &Cluster, url: Option<&str>) {
+    let patch = match url {
+        Some(url) => json!([
+            {"op": "test", "path": "/webhooks/0/name", "value": WEBHOOK},
+            {"op": "remove", "path": "/webhooks/0/clientConfig/service"},
+            {"op": "add", "path": "/webhooks/0/clientConfig/url", "value": url},
+        ]),
+        None => json!([
+            {"op": "test", "path": "/webhooks/0/name", "value": WEBHOOK},
+            {"op": "remove", "path": "/webhooks/0/clientConfig/url"},
+            {"op": "add", "path": "/webhooks/0/clientConfig/service", "value": {
+                "namespace": RELEASE_NS, "name": FULLNAME, "path": "/validate", "port": 443,
+            }},
+        ]),
+    };
+    cluster
+        .admin(&[
+            "patch",
+            "validatingwebhookconfiguration",
+            FULLNAME,
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ])
+        .ok();
+}
+
+/// The objects `helm get manifest` says the release installed.
+fn release_objects(helm: &Helm) -> Vec<Value> {
+    let run = helm
+        .run(&["get", "manifest", RELEASE, "-n", RELEASE_NS])
+        .ok();
+    let mut out = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(&run.stdout) {
+        let value = <Value as serde::Deserialize>::deserialize(doc).unwrap();
+        if !value.is_null() {
+            out.push(value);
+        }
+    }
+    out
+}
+
+/// `kubectl get` arguments for one object of a manifest.
+fn get_args(object: &Value) -> Vec<String> {
+    let kind = object["kind"].as_str().unwrap();
+    let api_version = object["apiVersion"].as_str().unwrap();
+    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    let resource = if group.is_empty() {
+        kind.to_lowercase()
+    } else {
+        format!("{}.{group}", kind.to_lowercase())
+    };
+    let mut args = vec![
+        resource,
+        object["metadata"]["name"].as_str().unwrap().to_string(),
+    ];
+    if let Some(ns) = object["metadata"]["namespace"].as_str() {
+        args.extend(["-n".to_string(), ns.to_string()]);
+    }
+    args
+}
+
+fn pod(ns: &str, name: &str, node: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "finalizers": [CNI]},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}],
+            "automountServiceAccountToken": false,
+        },
+    })
+}
+
+/// A pod on a Node with no kubelet, deleted: Terminating, held by its CNI finalizer.
+fn stuck_pod(cluster: &Cluster, ns: &str, name: &str, node: &str) {
+    cluster.apply(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}));
+    cluster.apply(&pod(ns, name, node));
+    cluster
+        .admin(&["delete", "--wait=false", "pod", name, "-n", ns])
+        .ok();
+    let stuck = cluster.get(&["pod", name, "-n", ns]).unwrap();
+    assert!(stuck["metadata"]["deletionTimestamp"].is_string());
+}
+
+fn force_delete(cluster: &Cluster, ns: &str, name: &str) {
+    cluster
+        .admin(&[
+            "delete",
+            "pod",
+            name,
+            "-n",
+            ns,
+            "--grace-period=0",
+            "--force",
+        ])
+        .ok();
+    wait_until(&format!("{name} to be gone"), 30, || {
+        cluster.get(&["pod", name, "-n", ns]).is_none()
+    });
+}
+
+/// Should the scenario fail half-way: the release uninstalled, and its
+/// webhook configuration gone in any case, so it cannot refuse the writes of
+/// the scenarios after it once its server is gone.
+struct ReleaseCleanup<'a> {
+    helm: &'a Helm,
+    cluster: &'a Cluster,
+}
+
+impl Drop for ReleaseCleanup<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        self.helm.run(&["uninstall", RELEASE, "-n", RELEASE_NS]);
+        self.cluster.admin(&[
+            "delete",
+            "validatingwebhookconfiguration",
+            FULLNAME,
+            "--ignore-not-found",
+        ]);
+    }
+}
+
+/// The `manifests/` webhook of the other scenarios, kept out of one
+/// namespace while the Helm-installed webhook is tested there, so every
+/// decision in it is the Helm-installed one's. Put back when dropped.
+struct KustomizeWebhookExcluded<'a> {
+    cluster: &'a Cluster,
+}
+
+impl<'a> KustomizeWebhookExcluded<'a> {
+    fn new(cluster: &'a Cluster, ns: &str) -> Self {
+        let selector = json!({"matchExpressions": [{
+            "key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [ns],
+        }]});
+        cluster
+            .admin(&[
+                "patch",
+                "validatingwebhookconfiguration",
+                harness::CONFIG,
+                "--type=json",
+                "-p",
+                &json!([
+                    {"op": "test", "path": "/webhooks/0/namespaceSelector", "value": {}},
+                    {"op": "replace", "path": "/webhooks/0/namespaceSelector", "value": selector},
+                ])
+                .to_string(),
+            ])
+            .ok();
+        KustomizeWebhookExcluded { cluster }
+    }
+}
+
+impl Drop for KustomizeWebhookExcluded<'_> {
+    fn drop(&mut self) {
+        self.cluster.admin(&[
+            "patch",
+            "validatingwebhookconfiguration",
+            harness::CONFIG,
+            "--type=json",
+            "-p",
+            r#"[{"op": "replace", "path": "/webhooks/0/namespaceSelector", "value": {}}]"#,
+        ]);
+    }
+}
+
+fn denied() -> String {
+    format!("admission webhook \"{WEBHOOK}\" denied the request")
+}
+
+#[test]
+fn helm_install_refuses_a_misspelled_value_and_installs_nothing() {
+    let Some(env) = env() else { return };
+    let c = &env.cluster;
+    let work = env.work.join("helm-refused");
+    fs::create_dir_all(&work).unwrap();
+    let Some(helm) = Helm::new(c, &work) else {
+        return;
+    };
+    let chart = chart();
+    let run = helm.run(&[
+        "install",
+        "helm-e2e-refused",
+        chart.to_str().unwrap(),
+        "-n",
+        "e2e-helm-refused",
+        "--create-namespace",
+        "--set",
+        "policy.rules[0].finalizers={example.com/cleanup}",
+        "--set",
+        "policy.rules[0].serviceAccount={ops:cleanup}",
+    ]);
+    assert_ne!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stderr
+            .contains("values don't meet the specifications of the schema")
+            && run.stderr.contains("serviceAccount"),
+        "helm names the misspelled value: {run:#?}"
+    );
+    assert!(
+        c.get(&[
+            "validatingwebhookconfiguration",
+            "helm-e2e-refused-finalizer-guard"
+        ])
+        .is_none()
+    );
+    let releases = helm.run(&["list", "-A", "-q"]).ok();
+    assert!(
+        !releases.stdout.contains("helm-e2e-refused"),
+        "{releases:#?}"
+    );
+}
+
+#[test]
+fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
+    let Some(env) = env() else { return };
+    let c = &env.cluster;
+    let work = env.work.join("helm");
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).unwrap();
+    let Some(helm) = Helm::new(c, &work) else {
+        return;
+    };
+    let chart = chart();
+    let chart = chart.to_str().unwrap();
+    let ns = "e2e-helm-dead-node";
+    c.namespace(ns);
+    let _excluded = KustomizeWebhookExcluded::new(c, ns);
+
+    // helm install, enforcing, with the address the local server listens on
+    // in the generated certificate.
+    let values = work.join("values.yaml");
+    fs::write(
+        &values,
+        "policy:\n  mode: enforce\ncertificates:\n  generated:\n    extraIPAddresses: [127.0.0.1]\n",
+    )
+    .unwrap();
+    let _cleanup = ReleaseCleanup {
+        helm: &helm,
+        cluster: c,
+    };
+    let run = helm
+        .run(&[
+            "install",
+            RELEASE,
+            chart,
+            "-n",
+            RELEASE_NS,
+            "--create-namespace",
+            "-f",
+            values.to_str().unwrap(),
+        ])
+        .ok();
+    assert!(run.stdout.contains("STATUS: deployed"), "{run:#?}");
+    assert!(
+        run.stdout.contains("ENFORCE mode"),
+        "NOTES.txt says the mode: {run:#?}"
+    );
+
+    // Every object the release names exists, with what the chart rendered.
+    let objects = release_objects(&helm);
+    let mut kinds: Vec<&str> = objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "Deployment",
+            "PodDisruptionBudget",
+            "ResourceQuota",
+            "Secret",
+            "Secret",
+            "Service",
+            "ServiceAccount",
+            "ValidatingWebhookConfiguration",
+        ]
+    );
+    for object in &objects {
+        let args = get_args(object);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let live = c
+            .get(&args)
+            .unwrap_or_else(|| panic!("helm install did not create {args:?}"));
+        assert_eq!(
+            live["metadata"]["labels"]["app.kubernetes.io/instance"], RELEASE,
+            "{args:?}"
+        );
+    }
+    let installed = webhook_config(c).expect("the Helm-installed webhook configuration");
+    let rendered = objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+        .unwrap();
+    for field in [
+        "rules",
+        "matchConditions",
+        "failurePolicy",
+        "timeoutSeconds",
+        "sideEffects",
+        "matchPolicy",
+    ] {
+        assert_eq!(
+            installed["webhooks"][0][field], rendered["webhooks"][0][field],
+            "{field} as rendered"
+        );
+    }
+    let ca_bundle = installed["webhooks"][0]["clientConfig"]["caBundle"].clone();
+    assert!(ca_bundle.is_string(), "the chart filled the caBundle");
+
+    // The server, as the chart's pod runs it: the chart's policy, the
+    // chart's certificate, a token of the chart's ServiceAccount.
+    let tls = c
+        .get(&["secret", &format!("{FULLNAME}-tls"), "-n", RELEASE_NS])
+        .unwrap();
+    for key in ["tls.crt", "tls.key", "ca.crt"] {
+        write_mounted(&work.join("tls"), key, &b64decode(&tls["data"][key]));
+    }
+    assert_eq!(
+        tls["data"]["ca.crt"], ca_bundle,
+        "the caBundle is the Secret's CA"
+    );
+    let policy = sync_policy_from_configmap(c, &work);
+    assert!(policy.contains("mode: enforce"), "{policy}");
+    let token = c
+        .admin(&[
+            "create",
+            "token",
+            FULLNAME,
+            "-n",
+            RELEASE_NS,
+            "--duration",
+            "1h",
+        ])
+        .ok()
+        .stdout;
+    let admin: Value =
+        serde_yaml_ng::from_str(&fs::read_to_string(c.kubeconfig("admin")).unwrap()).unwrap();
+    let kubeconfig = work.join("webhook.kubeconfig");
+    fs::write(
+        &kubeconfig,
+        serde_json::to_string(&json!({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "e2e", "cluster": admin["clusters"][0]["cluster"]}],
+            "users": [{"name": FULLNAME, "user": {"token": token.trim()}}],
+            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": FULLNAME}}],
+            "current-context": "e2e",
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let port = harness::free_port();
+    let server = Server::start(&work, port, &kubeconfig);
+    let url = format!("https://127.0.0.1:{port}/validate");
+    point_client_config(c, Some(&url));
+
+    // The dead-node scenario, through the Helm-installed webhook.
+    stuck_pod(c, ns, "web-0", "helm-dead-node-1");
+    let strip = |name: &str| {
+        c.kubectl(
+            "alice",
+            &["patch", "pod", name, "-n", ns, "-p", STRIP, "--type=merge"],
+        )
+    };
+    let run = strip("web-0").refused(&denied());
+    for needle in [CNI, "alice", "web-0", OVERRIDE, "node-lost"] {
+        assert!(run.stderr.contains(needle), "{needle}: {}", run.stderr);
+    }
+    let judged_by_helm_server = |decision: &str, name: &str| {
+        server
+            .audit_records()
+            .iter()
+            .any(|r| r["decision"] == decision && r["name"] == name && r["namespace"] == ns)
+    };
+    wait_until(
+        "the Helm-installed webhook's server to record the denial",
+        10,
+        || judged_by_helm_server("denied", "web-0"),
+    );
+    c.kubectl(
+        "alice",
+        &[
+            "annotate",
+            "pod",
+            "web-0",
+            "-n",
+            ns,
+            &format!("{OVERRIDE}=node-lost: INC-4711 helm-dead-node-1 powered off"),
+        ],
+    )
+    .ok();
+    let run = strip("web-0").ok();
+    assert!(run.stdout.contains("pod/web-0 patched"), "{run:#?}");
+    assert!(
+        run.stderr.contains("Warning:") && run.stderr.contains("node-lost"),
+        "{run:#?}"
+    );
+    wait_until(
+        "the Helm-installed webhook's server to record the override",
+        10,
+        || judged_by_helm_server("override", "web-0"),
+    );
+    force_delete(c, ns, "web-0");
+    // The Events went through the chart's RBAC: the server's token is the
+    // chart's ServiceAccount's.
+    for reason in ["FinalizerRemovalDenied", "FinalizerOverride"] {
+        wait_until(&format!("the {reason} Event of web-0"), 30, || {
+            let list = c
+                .get(&[
+                    "events",
+                    "-n",
+                    ns,
+                    "--field-selector",
+                    &format!("involvedObject.name=web-0,reason={reason}"),
+                ])
+                .unwrap();
+            list["items"]
+                .as_array()
+                .is_some_and(|items| !items.is_empty())
+        });
+    }
+
+    // helm upgrade: a rule lets the developers release CNI finalizers.
+    // Helm re-applies the chart's clientConfig (the Service) by a three-way
+    // merge, which a url beside it would make invalid: the configuration is
+    // pointed back at the Service for the upgrade, and at the local server
+    // again after it.
+    let ca_secret_before = c
+        .get(&["secret", &format!("{FULLNAME}-ca"), "-n", RELEASE_NS])
+        .unwrap();
+    point_client_config(c, None);
+    let run = helm
+        .run(&[
+            "upgrade",
+            RELEASE,
+            chart,
+            "-n",
+            RELEASE_NS,
+            "--reuse-values",
+            "--set-json",
+            &format!(
+                r#"policy.rules=[{{"name":"developers-release-cni","finalizers":["{CNI}"],"groups":["developers"]}}]"#
+            ),
+        ])
+        .ok();
+    assert!(run.stdout.contains("STATUS: deployed"), "{run:#?}");
+    let upgraded = webhook_config(c).unwrap();
+    assert_eq!(
+        upgraded["webhooks"][0]["clientConfig"]["caBundle"], ca_bundle,
+        "the generated CA, and so the caBundle, is kept across helm upgrade"
+    );
+    let ca_secret_after = c
+        .get(&["secret", &format!("{FULLNAME}-ca"), "-n", RELEASE_NS])
+        .unwrap();
+    assert_eq!(ca_secret_after["data"], ca_secret_before["data"]);
+    let tls_after = c
+        .get(&["secret", &format!("{FULLNAME}-tls"), "-n", RELEASE_NS])
+        .unwrap();
+    assert_eq!(
+        tls_after["data"], tls["data"],
+        "the serving certificate is kept while its names are the same"
+    );
+    point_client_config(c, Some(&url));
+
+    // kubelet's part: the refreshed ConfigMap lands in the mounted file.
+    let reloads = server.policy_reloads();
+    let pid = server.child.id();
+    let policy = sync_policy_from_configmap(c, &work);
+    assert!(policy.contains("developers-release-cni"), "{policy}");
+    wait_until(
+        "the running server to apply the upgraded policy",
+        30,
+        || server.policy_reloads() > reloads,
+    );
+    stuck_pod(c, ns, "web-1", "helm-dead-node-1");
+    let run = strip("web-1").ok();
+    assert!(run.stdout.contains("pod/web-1 patched"), "{run:#?}");
+    assert!(
+        !run.stderr.contains("Warning:"),
+        "a rule authorizes it: no override, no warning: {run:#?}"
+    );
+    wait_until("the audit record of web-1", 10, || {
+        server.audit_records().iter().any(|r| r["name"] == "web-1")
+    });
+    let records = server.audit_records();
+    let record = records.iter().rev().find(|r| r["name"] == "web-1").unwrap();
+    assert_eq!(record["decision"], "authorized", "{record}");
+    assert!(
+        record.to_string().contains("developers-release-cni"),
+        "authorized by the new rule: {record}"
+    );
+    assert_eq!(
+        server.child.id(),
+        pid,
+        "the same process: picked up without a restart"
+    );
+    force_delete(c, ns, "web-1");
+
+    // helm uninstall: nothing of the release is left, the webhook
+    // configuration least of all.
+    let run = helm.run(&["uninstall", RELEASE, "-n", RELEASE_NS]).ok();
+    assert!(run.stdout.contains("uninstalled"), "{run:#?}");
+    for object in &objects {
+        let args = get_args(object);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        wait_until(&format!("{args:?} to be gone"), 60, || {
+            c.get(&args).is_none()
+        });
+    }
+    let selector = format!("app.kubernetes.io/instance={RELEASE}");
+    let left = c
+        .admin(&[
+            "get",
+            "validatingwebhookconfigurations,clusterroles,clusterrolebindings",
+            "-l",
+            &selector,
+            "-o",
+            "name",
+        ])
+        .ok();
+    assert_eq!(
+        left.stdout.trim(),
+        "",
+        "cluster-scoped objects left: {left:#?}"
+    );
+    wait_until("the release's pods and ReplicaSets to be gone", 60, || {
+        c.admin(&[
+            "get",
+            "all,configmaps,secrets,serviceaccounts,poddisruptionbudgets,resourcequotas",
+            "-n",
+            RELEASE_NS,
+            "-l",
+            &selector,
+            "-o",
+            "name",
+        ])
+        .ok()
+        .stdout
+        .trim()
+        .is_empty()
+    });
+
+    // With its server gone too, no webhook configuration refuses the write
+    // it would have judged.
+    drop(server);
+    stuck_pod(c, ns, "web-2", "helm-dead-node-1");
+    let run = strip("web-2").ok();
+    assert!(run.stdout.contains("pod/web-2 patched"), "{run:#?}");
+    force_delete(c, ns, "web-2");
+    c.admin(&["delete", "namespace", RELEASE_NS, "--wait=false"])
+        .ok();
+}

@@ -1,0 +1,671 @@
+//! The Helm chart in `charts/finalizer-guard` installs what `manifests/`
+//! installs: `helm template` is compared, object by object, with the
+//! kustomizations as this file's parent resolves them (and `kubectl
+//! kustomize` checks that resolution). Only what Helm adds is set aside: its
+//! bookkeeping labels, the certificates it generates, and the policy's
+//! comments (the policies are compared parsed).
+//!
+//! Needs a helm binary: `FG_HELM`, or the one `e2e/helm/build.sh` caches.
+//! Without one each test says so and passes; `.ci/run` builds it and sets
+//! `FG_HELM`.
+
+use super::*;
+
+use finalizer_guard::policy::builtin::BUILTIN_CONTROLLERS;
+
+/// The release name and namespace under which the chart's names are the
+/// names of `manifests/`.
+const RELEASE: &str = "finalizer-guard";
+
+fn chart() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/finalizer-guard")
+}
+
+/// The Helm version `e2e/helm/go.mod` pins.
+fn pinned_helm_version() -> String {
+    let go_mod =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/helm/go.mod"))
+            .unwrap();
+    go_mod
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("require helm.sh/helm/v3 "))
+        .or_else(|| {
+            go_mod
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("helm.sh/helm/v3 "))
+        })
+        .expect("e2e/helm/go.mod requires helm.sh/helm/v3")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// `FG_HELM`, else the binary `e2e/helm/build.sh` caches, else `None` with a note.
+pub(crate) fn helm() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("FG_HELM") {
+        let path = PathBuf::from(path);
+        assert!(path.is_file(), "FG_HELM={} is not a file", path.display());
+        return Some(path);
+    }
+    let cache = std::env::var_os("FG_E2E_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("finalizer-guard-e2e"))
+        })
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/finalizer-guard-e2e"))
+        })?;
+    let cached = cache
+        .join(format!("helm-{}", pinned_helm_version()))
+        .join("helm");
+    if cached.is_file() {
+        return Some(cached);
+    }
+    eprintln!("skipped: no helm (set FG_HELM, or build it with e2e/helm/build.sh; .ci/run does)");
+    None
+}
+
+/// What one helm run printed, and how it exited.
+struct HelmRun {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn run_helm(helm: &Path, args: &[&str]) -> HelmRun {
+    let home = tempfile::tempdir().unwrap();
+    let output = Command::new(helm)
+        .args(args)
+        // No user configuration or repositories leak in.
+        .env("HELM_CONFIG_HOME", home.path().join("config"))
+        .env("HELM_CACHE_HOME", home.path().join("cache"))
+        .env("HELM_DATA_HOME", home.path().join("data"))
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    HelmRun {
+        ok: output.status.success(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// `helm template finalizer-guard charts/finalizer-guard -n finalizer-guard ARGS`.
+fn template(helm: &Path, args: &[&str]) -> Vec<Value> {
+    let chart = chart();
+    let mut full = vec![
+        "template",
+        RELEASE,
+        chart.to_str().unwrap(),
+        "--namespace",
+        NAMESPACE,
+    ];
+    full.extend_from_slice(args);
+    let run = run_helm(helm, &full);
+    assert!(run.ok, "helm {}: {}", full.join(" "), run.stderr);
+    documents(&run.stdout).unwrap_or_else(|e| panic!("helm template printed no YAML: {e}"))
+}
+
+/// Labels only Helm's objects carry: the release's bookkeeping.
+const HELM_LABELS: [&str; 4] = [
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/managed-by",
+    "helm.sh/chart",
+];
+
+/// Sets aside what Helm adds and what is generated anew on every install.
+fn normalize(object: &Value) -> Value {
+    fn strip(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                for key in HELM_LABELS {
+                    map.remove(key);
+                }
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut object = object.clone();
+    strip(&mut object);
+    if let Some(Value::Array(webhooks)) = object.get_mut("webhooks") {
+        for webhook in webhooks {
+            if let Some(bundle) = webhook.pointer_mut("/clientConfig/caBundle") {
+                *bundle = json!("(the CA certificate)");
+            }
+        }
+    }
+    if text(&object, "/kind") == "ConfigMap"
+        && let Some(policy) = object.pointer_mut("/data/policy.yaml")
+    {
+        let parsed = Policy::from_yaml(policy.as_str().unwrap()).unwrap();
+        *policy = json!(format!("{parsed:?}"));
+    }
+    if text(&object, "/kind") == "Secret" {
+        let keys: Vec<String> = object["data"]
+            .as_object()
+            .map(|d| d.keys().cloned().collect())
+            .unwrap_or_default();
+        object["data"] = json!(keys);
+        object["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("annotations");
+    }
+    object
+}
+
+fn find<'a>(objects: &'a [Value], id: &str) -> Option<&'a Value> {
+    objects.iter().find(|o| describe(o) == id)
+}
+
+/// Every object of `kustomized` but the Namespace (Helm installs into a
+/// namespace, `--create-namespace`), rendered by the chart the same.
+fn assert_same_objects(chart: &[Value], kustomized: &[Value], what: &str) {
+    let mut problems = Vec::new();
+    for object in kustomized {
+        if text(object, "/kind") == "Namespace" {
+            continue;
+        }
+        let id = describe(object);
+        match find(chart, &id) {
+            None => problems.push(format!("{id}: in {what}, not rendered by the chart")),
+            Some(rendered) => {
+                if let Some(d) = first_difference(&normalize(object), &normalize(rendered), "") {
+                    problems.push(format!("{id}: {d} (left: {what}, right: the chart)"));
+                }
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the chart drifted from {what}:\n{}",
+        problems.join("\n")
+    );
+}
+
+fn check_all(objects: &[Value]) {
+    for object in objects {
+        if let Err(e) = check_object(object) {
+            panic!("helm template: {}: {e}", describe(object));
+        }
+    }
+}
+
+#[test]
+fn chart_renders_what_the_self_managed_overlay_installs() {
+    let Some(helm) = helm() else { return };
+    let rendered = template(&helm, &[]);
+    check_all(&rendered);
+
+    let copy = copy_manifests();
+    let overlay = copy.path().join("manifests/overlays/self-managed");
+    write_certs(&overlay);
+    let kustomized = resolve(&overlay).objects;
+    assert_same_objects(&rendered, &kustomized, "manifests/overlays/self-managed");
+
+    // Beyond the overlay: the CA's own Secret, which the pods do not mount,
+    // and nothing else.
+    let mut extra: Vec<String> = rendered
+        .iter()
+        .map(describe)
+        .filter(|id| find(&kustomized, id).is_none())
+        .collect();
+    extra.sort();
+    assert_eq!(extra, [format!("Secret {NAMESPACE}/finalizer-guard-ca")]);
+}
+
+#[test]
+fn chart_with_cert_manager_renders_what_its_overlay_installs() {
+    let Some(helm) = helm() else { return };
+    let rendered = template(&helm, &["--set", "certificates.source=cert-manager"]);
+    check_all(&rendered);
+    let kustomized = resolve(&manifests().join("overlays/cert-manager")).objects;
+    assert_same_objects(&rendered, &kustomized, "manifests/overlays/cert-manager");
+    assert_eq!(
+        sorted_ids(
+            &rendered
+                .iter()
+                .filter(|o| text(o, "/kind") != "Namespace")
+                .cloned()
+                .collect::<Vec<_>>()
+        ),
+        sorted_ids(
+            &kustomized
+                .iter()
+                .filter(|o| text(o, "/kind") != "Namespace")
+                .cloned()
+                .collect::<Vec<_>>()
+        ),
+        "no Secret of Helm's own: cert-manager writes them"
+    );
+}
+
+/// The generated certificates: a CA, and a serving certificate it issued for
+/// the Service's names, whose CA is the caBundle.
+#[test]
+fn generated_certificates_name_the_service_and_fill_the_ca_bundle() {
+    let Some(helm) = helm() else { return };
+    let rendered = template(
+        &helm,
+        &[
+            "--set",
+            "certificates.generated.extraIPAddresses={127.0.0.1}",
+        ],
+    );
+    let secret = |name: &str| {
+        find(&rendered, &format!("Secret {NAMESPACE}/{name}"))
+            .unwrap_or_else(|| panic!("no Secret {name}"))
+            .clone()
+    };
+    let decode = |value: &Value| {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(value.as_str().unwrap())
+            .unwrap();
+        String::from_utf8(bytes).unwrap()
+    };
+    let pem_der = |pem: &str| {
+        let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .unwrap()
+    };
+    let tls = secret(TLS_SECRET);
+    let ca = secret("finalizer-guard-ca");
+    assert_eq!(tls["type"], "kubernetes.io/tls");
+    assert_eq!(tls["data"]["ca.crt"], ca["data"]["tls.crt"]);
+    let ca_pem = decode(&ca["data"]["tls.crt"]);
+    let cert_pem = decode(&tls["data"]["tls.crt"]);
+    assert!(decode(&tls["data"]["tls.key"]).contains("PRIVATE KEY"));
+
+    let ca_der = pem_der(&ca_pem);
+    let (_, ca_cert) = x509_parser::parse_x509_certificate(&ca_der).unwrap();
+    assert!(ca_cert.is_ca());
+    let cert_der = pem_der(&cert_pem);
+    let (_, cert) = x509_parser::parse_x509_certificate(&cert_der).unwrap();
+    assert_eq!(cert.issuer(), ca_cert.subject(), "issued by the CA");
+    let san = cert
+        .subject_alternative_name()
+        .unwrap()
+        .expect("a subjectAltName");
+    let mut dns = Vec::new();
+    let mut ips = Vec::new();
+    for name in &san.value.general_names {
+        match name {
+            x509_parser::extensions::GeneralName::DNSName(n) => dns.push(n.to_string()),
+            x509_parser::extensions::GeneralName::IPAddress(ip) => ips.push(ip.to_vec()),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        dns,
+        finalizer_guard::certs::service_names(SERVICE, NAMESPACE)
+    );
+    assert_eq!(ips, [vec![127u8, 0, 0, 1]]);
+
+    let webhook = find(&rendered, "ValidatingWebhookConfiguration finalizer-guard").unwrap();
+    assert_eq!(
+        text(webhook, "/webhooks/0/clientConfig/caBundle"),
+        finalizer_guard::certs::ca_bundle(&ca_pem),
+        "the caBundle is the CA that issued the serving certificate"
+    );
+    assert_eq!(
+        text(
+            &tls,
+            "/metadata/annotations/finalizer-guard.io~1certificate-names"
+        ),
+        r#"{"dns":["finalizer-guard","finalizer-guard.finalizer-guard","finalizer-guard.finalizer-guard.svc","finalizer-guard.finalizer-guard.svc.cluster.local"],"ip":["127.0.0.1"]}"#
+    );
+}
+
+/// The values say what they do, and the objects stay well-formed.
+#[test]
+fn values_change_what_they_name() {
+    let Some(helm) = helm() else { return };
+    let values = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        values.path(),
+        r#"
+policy:
+  mode: enforce
+  builtinControllers: false
+  builtinIdentities:
+    - controller: service
+      users: ["eks:cloud-controller-manager"]
+  rules:
+    - name: cleanup
+      finalizers: ["example.com/cleanup"]
+      serviceAccounts: ["ops:cleanup-controller"]
+  override:
+    annotation: example.com/break-glass
+    reasons: [node-lost]
+image:
+  repository: registry.example.com/finalizer-guard
+  tag: "9.9.9"
+imagePullSecrets: [{name: pull}]
+replicas: 1
+resources:
+  requests: {cpu: 10m, memory: 16Mi}
+  limits: {memory: 64Mi}
+nodeSelector: {kubernetes.io/os: linux}
+tolerations: [{key: dedicated, operator: Equal, value: system, effect: NoSchedule}]
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [system]}]}]
+priorityClassName: ""
+podAnnotations: {prometheus.io/scrape: "true"}
+logFormat: text
+events:
+  enabled: false
+"#,
+    )
+    .unwrap();
+    let rendered = template(&helm, &["-f", values.path().to_str().unwrap()]);
+    check_all(&rendered);
+    let kinds: BTreeSet<&str> = rendered.iter().map(|o| text(o, "/kind")).collect();
+    for absent in [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "PodDisruptionBudget",
+        "ResourceQuota",
+    ] {
+        assert!(!kinds.contains(absent), "{absent} rendered: {kinds:?}");
+    }
+
+    let config_map = find(
+        &rendered,
+        &format!("ConfigMap {NAMESPACE}/finalizer-guard-policy"),
+    )
+    .unwrap();
+    let policy = Policy::from_yaml(text(config_map, "/data/policy.yaml")).unwrap();
+    assert_eq!(policy.mode, Mode::Enforce);
+    assert!(!policy.builtin_controllers);
+    assert_eq!(policy.builtin_identities.len(), 1);
+    assert_eq!(policy.rules.len(), 1);
+    assert_eq!(policy.rules[0].label, "cleanup");
+    assert_eq!(
+        policy.override_settings.annotation,
+        "example.com/break-glass"
+    );
+    assert_eq!(policy.override_settings.reasons, ["node-lost"]);
+
+    let webhook = find(&rendered, "ValidatingWebhookConfiguration finalizer-guard").unwrap();
+    let conditions = webhook["webhooks"][0]["matchConditions"]
+        .as_array()
+        .unwrap();
+    let names: Vec<&str> = conditions.iter().map(|c| text(c, "/name")).collect();
+    assert_eq!(
+        names,
+        ["removes-finalizer-or-writes-approval"],
+        "builtinControllers false: the webhook judges Kubernetes' controllers too"
+    );
+    assert!(
+        text(&conditions[0], "/expression").contains("'example.com/break-glass'"),
+        "the matchConditions send writes of the policy's override annotation"
+    );
+
+    let deployment: Deployment = serde_json::from_value(
+        find(
+            &rendered,
+            &format!("Deployment {NAMESPACE}/finalizer-guard"),
+        )
+        .unwrap()
+        .clone(),
+    )
+    .unwrap();
+    let spec = deployment.spec;
+    assert_eq!(spec.replicas, Some(1));
+    let template = spec.template;
+    assert_eq!(
+        template.metadata.unwrap().annotations.unwrap()["prometheus.io/scrape"],
+        "true"
+    );
+    let pod = template.spec.unwrap();
+    assert_eq!(
+        pod.automount_service_account_token,
+        Some(false),
+        "no Events: no token"
+    );
+    assert_eq!(pod.priority_class_name, None);
+    assert_eq!(pod.node_selector.unwrap()["kubernetes.io/os"], "linux");
+    assert_eq!(
+        pod.tolerations.unwrap()[0].key.as_deref(),
+        Some("dedicated")
+    );
+    assert!(pod.affinity.unwrap().node_affinity.is_some());
+    assert_eq!(pod.image_pull_secrets.unwrap()[0].name, "pull");
+    let container = &pod.containers[0];
+    assert_eq!(
+        container.image.as_deref(),
+        Some("registry.example.com/finalizer-guard:9.9.9")
+    );
+    let resources = container.resources.clone().unwrap();
+    assert_eq!(resources.requests.unwrap()["cpu"].0, "10m");
+    assert_eq!(resources.limits.unwrap()["memory"].0, "64Mi");
+
+    // The environment is what `serve` reads.
+    let env: BTreeMap<String, String> = container
+        .env
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.value.unwrap()))
+        .collect();
+    assert_eq!(
+        env,
+        BTreeMap::from([
+            ("FINALIZER_GUARD_EVENTS".to_string(), "false".to_string()),
+            ("FINALIZER_GUARD_LOG_FORMAT".to_string(), "text".to_string()),
+        ])
+    );
+    // Each variable, given as the flag that reads it, is what `serve` takes.
+    let command = Cli::command();
+    let serve_command = command.find_subcommand("serve").unwrap();
+    let mut args = vec!["finalizer-guard".to_string()];
+    args.extend(container.args.clone().unwrap());
+    for (name, value) in &env {
+        let flag = serve_command
+            .get_arguments()
+            .find(|a| a.get_env().is_some_and(|e| e == name.as_str()))
+            .and_then(|a| a.get_long())
+            .unwrap_or_else(|| panic!("serve reads no {name}"));
+        args.push(format!("--{flag}={value}"));
+    }
+    let parsed = Cli::try_parse_from(&args)
+        .unwrap_or_else(|e| panic!("serve refuses the chart's settings {args:?}: {e}"));
+    let cli::Command::Serve(serve) = parsed.command else {
+        panic!("not serve");
+    };
+    assert!(!serve.events);
+    assert!(matches!(serve.log_format, cli::LogFormat::Text));
+}
+
+#[test]
+fn schema_refuses_a_misspelled_or_mistyped_value_and_names_it() {
+    let Some(helm) = helm() else { return };
+    let chart = chart();
+    let chart = chart.to_str().unwrap();
+    for (set, needle) in [
+        ("replica=3", "replica"),
+        ("replicas=two", "replicas"),
+        ("replicas=0", "replicas"),
+        ("policy.mode=block", "mode"),
+        (
+            "policy.rules[0].finalizers={a},policy.rules[0].usrs={alice}",
+            "usrs",
+        ),
+        ("policy.override.annotation=not a key", "annotation"),
+        ("certificates.source=vault", "source"),
+        ("certificates.generated.days=soon", "days"),
+        ("events.enable=false", "enable"),
+        ("logFormat=xml", "logFormat"),
+        (
+            "policy.builtinIdentities[0].controller=nope,policy.builtinIdentities[0].users={x}",
+            "controller",
+        ),
+    ] {
+        for command in ["template", "lint"] {
+            let args: Vec<&str> = match command {
+                "template" => vec!["template", RELEASE, chart, "--set", set],
+                _ => vec!["lint", chart, "--set", set],
+            };
+            let run = run_helm(&helm, &args);
+            let said = format!("{}{}", run.stdout, run.stderr);
+            assert!(!run.ok, "helm {command} --set {set} passed:\n{said}");
+            assert!(
+                said.contains("values don't meet the specifications of the schema"),
+                "helm {command} --set {set}: not the schema:\n{said}"
+            );
+            assert!(
+                said.contains(needle),
+                "helm {command} --set {set}: {needle} not named:\n{said}"
+            );
+        }
+    }
+    let lint = run_helm(&helm, &["lint", "--strict", chart]);
+    assert!(
+        lint.ok,
+        "helm lint --strict: {}{}",
+        lint.stdout, lint.stderr
+    );
+}
+
+#[test]
+fn chart_follows_the_crate_and_the_policy_schema() {
+    let chart_yaml: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(chart().join("Chart.yaml")).unwrap())
+            .unwrap();
+    assert_eq!(
+        chart_yaml["appVersion"],
+        env!("CARGO_PKG_VERSION"),
+        "the chart installs this release"
+    );
+
+    let values: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(chart().join("values.yaml")).unwrap())
+            .unwrap();
+    let policy = Policy::from_yaml(&serde_yaml_ng::to_string(&values["policy"]).unwrap()).unwrap();
+    assert_eq!(policy.mode, Mode::Warn, "first install: warn");
+    let config_map: ConfigMap = Base::load().one("ConfigMap");
+    let shipped = Policy::from_yaml(&config_map.data.unwrap()["policy.yaml"]).unwrap();
+    assert_eq!(
+        policy, shipped,
+        "the chart's default policy is the ConfigMap's"
+    );
+
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(chart().join("values.schema.json")).unwrap())
+            .unwrap();
+    let enumerated: Vec<&str> = schema
+        .pointer("/properties/policy/properties/builtinIdentities/items/properties/controller/enum")
+        .and_then(Value::as_array)
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let mut known = vec!["kube-controller-manager"];
+    known.extend(BUILTIN_CONTROLLERS.iter().map(|c| c.name));
+    assert_eq!(
+        enumerated, known,
+        "the schema lists src/policy/builtin.rs's controllers"
+    );
+}
+
+/// A release name YAML would read as something else (`y`, `on`, `1`) is
+/// still a string in every label and name.
+#[test]
+fn any_release_name_renders_valid_objects() {
+    let Some(helm) = helm() else { return };
+    let chart = chart();
+    for release in ["y", "on", "1"] {
+        let run = run_helm(
+            &helm,
+            &[
+                "template",
+                release,
+                chart.to_str().unwrap(),
+                "--namespace",
+                "guard",
+            ],
+        );
+        assert!(run.ok, "helm template {release}: {}", run.stderr);
+        let objects = documents(&run.stdout).unwrap();
+        check_all(&objects);
+        for object in &objects {
+            assert_eq!(
+                object["metadata"]["labels"]["app.kubernetes.io/instance"],
+                json!(release),
+                "{}",
+                describe(object)
+            );
+            assert_eq!(
+                text(object, "/metadata/name").split('-').next(),
+                Some(release),
+                "{}",
+                describe(object)
+            );
+        }
+    }
+}
+
+/// The fields the policy parser knows where `yaml` names an unknown one, as
+/// its error lists them ("expected one of `a`, `b`").
+fn policy_fields(yaml: &str) -> BTreeSet<String> {
+    let error = Policy::from_yaml(yaml).unwrap_err().to_string();
+    let expected = error
+        .split_once("expected")
+        .unwrap_or_else(|| panic!("{yaml:?}: {error}"))
+        .1;
+    let expected = expected.split(" at line").next().unwrap();
+    expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every policy field the server reads is one the schema lets through, and
+/// the schema allows no field the server would refuse.
+#[test]
+fn the_schema_knows_every_policy_field() {
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(chart().join("values.schema.json")).unwrap())
+            .unwrap();
+    let policy = &schema["properties"]["policy"];
+    for (yaml, pointer) in [
+        ("bogus: 1\n", ""),
+        ("rules:\n  - bogus: 1\n", "/properties/rules/items"),
+        (
+            "builtinIdentities:\n  - bogus: 1\n",
+            "/properties/builtinIdentities/items",
+        ),
+        ("override:\n  bogus: 1\n", "/properties/override"),
+        (
+            "override:\n  approval:\n    bogus: 1\n",
+            "/properties/override/properties/approval",
+        ),
+    ] {
+        let object = policy.pointer(pointer).unwrap();
+        assert_eq!(
+            object["additionalProperties"],
+            json!(false),
+            "policy{pointer}: closed"
+        );
+        let in_schema: BTreeSet<String> = object["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        assert_eq!(
+            in_schema,
+            policy_fields(yaml),
+            "values.schema.json policy{pointer} and the policy parser disagree"
+        );
+    }
+}
