@@ -1,5 +1,6 @@
 //! The server: TLS webhook port, plain admin port, hot reload, graceful drain.
 
+mod drain;
 pub mod reload;
 pub mod routes;
 pub mod tls;
@@ -557,6 +558,7 @@ async fn serve(
             router: router.clone(),
             watcher: graceful.watcher(),
             header_timeout: limits.header_timeout,
+            drain: (limits.max_body_bytes, limits.body_timeout),
             peer,
         };
         let tls = tls.clone();
@@ -591,6 +593,8 @@ struct Connection {
     router: Router,
     watcher: Watcher,
     header_timeout: Duration,
+    /// How much of a body nobody read is still read, and for how long.
+    drain: (usize, Duration),
     peer: SocketAddr,
 }
 
@@ -611,6 +615,7 @@ impl Connection {
             router,
             watcher,
             header_timeout,
+            drain: (drain_bytes, drain_timeout),
             peer,
         } = self;
         let started = Arc::new(AtomicBool::new(false));
@@ -618,6 +623,8 @@ impl Connection {
             let started = started.clone();
             hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
                 started.store(true, Ordering::Relaxed);
+                let request =
+                    request.map(|body| drain::Drained::new(body, drain_bytes, drain_timeout));
                 router.clone().oneshot(request)
             })
         };

@@ -145,15 +145,21 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
 /// body timeout. The permit returned (none for an empty body) holds the
 /// body's share of the budget: keep it until the body is no longer needed.
 ///
-/// An oversized body is still read, up to [`DRAIN_FACTOR`] times the limit and
-/// within the timeout, and thrown away: a client that is still writing when
-/// the 413 is sent would otherwise see a broken pipe instead of the answer.
+/// A body announced larger than the limit is refused at once. One found
+/// larger while read is still read, up to [`DRAIN_FACTOR`] times the limit
+/// and within the timeout, and thrown away: a client that is still writing
+/// when the 413 is sent would otherwise see a broken pipe instead of the
+/// answer. (What is left of an unread body is drained after the answer:
+/// `server::drain`.)
 async fn read_body(
     state: &AppState,
     mut body: Body,
     announced: Option<usize>,
 ) -> Result<(Bytes, Option<OwnedSemaphorePermit>), (StatusCode, String)> {
     let limit = state.limits.max_body_bytes;
+    if announced.is_some_and(|length| length > limit) {
+        return Err(too_large(limit));
+    }
     let deadline = tokio::time::Instant::now() + state.limits.body_timeout;
     // The budget pays for bytes received, not announced: a client that
     // announces 8 MiB and sends nothing holds nothing.
@@ -190,10 +196,7 @@ async fn read_body(
             }
         }
         if seen > limit {
-            return Err((
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("request body exceeds {limit} bytes"),
-            ));
+            return Err(too_large(limit));
         }
         Ok((buf.freeze(), held))
     };
@@ -204,6 +207,13 @@ async fn read_body(
         )),
         Ok(result) => result,
     }
+}
+
+fn too_large(limit: usize) -> (StatusCode, String) {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("request body exceeds {limit} bytes"),
+    )
 }
 
 /// Grows `held` (or a new, empty permit) to `kib` permits of the body budget,
