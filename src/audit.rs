@@ -12,19 +12,18 @@
 //! ([`WhenFull::Wait`]), and a record that cannot be queued at all is written
 //! where it stands.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::io::{BufWriter, Write};
 
-use kube_core::GroupVersionKind;
 use prometheus_client::metrics::counter::Counter;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::admission::json;
 use crate::ledger::Ledger;
-use crate::policy::message::truncate;
 use crate::policy::{
-    Authority, Change, Decision, FinalizerField, Mode, Operation, Outcome, OverrideProblem, Target,
-    Verdict,
+    Change, Decision, FinalizerField, Mode, Operation, Outcome, OverrideProblem, Target, Verdict,
 };
 use crate::queue::{self, Queue, WhenFull};
 
@@ -32,18 +31,22 @@ use crate::queue::{self, Queue, WhenFull};
 const MAX_AUDIT_VALUE_CHARS: usize = 256;
 
 /// One finalizer in an audit record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditedRemoval {
     pub finalizer: String,
     /// `metadata.finalizers` or `spec.finalizers`.
     pub field: FinalizerField,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub authorized_by: Option<Authority>,
+    /// The rule or built-in controller that allowed it, as `rule NAME` or
+    /// `built-in controller NAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorized_by: Option<String>,
 }
 
-/// One judged finalizer removal: who, what, which decision and why. Never an object body.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One judged finalizer removal: who, what, which decision and why. Never
+/// an object body. The review writes it as JSON ([`AuditEntry`]); this is
+/// that JSON read back, for Events and tests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditRecord {
     pub uid: String,
@@ -55,61 +58,31 @@ pub struct AuditRecord {
     /// The object's kind and apiVersion (`request.kind`).
     pub object_kind: String,
     pub object_api_version: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subresource: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     pub name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_uid: Option<String>,
     pub removed_finalizers: Vec<AuditedRemoval>,
     pub decision: Verdict,
-    #[serde(serialize_with = "mode_name")]
     pub mode: Mode,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub override_reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub override_detail: Option<String>,
     /// Two-person rule: who approved the override (for an override, or an approval written).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub override_expires: Option<String>,
     /// For an override: what the removed finalizers were protecting.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protected: Option<Ledger>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub dry_run: bool,
-}
-
-/// What the outcome adds: the override used, or why the write was refused.
-fn outcome_annotations(outcome: &Outcome, mode: Mode) -> Vec<(&'static str, String)> {
-    match outcome {
-        Outcome::Override(o) => vec![
-            ("override-reason", o.reason.clone()),
-            ("override-detail", o.detail.clone()),
-        ],
-        Outcome::Denied { problem, .. } => {
-            let mut out = vec![("mode", mode.as_str().to_string())];
-            if *problem != OverrideProblem::Absent {
-                out.push(("override-problem", problem.to_string()));
-            }
-            out
-        }
-        Outcome::ApprovalRefused { problem, .. } => vec![
-            ("mode", mode.as_str().to_string()),
-            ("approval-problem", problem.to_string()),
-        ],
-        Outcome::NotJudged
-        | Outcome::NothingRemoved
-        | Outcome::Authorized
-        | Outcome::ApprovalRecorded => Vec::new(),
-    }
-}
-
-fn mode_name<S: serde::Serializer>(mode: &Mode, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(mode.as_str())
 }
 
 /// What identifies the request and the object, besides the change itself.
@@ -117,92 +90,166 @@ fn mode_name<S: serde::Serializer>(mode: &Mode, serializer: S) -> Result<S::Ok, 
 pub struct Subject<'a> {
     /// `request.uid`.
     pub uid: &'a str,
-    /// `request.kind`.
-    pub kind: &'a GroupVersionKind,
+    /// `request.kind`: group, version, kind.
+    pub kind: (&'a str, &'a str, &'a str),
     /// The object's own uid, from `oldObject`.
     pub object_uid: Option<&'a str>,
     pub dry_run: bool,
 }
 
-impl AuditRecord {
+/// One audit record, rendered by the review that judged it: the fields of
+/// its JSON line after `time` and `kind`, each string escaped once, from
+/// the request as read. The audit thread adds the time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    fields: String,
+    dry_run: bool,
+}
+
+impl AuditEntry {
     pub fn new(
         subject: Subject<'_>,
         change: &Change<'_>,
         decision: &Decision,
         mode: Mode,
-        ledger: Option<Ledger>,
-        message: Option<String>,
-    ) -> AuditRecord {
+        ledger: Option<&Ledger>,
+        message: Option<&str>,
+    ) -> AuditEntry {
         let target = &change.target;
-        let kind = subject.kind;
-        let used = decision.override_used();
-        AuditRecord {
-            uid: subject.uid.to_string(),
-            user: change.requester.username.to_string(),
-            groups: change.requester.groups.to_vec(),
-            operation: change.operation,
-            resource: qualified_resource(target),
-            object_kind: kind.kind.clone(),
-            object_api_version: if kind.group.is_empty() {
-                kind.version.clone()
-            } else {
-                format!("{}/{}", kind.group, kind.version)
-            },
-            subresource: target.subresource.to_string(),
-            namespace: target.object_namespace().map(String::from),
-            name: target.name.to_string(),
-            object_uid: subject.object_uid.map(String::from),
-            removed_finalizers: decision
-                .removed
-                .iter()
-                .map(|r| AuditedRemoval {
-                    finalizer: r.finalizer.clone(),
-                    field: r.field,
-                    authorized_by: r.authorized_by.clone(),
-                })
-                .collect(),
-            decision: decision.verdict(),
-            mode,
-            override_reason: used.map(|o| o.reason.clone()),
-            override_detail: used.map(|o| o.detail.clone()),
-            approved_by: decision.evidence.approved_by.clone(),
-            override_expires: decision.evidence.override_expires.clone(),
-            protected: ledger,
-            message,
+        let (group, version, kind) = subject.kind;
+        let mut out =
+            String::with_capacity(320 + message.map_or(0, str::len) + 64 * decision.removed.len());
+        json::key(&mut out, "uid");
+        json::string(&mut out, subject.uid);
+        json::field(&mut out, "user", change.requester.username);
+        out.push_str(",\"groups\":[");
+        for (i, g) in change.requester.groups.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            json::string(&mut out, g);
+        }
+        out.push(']');
+        json::field(&mut out, "operation", change.operation.as_str());
+        json::field(&mut out, "resource", &qualified_resource(target));
+        json::field(&mut out, "objectKind", kind);
+        if group.is_empty() {
+            json::field(&mut out, "objectApiVersion", version);
+        } else {
+            json::field(&mut out, "objectApiVersion", &format!("{group}/{version}"));
+        }
+        if !target.subresource.is_empty() {
+            json::field(&mut out, "subresource", target.subresource);
+        }
+        if let Some(namespace) = target.object_namespace() {
+            json::field(&mut out, "namespace", namespace);
+        }
+        json::field(&mut out, "name", target.name);
+        if let Some(uid) = subject.object_uid {
+            json::field(&mut out, "objectUid", uid);
+        }
+        out.push_str(",\"removedFinalizers\":[");
+        for (i, r) in decision.removed.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push('{');
+            json::key(&mut out, "finalizer");
+            json::string(&mut out, &r.finalizer);
+            json::field(&mut out, "field", r.field.path());
+            if let Some(authority) = &r.authorized_by {
+                json::field(&mut out, "authorizedBy", &authority.to_string());
+            }
+            out.push('}');
+        }
+        out.push(']');
+        json::field(&mut out, "decision", decision.verdict().as_str());
+        json::field(&mut out, "mode", mode.as_str());
+        if let Some(used) = decision.override_used() {
+            json::field(&mut out, "overrideReason", &used.reason);
+            json::field(&mut out, "overrideDetail", &used.detail);
+        }
+        let evidence = &decision.evidence;
+        if let Some(by) = &evidence.approved_by {
+            json::field(&mut out, "approvedBy", by);
+        }
+        if let Some(expires) = &evidence.override_expires {
+            json::field(&mut out, "overrideExpires", expires);
+        }
+        if let Some(ledger) = ledger {
+            out.push(',');
+            json::key(&mut out, "protected");
+            out.push_str(&serde_json::to_string(ledger).expect("a ledger always serializes"));
+        }
+        if let Some(message) = message {
+            json::field(&mut out, "message", message);
+        }
+        out.push_str(if subject.dry_run {
+            ",\"dryRun\":true"
+        } else {
+            ",\"dryRun\":false"
+        });
+        AuditEntry {
+            fields: out,
             dry_run: subject.dry_run,
         }
     }
-}
 
-fn qualified_resource(target: &Target<'_>) -> String {
-    if target.group.is_empty() {
-        target.resource.to_string()
-    } else {
-        format!("{}.{}", target.resource, target.group)
+    /// Whether the request was a dry run.
+    pub fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    /// The record's fields, as JSON object members.
+    pub fn fields(&self) -> &str {
+        &self.fields
+    }
+
+    /// The record, read back from its JSON.
+    pub fn record(&self) -> serde_json::Result<AuditRecord> {
+        serde_json::from_str(&format!("{{{}}}", self.fields))
+    }
+
+    /// The audit line (without the newline), stamped `time`.
+    pub fn line_at(&self, time: jiff::Timestamp) -> String {
+        let mut line = String::with_capacity(self.fields.len() + 72);
+        write_line(&mut line, time, &self.fields);
+        line
     }
 }
 
-/// Audit annotations: plain qualified names without `/`, at most 63 characters,
-/// which kube-apiserver prefixes with the webhook's name.
-pub fn annotations(
+/// `{"time":...,"kind":"FinalizerRemoval",FIELDS}`.
+fn write_line(out: &mut String, time: jiff::Timestamp, fields: &str) {
+    let _ = write!(
+        out,
+        "{{\"time\":\"{time}\",\"kind\":\"FinalizerRemoval\",{fields}}}"
+    );
+}
+
+fn qualified_resource<'a>(target: &Target<'a>) -> Cow<'a, str> {
+    if target.group.is_empty() {
+        Cow::Borrowed(target.resource)
+    } else {
+        Cow::Owned(format!("{}.{}", target.resource, target.group))
+    }
+}
+
+/// Writes the audit annotations as a JSON object: plain qualified names
+/// without `/`, at most 63 characters, which kube-apiserver prefixes with
+/// the webhook's name. Values are cut to 256 characters.
+pub fn write_annotations(
+    out: &mut String,
     decision: &Decision,
     mode: Mode,
     ledger: Option<&Ledger>,
-) -> HashMap<String, String> {
-    let mut out = HashMap::new();
-    let mut put = |key: &str, value: &str| {
-        out.insert(key.to_string(), truncate(value, MAX_AUDIT_VALUE_CHARS));
+) {
+    out.push('{');
+    json::key(out, "decision");
+    json::string(out, decision.verdict().as_str());
+    let put = |out: &mut String, key: &str, value: &str| {
+        json::field(out, key, &clip(value, MAX_AUDIT_VALUE_CHARS));
     };
-    put("decision", decision.verdict().as_str());
-    let join = |field: FinalizerField, only_unauthorized: bool| -> String {
-        let names: Vec<&str> = decision
-            .removed
-            .iter()
-            .filter(|r| r.field == field && (!only_unauthorized || r.authorized_by.is_none()))
-            .map(|r| r.finalizer.as_str())
-            .collect();
-        names.join(",")
-    };
+    let mut names = String::new();
     for (field, removed_key, unauthorized_key) in [
         (
             FinalizerField::Metadata,
@@ -215,15 +262,24 @@ pub fn annotations(
             "unauthorized-spec-finalizers",
         ),
     ] {
-        for (key, names) in [
-            (removed_key, join(field, false)),
-            (unauthorized_key, join(field, true)),
-        ] {
+        for (key, only_unauthorized) in [(removed_key, false), (unauthorized_key, true)] {
+            names.clear();
+            for r in decision
+                .removed
+                .iter()
+                .filter(|r| r.field == field && (!only_unauthorized || r.authorized_by.is_none()))
+            {
+                if !names.is_empty() {
+                    names.push(',');
+                }
+                names.push_str(&r.finalizer);
+            }
             if !names.is_empty() {
-                put(key, &names);
+                put(out, key, &names);
             }
         }
     }
+    names.clear();
     let mut authorities: Vec<String> = Vec::new();
     for authority in decision
         .removed
@@ -232,14 +288,35 @@ pub fn annotations(
     {
         let authority = authority.to_string();
         if !authorities.contains(&authority) {
+            if !names.is_empty() {
+                names.push_str(", ");
+            }
+            names.push_str(&authority);
             authorities.push(authority);
         }
     }
-    if !authorities.is_empty() {
-        put("authorized-by", &authorities.join(", "));
+    if !names.is_empty() {
+        put(out, "authorized-by", &names);
     }
-    for (key, value) in outcome_annotations(&decision.outcome, mode) {
-        put(key, &value);
+    match &decision.outcome {
+        Outcome::Override(o) => {
+            put(out, "override-reason", &o.reason);
+            put(out, "override-detail", &o.detail);
+        }
+        Outcome::Denied { problem, .. } => {
+            put(out, "mode", mode.as_str());
+            if *problem != OverrideProblem::Absent {
+                put(out, "override-problem", &problem.to_string());
+            }
+        }
+        Outcome::ApprovalRefused { problem, .. } => {
+            put(out, "mode", mode.as_str());
+            put(out, "approval-problem", &problem.to_string());
+        }
+        Outcome::NotJudged
+        | Outcome::NothingRemoved
+        | Outcome::Authorized
+        | Outcome::ApprovalRecorded => {}
     }
     let evidence = &decision.evidence;
     for (key, value) in [
@@ -247,31 +324,22 @@ pub fn annotations(
         ("override-expires", &evidence.override_expires),
     ] {
         if let Some(value) = value {
-            put(key, value);
+            put(out, key, value);
         }
     }
     if let Some(ledger) = ledger {
-        put("protected", &ledger.summary());
+        put(out, "protected", &ledger.summary());
     }
-    out
+    out.push('}');
 }
 
-#[derive(Serialize)]
-struct Line<'a> {
-    time: String,
-    kind: &'static str,
-    #[serde(flatten)]
-    record: &'a AuditRecord,
-}
-
-/// Renders one audit line (without the newline), stamped `time`.
-pub fn render_at(record: &AuditRecord, time: jiff::Timestamp) -> String {
-    let line = Line {
-        time: time.to_string(),
-        kind: "FinalizerRemoval",
-        record,
-    };
-    serde_json::to_string(&line).expect("an audit record always serializes")
+/// `s`, cut to `max` characters with `...` when longer.
+fn clip(s: &str, max: usize) -> Cow<'_, str> {
+    if s.len() <= max || s.chars().count() <= max {
+        Cow::Borrowed(s)
+    } else {
+        Cow::Owned(crate::policy::message::truncate(s, max))
+    }
 }
 
 /// Records waiting for the writer thread, at most.
@@ -283,7 +351,7 @@ const QUEUE: usize = 4096;
 const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(2);
 
 enum Message {
-    Record(jiff::Timestamp, Box<AuditRecord>),
+    Record(jiff::Timestamp, AuditEntry),
     Flush(oneshot::Sender<()>),
 }
 
@@ -308,15 +376,15 @@ impl AuditLog {
     }
 
     /// Queues one record, stamped now; waits for room when the queue is full.
-    pub fn emit(&self, record: AuditRecord) {
-        let message = Message::Record(jiff::Timestamp::now(), Box::new(record));
+    pub fn emit(&self, entry: AuditEntry) {
+        let message = Message::Record(jiff::Timestamp::now(), entry);
         // The writer thread is gone: write this one here rather than lose it.
-        if let Err(Message::Record(time, record)) = self.queue.send(message) {
-            let mut line = render_at(&record, time);
+        if let Err(Message::Record(time, entry)) = self.queue.send(message) {
+            let mut line = entry.line_at(time);
             line.push('\n');
             let mut out = std::io::stdout().lock();
             if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
-                tracing::error!(error = %e, uid = %record.uid, "cannot write audit record");
+                tracing::error!(error = %e, "cannot write audit record");
             }
         }
     }
@@ -333,6 +401,7 @@ impl AuditLog {
 fn write_lines(mut incoming: mpsc::Receiver<Message>, out: impl Write) {
     let mut out = BufWriter::with_capacity(64 * 1024, out);
     let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
+    let mut line = String::new();
     while let Some(first) = incoming.blocking_recv() {
         if matches!(first, Message::Record(..)) {
             std::thread::sleep(BATCH_WINDOW);
@@ -341,13 +410,12 @@ fn write_lines(mut incoming: mpsc::Receiver<Message>, out: impl Write) {
         let mut next = Some(first);
         while let Some(message) = next {
             match message {
-                Message::Record(time, record) => {
-                    let line = render_at(&record, time);
-                    let written = out
-                        .write_all(line.as_bytes())
-                        .and_then(|()| out.write_all(b"\n"));
-                    if let Err(e) = written {
-                        tracing::error!(error = %e, uid = %record.uid, "cannot write audit record");
+                Message::Record(time, entry) => {
+                    line.clear();
+                    write_line(&mut line, time, entry.fields());
+                    line.push('\n');
+                    if let Err(e) = out.write_all(line.as_bytes()) {
+                        tracing::error!(error = %e, "cannot write audit record");
                     }
                 }
                 Message::Flush(done) => waiting.push(done),
@@ -383,13 +451,40 @@ mod tests {
         }
     }
 
-    fn record(uid: &str) -> AuditRecord {
+    fn record(uid: &str) -> AuditEntry {
         let bytes = include_bytes!("../examples/reviews/pod-strip-finalizers.json");
+        let text = std::str::from_utf8(bytes)
+            .unwrap()
+            .replace("a4f1c7de-0f3b-4c55-9a0e-6c1d2b3e4f50", uid);
         let mut reviewed =
-            crate::admission::review(&crate::policy::Policy::embedded_default(), bytes).unwrap();
-        let mut record = reviewed.audit.take().expect("a judged removal");
-        record.uid = uid.into();
-        record
+            crate::admission::review(&crate::policy::Policy::embedded_default(), text.as_bytes())
+                .unwrap();
+        reviewed.audit.take().expect("a judged removal")
+    }
+
+    #[test]
+    fn the_entry_is_the_record_serialized() {
+        let policy = crate::policy::Policy::embedded_default();
+        for example in [
+            &include_bytes!("../examples/reviews/pod-strip-finalizers.json")[..],
+            include_bytes!("../examples/reviews/pod-strip-finalizers-override.json"),
+            include_bytes!("../examples/reviews/namespace-finalize-stuck.json"),
+            include_bytes!("../examples/reviews/deployment-foreground-deletion-gc.json"),
+        ] {
+            let entry = crate::admission::review(&policy, example)
+                .unwrap()
+                .audit
+                .unwrap();
+            let record = entry.record().unwrap();
+            assert_eq!(
+                format!("{{{}}}", entry.fields()),
+                serde_json::to_string(&record).unwrap()
+            );
+            let line: serde_json::Value =
+                serde_json::from_str(&entry.line_at(jiff::Timestamp::UNIX_EPOCH)).unwrap();
+            assert_eq!(line["time"], "1970-01-01T00:00:00Z");
+            assert_eq!(line["kind"], "FinalizerRemoval");
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,7 @@
 //! its own finalizers, decided by the policy core itself: a policy that denies
 //! any of them would leave namespaces, volumes or Jobs stuck cluster-wide.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::policy::builtin::{BUILTIN_CONTROLLERS, BuiltinController, KUBE_CONTROLLER_MANAGER};
@@ -87,15 +88,15 @@ fn removal(
     );
     let spec = controller.field == FinalizerField::Spec;
     // The groups a real token carries.
-    let mut groups = vec!["system:authenticated".to_string()];
+    let mut groups: Vec<Cow<str>> = vec!["system:authenticated".into()];
     if let Some((namespace, _)) = username
         .strip_prefix("system:serviceaccount:")
         .and_then(|sa| sa.split_once(':'))
     {
         groups.push("system:serviceaccounts".into());
-        groups.push(format!("system:serviceaccounts:{namespace}"));
+        groups.push(format!("system:serviceaccounts:{namespace}").into());
     }
-    let old = [finalizer.to_string()];
+    let old = [Cow::Borrowed(finalizer)];
     let removed = FinalizerLists {
         old: &old,
         new: &[],

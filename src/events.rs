@@ -28,6 +28,16 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// Kubernetes refuses notes longer than this.
 const MAX_NOTE_BYTES: usize = 1024;
 
+/// Whether a decision calls for an Event: a denial, an override or a
+/// refused approval, outside a dry run.
+pub fn calls_for_event(decision: Verdict, dry_run: bool) -> bool {
+    !dry_run
+        && matches!(
+            decision,
+            Verdict::Denied | Verdict::Override | Verdict::ApprovalDenied
+        )
+}
+
 /// The Event an audit record calls for, if any: denials and overrides.
 pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Event> {
     if record.dry_run {

@@ -9,11 +9,11 @@
 //! (by the wire layer's lean parse, `admission/lean.rs`): the hot path never parses
 //! `spec` or `status`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What the removed finalizers were protecting. Empty fields are omitted.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Ledger {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,

@@ -2,6 +2,8 @@
 
 use std::fmt::Write as _;
 
+use std::borrow::Cow;
+
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -36,7 +38,7 @@ pub struct ReviewLabels {
     pub operation: Operation,
     pub decision: Verdict,
     /// The resource's API group; `core` for the core group.
-    pub group: String,
+    pub group: Cow<'static, str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -190,9 +192,9 @@ impl Metrics {
     /// Counts one answered review.
     pub fn review(&self, reviewed: &Reviewed) {
         let group = if reviewed.group.is_empty() {
-            "core".to_string()
+            Cow::Borrowed("core")
         } else {
-            reviewed.group.clone()
+            Cow::Owned(reviewed.group.clone())
         };
         let decision = reviewed.verdict();
         self.reviews

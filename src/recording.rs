@@ -18,7 +18,7 @@ use kube_core::admission::{AdmissionRequest, AdmissionReview};
 use prometheus_client::metrics::counter::Counter;
 use serde::{Deserialize, Serialize};
 
-use crate::admission::{LeanObject, Reviewed};
+use crate::admission::{self, LeanObject, Reviewed};
 use crate::error::{Error, Result};
 use crate::policy::{Policy, Verdict};
 use crate::queue::{self, Queue, WhenFull};
@@ -46,10 +46,14 @@ pub struct Recording {
     pub review: serde_json::Value,
 }
 
-/// The recording of a judged removal; `None` when nothing was removed.
-pub fn from_reviewed(reviewed: &Reviewed, policy: &Policy) -> Option<Recording> {
-    let request = reviewed.request.as_deref()?;
-    let review = reduce(request, &policy.override_settings.annotation);
+/// The recording of a judged removal, from the review's body read again
+/// with kube-core's types; `None` when nothing was removed.
+pub fn from_reviewed(reviewed: &Reviewed, body: &[u8], policy: &Policy) -> Option<Recording> {
+    if !reviewed.decision.audited() {
+        return None;
+    }
+    let request = admission::parse_owned(body).ok()?;
+    let review = reduce(&request, &policy.override_settings.annotation);
     Some(Recording {
         api_version: API_VERSION.into(),
         kind: KIND.into(),
@@ -194,7 +198,7 @@ fn write(dir: &Path, recording: &Recording) -> std::io::Result<Entry> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::{self, ReviewBuilder};
+    use crate::admission::ReviewBuilder;
     use serde_json::json;
 
     fn secret_strip() -> Vec<u8> {
@@ -231,8 +235,9 @@ mod tests {
     #[test]
     fn a_recording_keeps_what_decides_and_identifies_and_nothing_secret() {
         let policy = Policy::embedded_default();
-        let reviewed = admission::review(&policy, &secret_strip()).unwrap();
-        let recording = from_reviewed(&reviewed, &policy).unwrap();
+        let body = secret_strip();
+        let reviewed = admission::review(&policy, &body).unwrap();
+        let recording = from_reviewed(&reviewed, &body, &policy).unwrap();
         assert_eq!(recording.decision, Verdict::Override);
         let text = serde_json::to_string(&recording).unwrap();
         for secret in [
@@ -264,10 +269,17 @@ mod tests {
     fn the_folder_is_bounded_oldest_first() {
         let dir = tempfile::tempdir().unwrap();
         let policy = Policy::embedded_default();
-        let reviewed = admission::review(&policy, &secret_strip()).unwrap();
+        let body = secret_strip();
+        let reviewed = admission::review(&policy, &body).unwrap();
         let mut kept = Vec::new();
         for _ in 0..5 {
-            kept.push(write(dir.path(), &from_reviewed(&reviewed, &policy).unwrap()).unwrap());
+            kept.push(
+                write(
+                    dir.path(),
+                    &from_reviewed(&reviewed, &body, &policy).unwrap(),
+                )
+                .unwrap(),
+            );
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
         let newest = kept.last().unwrap().0.clone();

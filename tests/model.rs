@@ -576,7 +576,7 @@ fn check(r: &Request, got: &Reviewed, want: &Expected) -> Result<(), TestCaseErr
         .chain(joined(annotations, "unauthorized-spec-finalizers", SPEC))
         .collect();
     prop_assert_eq!(unauthorized, owned(&want.unauthorized));
-    let audit = got.audit.as_ref().unwrap();
+    let audit = got.audit_record().unwrap();
     let recorded: Vec<_> = audit
         .removed_finalizers
         .iter()

@@ -2,35 +2,35 @@
 //!
 //! [`review`] is the one function the server, `check` and the tests call, so
 //! an offline replay is exactly what the server would answer. It runs in
-//! named steps: [`parse`] the envelope (kube-core's admission types over the
-//! [`lean`] object type), read the [`change`], let the policy core decide,
-//! [`respond`], and write the audit record ([`crate::audit`]).
+//! named steps: [`parse`] the body into a request that borrows from it
+//! ([`request`]), read the [`change`], let the policy core decide,
+//! [`respond`] (JSON written straight into one buffer), and render the audit
+//! record ([`crate::audit::AuditEntry`]). kube-core's owned admission types
+//! ([`parse_owned`], over the [`lean`] object type) read the same body where
+//! a whole request is wanted: a recording, or the reason a body is refused.
 
 mod builder;
+pub(crate) mod json;
 pub mod lean;
+pub mod request;
 
 use std::collections::BTreeMap;
 
-use kube_core::Status;
-use kube_core::admission::{
-    AdmissionRequest, AdmissionResponse, AdmissionReview, Operation as WireOperation,
-};
-use kube_core::response::StatusSummary;
+use kube_core::admission::{AdmissionRequest, AdmissionReview, Operation as WireOperation};
 use serde::de::IgnoredAny;
 
-use crate::audit::{self, AuditRecord, Subject};
+use crate::audit::{self, AuditEntry, AuditRecord, Subject};
 use crate::ledger::Ledger;
 use crate::policy::{
-    self, Change, Decision, FinalizerLists, Operation, Policy, Requester, Target, Verdict, message,
+    self, Change, Decision, FinalizerLists, Operation, Policy, Requester, Target, Verdict,
+    approval, message,
 };
 pub use builder::{ReviewBuilder, UID};
 pub use lean::LeanObject;
+pub use request::{Object, Request};
 
 const V1: &str = "admission.k8s.io/v1";
 const V1BETA1: &str = "admission.k8s.io/v1beta1";
-
-/// Annotations of an object that has none, or of an absent object.
-static NO_ANNOTATIONS: BTreeMap<String, String> = BTreeMap::new();
 
 /// Why a body could not be judged. The server answers 400 with this text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,7 +59,6 @@ pub enum ReviewError {
 pub struct Reviewed {
     /// The response AdmissionReview, serialized.
     pub body: Vec<u8>,
-    pub uid: String,
     pub operation: Operation,
     /// The API group of the resource written (`""` for the core group).
     pub group: String,
@@ -71,9 +70,7 @@ pub struct Reviewed {
     pub message: Option<String>,
     pub warnings: Vec<String>,
     /// Present when finalizers were removed or an approval written.
-    pub audit: Option<AuditRecord>,
-    /// The request as read (lean objects), when audited: what a recording keeps.
-    pub request: Option<Box<AdmissionRequest<LeanObject>>>,
+    pub audit: Option<AuditEntry>,
 }
 
 impl Reviewed {
@@ -89,6 +86,16 @@ impl Reviewed {
     pub fn unauthorized(&self) -> usize {
         self.decision.unauthorized().count()
     }
+
+    /// The audit record, read back from the entry written.
+    pub fn audit_record(&self) -> Option<AuditRecord> {
+        let entry = self.audit.as_ref()?;
+        Some(
+            entry
+                .record()
+                .expect("an audit entry reads back as a record"),
+        )
+    }
 }
 
 /// Decides one AdmissionReview body under `policy`, by the webhook's clock.
@@ -102,40 +109,41 @@ pub fn review_at(
     body: &[u8],
     now: jiff::Timestamp,
 ) -> Result<Reviewed, ReviewError> {
-    let request = parse(body)?;
-    let change = change(&request, now)?;
+    let (api_version, request) = parse(body)?;
+    let annotations = Annotations::read(&request, policy);
+    let change = change(&request, &annotations, now)?;
     let decision = policy::decide(&change, policy);
     // Only an override reads what the object was protecting.
     let ledger = decision.override_used().map(|_| lean::read_ledger(body));
-    let answer = respond(&request, &change, &decision, policy, ledger.as_ref());
+    let answer = respond(
+        api_version,
+        &request.uid,
+        &change,
+        &decision,
+        policy,
+        ledger.as_ref(),
+    );
     let audit = decision.audited().then(|| {
+        let kind = &request.kind;
         let subject = Subject {
             uid: &request.uid,
-            kind: &request.kind,
-            object_uid: request
-                .old_object
-                .as_ref()
-                .and_then(|o| o.metadata.uid.as_deref()),
+            kind: (&kind.group, &kind.version, &kind.kind),
+            object_uid: request.old_object.as_ref().and_then(|o| o.uid.as_deref()),
             dry_run: request.dry_run,
         };
-        AuditRecord::new(
+        AuditEntry::new(
             subject,
             &change,
             &decision,
             policy.mode,
-            ledger.clone(),
-            answer.message.clone(),
+            ledger.as_ref(),
+            answer.message.as_deref(),
         )
     });
-    let operation = change.operation;
-    let body = serde_json::to_vec(&answer.response.into_review())
-        .expect("an AdmissionReview response always serializes");
     Ok(Reviewed {
-        body,
-        uid: request.uid.clone(),
-        operation,
-        group: request.resource.group.clone(),
-        request: decision.audited().then(|| Box::new(request)),
+        body: answer.body.into_bytes(),
+        operation: change.operation,
+        group: request.resource.group.to_string(),
         decision,
         ledger,
         message: answer.message,
@@ -144,18 +152,44 @@ pub fn review_at(
     })
 }
 
-/// Step 1: the body as an AdmissionReview request with a uid.
-pub fn parse(body: &[u8]) -> Result<AdmissionRequest<LeanObject>, ReviewError> {
+/// Step 1: the body as an AdmissionReview request with a uid, and the
+/// version to answer in.
+pub fn parse(body: &[u8]) -> Result<(&'static str, Request<'_>), ReviewError> {
+    let parsed: request::Review<'_> = match serde_json::from_slice(body) {
+        Ok(parsed) => parsed,
+        Err(e) => return Err(explain(body, e)),
+    };
+    let version = match &*parsed.api_version {
+        V1 => V1,
+        V1BETA1 => V1BETA1,
+        _ => "",
+    };
+    if parsed.kind != "AdmissionReview" || version.is_empty() {
+        return Err(not_a_review(&parsed.api_version, &parsed.kind));
+    }
+    let request = parsed.request.ok_or(ReviewError::NoRequest)?;
+    if request.uid.is_empty() {
+        return Err(ReviewError::NoUid);
+    }
+    Ok((version, request))
+}
+
+fn not_a_review(api_version: &str, kind: &str) -> ReviewError {
+    ReviewError::NotAdmissionReview(format!(
+        "apiVersion {api_version:?} kind {kind:?}, want {V1} or {V1BETA1} AdmissionReview"
+    ))
+}
+
+/// The body as kube-core's owned AdmissionRequest: what a recording keeps.
+/// Never on a review's path.
+pub fn parse_owned(body: &[u8]) -> Result<AdmissionRequest<LeanObject>, ReviewError> {
     let parsed: AdmissionReview<LeanObject> = match serde_json::from_slice(body) {
         Ok(parsed) => parsed,
         Err(e) => return Err(explain(body, e)),
     };
     let version = parsed.types.api_version.as_str();
     if parsed.types.kind != "AdmissionReview" || (version != V1 && version != V1BETA1) {
-        return Err(ReviewError::NotAdmissionReview(format!(
-            "apiVersion {:?} kind {:?}, want {V1} or {V1BETA1} AdmissionReview",
-            parsed.types.api_version, parsed.types.kind
-        )));
+        return Err(not_a_review(&parsed.types.api_version, &parsed.types.kind));
     }
     let request: AdmissionRequest<LeanObject> =
         parsed.try_into().map_err(|_| ReviewError::NoRequest)?;
@@ -165,11 +199,34 @@ pub fn parse(body: &[u8]) -> Result<AdmissionRequest<LeanObject>, ReviewError> {
     Ok(request)
 }
 
+/// The annotations of `object` and `oldObject` that a decision reads: the
+/// override annotation and the approval's. Others are never unescaped.
+pub struct Annotations {
+    new: BTreeMap<String, String>,
+    old: BTreeMap<String, String>,
+}
+
+impl Annotations {
+    pub fn read(request: &Request<'_>, policy: &Policy) -> Annotations {
+        let key = policy.override_settings.annotation.as_str();
+        let wanted =
+            |k: &str| k == key || k == approval::APPROVED_BY || k == approval::OVERRIDE_EXPIRES;
+        let of = |object: Option<&Object<'_>>| {
+            object.map_or_else(BTreeMap::new, |o| o.annotations_where(wanted))
+        };
+        Annotations {
+            new: of(request.object.as_ref()),
+            old: of(request.old_object.as_ref()),
+        }
+    }
+}
+
 /// Step 2: what the request changes, as the policy core reads it.
-pub fn change(
-    request: &AdmissionRequest<LeanObject>,
+pub fn change<'a>(
+    request: &'a Request<'a>,
+    annotations: &'a Annotations,
     now: jiff::Timestamp,
-) -> Result<Change<'_>, ReviewError> {
+) -> Result<Change<'a>, ReviewError> {
     let operation = match request.operation {
         WireOperation::Create => Operation::Create,
         WireOperation::Update => Operation::Update,
@@ -190,34 +247,34 @@ pub fn change(
         target: Target {
             group: &request.resource.group,
             resource: &request.resource.resource,
-            subresource: request.sub_resource.as_deref().unwrap_or_default(),
-            namespace: request.namespace.as_deref(),
+            subresource: request.sub_resource.as_ref().map_or("", |s| &s.0),
+            namespace: request.namespace.as_ref().map(|s| &*s.0),
             name: &request.name,
         },
         requester: Requester {
-            username: request.user_info.username.as_deref().unwrap_or_default(),
-            groups: request.user_info.groups.as_deref().unwrap_or_default(),
+            username: request.user_info.username.as_ref().map_or("", |s| &s.0),
+            groups: &request.user_info.groups,
         },
         metadata_finalizers: FinalizerLists {
-            old: finalizers(old_object),
-            new: finalizers(object),
+            old: old_object.map_or(&[], |o| &o.finalizers),
+            new: object.map_or(&[], |o| &o.finalizers),
         },
         spec_finalizers: FinalizerLists {
-            old: spec_finalizers(old_object),
-            new: spec_finalizers(object),
+            old: old_object.map_or(&[], |o| &o.spec_finalizers),
+            new: object.map_or(&[], |o| &o.spec_finalizers),
         },
-        annotations: annotations(object),
-        old_annotations: annotations(old_object),
-        deleting: old_object.is_some_and(|o| o.metadata.deletion_timestamp.is_some()),
+        annotations: &annotations.new,
+        old_annotations: &annotations.old,
+        deleting: old_object.is_some_and(|o| o.deleting),
         now,
     };
     if change.target.is_namespace_finalize() {
         // A list read as empty in oldObject would hide its removal: refuse.
-        for (field, lean) in [
+        for (field, object) in [
             ("request.oldObject", old_object),
             ("request.object", object),
         ] {
-            if lean.is_some_and(|o| o.spec_finalizers_malformed) {
+            if object.is_some_and(|o| o.spec_finalizers_malformed) {
                 return Err(ReviewError::NotFinalizerList(field));
             }
         }
@@ -225,60 +282,60 @@ pub fn change(
     Ok(change)
 }
 
-// An absent object reads as one with no finalizers and no annotations.
-fn finalizers(object: Option<&LeanObject>) -> &[String] {
-    object
-        .and_then(|o| o.metadata.finalizers.as_deref())
-        .unwrap_or_default()
-}
-
-fn spec_finalizers(object: Option<&LeanObject>) -> &[String] {
-    object.map_or(&[], |o| &o.spec_finalizers)
-}
-
-fn annotations(object: Option<&LeanObject>) -> &BTreeMap<String, String> {
-    object
-        .and_then(|o| o.metadata.annotations.as_ref())
-        .unwrap_or(&NO_ANNOTATIONS)
-}
-
 /// What [`respond`] answers.
 pub struct Answer {
-    /// The response, with the request's uid.
-    pub response: AdmissionResponse,
+    /// The response AdmissionReview, serialized.
+    pub body: String,
     /// `status.message` of a denial.
     pub message: Option<String>,
     pub warning: Option<String>,
 }
 
-/// Step 4: the response to the decision: a 403 with the denial message, or
-/// allowed with a warning; audit annotations when something was judged.
+/// Step 4: the response to the decision, in the request's `api_version`
+/// with its `uid`: a 403 with the denial message, or allowed with a
+/// warning; audit annotations when something was judged.
 pub fn respond(
-    request: &AdmissionRequest<LeanObject>,
+    api_version: &str,
+    uid: &str,
     change: &Change<'_>,
     decision: &Decision,
     policy: &Policy,
     ledger: Option<&Ledger>,
 ) -> Answer {
-    let mut response = AdmissionResponse::from(request);
-    let mut message = None;
     let warning = message::override_warning(change, decision)
         .or_else(|| message::would_deny_warning(change, decision));
-    if !decision.allowed() {
-        let text = message::denial(change, decision, policy);
-        response = response.deny(&text);
-        response.result = Status::failure(&text, "Forbidden").with_code(403);
-        response.result.status = Some(StatusSummary::Failure);
-        message = Some(text);
-    }
-    if let Some(w) = &warning {
-        response.warnings = Some(vec![w.clone()]);
+    let message = (!decision.allowed()).then(|| message::denial(change, decision, policy));
+    let mut out = String::with_capacity(
+        384 + uid.len()
+            + message.as_ref().map_or(0, String::len)
+            + warning.as_ref().map_or(0, String::len),
+    );
+    out.push_str("{\"apiVersion\":");
+    json::string(&mut out, api_version);
+    out.push_str(",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
+    json::string(&mut out, uid);
+    match &message {
+        Some(text) => {
+            out.push_str(
+                ",\"allowed\":false,\"status\":{\"status\":\"Failure\",\"code\":403,\"message\":",
+            );
+            json::string(&mut out, text);
+            out.push_str(",\"reason\":\"Forbidden\"}");
+        }
+        None => out.push_str(",\"allowed\":true,\"status\":{}"),
     }
     if decision.audited() {
-        response.audit_annotations = audit::annotations(decision, policy.mode, ledger);
+        out.push_str(",\"auditAnnotations\":");
+        audit::write_annotations(&mut out, decision, policy.mode, ledger);
     }
+    if let Some(w) = &warning {
+        out.push_str(",\"warnings\":[");
+        json::string(&mut out, w);
+        out.push(']');
+    }
+    out.push_str("}}");
     Answer {
-        response,
+        body: out,
         message,
         warning,
     }
@@ -376,7 +433,7 @@ mod tests {
             "example.com/a"
         );
         assert!(v["response"].get("patch").is_none());
-        let audit = r.audit.unwrap();
+        let audit = r.audit_record().unwrap();
         assert_eq!(audit.decision, Verdict::Denied);
         assert_eq!(audit.object_uid.as_deref(), Some("u-1"));
     }
@@ -601,7 +658,7 @@ mod tests {
     }
 
     #[test]
-    fn too_deep_is_refused_and_skipped_fields_may_be_any_depth() {
+    fn skipped_fields_may_be_any_depth() {
         let p = Policy::embedded_default();
         let deep = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
         let strip = String::from_utf8(update(
@@ -610,24 +667,21 @@ mod tests {
             "alice",
         ))
         .unwrap();
-        // A value parsed whole (request.options) is cut at 128 levels.
+        // What no decision reads is skipped without recursion, whatever its depth.
         let options = strip.replace(
             r#""options":{"#,
             &format!(r#""options":{{"x":{},"#, deep(100_000)),
         );
-        assert!(matches!(
-            review(&p, options.as_bytes()).unwrap_err(),
-            ReviewError::TooDeep { line: 1, .. }
-        ));
-        // Skipped fields are skipped without recursion, whatever their depth.
         let data = strip.replace(
             r#""kind":"Pod","#,
             &format!(r#""kind":"Pod","data":{},"#, deep(100_000)),
         );
-        assert_eq!(
-            review(&p, data.as_bytes()).unwrap().verdict(),
-            Verdict::Denied
-        );
+        for body in [options, data] {
+            assert_eq!(
+                review(&p, body.as_bytes()).unwrap().verdict(),
+                Verdict::Denied
+            );
+        }
     }
 
     #[test]
@@ -655,7 +709,7 @@ mod tests {
         let r = review_at(&p, &write, now).unwrap();
         assert_eq!(r.verdict(), Verdict::ApprovalRecorded);
         assert_eq!(
-            r.audit.as_ref().unwrap().approved_by.as_deref(),
+            r.audit_record().unwrap().approved_by.as_deref(),
             Some("sec-lead")
         );
         let forged = update(

@@ -107,7 +107,7 @@ pub async fn run(args: ApproveArgs) -> Result<i32, ClusterError> {
         )));
     }
     let me = &session.identity;
-    if !approval.is_approver(&me.username, &me.groups) {
+    if !approval.is_approver(&me.username, &crate::policy::borrowed(&me.groups)) {
         eprintln!(
             "note: {} is not an approver under {} ({}): the webhook will refuse the approval",
             me.username,

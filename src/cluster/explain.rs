@@ -526,6 +526,8 @@ impl Proposed<'_> {
             .filter(|f| !self.remove.contains(f))
             .cloned()
             .collect();
+        let (old, new) = (policy::borrowed(&old), policy::borrowed(&new));
+        let groups = policy::borrowed(&self.identity.groups);
         let lists = FinalizerLists {
             old: &old,
             new: &new,
@@ -536,7 +538,7 @@ impl Proposed<'_> {
             target: written.target(),
             requester: Requester {
                 username: &self.identity.username,
-                groups: &self.identity.groups,
+                groups: &groups,
             },
             metadata_finalizers: if self.field == FinalizerField::Metadata {
                 lists

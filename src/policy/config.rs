@@ -24,7 +24,7 @@ pub const DEFAULT_OVERRIDE_REASONS: [&str; 4] = [
 ];
 
 /// What happens to a removal that no rule, built-in controller or override allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Deny it.
@@ -130,8 +130,12 @@ pub struct Approval {
 }
 
 impl Approval {
-    pub fn is_approver(&self, username: &str, groups: &[String]) -> bool {
-        self.users.iter().any(|u| u == username) || self.groups.iter().any(|g| groups.contains(g))
+    pub fn is_approver(&self, username: &str, groups: &[std::borrow::Cow<'_, str>]) -> bool {
+        self.users.iter().any(|u| u == username)
+            || self
+                .groups
+                .iter()
+                .any(|g| groups.iter().any(|have| have == g))
     }
 
     /// `users alice, bob; groups security`
@@ -835,8 +839,8 @@ override:
         let a = p.override_settings.approval.unwrap();
         assert_eq!(a.max_age, jiff::SignedDuration::from_hours(2));
         assert!(a.is_approver("sec-lead", &[]));
-        assert!(a.is_approver("x", &["security".to_string()]));
-        assert!(!a.is_approver("x", &["securityx".to_string()]));
+        assert!(a.is_approver("x", &["security".into()]));
+        assert!(!a.is_approver("x", &["securityx".into()]));
         assert_eq!(
             errors("override:\n  approval:\n    maxAge: soon\n"),
             vec![

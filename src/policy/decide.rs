@@ -155,8 +155,7 @@ fn push_removed(out: &mut Vec<Removal>, lists: FinalizerLists<'_>, field: Finali
     }
     // A set only pays off when many names must be looked up in a long list.
     let lookups = out_of_step.len().saturating_mul(new.len());
-    let kept: Option<HashSet<&str>> =
-        (lookups > 4096).then(|| new.iter().map(String::as_str).collect());
+    let kept: Option<HashSet<&str>> = (lookups > 4096).then(|| new.iter().map(|n| &**n).collect());
     let is_kept = |name: &str| match &kept {
         Some(set) => set.contains(name),
         None => new.iter().any(|n| n == name),
@@ -208,7 +207,10 @@ fn covers(rule: &Rule, requester: &Requester<'_>, target: &Target<'_>, finalizer
             .service_accounts
             .iter()
             .any(|sa| sa == requester.username)
-        || rule.groups.iter().any(|g| requester.groups.contains(g));
+        || rule
+            .groups
+            .iter()
+            .any(|g| requester.groups.iter().any(|have| have == g));
     requester_ok && in_scope(rule, target, finalizer)
 }
 
@@ -242,6 +244,7 @@ pub fn rules_for<'p>(policy: &'p Policy, target: &Target<'_>, finalizer: &str) -
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
     use std::collections::BTreeMap;
 
     use super::*;
@@ -256,19 +259,19 @@ mod tests {
         subresource: String,
         namespace: Option<String>,
         username: String,
-        groups: Vec<String>,
-        old: Vec<String>,
-        new: Vec<String>,
-        spec_old: Vec<String>,
-        spec_new: Vec<String>,
+        groups: Vec<Cow<'static, str>>,
+        old: Vec<Cow<'static, str>>,
+        new: Vec<Cow<'static, str>>,
+        spec_old: Vec<Cow<'static, str>>,
+        spec_new: Vec<Cow<'static, str>>,
         annotations: BTreeMap<String, String>,
         old_annotations: BTreeMap<String, String>,
         deleting: bool,
         now: jiff::Timestamp,
     }
 
-    fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|s| s.to_string()).collect()
+    fn strings(items: &[&str]) -> Vec<Cow<'static, str>> {
+        items.iter().map(|s| Cow::Owned(s.to_string())).collect()
     }
 
     fn pod_update(user: &str) -> Case {
@@ -431,8 +434,10 @@ rules:
 
     #[test]
     fn long_lists_use_the_same_difference() {
-        let old: Vec<String> = (0..1024).map(|i| format!("example.com/f{i}")).collect();
-        let new: Vec<String> = old.iter().filter(|f| !f.ends_with('7')).cloned().collect();
+        let old: Vec<Cow<str>> = (0..1024)
+            .map(|i| Cow::Owned(format!("example.com/f{i}")))
+            .collect();
+        let new: Vec<Cow<str>> = old.iter().filter(|f| !f.ends_with('7')).cloned().collect();
         let mut out = Vec::new();
         push_removed(
             &mut out,
@@ -445,8 +450,8 @@ rules:
         assert_eq!(out.len(), old.iter().filter(|f| f.ends_with('7')).count());
 
         // Everything removed, every name twice: each once, in first-seen order.
-        let twice: Vec<String> = old.iter().chain(old.iter()).cloned().collect();
-        let names = |new: &[String], old: &[String]| {
+        let twice: Vec<Cow<str>> = old.iter().chain(old.iter()).cloned().collect();
+        let names = |new: &[Cow<str>], old: &[Cow<str>]| {
             let mut out = Vec::new();
             push_removed(
                 &mut out,
@@ -458,10 +463,13 @@ rules:
         assert_eq!(names(&[], &twice), old);
 
         // The kept names reversed: nothing is in step, nothing is removed.
-        let reversed: Vec<String> = old.iter().rev().cloned().collect();
+        let reversed: Vec<Cow<str>> = old.iter().rev().cloned().collect();
         assert!(names(&reversed, &old).is_empty());
-        let reversed_minus_one: Vec<String> = reversed[1..].to_vec();
-        assert_eq!(names(&reversed_minus_one, &twice), vec![old[1023].clone()]);
+        let reversed_minus_one: Vec<Cow<str>> = reversed[1..].to_vec();
+        assert_eq!(
+            names(&reversed_minus_one, &twice),
+            vec![old[1023].to_string()]
+        );
     }
 
     #[test]

@@ -206,13 +206,14 @@ pub fn truncate(s: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
     use std::collections::BTreeMap;
 
     use super::*;
     use crate::policy::{FinalizerLists, Operation, Requester, decide};
 
-    fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|s| s.to_string()).collect()
+    fn strings<'a>(items: &[&'a str]) -> Vec<Cow<'a, str>> {
+        items.iter().map(|s| Cow::Borrowed(*s)).collect()
     }
 
     fn render(

@@ -12,6 +12,7 @@ mod load;
 pub mod message;
 pub mod overrides;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 pub use config::{Approval, InvalidPolicy, Mode, Policy, PolicyError};
@@ -31,6 +32,21 @@ pub enum FinalizerField {
 impl serde::Serialize for FinalizerField {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.path())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for FinalizerField {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let path = String::deserialize(deserializer)?;
+        [FinalizerField::Metadata, FinalizerField::Spec]
+            .into_iter()
+            .find(|f| f.path() == path)
+            .ok_or_else(|| {
+                serde::de::Error::unknown_variant(
+                    &path,
+                    &["metadata.finalizers", "spec.finalizers"],
+                )
+            })
     }
 }
 
@@ -58,6 +74,21 @@ impl serde::Serialize for Operation {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for Operation {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        const ALL: [Operation; 4] = [
+            Operation::Create,
+            Operation::Update,
+            Operation::Delete,
+            Operation::Connect,
+        ];
+        let name = String::deserialize(deserializer)?;
+        ALL.into_iter().find(|o| o.as_str() == name).ok_or_else(|| {
+            serde::de::Error::unknown_variant(&name, &["CREATE", "UPDATE", "DELETE", "CONNECT"])
+        })
+    }
+}
+
 impl Operation {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -69,11 +100,17 @@ impl Operation {
     }
 }
 
+/// Names held as `String`s, lent the way a [`Change`] reads them.
+pub fn borrowed(names: &[String]) -> Vec<Cow<'_, str>> {
+    names.iter().map(|n| Cow::Borrowed(n.as_str())).collect()
+}
+
 /// Who asks: `request.userInfo`.
 #[derive(Debug, Clone, Copy)]
 pub struct Requester<'a> {
     pub username: &'a str,
-    pub groups: &'a [String],
+    /// Borrowed from the request body where it holds the names unescaped.
+    pub groups: &'a [Cow<'a, str>],
 }
 
 /// What is written: `request.resource`, `subResource`, `namespace`, `name`.
@@ -110,8 +147,8 @@ impl Target<'_> {
 /// A finalizer list before and after the write. Absent, `null` and `[]` are all empty.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FinalizerLists<'a> {
-    pub old: &'a [String],
-    pub new: &'a [String],
+    pub old: &'a [Cow<'a, str>],
+    pub new: &'a [Cow<'a, str>],
 }
 
 /// One admission request, as the policy sees it.

@@ -558,7 +558,10 @@ async fn serve(
             router: router.clone(),
             watcher: graceful.watcher(),
             header_timeout: limits.header_timeout,
-            drain: (limits.max_body_bytes, limits.body_timeout),
+            drain: (
+                limits.max_body_bytes.saturating_mul(routes::DRAIN_FACTOR),
+                limits.body_timeout,
+            ),
             peer,
         };
         let tls = tls.clone();

@@ -88,6 +88,7 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
         let policy = state.policy.load_full();
         let result = if body.len() > OFFLOAD_BYTES {
             let policy = policy.clone();
+            let body = body.clone();
             match tokio::task::spawn_blocking(move || admission::review(&policy, &body)).await {
                 Ok(result) => result,
                 Err(e) => {
@@ -105,29 +106,39 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
         state.metrics.latency.observe(started.elapsed().as_secs_f64());
         state.metrics.review(&reviewed);
         let span = tracing::Span::current();
-        span.record("uid", reviewed.uid.as_str());
         span.record("decision", reviewed.verdict().as_str());
-        if let Some(record) = reviewed.audit.take() {
-            span.record("user", record.user.as_str());
-            span.record("resource", record.resource.as_str());
-            span.record("namespace", record.namespace.as_deref().unwrap_or_default());
-            span.record("name", record.name.as_str());
-            tracing::debug!(
-                finalizers = ?record.removed_finalizers.iter().map(|r| &r.finalizer).collect::<Vec<_>>(),
-                dry_run = record.dry_run,
-                "judged finalizer removal"
-            );
-            if let Some(sink) = &state.events
-                && let Some(event) = crate::events::event_for(&record, &state.instance)
-            {
-                sink.send(event);
+        if let Some(entry) = reviewed.audit.take() {
+            // Read back only for what needs it: a debug span, an Event.
+            let wants_event = state.events.is_some()
+                && crate::events::calls_for_event(reviewed.verdict(), entry.dry_run());
+            if wants_event || !span.is_disabled() {
+                match entry.record() {
+                    Ok(record) => {
+                        span.record("uid", record.uid.as_str());
+                        span.record("user", record.user.as_str());
+                        span.record("resource", record.resource.as_str());
+                        span.record("namespace", record.namespace.as_deref().unwrap_or_default());
+                        span.record("name", record.name.as_str());
+                        tracing::debug!(
+                            finalizers = ?record.removed_finalizers.iter().map(|r| &r.finalizer).collect::<Vec<_>>(),
+                            dry_run = record.dry_run,
+                            "judged finalizer removal"
+                        );
+                        if let Some(sink) = &state.events
+                            && let Some(event) = crate::events::event_for(&record, &state.instance)
+                        {
+                            sink.send(event);
+                        }
+                    }
+                    Err(e) => tracing::error!(error = %e, "cannot read back an audit record"),
+                }
             }
             if let Some(recorder) = &state.recorder
-                && let Some(recording) = crate::recording::from_reviewed(&reviewed, &policy)
+                && let Some(recording) = crate::recording::from_reviewed(&reviewed, &body, &policy)
             {
                 recorder.record(recording);
             }
-            state.audit.emit(record);
+            state.audit.emit(entry);
         } else {
             tracing::debug!("nothing to judge");
         }
@@ -252,8 +263,9 @@ async fn take_budget(
     })
 }
 
-/// How much of an oversized body is read and discarded before answering 413.
-const DRAIN_FACTOR: usize = 4;
+/// How much of an oversized body is read and discarded, as a multiple of
+/// the limit: before answering 413, or after an answer given unread.
+pub(super) const DRAIN_FACTOR: usize = 4;
 
 fn reject(state: &AppState, code: StatusCode, reason: String) -> Response {
     tracing::warn!(code = code.as_u16(), %reason, "refused a request");
