@@ -23,7 +23,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::admission::json;
 use crate::ledger::Ledger;
 use crate::policy::{
-    Change, Decision, FinalizerField, Mode, Operation, Outcome, OverrideProblem, Target, Verdict,
+    Authority, Change, Decision, FinalizerField, Mode, Operation, Outcome, OverrideProblem, Target,
+    Verdict,
 };
 use crate::queue::{self, Queue, WhenFull};
 
@@ -158,7 +159,11 @@ impl AuditEntry {
             json::string(&mut out, &r.finalizer);
             json::field(&mut out, "field", r.field.path());
             if let Some(authority) = &r.authorized_by {
-                json::field(&mut out, "authorizedBy", &authority.to_string());
+                let (what, name) = authority.parts();
+                out.push_str(",\"authorizedBy\":\"");
+                json::contents(&mut out, what);
+                json::contents(&mut out, name);
+                out.push('"');
             }
             out.push('}');
         }
@@ -280,18 +285,19 @@ pub fn write_annotations(
         }
     }
     names.clear();
-    let mut authorities: Vec<String> = Vec::new();
+    let mut authorities: Vec<&Authority> = Vec::new();
     for authority in decision
         .removed
         .iter()
         .filter_map(|r| r.authorized_by.as_ref())
     {
-        let authority = authority.to_string();
         if !authorities.contains(&authority) {
             if !names.is_empty() {
                 names.push_str(", ");
             }
-            names.push_str(&authority);
+            let (what, name) = authority.parts();
+            names.push_str(what);
+            names.push_str(name);
             authorities.push(authority);
         }
     }

@@ -6,31 +6,60 @@ use std::fmt::Write as _;
 /// Appends `s` as a JSON string, escaped as serde_json escapes it.
 pub fn string(out: &mut String, s: &str) {
     out.push('"');
+    contents(out, s);
+    out.push('"');
+}
+
+/// Appends `s` escaped, without quotes: a part of a JSON string.
+pub fn contents(out: &mut String, s: &str) {
     let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0..=0x1f => "",
-            _ => continue,
-        };
-        // Escapes are ASCII, so `i` is a character boundary.
-        out.push_str(&s[start..i]);
-        if escape.is_empty() {
-            let _ = write!(out, "\\u{b:04x}");
-        } else {
-            out.push_str(escape);
+    let mut at = clean_prefix(bytes);
+    while at < bytes.len() {
+        let b = bytes[at];
+        // Escapes are ASCII, so `at` is a character boundary.
+        out.push_str(&s[start..at]);
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            _ => {
+                let _ = write!(out, "\\u{b:04x}");
+            }
         }
-        start = i + 1;
+        start = at + 1;
+        at = start + clean_prefix(&bytes[start..]);
     }
     out.push_str(&s[start..]);
-    out.push('"');
+}
+
+/// How many leading bytes need no escape: eight at a time while none of
+/// them is a control character, a quote or a backslash.
+fn clean_prefix(bytes: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // Bytes of `w` that are zero, or below `n`, have their high bit set in the result
+    // (exact for the first such byte, which is all that is looked for here).
+    let zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
+    let below = |w: u64, n: u64| w.wrapping_sub(ONES * n) & !w & HIGHS;
+    let mut at = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        if below(w, 0x20) | zero(w ^ (ONES * u64::from(b'"'))) | zero(w ^ (ONES * u64::from(b'\\')))
+            != 0
+        {
+            break;
+        }
+        at += 8;
+    }
+    at + bytes[at..]
+        .iter()
+        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+        .unwrap_or(bytes.len() - at)
 }
 
 /// Appends `"key":` (keys are ours: nothing to escape).
@@ -60,6 +89,9 @@ mod tests {
             "lines\nand\ttabs\r",
             "\u{0}\u{1}\u{8}\u{c}\u{1f}\u{7f}",
             "unicode é 漢字 \u{2028} 🦀",
+            "eight by eight: 01234567\"89abcdef\\x",
+            "a long one with nothing to escape in it, past several words",
+            "\u{80}\u{ff}\u{100}ÿ\x7f\x1f after the high bytes",
         ] {
             let mut out = String::new();
             string(&mut out, s);

@@ -179,12 +179,20 @@ pub enum Authority {
     Builtin(&'static str),
 }
 
+impl Authority {
+    /// `rule ` or `built-in controller `, and the name: what Display joins.
+    pub fn parts(&self) -> (&'static str, &str) {
+        match self {
+            Authority::Rule(label) => ("rule ", label),
+            Authority::Builtin(name) => ("built-in controller ", name),
+        }
+    }
+}
+
 impl std::fmt::Display for Authority {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Authority::Rule(label) => write!(f, "rule {label}"),
-            Authority::Builtin(name) => write!(f, "built-in controller {name}"),
-        }
+        let (what, name) = self.parts();
+        write!(f, "{what}{name}")
     }
 }
 
