@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
-use finalizer_guard::admission::{LeanObject, ReviewError, Reviewed, review_at};
+use finalizer_guard::admission::{LeanObject, ReviewError, Reviewed, parse_owned, review_at};
 use finalizer_guard::audit::AuditRecord;
 use finalizer_guard::policy::{Mode, Policy};
 use libfuzzer_sys::fuzz_target;
@@ -63,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
     let input: Option<Value> = serde_json::from_slice(data).ok();
     for policy in POLICIES.iter() {
         match review_at(policy, data, *CLOCK) {
-            Ok(reviewed) => check_answer(policy, input.as_ref(), &reviewed),
+            Ok(reviewed) => check_answer(policy, data, input.as_ref(), &reviewed),
             Err(error) => check_refusal(&error),
         }
     }
@@ -77,7 +77,7 @@ fn check_refusal(error: &ReviewError) {
     assert!(!text.contains(breaks), "reason spans lines: {text:?}");
 }
 
-fn check_answer(policy: &Policy, input: Option<&Value>, reviewed: &Reviewed) {
+fn check_answer(policy: &Policy, data: &[u8], input: Option<&Value>, reviewed: &Reviewed) {
     let body: Value = serde_json::from_slice(&reviewed.body).expect("the response is JSON");
     assert_eq!(body["kind"], "AdmissionReview");
     let version = body["apiVersion"].as_str().expect("apiVersion");
@@ -86,16 +86,13 @@ fn check_answer(policy: &Policy, input: Option<&Value>, reviewed: &Reviewed) {
         "{version}"
     );
     let response = &body["response"];
-    assert!(!reviewed.uid.is_empty());
-    assert_eq!(response["uid"].as_str(), Some(reviewed.uid.as_str()));
+    let uid = response["uid"].as_str().expect("the uid echoed");
+    assert!(!uid.is_empty());
     // The version is not compared with `input`: given a duplicated top-level
     // `apiVersion`, kube-core's flattened TypeMeta takes the first and a JSON
     // Value the last. A duplicated `request` or `uid` is refused.
     if let Some(input) = input {
-        assert_eq!(
-            input["request"]["uid"].as_str(),
-            Some(reviewed.uid.as_str())
-        );
+        assert_eq!(input["request"]["uid"].as_str(), Some(uid));
     }
     assert_eq!(response["allowed"].as_bool(), Some(reviewed.allowed()));
     assert!(body.get("request").is_none(), "an answer carries no object");
@@ -149,11 +146,15 @@ fn check_answer(policy: &Policy, input: Option<&Value>, reviewed: &Reviewed) {
 
     // Removed = set(old) - set(new), each once, read from the request as parsed.
     // A refused approval write is decided before removals are looked at.
-    let audit = reviewed.audit.as_ref().expect("an audit record");
-    assert_eq!(audit.uid, reviewed.uid);
+    let audit = &reviewed.audit_record().expect("an audit record");
+    assert_eq!(audit.uid, uid);
     assert_eq!(audit.decision.as_str(), decision);
-    let request = reviewed.request.as_ref().expect("the request as read");
-    if !matches!(decision, "approval-denied" | "approval-would-deny") {
+    // The same body read with kube-core's owned types, where they read it
+    // (they are stricter about fields no decision reads).
+    let request = parse_owned(data);
+    if let Ok(request) = &request
+        && !matches!(decision, "approval-denied" | "approval-would-deny")
+    {
         let judged = reviewed.operation.as_str() == "UPDATE";
         let (old, new) = (request.old_object.as_ref(), request.object.as_ref());
         let metadata = |o: Option<&LeanObject>| o.and_then(|o| o.metadata.finalizers.clone());
