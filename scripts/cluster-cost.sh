@@ -52,6 +52,7 @@ cleanup() {
   if [ -n "$webhook_pid" ]; then
     kill "$webhook_pid" 2> /dev/null || true
     wait "$webhook_pid" 2> /dev/null || true
+    rm -f "$dir/run/finalizer-guard.pid"
   fi
   e2e/cluster.sh down "$dir" || true
   if [ -n "$own_dir" ]; then rm -rf "$dir"; fi
