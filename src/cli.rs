@@ -73,9 +73,43 @@ pub struct TestArgs {
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
-    /// Policy file (YAML). Default: the embedded default policy.
+    /// Policy file (YAML). Default: the embedded default policy; with --cluster, the cluster's (its ConfigMap).
     #[arg(long, env = "FINALIZER_GUARD_POLICY")]
     pub policy: Option<PathBuf>,
+    /// Read every finalizer living in the cluster and say who may remove each under the policy.
+    #[arg(long)]
+    pub cluster: bool,
+    /// Output format (with --cluster).
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        requires = "cluster"
+    )]
+    pub output: Option<crate::cluster::doctor::OutputFormat>,
+    #[command(flatten)]
+    pub connection: crate::cluster::Connection,
+}
+
+impl DoctorArgs {
+    /// `doctor --cluster`'s arguments; `None` for the offline check.
+    pub fn cluster(self) -> std::result::Result<crate::cluster::doctor::DoctorCluster, DoctorArgs> {
+        if !self.cluster {
+            return Err(self);
+        }
+        let DoctorArgs {
+            policy,
+            cluster: _,
+            output,
+            connection,
+        } = self;
+        Ok(crate::cluster::doctor::DoctorCluster {
+            policy,
+            output,
+            connection,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -468,7 +502,16 @@ pub fn validate(args: ValidateArgs) -> Result<i32> {
 
 /// `doctor`: exit 0 when every built-in controller may remove its finalizers, 1 otherwise.
 pub fn doctor(args: DoctorArgs) -> Result<i32> {
-    let DoctorArgs { policy } = args;
+    let DoctorArgs {
+        policy,
+        cluster: _,
+        output: _,
+        connection,
+    } = args;
+    if connection.kubeconfig.is_some() || connection.context.is_some() {
+        eprintln!("error: --kubeconfig and --context talk to a cluster: add --cluster");
+        return Ok(2);
+    }
     let policy = policy_flag(policy.as_deref())?;
     let blocked = crate::doctor::check(&policy);
     let checked = crate::doctor::checked();

@@ -25,7 +25,10 @@ fn main() {
         Command::Check(args) => report(cli::check(args)),
         Command::Test(args) => report(cli::test(args)),
         Command::Policy(cli::PolicyCommand::Validate(args)) => report(cli::validate(args)),
-        Command::Doctor(args) => report(cli::doctor(args)),
+        Command::Doctor(args) => match args.cluster() {
+            Ok(args) => cluster(finalizer_guard::cluster::doctor::run(args)),
+            Err(args) => report(cli::doctor(args)),
+        },
         Command::Unstick(args) => cluster(finalizer_guard::cluster::unstick::run(*args)),
         Command::Approve(args) => cluster(finalizer_guard::cluster::approve::run(*args)),
     };

@@ -22,7 +22,7 @@ use crate::policy::{
 };
 
 /// Who owns a finalizer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Owner {
     /// One of Kubernetes' own controllers.
@@ -38,7 +38,7 @@ pub enum Owner {
     Unknown,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RuleOwner {
     pub rule: String,
     /// `user:NAME`, `group:NAME`, `serviceaccount:NS:NAME`.
@@ -463,6 +463,17 @@ impl<'a> Written<'a> {
 
 /// Who owns `finalizer` on `found`, by the built-in table and the policy.
 pub fn owner(policy: &Policy, found: &Found, finalizer: &str, field: FinalizerField) -> Owner {
+    owner_at(policy, &Written::of(found, field), finalizer, field)
+}
+
+/// Who may remove `finalizer` where `written` says it is written: the
+/// built-in controller that owns it, else the policy rules covering it there.
+pub fn owner_at(
+    policy: &Policy,
+    written: &Written<'_>,
+    finalizer: &str,
+    field: FinalizerField,
+) -> Owner {
     if policy.builtin_controllers
         && let Some(c) = builtin::owners_of(finalizer, field).next()
     {
@@ -471,7 +482,6 @@ pub fn owner(policy: &Policy, found: &Found, finalizer: &str, field: FinalizerFi
             runs_in: runs_in(c),
         };
     }
-    let written = Written::of(found, field);
     let rules = policy::rules_for(policy, &written.target(), finalizer);
     if rules.is_empty() {
         return Owner::Unknown;

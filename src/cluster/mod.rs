@@ -1,4 +1,4 @@
-//! The commands that talk to a cluster: `unstick` and `approve`.
+//! The commands that talk to a cluster: `unstick`, `approve` and `doctor --cluster`.
 //!
 //! They read kubeconfig as kubectl does, select objects as kubectl does
 //! (`TYPE/NAME`, `-n`, `-A`, `-l`, `--node`) and write only through the API
@@ -6,6 +6,7 @@
 //! how?" is answered by [`crate::policy::decide`], the webhook's own core.
 
 pub mod approve;
+pub mod doctor;
 mod explain;
 mod select;
 pub mod unstick;

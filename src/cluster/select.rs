@@ -170,6 +170,14 @@ impl Resolver {
         Ok(Resolver { discovery })
     }
 
+    /// Every type served, at its group's preferred version.
+    pub fn served(&self) -> Vec<(ApiResource, ApiCapabilities)> {
+        self.discovery
+            .groups()
+            .flat_map(|g| g.recommended_resources())
+            .collect()
+    }
+
     pub fn resolve(&self, name: &str) -> Result<(ApiResource, ApiCapabilities), ClusterError> {
         let lower = name.to_lowercase();
         let (base, group) = match lower.split_once('.') {

@@ -21,7 +21,7 @@ pub use load::{LoadError, from_bytes, load};
 pub use overrides::{Override, OverrideProblem};
 
 /// Which list a finalizer sits in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FinalizerField {
     /// `metadata.finalizers`, on every object.
     Metadata,

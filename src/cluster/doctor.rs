@@ -1,0 +1,734 @@
+//! `finalizer-guard doctor --cluster`: what `mode: enforce` would do to this
+//! cluster.
+//!
+//! Every type the API server serves is listed, metadata only
+//! (`PartialObjectMetadataList`), a page at a time; only per-finalizer
+//! aggregates are kept, never the objects. Each finalizer found is judged by
+//! the policy core ([`super::explain::owner_at`]) for every type and namespace
+//! it lives in: a built-in controller, a rule, or nobody but an override.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::discovery::{ApiCapabilities, ApiResource, Scope, verbs};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::explain::{self, Owner, RuleOwner, Written};
+use super::select::Resolver;
+use super::{ClusterError, Connection, PolicySource};
+use crate::policy::{FinalizerField, Policy};
+
+/// Objects read per list request.
+const PAGE: u32 = 500;
+/// Types listed at once.
+const IN_FLIGHT: usize = 4;
+
+/// `-o json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Json,
+}
+
+/// What `doctor --cluster` is asked.
+pub struct DoctorCluster {
+    pub policy: Option<PathBuf>,
+    pub output: Option<OutputFormat>,
+    pub connection: Connection,
+}
+
+/// A type that could not be listed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unreadable {
+    /// `widgets.example.com/v1`, or an APIService's group/version.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub why: String,
+}
+
+/// One finalizer living in the cluster.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinalizerLine {
+    pub name: String,
+    pub field: FinalizerField,
+    pub objects: u64,
+    /// Objects per type (`pods`, `widgets.example.com`).
+    pub types: BTreeMap<String, u64>,
+    pub terminating: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest_terminating_since: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest_terminating_age: Option<String>,
+    /// Who may remove it, where anyone may.
+    pub owners: Vec<Owner>,
+    /// How many of its objects nobody but an override may release under enforce.
+    pub blocked_objects: u64,
+    /// Where those are: `TYPE in namespace NS`, or `TYPE` (cluster-scoped).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked_in: Vec<String>,
+    /// The managedFields managers that added it, with how many objects each.
+    pub added_by: BTreeMap<String, u64>,
+    /// A rule that would let its controller remove it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suggestion: Option<String>,
+}
+
+impl FinalizerLine {
+    pub fn blocked(&self) -> bool {
+        self.blocked_objects > 0
+    }
+
+    fn text(&self) -> String {
+        let types: Vec<String> = self.types.iter().map(|(t, n)| format!("{t} {n}")).collect();
+        let mut line = format!(
+            "{} {}{}: {} object(s) ({})",
+            if self.blocked() { "BLOCKED" } else { "ok     " },
+            self.name,
+            if self.field == FinalizerField::Spec {
+                " (spec.finalizers)"
+            } else {
+                ""
+            },
+            self.objects,
+            types.join(", ")
+        );
+        if self.terminating > 0 {
+            line.push_str(&format!(
+                "; {} Terminating, oldest {}",
+                self.terminating,
+                self.oldest_terminating_age.as_deref().unwrap_or("?")
+            ));
+        }
+        let mut who: Vec<String> = self.owners.iter().map(ToString::to_string).collect();
+        if self.blocked() {
+            who.push(if self.owners.is_empty() {
+                "nobody but an override".into()
+            } else {
+                format!(
+                    "nobody but an override in {} ({} object(s))",
+                    self.blocked_in.join(", "),
+                    self.blocked_objects
+                )
+            });
+        }
+        line.push_str(&format!("; may remove: {}", who.join("; ")));
+        if !self.added_by.is_empty() {
+            let managers: Vec<String> = self
+                .added_by
+                .iter()
+                .map(|(m, n)| format!("{m} ({n})"))
+                .collect();
+            line.push_str(&format!("; added by {}", managers.join(", ")));
+        }
+        line
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub policy: PolicySource,
+    pub mode: &'static str,
+    pub types_read: usize,
+    pub objects_read: u64,
+    pub unreadable: Vec<Unreadable>,
+    pub finalizers: Vec<FinalizerLine>,
+    /// How many finalizers enforce would leave to overrides alone.
+    pub blocked: usize,
+    pub seconds: f64,
+}
+
+/// What is kept per finalizer while listing: counts, never objects.
+#[derive(Debug, Default)]
+struct Tally {
+    objects: u64,
+    types: BTreeMap<String, u64>,
+    terminating: u64,
+    oldest: Option<jiff::Timestamp>,
+    /// (group, resource, namespace) -> objects: what the policy is asked about.
+    places: BTreeMap<(String, String, Option<String>), u64>,
+    added_by: BTreeMap<String, u64>,
+}
+
+impl Tally {
+    fn merge(&mut self, other: Tally) {
+        self.objects += other.objects;
+        for (k, v) in other.types {
+            *self.types.entry(k).or_default() += v;
+        }
+        self.terminating += other.terminating;
+        self.oldest = match (self.oldest, other.oldest) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        for (k, v) in other.places {
+            *self.places.entry(k).or_default() += v;
+        }
+        for (k, v) in other.added_by {
+            *self.added_by.entry(k).or_default() += v;
+        }
+    }
+}
+
+type Tallies = BTreeMap<(String, FinalizerField), Tally>;
+
+/// One type's listing: its tallies and object count, or why it could not be read.
+type Listed = Result<(Tallies, u64), Unreadable>;
+
+/// `pods`, `widgets.example.com`: as RBAC and the policy's `resources` name types.
+fn type_name(resource: &ApiResource) -> String {
+    if resource.group.is_empty() {
+        resource.plural.clone()
+    } else {
+        format!("{}.{}", resource.plural, resource.group)
+    }
+}
+
+/// Counts one object's finalizers of one list.
+fn count(
+    tallies: &mut Tallies,
+    resource: &ApiResource,
+    namespaced: bool,
+    meta: &ObjectMeta,
+    field: FinalizerField,
+    finalizers: &[String],
+) {
+    let mut seen = BTreeSet::new();
+    for finalizer in finalizers {
+        if !seen.insert(finalizer) {
+            continue;
+        }
+        let tally = tallies.entry((finalizer.clone(), field)).or_default();
+        tally.objects += 1;
+        *tally.types.entry(type_name(resource)).or_default() += 1;
+        if let Some(t) = &meta.deletion_timestamp {
+            tally.terminating += 1;
+            let t = t.0;
+            tally.oldest = Some(tally.oldest.map_or(t, |o| o.min(t)));
+        }
+        let is_namespace = resource.group.is_empty() && resource.plural == "namespaces";
+        let namespace = if is_namespace {
+            meta.name.clone()
+        } else if namespaced {
+            meta.namespace.clone()
+        } else {
+            None
+        };
+        *tally
+            .places
+            .entry((resource.group.clone(), resource.plural.clone(), namespace))
+            .or_default() += 1;
+        if field == FinalizerField::Metadata {
+            for manager in added_by(meta, finalizer) {
+                *tally.added_by.entry(manager).or_default() += 1;
+            }
+        }
+    }
+}
+
+/// The managedFields managers whose fields hold `finalizer` in `metadata.finalizers`.
+pub fn added_by(meta: &ObjectMeta, finalizer: &str) -> Vec<String> {
+    let key = format!("v:{}", Value::String(finalizer.to_string()));
+    let mut out: Vec<String> = Vec::new();
+    for entry in meta.managed_fields.iter().flatten() {
+        let Some(fields) = &entry.fields_v1 else {
+            continue;
+        };
+        let holds = fields.0["f:metadata"]["f:finalizers"]
+            .as_object()
+            .is_some_and(|f| f.contains_key(&key));
+        if let (true, Some(manager)) = (holds, &entry.manager)
+            && !out.contains(manager)
+        {
+            out.push(manager.clone());
+        }
+    }
+    out
+}
+
+/// Lists one type, a page at a time, metadata only.
+async fn list_type(client: kube::Client, resource: ApiResource, namespaced: bool) -> Listed {
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    let mut params = ListParams::default().limit(PAGE);
+    let mut tallies = Tallies::new();
+    let mut objects = 0;
+    loop {
+        let page = api.list_metadata(&params).await.map_err(|e| Unreadable {
+            type_name: format!("{} ({})", type_name(&resource), resource.api_version),
+            why: short(&e),
+        })?;
+        for item in &page.items {
+            objects += 1;
+            if let Some(finalizers) = &item.metadata.finalizers {
+                count(
+                    &mut tallies,
+                    &resource,
+                    namespaced,
+                    &item.metadata,
+                    FinalizerField::Metadata,
+                    finalizers,
+                );
+            }
+        }
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok((tallies, objects)),
+        }
+    }
+}
+
+/// Namespaces' `spec.finalizers`: a few objects, listed whole.
+async fn namespace_spec(client: kube::Client) -> Listed {
+    let api: Api<Namespace> = Api::all(client);
+    let resource = ApiResource::erase::<Namespace>(&());
+    let mut params = ListParams::default().limit(PAGE);
+    let mut tallies = Tallies::new();
+    loop {
+        let page = api.list(&params).await.map_err(|e| Unreadable {
+            type_name: "namespaces (spec.finalizers)".into(),
+            why: short(&e),
+        })?;
+        for ns in &page.items {
+            let finalizers = ns
+                .spec
+                .as_ref()
+                .and_then(|s| s.finalizers.clone())
+                .unwrap_or_default();
+            count(
+                &mut tallies,
+                &resource,
+                false,
+                &ns.metadata,
+                FinalizerField::Spec,
+                &finalizers,
+            );
+        }
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok((tallies, 0)),
+        }
+    }
+}
+
+fn short(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
+        other => other.to_string(),
+    }
+}
+
+/// The types to list: one version of each, once. `events.events.k8s.io`
+/// serves the core `events` again and is left out.
+fn listable(resolver: &Resolver) -> Vec<(ApiResource, ApiCapabilities)> {
+    let mut out: Vec<(ApiResource, ApiCapabilities)> = resolver
+        .served()
+        .into_iter()
+        .filter(|(_, caps)| caps.supports_operation(verbs::LIST))
+        .filter(|(ar, _)| !(ar.group == "events.k8s.io" && ar.plural == "events"))
+        .collect();
+    out.sort_by(|a, b| (&a.0.group, &a.0.plural).cmp(&(&b.0.group, &b.0.plural)));
+    out
+}
+
+/// Judges one finalizer's tally under the policy.
+fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> FinalizerLine {
+    let mut owners: Vec<Owner> = Vec::new();
+    let mut blocked_objects = 0;
+    let mut blocked_in = Vec::new();
+    for ((group, resource, namespace), n) in &tally.places {
+        let written = Written {
+            group,
+            resource,
+            subresource: if field == FinalizerField::Spec {
+                "finalize"
+            } else {
+                ""
+            },
+            namespace: namespace.as_deref(),
+            name: "",
+        };
+        match explain::owner_at(policy, &written, &name, field) {
+            Owner::Unknown => {
+                blocked_objects += n;
+                let type_name = if group.is_empty() {
+                    resource.clone()
+                } else {
+                    format!("{resource}.{group}")
+                };
+                let place = match namespace {
+                    Some(ns) if !(group.is_empty() && resource == "namespaces") => {
+                        format!("{type_name} in namespace {ns}")
+                    }
+                    _ => type_name,
+                };
+                if !blocked_in.contains(&place) {
+                    blocked_in.push(place);
+                }
+            }
+            Owner::Rules { rules } => {
+                for rule in rules {
+                    merge_rule(&mut owners, rule);
+                }
+            }
+            builtin => {
+                if !owners.contains(&builtin) {
+                    owners.push(builtin);
+                }
+            }
+        }
+    }
+    let now = jiff::Timestamp::now();
+    let suggestion = (blocked_objects > 0).then(|| sketch(&name, field, &tally.added_by));
+    FinalizerLine {
+        name,
+        field,
+        objects: tally.objects,
+        types: tally.types,
+        terminating: tally.terminating,
+        oldest_terminating_since: tally.oldest.map(|t| t.to_string()),
+        oldest_terminating_age: tally
+            .oldest
+            .map(|t| explain::age(Duration::try_from(now.duration_since(t)).unwrap_or_default())),
+        owners,
+        blocked_objects,
+        blocked_in,
+        added_by: tally.added_by,
+        suggestion,
+    }
+}
+
+/// Folds one more covering rule into the owners.
+fn merge_rule(owners: &mut Vec<Owner>, rule: RuleOwner) {
+    for owner in owners.iter_mut() {
+        if let Owner::Rules { rules } = owner {
+            if !rules.contains(&rule) {
+                rules.push(rule);
+            }
+            return;
+        }
+    }
+    owners.push(Owner::Rules { rules: vec![rule] });
+}
+
+/// A rule sketch for a blocked finalizer: the controller's ServiceAccount is
+/// left for the operator to name (`policy suggest` finds it in warn mode's
+/// audit); the managers that added it say whose it is.
+fn sketch(name: &str, field: FinalizerField, added_by: &BTreeMap<String, u64>) -> String {
+    let hint = if added_by.is_empty() {
+        String::new()
+    } else {
+        let managers: Vec<&str> = added_by.keys().map(String::as_str).collect();
+        format!(" # added by {}", managers.join(", "))
+    };
+    let resources = if field == FinalizerField::Spec {
+        "\n    resources: [namespaces]"
+    } else {
+        ""
+    };
+    format!(
+        "  - name: {}\n    finalizers: [{}]\n    serviceAccounts: [\"NAMESPACE:SERVICEACCOUNT\"]{hint}{resources}",
+        rule_name(name),
+        serde_json::to_string(name).unwrap_or_default()
+    )
+}
+
+/// A rule name from a finalizer: `example.com/cleanup` -> `example-com-cleanup`.
+pub fn rule_name(finalizer: &str) -> String {
+    let mut out = String::new();
+    for c in finalizer.trim_end_matches('*').chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
+/// APIServices that are not Available: their groups cannot be read.
+async fn unavailable_apiservices(client: &kube::Client) -> Vec<Unreadable> {
+    let gvk = kube::core::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
+    let resource = ApiResource::from_gvk(&gvk);
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let list = match api.list(&ListParams::default()).await {
+        Ok(list) => list,
+        Err(e) => {
+            return vec![Unreadable {
+                type_name: "apiservices.apiregistration.k8s.io".into(),
+                why: format!("cannot tell which aggregated APIs are down: {}", short(&e)),
+            }];
+        }
+    };
+    list.items
+        .iter()
+        .filter_map(|s| {
+            let available = s.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Available")?;
+            (available["status"] != "True").then(|| Unreadable {
+                type_name: format!(
+                    "{}/{} (APIService {})",
+                    s.data["spec"]["group"].as_str().unwrap_or_default(),
+                    s.data["spec"]["version"].as_str().unwrap_or_default(),
+                    s.metadata.name.as_deref().unwrap_or_default()
+                ),
+                why: format!(
+                    "not Available ({}: {})",
+                    available["reason"].as_str().unwrap_or("no reason"),
+                    available["message"].as_str().unwrap_or("no message")
+                ),
+            })
+        })
+        .collect()
+}
+
+/// Reads the cluster and judges every finalizer in it.
+pub async fn survey(session: &super::Session, policy: &Policy, source: PolicySource) -> Report {
+    let started = Instant::now();
+    let client = &session.client;
+    let mut unreadable = unavailable_apiservices(client).await;
+    let types = match Resolver::new(client).await {
+        Ok(resolver) => listable(&resolver),
+        Err(e) => {
+            unreadable.push(Unreadable {
+                type_name: "(discovery)".into(),
+                why: e.to_string(),
+            });
+            Vec::new()
+        }
+    };
+    let types_read = types.len();
+    let mut tallies = Tallies::new();
+    let mut objects_read = 0;
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut queue = types.into_iter();
+    let mut absorb = |listed: Listed, tallies: &mut Tallies| match listed {
+        Ok((more, n)) => {
+            objects_read += n;
+            for (k, v) in more {
+                tallies.entry(k).or_default().merge(v);
+            }
+        }
+        Err(u) => unreadable.push(u),
+    };
+    tasks.spawn(namespace_spec(client.clone()));
+    loop {
+        while tasks.len() < IN_FLIGHT {
+            let Some((ar, caps)) = queue.next() else {
+                break;
+            };
+            let namespaced = caps.scope == Scope::Namespaced;
+            tasks.spawn(list_type(client.clone(), ar, namespaced));
+        }
+        match tasks.join_next().await {
+            Some(Ok(listed)) => absorb(listed, &mut tallies),
+            Some(Err(e)) => absorb(
+                Err(Unreadable {
+                    type_name: "(a list)".into(),
+                    why: e.to_string(),
+                }),
+                &mut tallies,
+            ),
+            None => break,
+        }
+    }
+    let finalizers: Vec<FinalizerLine> = tallies
+        .into_iter()
+        .map(|((name, field), tally)| judge(policy, name, field, tally))
+        .collect();
+    let blocked = finalizers.iter().filter(|f| f.blocked()).count();
+    Report {
+        policy: source,
+        mode: policy.mode.as_str(),
+        types_read,
+        objects_read,
+        unreadable,
+        finalizers,
+        blocked,
+        seconds: started.elapsed().as_secs_f64(),
+    }
+}
+
+/// `doctor --cluster`: exit 0 when enforce would block no finalizer living
+/// in the cluster, 1 when it would, 2 on usage or connection errors.
+pub async fn run(args: DoctorCluster) -> Result<i32, ClusterError> {
+    let DoctorCluster {
+        policy,
+        output,
+        connection,
+    } = args;
+    let session = connection.connect().await?;
+    let (policy, source) = super::cluster_policy(&session.client, policy.as_deref()).await?;
+    let report = survey(&session, &policy, source).await;
+    let mut out = std::io::stdout().lock();
+    let text = match output {
+        Some(OutputFormat::Json) => {
+            serde_json::to_string_pretty(&report).expect("a report always serializes")
+        }
+        None => render(&report),
+    };
+    writeln!(out, "{text}").map_err(|e| ClusterError::Usage(format!("stdout: {e}")))?;
+    Ok(if report.blocked > 0 { 1 } else { 0 })
+}
+
+/// The text report.
+pub fn render(report: &Report) -> String {
+    let mut lines = Vec::new();
+    let note = report
+        .policy
+        .note
+        .as_deref()
+        .map(|n| format!(" ({n})"))
+        .unwrap_or_default();
+    lines.push(format!(
+        "policy: {}{note}, judged as if mode were enforce (it is {})",
+        report.policy.name, report.mode
+    ));
+    lines.push(format!(
+        "read {} object(s) of {} type(s) in {:.1}s; {} finalizer(s) live in the cluster",
+        report.objects_read,
+        report.types_read,
+        report.seconds,
+        report.finalizers.len()
+    ));
+    for u in &report.unreadable {
+        lines.push(format!("UNREADABLE {}: {}", u.type_name, u.why));
+    }
+    for f in &report.finalizers {
+        lines.push(f.text());
+    }
+    if report.blocked > 0 {
+        lines.push(format!(
+            "enforce would block {} of {} finalizer(s): only an override could remove them. Add a rule for each controller (sketches below; `finalizer-guard policy suggest` writes them from warn mode's audit):",
+            report.blocked,
+            report.finalizers.len()
+        ));
+        for f in report.finalizers.iter().filter(|f| f.blocked()) {
+            if let Some(s) = &f.suggestion {
+                lines.push(s.clone());
+            }
+        }
+    } else {
+        lines.push(format!(
+            "ok: enforce would block none of the {} finalizer(s) living in the cluster",
+            report.finalizers.len()
+        ));
+    }
+    if !report.unreadable.is_empty() {
+        lines.push(format!(
+            "incomplete: {} type(s) could not be read (UNREADABLE above); their finalizers were not judged",
+            report.unreadable.len()
+        ));
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+    use serde_json::json;
+
+    fn meta(entries: Vec<(&str, Value)>) -> ObjectMeta {
+        ObjectMeta {
+            managed_fields: Some(
+                entries
+                    .into_iter()
+                    .map(|(m, f)| ManagedFieldsEntry {
+                        manager: Some(m.into()),
+                        fields_v1: Some(FieldsV1(f)),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_manager_that_added_a_finalizer() {
+        let m = meta(vec![
+            (
+                "kubectl-client-side-apply",
+                json!({"f:data": {".": {}, "f:k": {}}}),
+            ),
+            (
+                "widget-controller",
+                json!({"f:metadata": {"f:finalizers": {".": {}, "v:\"widgets.example.com/cleanup\"": {}}}}),
+            ),
+        ]);
+        assert_eq!(
+            added_by(&m, "widgets.example.com/cleanup"),
+            ["widget-controller"]
+        );
+        assert!(added_by(&m, "other").is_empty());
+    }
+
+    #[test]
+    fn rule_names_from_finalizers() {
+        assert_eq!(
+            rule_name("widgets.example.com/cleanup"),
+            "widgets-example-com-cleanup"
+        );
+        assert_eq!(rule_name("example.com/*"), "example-com");
+    }
+
+    fn tally(places: &[(&str, &str, Option<&str>, u64)]) -> Tally {
+        let mut t = Tally::default();
+        for (g, r, ns, n) in places {
+            t.objects += n;
+            t.places
+                .insert((g.to_string(), r.to_string(), ns.map(String::from)), *n);
+        }
+        t
+    }
+
+    #[test]
+    fn judged_where_it_lives() {
+        let policy = Policy::from_yaml(
+            "rules:\n  - name: widgets\n    finalizers: [\"example.com/*\"]\n    serviceAccounts: [ops:widgets]\n    namespaces: [team-a]\n",
+        )
+        .unwrap();
+        let line = judge(
+            &policy,
+            "example.com/cleanup".into(),
+            FinalizerField::Metadata,
+            tally(&[
+                ("example.com", "widgets", Some("team-a"), 3),
+                ("example.com", "widgets", Some("team-b"), 2),
+            ]),
+        );
+        assert_eq!(line.blocked_objects, 2);
+        assert_eq!(line.blocked_in, ["widgets.example.com in namespace team-b"]);
+        assert_eq!(
+            line.owners[0].to_string(),
+            "rule widgets (serviceaccount:ops:widgets)"
+        );
+        assert!(line.suggestion.unwrap().contains("example.com/cleanup"));
+
+        let builtin = judge(
+            &policy,
+            "kubernetes.io/pvc-protection".into(),
+            FinalizerField::Metadata,
+            tally(&[("", "persistentvolumeclaims", Some("team-b"), 1)]),
+        );
+        assert!(!builtin.blocked());
+        assert!(matches!(builtin.owners[0], Owner::Builtin { .. }));
+
+        let spec = judge(
+            &policy,
+            "kubernetes".into(),
+            FinalizerField::Spec,
+            tally(&[("", "namespaces", Some("team-b"), 1)]),
+        );
+        assert!(!spec.blocked(), "{spec:?}");
+    }
+}
