@@ -53,6 +53,19 @@ pub enum Command {
 pub enum PolicyCommand {
     /// Validate a policy file: exit 0, or 1 with errors naming the field (and line).
     Validate(ValidateArgs),
+    /// Rules for the controllers seen in warn mode's would-deny evidence, as policy YAML.
+    Suggest(SuggestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SuggestArgs {
+    /// Print this policy with the suggested rules added (rules it already has are not repeated).
+    #[arg(long, value_name = "POLICY")]
+    pub merge: Option<PathBuf>,
+    /// The webhook's JSON audit records, recordings (files or a --record-dir folder),
+    /// or kube-apiserver's audit log: told apart by their content.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -498,6 +511,46 @@ pub fn validate(args: ValidateArgs) -> Result<i32> {
         }
         Err(e) => Err(Error::policy(&file, e)),
     }
+}
+
+/// `policy suggest`: the policy YAML on standard output, what was read on
+/// standard error. Exit 0, or 2 when a path holds no evidence or the policy to
+/// merge into is not valid.
+pub fn suggest(args: SuggestArgs) -> Result<i32> {
+    let SuggestArgs { merge, paths } = args;
+    let base = match &merge {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+            let policy =
+                Policy::from_yaml(&text).map_err(|e| Error::policy(path, LoadError::Invalid(e)))?;
+            Some((text, policy))
+        }
+        None => None,
+    };
+    let mut evidence = crate::suggest::Evidence::default();
+    for path in &paths {
+        if let Err(e) = crate::suggest::read_path(path, &mut evidence) {
+            eprintln!("error: {e}");
+            return Ok(2);
+        }
+    }
+    let read: Vec<String> = evidence
+        .read
+        .iter()
+        .map(|(source, n)| format!("{n} {}", source.describe()))
+        .collect();
+    eprintln!(
+        "read {}; {} would-deny removal(s)",
+        read.join(", "),
+        evidence.seen.len()
+    );
+    let suggestions = crate::suggest::suggest(&evidence.seen, base.as_ref().map(|(_, p)| p));
+    let yaml = crate::suggest::render(
+        &suggestions,
+        base.as_ref().map(|(text, policy)| (text.as_str(), policy)),
+    );
+    print!("{yaml}");
+    Ok(0)
 }
 
 /// `doctor`: exit 0 when every built-in controller may remove its finalizers, 1 otherwise.

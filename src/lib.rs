@@ -3,8 +3,9 @@
 //! - [`policy`]: the pure decision core, `(change, policy) -> decision`.
 //! - [`admission`]: the wire layer, AdmissionReview bytes in and out.
 //! - [`server`]: TLS, routes, hot reload, graceful drain.
-//! - [`cli`]: `serve`, `certs`, `check`, `test`, `policy validate`, `doctor`.
-//! - [`cluster`]: `unstick` and `approve`, which talk to a cluster.
+//! - [`cli`]: `serve`, `certs`, `check`, `test`, `policy validate`, `policy suggest`, `doctor`.
+//! - [`cluster`]: `unstick`, `approve` and `doctor --cluster`, which talk to a cluster.
+//! - [`suggest`]: rules from warn mode's `would-deny` evidence.
 #![forbid(unsafe_code)]
 
 pub mod admission;
@@ -22,4 +23,5 @@ pub mod policy;
 pub mod queue;
 pub mod recording;
 pub mod server;
+pub mod suggest;
 pub mod suite;

@@ -25,6 +25,7 @@ fn main() {
         Command::Check(args) => report(cli::check(args)),
         Command::Test(args) => report(cli::test(args)),
         Command::Policy(cli::PolicyCommand::Validate(args)) => report(cli::validate(args)),
+        Command::Policy(cli::PolicyCommand::Suggest(args)) => report(cli::suggest(args)),
         Command::Doctor(args) => match args.cluster() {
             Ok(args) => cluster(finalizer_guard::cluster::doctor::run(args)),
             Err(args) => report(cli::doctor(args)),
