@@ -11,6 +11,7 @@
 
 mod harness;
 mod helm;
+mod preflight;
 mod unstick;
 
 use std::time::Duration;
