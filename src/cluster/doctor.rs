@@ -28,6 +28,8 @@ use crate::policy::{FinalizerField, Policy};
 const PAGE: u32 = 500;
 /// Types listed at once.
 const IN_FLIGHT: usize = 4;
+/// Types named on a finalizer's text line.
+const TYPES_SHOWN: usize = 5;
 
 /// `-o json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -85,7 +87,17 @@ impl FinalizerLine {
     }
 
     fn text(&self) -> String {
-        let types: Vec<String> = self.types.iter().map(|(t, n)| format!("{t} {n}")).collect();
+        // The types holding most of them; `-o json` has them all.
+        let mut by_count: Vec<(&String, &u64)> = self.types.iter().collect();
+        by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let mut types: Vec<String> = by_count
+            .iter()
+            .take(TYPES_SHOWN)
+            .map(|(t, n)| format!("{t} {n}"))
+            .collect();
+        if by_count.len() > TYPES_SHOWN {
+            types.push(format!("and {} more types", by_count.len() - TYPES_SHOWN));
+        }
         let mut line = format!(
             "{} {}{}: {} object(s) ({})",
             if self.blocked() { "BLOCKED" } else { "ok     " },
