@@ -30,7 +30,7 @@ fn controller_binary() -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut build = Command::new(cargo);
     build
-        .args(["build", "--example", "widget_controller"])
+        .args(["build", "--locked", "--example", "widget_controller"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("CARGO_TARGET_DIR", target);
     if profile_dir.file_name().is_some_and(|n| n == "release") {
