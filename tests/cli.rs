@@ -345,3 +345,100 @@ fn cluster_commands_exit_2_on_usage_and_connection_errors() {
         "{o:?}"
     );
 }
+
+#[test]
+fn doctor_cluster_exits_2_when_it_cannot_talk_to_a_cluster() {
+    let o = bin()
+        .args([
+            "doctor",
+            "--cluster",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        stderr(&o).contains("kubeconfig: /nonexistent/kubeconfig"),
+        "{o:?}"
+    );
+    // A kubeconfig without --cluster is a mistake, not ignored.
+    let o = run(&["doctor", "--kubeconfig", "/nonexistent/kubeconfig"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(stderr(&o).contains("add --cluster"), "{o:?}");
+    // -o json belongs to --cluster.
+    assert_eq!(run(&["doctor", "-o", "json"]).status.code(), Some(2));
+}
+
+#[test]
+fn policy_suggest_reads_evidence_and_merges_into_a_valid_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let event = |id: &str, user: &str, finalizers: &str| {
+        serde_json::json!({
+            "kind": "Event", "apiVersion": "audit.k8s.io/v1", "auditID": id, "stage": "ResponseComplete",
+            "user": {"username": user, "groups": ["system:authenticated"]},
+            "objectRef": {"resource": "widgets", "apiGroup": "example.com", "namespace": "team-a", "name": "w"},
+            "requestReceivedTimestamp": "2026-11-23T19:00:00Z",
+            "annotations": {
+                "finalizers.finalizer-guard.io/decision": "would-deny",
+                "finalizers.finalizer-guard.io/unauthorized-finalizers": finalizers,
+            },
+        })
+        .to_string()
+    };
+    std::fs::write(
+        &log,
+        [
+            event("1", "system:serviceaccount:ops:widgets", "example.com/a"),
+            event("2", "system:serviceaccount:ops:widgets", "example.com/b"),
+            event("3", "bob@example.com", "example.com/a"),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let o = bin()
+        .args(["policy", "suggest"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let yaml = stdout(&o);
+    assert!(
+        yaml.contains("serviceAccounts: [\"ops:widgets\"]"),
+        "{yaml}"
+    );
+    assert!(yaml.contains("finalizers: [\"example.com/*\"]"), "{yaml}");
+    assert!(yaml.contains("#   bob@example.com: stripped"), "{yaml}");
+    assert!(stderr(&o).contains("3 would-deny removal(s)"), "{o:?}");
+
+    let (_policy_dir, base) = policy_file("mode: warn\nrules: []\n");
+    let o = bin()
+        .args(["policy", "suggest", "--merge"])
+        .arg(&base)
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let merged = dir.path().join("merged.yaml");
+    std::fs::write(&merged, stdout(&o)).unwrap();
+    let o = bin()
+        .args(["policy", "validate"])
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(stdout(&o).contains("valid (mode warn, 1 rules"), "{o:?}");
+
+    // Not evidence of any kind: exit 2, naming the file.
+    let o = bin()
+        .args(["policy", "suggest"])
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        stderr(&o).contains("neither webhook audit records"),
+        "{o:?}"
+    );
+}
