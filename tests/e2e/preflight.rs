@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use serde_json::{Value, json};
 
 use super::harness::{Env, OVERRIDE, env, wait_until};
-use super::{configmap, delete_nowait, denied, finalizers};
+use super::{configmap, delete_nowait, denied, finalizers, unavailable_apiservice};
 
 const NS: &str = "e2e-preflight";
 const SYSTEM_NS: &str = "e2e-widgets-system";
@@ -29,6 +29,24 @@ fn controller_binary() -> PathBuf {
     let target = profile_dir.parent().expect("the target folder");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut build = Command::new(cargo);
+    // The environment of a shell, not of this test: the variables cargo sets
+    // for a test run would make it rebuild dependencies.
+    build.env_clear();
+    for (key, value) in std::env::vars_os() {
+        let key_str = key.to_string_lossy();
+        if [
+            "PATH",
+            "HOME",
+            "CARGO_HOME",
+            "RUSTUP_HOME",
+            "RUSTUP_TOOLCHAIN",
+            "TMPDIR",
+        ]
+        .contains(&key_str.as_ref())
+        {
+            build.env(&key, value);
+        }
+    }
     build
         .args(["build", "--locked", "--example", "widget_controller"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -206,6 +224,7 @@ fn from_warn_to_enforce_with_doctor_and_suggest() {
 
     // 3. doctor names the controller's finalizer as blocked under enforce.
     let (code, report, text) = doctor(&env, &[]);
+    fs::write(env.work.join("doctor-warn.txt"), &text).unwrap();
     assert_eq!(code, 1, "{report:#}");
     let line = report["finalizers"]
         .as_array()
@@ -235,6 +254,38 @@ fn from_warn_to_enforce_with_doctor_and_suggest() {
         text.contains(&format!("finalizers: [\"{FINALIZER}\"]")),
         "{text}"
     );
+
+    // An aggregated API that is down is reported, never skipped silently.
+    {
+        let _down = unavailable_apiservice(&env, "v1", "down.e2e.example.com");
+        wait_until(
+            "doctor to report the APIService's types unreadable",
+            60,
+            || {
+                let (_, report, _) = doctor(&env, &[]);
+                report["unreadable"].as_array().unwrap().iter().any(|u| {
+                    u["type"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("down.e2e.example.com/v1")
+                })
+            },
+        );
+        let (code, report, text) = doctor(&env, &[]);
+        assert_eq!(code, 1, "{text}");
+        assert!(
+            text.contains(
+                "UNREADABLE down.e2e.example.com/v1 (APIService v1.down.e2e.example.com): not Available"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("incomplete: 1 type(s) could not be read"),
+            "{text}"
+        );
+        // Every other type was still read.
+        assert!(blocked(&report).contains(&FINALIZER.to_string()), "{text}");
+    }
 
     // 4. Warn mode: the controller's deletions go through as would-deny;
     // alice strips a ConfigMap's finalizer by hand.
@@ -347,6 +398,7 @@ fn from_warn_to_enforce_with_doctor_and_suggest() {
         "{validate:#?}"
     );
     let (code, report, text) = doctor(&env, &["--policy", merged_file.to_str().unwrap()]);
+    fs::write(env.work.join("doctor-merged.txt"), &text).unwrap();
     assert_eq!(blocked(&report), already_blocked, "{text}");
     if already_blocked.is_empty() {
         assert_eq!(code, 0, "{text}");
