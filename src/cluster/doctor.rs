@@ -520,6 +520,7 @@ pub async fn survey(session: &super::Session, policy: &Policy, source: PolicySou
     let types_read = types.len();
     let mut tallies = Tallies::new();
     let mut objects_read = 0;
+    let mut failed = 0;
     let mut tasks = tokio::task::JoinSet::new();
     let mut queue = types.into_iter();
     let mut absorb = |listed: Listed, tallies: &mut Tallies| match listed {
@@ -529,7 +530,10 @@ pub async fn survey(session: &super::Session, policy: &Policy, source: PolicySou
                 tallies.entry(k).or_default().merge(v);
             }
         }
-        Err(u) => unreadable.push(u),
+        Err(u) => {
+            failed += 1;
+            unreadable.push(u);
+        }
     };
     tasks.spawn(namespace_spec(client.clone()));
     loop {
@@ -552,6 +556,8 @@ pub async fn survey(session: &super::Session, policy: &Policy, source: PolicySou
             None => break,
         }
     }
+    // Types listed to the end; the spec.finalizers pass is not a type of its own.
+    let types_read = types_read.saturating_sub(failed);
     let finalizers: Vec<FinalizerLine> = tallies
         .into_iter()
         .map(|((name, field), tally)| judge(policy, name, field, tally))
