@@ -11,7 +11,7 @@ use clap::Args;
 use jiff::{SignedDuration, Timestamp};
 use kube::api::{Patch, PatchParams};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::select::Selection;
 use super::unstick::{DryRun, OutputFormat};
@@ -142,23 +142,7 @@ pub async fn run(args: ApproveArgs) -> Result<i32, ClusterError> {
             (APPROVED_BY, me.username.as_str()),
             (OVERRIDE_EXPIRES, expires.as_str()),
         ];
-        let ops: Vec<Value> = match &found.object.metadata.annotations {
-            None => vec![json!({
-                "op": "add",
-                "path": "/metadata/annotations",
-                "value": annotations.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
-            })],
-            Some(_) => annotations
-                .iter()
-                .map(|(k, v)| {
-                    json!({
-                        "op": "add",
-                        "path": format!("/metadata/annotations/{}", k.replace('~', "~0").replace('/', "~1")),
-                        "value": v,
-                    })
-                })
-                .collect(),
-        };
+        let ops = super::unstick::add_annotations(&found.object, &annotations);
         let patch: json_patch::Patch =
             serde_json::from_value(Value::Array(ops)).expect("a JSON patch of add ops");
         let api = found.api(&session.client);

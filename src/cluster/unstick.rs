@@ -758,16 +758,8 @@ pub fn removal_patch(
         "path": "/metadata/resourceVersion",
         "value": meta.resource_version.clone().unwrap_or_default(),
     })];
-    if let Some((key, value)) = annotation {
-        match &meta.annotations {
-            None => ops
-                .push(json!({"op": "add", "path": "/metadata/annotations", "value": {key: value}})),
-            Some(_) => ops.push(json!({
-                "op": "add",
-                "path": format!("/metadata/annotations/{}", pointer_token(key)),
-                "value": value,
-            })),
-        }
+    if let Some(pair) = annotation {
+        ops.extend(add_annotations(object, &[pair]));
     }
     // From the end, so each index still points at the name tested.
     for &i in indexes.iter().rev() {
@@ -778,6 +770,30 @@ pub fn removal_patch(
         serde_json::from_value(Value::Array(ops))
             .expect("a JSON patch of test, add and remove ops"),
     )
+}
+
+/// JSON patch ops that set `annotations` on `object`: the whole map when it
+/// has none yet (a path into a missing map is an error), else key by key.
+pub(super) fn add_annotations(object: &DynamicObject, annotations: &[(&str, &str)]) -> Vec<Value> {
+    match &object.metadata.annotations {
+        None => {
+            let map: serde_json::Map<String, Value> = annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect();
+            vec![json!({"op": "add", "path": "/metadata/annotations", "value": map})]
+        }
+        Some(_) => annotations
+            .iter()
+            .map(|(k, v)| {
+                json!({
+                    "op": "add",
+                    "path": format!("/metadata/annotations/{}", pointer_token(k)),
+                    "value": v,
+                })
+            })
+            .collect(),
+    }
 }
 
 /// RFC 6901: `~` and `/` escaped in one reference token.
