@@ -243,20 +243,16 @@ pub struct Env {
 static ENV: OnceLock<Option<Mutex<Env>>> = OnceLock::new();
 
 /// The installed webhook, held for one scenario at a time (scenarios stop
-/// the server and change the configuration), or `None` with a message when
-/// no cluster is up.
-pub fn env() -> Option<MutexGuard<'static, Env>> {
+/// the server and change the configuration). The scenarios are `#[ignore]`d:
+/// run with `--ignored`, they fail without a cluster rather than pass.
+pub fn env() -> MutexGuard<'static, Env> {
     let env = ENV.get_or_init(|| {
-        let Some(cluster) = Cluster::from_env() else {
-            eprintln!(
-                "skipped: no real control plane (set FG_E2E_DIR after `e2e/cluster.sh up DIR`; .ci/run does)"
-            );
-            return None;
-        };
-        Some(Mutex::new(Env::install(cluster)))
+        let cluster = Cluster::from_env().expect(
+            "no real control plane: set FG_E2E_DIR after `e2e/cluster.sh up DIR` (.ci/run does)",
+        );
+        Mutex::new(Env::install(cluster))
     });
     let mut guard = env
-        .as_ref()?
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     // Whatever an earlier scenario left behind: the server up, as shipped,
@@ -265,7 +261,7 @@ pub fn env() -> Option<MutexGuard<'static, Env>> {
     guard.start();
     let policy = guard.policy(Policy::default());
     guard.set_policy(&policy);
-    Some(guard)
+    guard
 }
 
 pub fn free_port() -> u16 {

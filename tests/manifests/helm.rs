@@ -6,8 +6,8 @@
 //! comments (the policies are compared parsed).
 //!
 //! Needs a helm binary: `FG_HELM`, or the one `e2e/helm/build.sh` caches.
-//! Without one each test says so and passes; `.ci/run` builds it and sets
-//! `FG_HELM`.
+//! The tests are `#[ignore]`d, so `cargo test` says they did not run;
+//! `.ci/run` builds helm, sets `FG_HELM` and runs them with `--ignored`.
 
 use super::*;
 
@@ -41,12 +41,13 @@ fn pinned_helm_version() -> String {
         .to_string()
 }
 
-/// `FG_HELM`, else the binary `e2e/helm/build.sh` caches, else `None` with a note.
-pub(crate) fn helm() -> Option<PathBuf> {
+/// `FG_HELM`, else the binary `e2e/helm/build.sh` caches. The tests that
+/// need it are `#[ignore]`d: run with `--ignored`, they fail without it.
+pub(crate) fn helm() -> PathBuf {
     if let Some(path) = std::env::var_os("FG_HELM") {
         let path = PathBuf::from(path);
         assert!(path.is_file(), "FG_HELM={} is not a file", path.display());
-        return Some(path);
+        return path;
     }
     let cache = std::env::var_os("FG_E2E_CACHE")
         .map(PathBuf::from)
@@ -55,15 +56,17 @@ pub(crate) fn helm() -> Option<PathBuf> {
         })
         .or_else(|| {
             std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/finalizer-guard-e2e"))
-        })?;
+        })
+        .expect("no HOME to find the helm cache under: set FG_HELM");
     let cached = cache
         .join(format!("helm-{}", pinned_helm_version()))
         .join("helm");
-    if cached.is_file() {
-        return Some(cached);
-    }
-    eprintln!("skipped: no helm (set FG_HELM, or build it with e2e/helm/build.sh; .ci/run does)");
-    None
+    assert!(
+        cached.is_file(),
+        "no helm at {}: set FG_HELM, or build it with e2e/helm/build.sh (.ci/run does)",
+        cached.display()
+    );
+    cached
 }
 
 /// What one helm run printed, and how it exited.
@@ -196,8 +199,9 @@ fn check_all(objects: &[Value]) {
 }
 
 #[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn chart_renders_what_the_self_managed_overlay_installs() {
-    let Some(helm) = helm() else { return };
+    let helm = helm();
     let rendered = template(&helm, &[]);
     check_all(&rendered);
 
@@ -219,8 +223,9 @@ fn chart_renders_what_the_self_managed_overlay_installs() {
 }
 
 #[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn chart_with_cert_manager_renders_what_its_overlay_installs() {
-    let Some(helm) = helm() else { return };
+    let helm = helm();
     let rendered = template(&helm, &["--set", "certificates.source=cert-manager"]);
     check_all(&rendered);
     let kustomized = resolve(&manifests().join("overlays/cert-manager")).objects;
@@ -247,8 +252,9 @@ fn chart_with_cert_manager_renders_what_its_overlay_installs() {
 /// The generated certificates: a CA, and a serving certificate it issued for
 /// the Service's names, whose CA is the caBundle.
 #[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn generated_certificates_name_the_service_and_fill_the_ca_bundle() {
-    let Some(helm) = helm() else { return };
+    let helm = helm();
     let rendered = template(
         &helm,
         &[
@@ -323,8 +329,9 @@ fn generated_certificates_name_the_service_and_fill_the_ca_bundle() {
 
 /// The values say what they do, and the objects stay well-formed.
 #[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn values_change_what_they_name() {
-    let Some(helm) = helm() else { return };
+    let helm = helm();
     let values = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
         values.path(),
@@ -485,8 +492,9 @@ events:
 }
 
 #[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn schema_refuses_a_misspelled_or_mistyped_value_and_names_it() {
-    let Some(helm) = helm() else { return };
+    let helm = helm();
     let chart = chart();
     let chart = chart.to_str().unwrap();
     for (set, needle) in [
@@ -535,6 +543,7 @@ fn schema_refuses_a_misspelled_or_mistyped_value_and_names_it() {
 }
 
 #[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn chart_follows_the_crate_and_the_policy_schema() {
     let chart_yaml: Value =
         serde_yaml_ng::from_str(&std::fs::read_to_string(chart().join("Chart.yaml")).unwrap())
@@ -578,8 +587,9 @@ fn chart_follows_the_crate_and_the_policy_schema() {
 /// A release name YAML would read as something else (`y`, `on`, `1`) is
 /// still a string in every label and name.
 #[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn any_release_name_renders_valid_objects() {
-    let Some(helm) = helm() else { return };
+    let helm = helm();
     let chart = chart();
     for release in ["y", "on", "1"] {
         let run = run_helm(
@@ -632,6 +642,7 @@ fn policy_fields(yaml: &str) -> BTreeSet<String> {
 /// Every policy field the server reads is one the schema lets through, and
 /// the schema allows no field the server would refuse.
 #[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn the_schema_knows_every_policy_field() {
     let schema: Value =
         serde_json::from_str(&std::fs::read_to_string(chart().join("values.schema.json")).unwrap())
