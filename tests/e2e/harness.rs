@@ -240,7 +240,7 @@ pub struct Env {
     removed_condition: Option<(usize, Value)>,
 }
 
-static ENV: OnceLock<Option<Mutex<Env>>> = OnceLock::new();
+static ENV: OnceLock<Mutex<Env>> = OnceLock::new();
 
 /// The installed webhook, held for one scenario at a time (scenarios stop
 /// the server and change the configuration). The scenarios are `#[ignore]`d:
