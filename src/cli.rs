@@ -13,7 +13,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::admission;
 use crate::certs;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TlsError};
+use crate::policy::seal::SealKey;
 use crate::policy::{self, LoadError, Policy, Verdict};
 use crate::server::{self, EventsTarget, Limits, RecordConfig, ServeConfig};
 
@@ -261,6 +262,11 @@ pub struct CheckArgs {
     /// One JSON object per line instead of text.
     #[arg(long)]
     pub json: bool,
+    /// The webhook's serving key (PEM): two-person approvals are sealed and
+    /// verified with it as the webhook does. Without it, an approval cannot
+    /// be verified and a removal relying on one is denied.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
     /// AdmissionReview files.
     #[arg(required = true, value_name = "REVIEW.json")]
     pub reviews: Vec<PathBuf>,
@@ -423,7 +429,11 @@ impl CheckLine {
 }
 
 /// Decides one file with the server's own function.
-pub fn check_file(policy: &Policy, path: &std::path::Path) -> CheckLine {
+pub fn check_file(
+    policy: &Policy,
+    seal_key: Option<&SealKey>,
+    path: &std::path::Path,
+) -> CheckLine {
     let file = path.display().to_string();
     let failed = |e: String| CheckLine {
         file: file.clone(),
@@ -437,7 +447,7 @@ pub fn check_file(policy: &Policy, path: &std::path::Path) -> CheckLine {
         Ok(body) => body,
         Err(e) => return failed(e.to_string()),
     };
-    match admission::review(policy, &body) {
+    match admission::review_with(policy, &body, jiff::Timestamp::now(), seal_key) {
         Ok(r) => CheckLine {
             file,
             allowed: Some(r.allowed()),
@@ -455,13 +465,25 @@ pub fn check(args: CheckArgs) -> Result<i32> {
     let CheckArgs {
         policy,
         json,
+        tls_key,
         reviews,
     } = args;
     let policy = policy_flag(policy.as_deref())?;
+    let seal_key = match tls_key {
+        None => None,
+        Some(path) => {
+            let pem = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+            let key = server::tls::seal_key(&pem).map_err(|e| TlsError::InFile {
+                path: path.clone(),
+                source: Box::new(e),
+            })?;
+            Some(key)
+        }
+    };
     let mut out = std::io::stdout().lock();
     let (mut denied, mut errors) = (false, false);
     for path in &reviews {
-        let line = check_file(&policy, path);
+        let line = check_file(&policy, seal_key.as_ref(), path);
         denied |= line.allowed == Some(false);
         errors |= line.error.is_some();
         let text = if json {

@@ -130,6 +130,8 @@ fn removal(
         deleting: true,
         // No approval annotations are written, so the clock is never read.
         now: jiff::Timestamp::UNIX_EPOCH,
+        uid: None,
+        seal_key: None,
     };
     policy::decide(&change, policy).verdict()
 }

@@ -471,6 +471,8 @@ fn covered(policy: &Policy, seen: &Seen, finalizer: &str, field: FinalizerField)
         old_annotations: &none,
         deleting: true,
         now: jiff::Timestamp::UNIX_EPOCH,
+        uid: None,
+        seal_key: None,
     };
     policy::decide(&change, policy)
         .removed

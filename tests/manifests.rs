@@ -1004,13 +1004,25 @@ fn match_conditions_skip_exactly_the_builtin_controller_usernames() {
         .iter()
         .find(|c| c.name == "not-builtin-controller")
         .expect("a not-builtin-controller condition");
-    let quoted: Vec<&str> = skip.expression.split('\'').skip(1).step_by(2).collect();
+    // The usernames, or else a write of an approval: the same expression
+    // as the third part of the first condition.
+    let (users, or_approval) = skip
+        .expression
+        .split_once("\n||\n")
+        .expect("usernames || a write of an approval");
+    let quoted: Vec<&str> = users.split('\'').skip(1).step_by(2).collect();
     assert_eq!(
         quoted,
         builtin::all_usernames(),
         "keep the list in step with src/policy/builtin.rs"
     );
-    assert!(skip.expression.contains("request.userInfo.username in ["));
+    assert!(users.contains("request.userInfo.username in ["));
+    let first = &conditions[0].expression;
+    let writes_approval = first.rsplit("\n||\n").next().unwrap();
+    assert_eq!(
+        or_approval, writes_approval,
+        "a built-in controller's write of an approval is sent, as anyone's"
+    );
 }
 
 #[test]
@@ -1027,7 +1039,8 @@ fn match_conditions_name_the_approval_annotations_the_policy_uses() {
         [
             DEFAULT_OVERRIDE_ANNOTATION,
             approval::APPROVED_BY,
-            approval::OVERRIDE_EXPIRES
+            approval::OVERRIDE_EXPIRES,
+            finalizer_guard::policy::seal::APPROVAL_SEAL,
         ]
     );
     let config_map: ConfigMap = base.one("ConfigMap");

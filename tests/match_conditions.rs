@@ -24,6 +24,7 @@ use cel::{Context, Program};
 use finalizer_guard::admission::{self, ReviewBuilder, Reviewed};
 use finalizer_guard::policy::FinalizerField;
 use finalizer_guard::policy::builtin::{self, BUILTIN_CONTROLLERS, KUBE_CONTROLLER_MANAGER};
+use finalizer_guard::policy::seal::{SealKey, Sealed};
 use finalizer_guard::policy::{Operation, Policy, Verdict};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use serde_json::{Value, json};
@@ -138,6 +139,8 @@ fn request_variable(request: &Value) -> Value {
 
 /// Approvers of the two-person override, in [`Policies::load`]'s second policy.
 const APPROVER: &str = "sec-lead@example.com";
+/// The uid of the object every generated review writes.
+const OBJECT_UID: &str = "d4c1a3f2-0000-4000-8000-000000000001";
 
 /// A policy file as it is, and the same with the two-person override on.
 struct Policies {
@@ -189,7 +192,12 @@ fn check(conditions: &Conditions, policies: &Policies, review: &Value) -> Result
     let body = serde_json::to_vec(review).unwrap();
     let (plain, two_person) = match (
         admission::review(&policies.plain, &body),
-        admission::review(&policies.two_person, &body),
+        admission::review_with(
+            &policies.two_person,
+            &body,
+            jiff::Timestamp::now(),
+            Some(&seal_key()),
+        ),
     ) {
         (Ok(plain), Ok(two_person)) => (plain, two_person),
         (Err(e), _) | (_, Err(e)) => return Ok(Checked::Undecidable(e.to_string())),
@@ -218,7 +226,13 @@ fn check(conditions: &Conditions, policies: &Policies, review: &Value) -> Result
         .and_then(Value::as_str)
         .unwrap_or("");
     let builtin = builtin::all_usernames().contains(&username);
-    if called != (judged(&two_person) && !builtin) {
+    // A write of an approval is sent whoever writes it: the built-in
+    // controllers copy annotations from templates people write.
+    let writes_approval = matches!(
+        two_person.verdict(),
+        Verdict::ApprovalRecorded | Verdict::ApprovalDenied
+    );
+    if called != (judged(&two_person) && (!builtin || writes_approval)) {
         return Err(format!(
             "matchConditions say {called}, but the webhook decides {} (two-person policy) for {username:?}",
             two_person.verdict()
@@ -371,7 +385,7 @@ impl Review {
             "apiVersion": if self.group.is_empty() { "v1".to_string() } else { format!("{}/{}", self.group, self.version) },
             "kind": "Object",
             // Being deleted: an override releases only such an object.
-            "metadata": {"name": "thing", "uid": "d4c1a3f2-0000-4000-8000-000000000001", "deletionTimestamp": "2026-11-21T07:00:00Z"},
+            "metadata": {"name": "thing", "uid": OBJECT_UID, "deletionTimestamp": "2026-11-21T07:00:00Z"},
             "spec": {},
         });
         if let Some(ns) = self.namespace {
@@ -808,30 +822,54 @@ fn table() -> Vec<Case> {
     cases
 }
 
+/// The key the two-person decisions here seal and verify approvals with.
+fn seal_key() -> SealKey {
+    SealKey::derive(b"match conditions test key")
+}
+
 /// The two-person override: writes of an approval are sent whatever the
-/// policy, and judged when `override.approval` is set.
+/// policy and whoever writes them, and judged when `override.approval` is set.
 fn two_person_table() -> Vec<Case> {
     use List::Absent;
     let bob = "bob@example.com";
     let expires = (jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1)).to_string();
+    const VALUE: &str = "controller-uninstalled: INC-4711 widgets operator removed";
     let approval = |by: &str| {
         Some(json!({
-            "finalizer-guard.io/override": "controller-uninstalled: INC-4711 widgets operator removed",
+            "finalizer-guard.io/override": VALUE,
             "finalizer-guard.io/approved-by": by,
             "finalizer-guard.io/override-expires": expires,
         }))
     };
+    // As the webhook seals it for the table's object under the two-person policy.
+    let two_person = Policies::load("policy.yaml").two_person;
+    let sealed = |by: &str| {
+        let seal = seal_key().seal(
+            &Sealed {
+                uid: OBJECT_UID,
+                value: VALUE,
+                approved_by: by,
+                expires: &expires,
+            },
+            two_person.mode,
+            &two_person.override_settings,
+            two_person.override_settings.approval.as_ref().unwrap(),
+        );
+        let mut annotations = approval(by).unwrap();
+        annotations["finalizer-guard.io/approval-seal"] = json!(seal);
+        Some(annotations)
+    };
     let other = Some(json!({"example.com/owner": "team-a"}));
     vec![
         case(
-            "an approver creates an object with an approval",
+            "an approver creates an object with an approval (no seal can be known before the uid)",
             Review::by(APPROVER)
                 .operation("CREATE")
                 .annotations(None, approval(APPROVER)),
             true,
             "not-judged",
         )
-        .two_person("approval-recorded"),
+        .two_person("approval-denied"),
         case(
             "someone else creates an object with an approval",
             Review::by(bob)
@@ -842,12 +880,28 @@ fn two_person_table() -> Vec<Case> {
         )
         .two_person("approval-denied"),
         case(
-            "an approver approves",
+            "an approver approves, without the seal (refused, and told it)",
             Review::by(APPROVER).annotations(other.clone(), approval(APPROVER)),
             true,
             "nothing-removed",
         )
+        .two_person("approval-denied"),
+        case(
+            "an approver approves, with the seal",
+            Review::by(APPROVER).annotations(other.clone(), sealed(APPROVER)),
+            true,
+            "nothing-removed",
+        )
         .two_person("approval-recorded"),
+        case(
+            "the job controller copies an approval from a pod template",
+            Review::by("system:serviceaccount:kube-system:job-controller")
+                .operation("CREATE")
+                .annotations(None, approval(APPROVER)),
+            true,
+            "not-judged",
+        )
+        .two_person("approval-denied"),
         case(
             "someone else moves the expiry",
             Review::by(bob).annotations(approval(APPROVER), {
@@ -860,10 +914,10 @@ fn two_person_table() -> Vec<Case> {
         )
         .two_person("approval-denied"),
         case(
-            "kube-controller-manager writes an approval (skipped: a control-plane identity)",
+            "kube-controller-manager writes an approval (sent: a control-plane identity is judged for approvals too)",
             Review::by(KUBE_CONTROLLER_MANAGER)
                 .annotations(None, approval(KUBE_CONTROLLER_MANAGER)),
-            false,
+            true,
             "nothing-removed",
         )
         .two_person("approval-denied"),
@@ -890,16 +944,26 @@ fn two_person_table() -> Vec<Case> {
             Review::by(bob)
                 .resource("widgets.example.com", "widgets")
                 .finalizers(names(&["widgets.example.com/cleanup"]), Absent)
-                .annotations(approval(APPROVER), approval(APPROVER)),
+                .annotations(sealed(APPROVER), sealed(APPROVER)),
             true,
             "override",
         ),
+        case(
+            "someone else removes a finalizer under an approval without the seal",
+            Review::by(bob)
+                .resource("widgets.example.com", "widgets")
+                .finalizers(names(&["widgets.example.com/cleanup"]), Absent)
+                .annotations(approval(APPROVER), approval(APPROVER)),
+            true,
+            "override",
+        )
+        .two_person("denied"),
         case(
             "the approver removes a finalizer under their own approval",
             Review::by(APPROVER)
                 .resource("widgets.example.com", "widgets")
                 .finalizers(names(&["widgets.example.com/cleanup"]), Absent)
-                .annotations(approval(APPROVER), approval(APPROVER)),
+                .annotations(sealed(APPROVER), sealed(APPROVER)),
             true,
             "override",
         )

@@ -21,6 +21,7 @@ use serde::de::IgnoredAny;
 
 use crate::audit::{self, AuditEntry, AuditRecord, Subject};
 use crate::ledger::Ledger;
+use crate::policy::seal::SealKey;
 use crate::policy::{
     self, Change, Decision, FinalizerLists, Operation, Policy, Requester, Target, Verdict,
     approval, message,
@@ -98,20 +99,32 @@ impl Reviewed {
     }
 }
 
-/// Decides one AdmissionReview body under `policy`, by the webhook's clock.
+/// Decides one AdmissionReview body under `policy`, by the webhook's clock,
+/// with no key to seal two-person approvals with.
 pub fn review(policy: &Policy, body: &[u8]) -> Result<Reviewed, ReviewError> {
     review_at(policy, body, jiff::Timestamp::now())
 }
 
-/// Decides one AdmissionReview body under `policy` as of `now`.
+/// Decides one AdmissionReview body under `policy` as of `now`, with no seal key.
 pub fn review_at(
     policy: &Policy,
     body: &[u8],
     now: jiff::Timestamp,
 ) -> Result<Reviewed, ReviewError> {
+    review_with(policy, body, now, None)
+}
+
+/// Decides one AdmissionReview body under `policy` as of `now`, sealing
+/// and verifying two-person approvals with `seal_key`: what the server runs.
+pub fn review_with(
+    policy: &Policy,
+    body: &[u8],
+    now: jiff::Timestamp,
+    seal_key: Option<&SealKey>,
+) -> Result<Reviewed, ReviewError> {
     let (api_version, request) = parse(body)?;
     let annotations = Annotations::read(&request, policy);
-    let change = change(&request, &annotations, now)?;
+    let change = change(&request, &annotations, now, seal_key)?;
     let decision = policy::decide(&change, policy);
     // Only an override reads what the object was protecting.
     let ledger = decision.override_used().map(|_| lean::read_ledger(body));
@@ -208,9 +221,7 @@ pub struct Annotations {
 
 impl Annotations {
     pub fn read(request: &Request<'_>, policy: &Policy) -> Annotations {
-        let key = policy.override_settings.annotation.as_str();
-        let wanted =
-            |k: &str| k == key || k == approval::APPROVED_BY || k == approval::OVERRIDE_EXPIRES;
+        let wanted = |k: &str| approval::is_approval_key(&policy.override_settings, k);
         let of = |object: Option<&Object<'_>>| {
             object.map_or_else(BTreeMap::new, |o| o.annotations_where(wanted))
         };
@@ -226,6 +237,7 @@ pub fn change<'a>(
     request: &'a Request<'a>,
     annotations: &'a Annotations,
     now: jiff::Timestamp,
+    seal_key: Option<&'a SealKey>,
 ) -> Result<Change<'a>, ReviewError> {
     let operation = match request.operation {
         WireOperation::Create => Operation::Create,
@@ -266,7 +278,14 @@ pub fn change<'a>(
         annotations: &annotations.new,
         old_annotations: &annotations.old,
         deleting: old_object.is_some_and(|o| o.deleting),
+        // The object's uid: oldObject's for an UPDATE (the API server keeps
+        // it unchanged), object's for a CREATE.
+        uid: old_object
+            .or(object)
+            .and_then(|o| o.uid.as_deref())
+            .filter(|uid| !uid.is_empty()),
         now,
+        seal_key,
     };
     if change.target.is_namespace_finalize() {
         // A list read as empty in oldObject would hide its removal: refuse.
@@ -690,7 +709,9 @@ mod tests {
             Policy::from_yaml("override:\n  approval:\n    users: [sec-lead]\n    maxAge: 2h\n")
                 .unwrap();
         let now: jiff::Timestamp = "2026-11-21T08:00:00Z".parse().unwrap();
-        let approved = json!({
+        let key = SealKey::derive(b"the serving key");
+        let review_at = |p: &Policy, body: &[u8], now| review_with(p, body, now, Some(&key));
+        let unsealed = json!({
             "finalizer-guard.io/override": "node-lost: INC-4711",
             "finalizer-guard.io/approved-by": "sec-lead",
             "finalizer-guard.io/override-expires": "2026-11-21T09:00:00Z"
@@ -700,26 +721,40 @@ mod tests {
             o["metadata"]["annotations"] = annotations.clone();
             o
         };
-        // The approver writes; a non-approver cannot.
-        let write = update(
-            with(json!(["example.com/a"]), &Value::Null),
-            with(json!(["example.com/a"]), &approved),
-            "sec-lead",
-        );
-        let r = review_at(&p, &write, now).unwrap();
+        // The approver writes: first told the seal, then with it recorded.
+        let write = |annotations: &Value| {
+            update(
+                with(json!(["example.com/a"]), &Value::Null),
+                with(json!(["example.com/a"]), annotations),
+                "sec-lead",
+            )
+        };
+        let r = review_at(&p, &write(&unsealed), now).unwrap();
+        assert_eq!(r.verdict(), Verdict::ApprovalDenied);
+        let msg = r.message.unwrap();
+        let seal = msg
+            .split("finalizer-guard.io/approval-seal must be \"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_else(|| panic!("no seal in {msg}"));
+        let mut approved = unsealed.clone();
+        approved["finalizer-guard.io/approval-seal"] = seal.into();
+        let r = review_at(&p, &write(&approved), now).unwrap();
         assert_eq!(r.verdict(), Verdict::ApprovalRecorded);
         assert_eq!(
             r.audit_record().unwrap().approved_by.as_deref(),
             Some("sec-lead")
         );
+        // A non-approver cannot, and is never told a seal.
         let forged = update(
             with(json!(["example.com/a"]), &Value::Null),
-            with(json!(["example.com/a"]), &approved),
+            with(json!(["example.com/a"]), &unsealed),
             "mallory",
         );
         let r = review_at(&p, &forged, now).unwrap();
         assert_eq!(r.verdict(), Verdict::ApprovalDenied);
         let msg = r.message.unwrap();
+        assert!(!msg.contains("approval-seal must be"), "{msg}");
         assert!(
             msg.contains("denied writing the override approval"),
             "{msg}"
@@ -760,5 +795,42 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains("at most 2h ahead"), "{msg}");
+
+        // The three annotations without the webhook's seal release nothing.
+        let copied = update(
+            with(json!(["example.com/a"]), &unsealed),
+            with(Value::Null, &unsealed),
+            "oncall",
+        );
+        let r = review_at(&p, &copied, now).unwrap();
+        assert_eq!(r.verdict(), Verdict::Denied);
+        assert!(
+            r.message
+                .unwrap()
+                .contains("does not carry this webhook's seal"),
+            "the denial says why"
+        );
+        // Nor does a sealed one offline, without the key.
+        let r = review(&p, &strip("oncall")).unwrap();
+        assert_eq!(r.verdict(), Verdict::Denied);
+    }
+
+    #[test]
+    fn an_override_with_a_control_character_is_refused_and_quoted_escaped() {
+        let p = Policy::embedded_default();
+        let mut old = pod(json!(["example.com/a"]));
+        old["metadata"]["annotations"] =
+            json!({"finalizer-guard.io/override": "node-lost: INC-1\nmode: warn\u{202e}"});
+        let mut new = old.clone();
+        new["metadata"]["finalizers"] = Value::Null;
+        let r = review(&p, &update(old, new, "oncall")).unwrap();
+        assert_eq!(r.verdict(), Verdict::Denied);
+        let msg = r.message.unwrap();
+        assert!(
+            msg.contains(r#""node-lost: INC-1\nmode: warn\u{202e}" is not valid"#)
+                && msg.contains("control or format character U+000A"),
+            "{msg}"
+        );
+        assert!(!msg.contains('\n') && !msg.contains('\u{202e}'), "{msg}");
     }
 }

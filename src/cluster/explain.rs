@@ -564,6 +564,9 @@ impl Proposed<'_> {
             old_annotations: &old_annotations,
             deleting: self.found.object.metadata.deletion_timestamp.is_some(),
             now: Timestamp::now(),
+            uid: self.found.object.metadata.uid.as_deref(),
+            // Only the webhook holds the key: it verifies the seal.
+            seal_key: None,
         };
         policy::decide(&change, policy)
     }
@@ -599,9 +602,20 @@ pub fn removable(
     }
     if let Some(approval_policy) = &settings.approval {
         return match as_is.outcome {
-            Outcome::Override(_) => Removable::WithApproval {
-                approved_by: as_is.evidence.approved_by.unwrap_or_default(),
-                expires: as_is.evidence.override_expires.unwrap_or_default(),
+            // Everything but the seal holds; the webhook checks that.
+            Outcome::Override(_)
+            | Outcome::Denied {
+                problem: OverrideProblem::Unverifiable,
+                ..
+            } => Removable::WithApproval {
+                approved_by: current
+                    .get(approval::APPROVED_BY)
+                    .cloned()
+                    .unwrap_or_default(),
+                expires: current
+                    .get(approval::OVERRIDE_EXPIRES)
+                    .cloned()
+                    .unwrap_or_default(),
             },
             Outcome::Denied { problem, .. } => Removable::NeedsApproval {
                 why: approval_problem(&problem),

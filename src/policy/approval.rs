@@ -1,17 +1,23 @@
 //! The two-person override (`override.approval`).
 //!
-//! An approver writes three annotations in one request: the override
-//! (`REASON: DETAIL`), `approved-by` (their own username) and
-//! `override-expires` (RFC 3339, at most `maxAge` ahead of the webhook's
-//! clock). Only approvers may add or change them. Later, someone else may
-//! remove finalizers while the approval stands: present in `oldObject`,
-//! unchanged, not expired, and not used by the approver who signed it.
-//! No CEL admission policy can do this: it has no clock and no second person.
+//! An approver writes four annotations in one request: the override
+//! (`REASON: DETAIL`), `approved-by` (their own username), `override-expires`
+//! (RFC 3339, at most `maxAge` ahead of the webhook's clock) and
+//! `approval-seal`, the webhook's seal of those three on this object
+//! ([`super::seal`]). The webhook tells an approver the seal when it refuses
+//! the write without it, and never tells anyone else. Every write that adds
+//! or changes one of the four is judged, whoever sends it. Later, someone
+//! else may remove finalizers while the approval stands: present in
+//! `oldObject`, unchanged, sealed by this webhook under the policy in force,
+//! not expired, at most `maxAge` ahead, and not used by the approver who
+//! signed it. No CEL admission policy can do this: it has no clock, no key
+//! and no second person.
 
 use jiff::Timestamp;
 
-use super::config::{Approval, OverrideSettings};
+use super::config::{Approval, Mode, OverrideSettings};
 use super::overrides::{self, Override, OverrideProblem};
+use super::seal::{APPROVAL_SEAL, Sealed};
 use super::{Change, Operation};
 
 pub const APPROVED_BY: &str = "finalizer-guard.io/approved-by";
@@ -34,6 +40,14 @@ pub enum ApprovalProblem {
     AlreadyExpired(String),
     /// `override-expires` is further ahead than `maxAge`.
     BeyondMaxAge { expires: String, max_age: String },
+    /// The approval is valid but does not carry this webhook's seal; `seal`
+    /// is the one to write with it. Only an approver is ever told.
+    Unsealed { seal: String },
+    /// The object has no `metadata.uid` to seal the approval to.
+    NoUid,
+    /// No seal key: the approval cannot be sealed here (an offline check
+    /// without the webhook's serving key).
+    NoSealKey,
 }
 
 impl std::fmt::Display for ApprovalProblem {
@@ -65,13 +79,41 @@ impl std::fmt::Display for ApprovalProblem {
                     "{OVERRIDE_EXPIRES} {expires:?} is more than maxAge {max_age} ahead"
                 )
             }
+            ApprovalProblem::Unsealed { seal } => write!(
+                f,
+                "{APPROVAL_SEAL} must be \"{seal}\": the webhook's seal of this approval on this object; write it together with the other three"
+            ),
+            ApprovalProblem::NoUid => {
+                f.write_str("the object has no metadata.uid to seal the approval to")
+            }
+            ApprovalProblem::NoSealKey => f.write_str(
+                "no seal key to seal the approval with (an offline check needs the webhook's serving key: --tls-key)",
+            ),
         }
     }
 }
 
+/// The seal a refusal tells an approver ([`ApprovalProblem::Unsealed`]), read
+/// back from the message the API server passes on: how `approve` learns it.
+pub fn told_seal(message: &str) -> Option<&str> {
+    let (_, rest) = message.split_once(&format!("{APPROVAL_SEAL} must be \""))?;
+    let (seal, _) = rest.split_once('"')?;
+    Some(seal)
+}
+
 /// The keys an approval consists of.
-fn keys(settings: &OverrideSettings) -> [&str; 3] {
-    [settings.annotation.as_str(), APPROVED_BY, OVERRIDE_EXPIRES]
+fn keys(settings: &OverrideSettings) -> [&str; 4] {
+    [
+        settings.annotation.as_str(),
+        APPROVED_BY,
+        OVERRIDE_EXPIRES,
+        APPROVAL_SEAL,
+    ]
+}
+
+/// Whether `key` is one of the annotations an approval consists of.
+pub fn is_approval_key(settings: &OverrideSettings, key: &str) -> bool {
+    keys(settings).contains(&key)
 }
 
 /// Whether this request adds or changes any approval annotation (removing them is anyone's right).
@@ -89,10 +131,11 @@ pub fn writes_approval(change: &Change<'_>, settings: &OverrideSettings) -> bool
 /// Checks a write of the approval annotations.
 pub fn check_write(
     change: &Change<'_>,
+    mode: Mode,
     settings: &OverrideSettings,
     approval: &Approval,
-    now: Timestamp,
 ) -> Result<(), ApprovalProblem> {
+    let now = change.now;
     let requester = &change.requester;
     if !approval.is_approver(requester.username, requester.groups) {
         return Err(ApprovalProblem::NotAnApprover);
@@ -125,15 +168,32 @@ pub fn check_write(
             max_age: format!("{:#}", approval.max_age),
         });
     }
-    Ok(())
+    // Only now, for an approver's valid approval, is the seal computed.
+    let key = change.seal_key.ok_or(ApprovalProblem::NoSealKey)?;
+    let uid = change.uid.ok_or(ApprovalProblem::NoUid)?;
+    let sealed = Sealed {
+        uid,
+        value,
+        approved_by,
+        expires: expires_text,
+    };
+    let written = change.annotations.get(APPROVAL_SEAL);
+    if written.is_some_and(|seal| key.verify(&sealed, mode, settings, approval, seal)) {
+        return Ok(());
+    }
+    Err(ApprovalProblem::Unsealed {
+        seal: key.seal(&sealed, mode, settings, approval),
+    })
 }
 
 /// The override a removal may use under the two-person rule.
 pub fn check_override(
     change: &Change<'_>,
+    mode: Mode,
     settings: &OverrideSettings,
-    now: Timestamp,
+    approval: &Approval,
 ) -> Result<Override, OverrideProblem> {
+    let now = change.now;
     let old = change.old_annotations;
     let Some(value) = old.get(&settings.annotation) else {
         return Err(if change.annotations.contains_key(&settings.annotation) {
@@ -159,8 +219,31 @@ pub fn check_override(
     if expires <= now {
         return Err(OverrideProblem::Expired(expires_text.clone()));
     }
+    // As when it was written: an expiry further ahead was never admitted.
+    if expires.duration_since(now) > approval.max_age {
+        return Err(OverrideProblem::BeyondMaxAge {
+            expires: expires_text.clone(),
+            max_age: format!("{:#}", approval.max_age),
+        });
+    }
     if approved_by == change.requester.username {
         return Err(OverrideProblem::SelfApproved(approved_by.clone()));
+    }
+    // The annotations prove nothing by themselves: only the webhook's seal
+    // shows that it admitted them from an approver under this policy.
+    let key = change.seal_key.ok_or(OverrideProblem::Unverifiable)?;
+    let uid = change.uid.ok_or(OverrideProblem::NotSealed)?;
+    let sealed = Sealed {
+        uid,
+        value,
+        approved_by,
+        expires: expires_text,
+    };
+    let sealed_here = old
+        .get(APPROVAL_SEAL)
+        .is_some_and(|seal| key.verify(&sealed, mode, settings, approval, seal));
+    if !sealed_here {
+        return Err(OverrideProblem::NotSealed);
     }
     Ok(valid)
 }

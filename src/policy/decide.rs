@@ -41,7 +41,7 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
         && matches!(change.operation, Operation::Create | Operation::Update)
         && approval::writes_approval(change, settings)
     {
-        if let Err(problem) = approval::check_write(change, settings, approval, change.now) {
+        if let Err(problem) = approval::check_write(change, policy.mode, settings, approval) {
             return decided(
                 change,
                 policy,
@@ -74,7 +74,7 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
         &settings.approval,
         change.annotations.get(&settings.annotation),
     ) {
-        (Some(_), _) => approval::check_override(change, settings, change.now),
+        (Some(approval), _) => approval::check_override(change, policy.mode, settings, approval),
         (None, None) => Err(OverrideProblem::Absent),
         (None, Some(value)) => overrides::parse(value, &settings.reasons),
     };
@@ -267,7 +267,9 @@ mod tests {
         annotations: BTreeMap<String, String>,
         old_annotations: BTreeMap<String, String>,
         deleting: bool,
+        uid: Option<String>,
         now: jiff::Timestamp,
+        seal_key: Option<crate::policy::seal::SealKey>,
     }
 
     fn strings(items: &[&str]) -> Vec<Cow<'static, str>> {
@@ -291,7 +293,9 @@ mod tests {
             old_annotations: BTreeMap::new(),
             // Most cases are objects stuck in Terminating.
             deleting: true,
+            uid: Some("uid-1".into()),
             now: "2026-11-21T08:00:00Z".parse().unwrap(),
+            seal_key: Some(crate::policy::seal::SealKey::derive(b"test key")),
         }
     }
 
@@ -361,7 +365,9 @@ mod tests {
                 annotations: &self.annotations,
                 old_annotations: &self.old_annotations,
                 deleting: self.deleting,
+                uid: self.uid.as_deref(),
                 now: self.now,
+                seal_key: self.seal_key.as_ref(),
             };
             decide(&change, policy)
         }
@@ -779,13 +785,39 @@ rules:
     mod two_person {
         use super::*;
         use crate::policy::approval::{APPROVED_BY, ApprovalProblem, OVERRIDE_EXPIRES};
+        use crate::policy::seal::{APPROVAL_SEAL, SealKey, Sealed};
 
         const OVERRIDE: &str = "finalizer-guard.io/override";
+        const TWO_PERSON: &str = "override:\n  approval:\n    users: [sec-lead]\n    groups: [security]\n    maxAge: 2h\n";
 
         fn policy() -> Policy {
-            super::policy(
-                "override:\n  approval:\n    users: [sec-lead]\n    groups: [security]\n    maxAge: 2h\n",
-            )
+            super::policy(TWO_PERSON)
+        }
+
+        /// `annotations` with the seal the test key gives them on `uid` under `p`.
+        fn sealed_under(
+            p: &Policy,
+            uid: &str,
+            mut annotations: BTreeMap<String, String>,
+        ) -> BTreeMap<String, String> {
+            let seal = SealKey::derive(b"test key").seal(
+                &Sealed {
+                    uid,
+                    value: &annotations[OVERRIDE],
+                    approved_by: &annotations[APPROVED_BY],
+                    expires: &annotations[OVERRIDE_EXPIRES],
+                },
+                p.mode,
+                &p.override_settings,
+                p.override_settings.approval.as_ref().unwrap(),
+            );
+            annotations.insert(APPROVAL_SEAL.into(), seal);
+            annotations
+        }
+
+        /// An approval as the webhook admitted it: sealed for the test pod.
+        fn sealed(by: &str, expires: &str) -> BTreeMap<String, String> {
+            sealed_under(&policy(), "uid-1", approval(by, expires))
         }
 
         /// The three annotations an approver writes; `now` is 08:00.
@@ -826,21 +858,59 @@ rules:
 
         #[test]
         fn an_approver_writes_an_approval() {
-            let d = annotate(
-                "sec-lead",
-                &[],
-                approval("sec-lead", "2026-11-21T09:30:00Z"),
-            )
-            .decide(&policy());
+            // Without the seal: refused, and the approver is told the seal.
+            let unsealed = approval("sec-lead", "2026-11-21T09:30:00Z");
+            let d = annotate("sec-lead", &[], unsealed).decide(&policy());
+            let Outcome::ApprovalRefused {
+                problem: ApprovalProblem::Unsealed { seal },
+                enforced: true,
+            } = &d.outcome
+            else {
+                panic!("{:?}", d.outcome)
+            };
+            let with_seal = sealed("sec-lead", "2026-11-21T09:30:00Z");
+            assert_eq!(seal, &with_seal[APPROVAL_SEAL]);
+            // With it: recorded.
+            let d = annotate("sec-lead", &[], with_seal).decide(&policy());
             assert_eq!(d.outcome, Outcome::ApprovalRecorded);
             assert!(d.allowed() && d.audited());
             let by_group = annotate(
                 "carol",
                 &["security"],
-                approval("carol", "2026-11-21T10:00:00Z"),
+                sealed("carol", "2026-11-21T10:00:00Z"),
             )
             .decide(&policy());
             assert_eq!(by_group.outcome, Outcome::ApprovalRecorded);
+            // Another object's seal is not this one's.
+            let other = sealed_under(
+                &policy(),
+                "uid-2",
+                approval("sec-lead", "2026-11-21T09:30:00Z"),
+            );
+            let d = annotate("sec-lead", &[], other).decide(&policy());
+            assert!(
+                matches!(
+                    d.outcome,
+                    Outcome::ApprovalRefused {
+                        problem: ApprovalProblem::Unsealed { .. },
+                        ..
+                    }
+                ),
+                "{:?}",
+                d.outcome
+            );
+        }
+
+        #[test]
+        fn no_seal_is_ever_told_to_someone_who_is_not_an_approver() {
+            for user in [
+                "mallory",
+                "system:serviceaccount:kube-system:job-controller",
+            ] {
+                let d = annotate(user, &[], approval("sec-lead", "2026-11-21T09:00:00Z"))
+                    .decide(&policy());
+                assert_eq!(d.outcome, refused(ApprovalProblem::NotAnApprover), "{user}");
+            }
         }
 
         #[test]
@@ -911,7 +981,7 @@ rules:
 
         #[test]
         fn another_person_removes_while_the_approval_is_valid() {
-            let d = strip("oncall", approval("sec-lead", "2026-11-21T09:00:00Z")).decide(&policy());
+            let d = strip("oncall", sealed("sec-lead", "2026-11-21T09:00:00Z")).decide(&policy());
             assert!(
                 matches!(d.outcome, Outcome::Override(ref o) if o.reason == "node-lost"),
                 "{d:?}"
@@ -919,9 +989,128 @@ rules:
         }
 
         #[test]
-        fn the_approver_cannot_use_their_own_approval() {
+        fn an_approval_the_webhook_did_not_seal_releases_nothing() {
+            // Copied from a template a controller copies (a Job's pod
+            // template), expiry in 2999: no seal, and beyond maxAge.
+            let forged = approval("sec-lead", "2999-01-01T00:00:00Z");
+            let d = strip("mallory", forged).decide(&policy());
+            assert_eq!(
+                d.outcome,
+                denied(OverrideProblem::BeyondMaxAge {
+                    expires: "2999-01-01T00:00:00Z".into(),
+                    max_age: "2h".into()
+                })
+            );
+            // Within maxAge but unsealed.
             let d =
-                strip("sec-lead", approval("sec-lead", "2026-11-21T09:00:00Z")).decide(&policy());
+                strip("mallory", approval("sec-lead", "2026-11-21T09:00:00Z")).decide(&policy());
+            assert_eq!(d.outcome, denied(OverrideProblem::NotSealed));
+            // A seal forged by hand, or copied from another object.
+            let mut bogus = approval("sec-lead", "2026-11-21T09:00:00Z");
+            bogus.insert(APPROVAL_SEAL.into(), "v1.AAAA".into());
+            assert_eq!(
+                strip("mallory", bogus).decide(&policy()).outcome,
+                denied(OverrideProblem::NotSealed)
+            );
+            let elsewhere = sealed_under(
+                &policy(),
+                "uid-of-another-pod",
+                approval("sec-lead", "2026-11-21T09:00:00Z"),
+            );
+            assert_eq!(
+                strip("mallory", elsewhere).decide(&policy()).outcome,
+                denied(OverrideProblem::NotSealed)
+            );
+            // A new object that took the name: another uid.
+            let mut recreated = strip("mallory", sealed("sec-lead", "2026-11-21T09:00:00Z"));
+            recreated.uid = Some("uid-9".into());
+            assert_eq!(
+                recreated.decide(&policy()).outcome,
+                denied(OverrideProblem::NotSealed)
+            );
+        }
+
+        #[test]
+        fn approvals_from_before_enforce_or_another_approval_policy_do_not_count() {
+            let warn = super::policy(&format!("mode: warn\n{TWO_PERSON}"));
+            let in_warn =
+                sealed_under(&warn, "uid-1", approval("sec-lead", "2026-11-21T09:00:00Z"));
+            // Sealed in warn mode: good there, nothing once enforced.
+            assert!(matches!(
+                strip("oncall", in_warn.clone()).decide(&warn).outcome,
+                Outcome::Override(_)
+            ));
+            assert_eq!(
+                strip("oncall", in_warn).decide(&policy()).outcome,
+                denied(OverrideProblem::NotSealed)
+            );
+            // Approvers or maxAge changed since.
+            let wider = super::policy(
+                "override:\n  approval:\n    users: [sec-lead, eve]\n    groups: [security]\n    maxAge: 2h\n",
+            );
+            assert_eq!(
+                strip("oncall", sealed("sec-lead", "2026-11-21T09:00:00Z"))
+                    .decide(&wider)
+                    .outcome,
+                denied(OverrideProblem::NotSealed)
+            );
+        }
+
+        #[test]
+        fn without_the_key_an_approval_is_unverifiable() {
+            let mut c = strip("oncall", sealed("sec-lead", "2026-11-21T09:00:00Z"));
+            c.seal_key = None;
+            assert_eq!(
+                c.decide(&policy()).outcome,
+                denied(OverrideProblem::Unverifiable)
+            );
+            let mut w = annotate(
+                "sec-lead",
+                &[],
+                approval("sec-lead", "2026-11-21T09:30:00Z"),
+            );
+            w.seal_key = None;
+            assert_eq!(
+                w.decide(&policy()).outcome,
+                refused(ApprovalProblem::NoSealKey)
+            );
+        }
+
+        #[test]
+        fn max_age_holds_at_use_time_too() {
+            // An approval for 2h, used at 08:00 under a policy now saying 1h.
+            let shorter = super::policy(
+                "override:\n  approval:\n    users: [sec-lead]\n    groups: [security]\n    maxAge: 1h\n",
+            );
+            let annotations = sealed_under(
+                &shorter,
+                "uid-1",
+                approval("sec-lead", "2026-11-21T09:30:00Z"),
+            );
+            assert_eq!(
+                strip("oncall", annotations).decide(&shorter).outcome,
+                denied(OverrideProblem::BeyondMaxAge {
+                    expires: "2026-11-21T09:30:00Z".into(),
+                    max_age: "1h".into()
+                })
+            );
+        }
+
+        #[test]
+        fn the_seal_is_part_of_the_approval() {
+            // Changing or adding only the seal is an approval write.
+            let mut c = strip("mallory", sealed("sec-lead", "2026-11-21T09:00:00Z"));
+            c.annotations
+                .insert(APPROVAL_SEAL.into(), "v1.other".into());
+            assert_eq!(
+                c.decide(&policy()).outcome,
+                refused(ApprovalProblem::NotAnApprover)
+            );
+        }
+
+        #[test]
+        fn the_approver_cannot_use_their_own_approval() {
+            let d = strip("sec-lead", sealed("sec-lead", "2026-11-21T09:00:00Z")).decide(&policy());
             assert_eq!(
                 d.outcome,
                 denied(OverrideProblem::SelfApproved("sec-lead".into()))
@@ -930,7 +1119,7 @@ rules:
 
         #[test]
         fn an_expired_approval_is_denied() {
-            let mut c = strip("oncall", approval("sec-lead", "2026-11-21T09:00:00Z"));
+            let mut c = strip("oncall", sealed("sec-lead", "2026-11-21T09:00:00Z"));
             c.now = "2026-11-21T09:00:00Z".parse().unwrap();
             assert_eq!(
                 c.decide(&policy()).outcome,
@@ -950,7 +1139,7 @@ rules:
             );
             // By an approver: the approval is fine, but it was not there before.
             let mut c = strip("sec-lead", BTreeMap::new());
-            c.annotations = approval("sec-lead", "2026-11-21T09:00:00Z");
+            c.annotations = sealed("sec-lead", "2026-11-21T09:00:00Z");
             assert_eq!(
                 c.decide(&p).outcome,
                 denied(OverrideProblem::NotApprovedEarlier)
@@ -975,7 +1164,7 @@ rules:
 
         #[test]
         fn an_approval_on_a_live_object_releases_nothing() {
-            let d = strip("oncall", approval("sec-lead", "2026-11-21T09:00:00Z"))
+            let d = strip("oncall", sealed("sec-lead", "2026-11-21T09:00:00Z"))
                 .live()
                 .decide(&policy());
             assert_eq!(d.outcome, denied(OverrideProblem::NotDeleting));
@@ -983,7 +1172,7 @@ rules:
 
         #[test]
         fn changing_the_approval_while_stripping_is_denied() {
-            let mut c = strip("oncall", approval("sec-lead", "2026-11-21T09:00:00Z"));
+            let mut c = strip("oncall", sealed("sec-lead", "2026-11-21T09:00:00Z"));
             c.annotations
                 .insert(OVERRIDE_EXPIRES.into(), "2026-11-21T09:30:00Z".into());
             // The extension is a write by a non-approver: refused before anything else.

@@ -247,6 +247,8 @@ mod tests {
             old_annotations: annotations,
             deleting: true,
             now: jiff::Timestamp::UNIX_EPOCH,
+            uid: None,
+            seal_key: None,
         };
         let d = decide(&change, policy);
         let msg = denial(&change, &d, policy);

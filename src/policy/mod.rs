@@ -11,6 +11,7 @@ mod decide;
 mod load;
 pub mod message;
 pub mod overrides;
+pub mod seal;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -166,8 +167,13 @@ pub struct Change<'a> {
     pub old_annotations: &'a BTreeMap<String, String>,
     /// `oldObject` has a `deletionTimestamp`: the object is being deleted.
     pub deleting: bool,
+    /// The object's `metadata.uid` (of `oldObject` for an UPDATE): what a
+    /// two-person approval's seal binds to.
+    pub uid: Option<&'a str>,
     /// The webhook's clock, for the two-person rule's expiry. Passed in: the core reads no clock.
     pub now: jiff::Timestamp,
+    /// The webhook's key for sealing approvals. Passed in: the core reads no files.
+    pub seal_key: Option<&'a seal::SealKey>,
 }
 
 /// What allowed one removed finalizer.

@@ -1,4 +1,9 @@
-//! The override annotation: `REASON: DETAIL`, REASON on the approved list.
+//! The override annotation: `REASON: DETAIL`, REASON on the approved list,
+//! DETAIL with at least one visible character, and no control or format
+//! character anywhere: what a person reads in a warning, an Event or an
+//! incident ticket is what was written, on one line.
+
+use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
 
 /// A valid override.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,8 +21,12 @@ pub enum OverrideProblem {
     Malformed,
     /// REASON is not on the approved list.
     UnapprovedReason(String),
-    /// DETAIL is empty: an override must say what happened (an incident, a node).
+    /// DETAIL has no visible character: an override must say what happened
+    /// (an incident, a node), readably.
     EmptyDetail,
+    /// The value holds a control or format character (a newline, a
+    /// zero-width space, a bidirectional mark): refused, never shown.
+    ControlCharacter(char),
     /// Two-person rule: the override was not approved in an earlier request.
     NotApprovedEarlier,
     /// Two-person rule: this request changes the approval it would use.
@@ -26,6 +35,16 @@ pub enum OverrideProblem {
     Expired(String),
     /// Two-person rule: the approver may not use their own approval.
     SelfApproved(String),
+    /// Two-person rule: `override-expires` is further ahead than `maxAge`.
+    BeyondMaxAge { expires: String, max_age: String },
+    /// Two-person rule: the approval does not carry this webhook's seal for
+    /// this object under the policy in force, so no approver's write of it
+    /// was admitted (a copied template, a write in warn mode or before the
+    /// approval policy, another object's approval).
+    NotSealed,
+    /// Two-person rule: no key to verify the seal with (an offline check
+    /// without the webhook's serving key).
+    Unverifiable,
     /// `override.requireDeletion`: the object is not being deleted.
     NotDeleting,
 }
@@ -38,9 +57,26 @@ impl std::fmt::Display for OverrideProblem {
             OverrideProblem::UnapprovedReason(reason) => {
                 write!(f, "reason {reason:?} is not an approved reason")
             }
-            OverrideProblem::EmptyDetail => {
-                f.write_str("DETAIL is empty: say what happened, e.g. an incident id and the node")
-            }
+            OverrideProblem::EmptyDetail => f.write_str(
+                "DETAIL is empty or has no visible character: say what happened, e.g. an incident id and the node",
+            ),
+            OverrideProblem::ControlCharacter(c) => write!(
+                f,
+                "it holds the control or format character U+{:04X}: write \"REASON: DETAIL\" as plain text on one line",
+                u32::from(*c)
+            ),
+            OverrideProblem::BeyondMaxAge { expires, max_age } => write!(
+                f,
+                "the approval's override-expires {expires:?} is more than maxAge {max_age} ahead"
+            ),
+            OverrideProblem::NotSealed => f.write_str(
+                "the approval does not carry this webhook's seal for this object (finalizer-guard.io/approval-seal): \
+                 only an approval an approver wrote through the webhook, under the approval policy and mode in force, counts; \
+                 approve it again (finalizer-guard approve)",
+            ),
+            OverrideProblem::Unverifiable => f.write_str(
+                "the approval's seal cannot be verified without the webhook's serving key (--tls-key)",
+            ),
             OverrideProblem::NotApprovedEarlier => f.write_str(
                 "it was not approved by an approver in an earlier request (override, approved-by and override-expires must already be on the object)",
             ),
@@ -58,6 +94,9 @@ impl std::fmt::Display for OverrideProblem {
 
 /// Parses an override annotation's value against the approved reasons.
 pub fn parse(value: &str, approved: &[String]) -> Result<Override, OverrideProblem> {
+    if let Some(c) = value.chars().find(|c| is_control_or_format(*c)) {
+        return Err(OverrideProblem::ControlCharacter(c));
+    }
     let (reason, detail) = value.split_once(':').ok_or(OverrideProblem::Malformed)?;
     let (reason, detail) = (reason.trim(), detail.trim());
     if reason.is_empty() {
@@ -66,13 +105,39 @@ pub fn parse(value: &str, approved: &[String]) -> Result<Override, OverrideProbl
     if !approved.iter().any(|a| a == reason) {
         return Err(OverrideProblem::UnapprovedReason(reason.to_string()));
     }
-    if detail.is_empty() {
+    if !detail.chars().any(is_visible) {
         return Err(OverrideProblem::EmptyDetail);
     }
     Ok(Override {
         reason: reason.to_string(),
         detail: detail.to_string(),
     })
+}
+
+/// Control characters (a newline, a tab, DEL), format characters (a
+/// zero-width space, a bidirectional override, a soft hyphen) and the
+/// Unicode line and paragraph separators: all break or hide what is shown.
+fn is_control_or_format(c: char) -> bool {
+    c.is_control()
+        || c.general_category_group() == GeneralCategoryGroup::Other
+        || matches!(
+            c.general_category(),
+            GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
+        )
+}
+
+/// A character a person sees: a letter, digit, punctuation or symbol, but
+/// not one of those drawn as blank space (Hangul fillers, the blank
+/// Braille pattern).
+fn is_visible(c: char) -> bool {
+    const BLANK: [char; 5] = ['\u{115F}', '\u{1160}', '\u{3164}', '\u{FFA0}', '\u{2800}'];
+    matches!(
+        c.general_category_group(),
+        GeneralCategoryGroup::Letter
+            | GeneralCategoryGroup::Number
+            | GeneralCategoryGroup::Punctuation
+            | GeneralCategoryGroup::Symbol
+    ) && !BLANK.contains(&c)
 }
 
 #[cfg(test)]
@@ -109,6 +174,46 @@ mod tests {
             (": detail", Err(OverrideProblem::Malformed)),
             ("node-lost:", Err(OverrideProblem::EmptyDetail)),
             ("node-lost:   ", Err(OverrideProblem::EmptyDetail)),
+            // Invisible details: readable by nobody.
+            (
+                "node-lost: \u{200B}",
+                Err(OverrideProblem::ControlCharacter('\u{200B}')),
+            ),
+            (
+                "node-lost: \u{3164}\u{2800}",
+                Err(OverrideProblem::EmptyDetail),
+            ),
+            ("node-lost: \u{301}", Err(OverrideProblem::EmptyDetail)),
+            ("node-lost: \u{3000}", Err(OverrideProblem::EmptyDetail)),
+            // Control and format characters, anywhere: never shown raw.
+            (
+                "node-lost: INC-1\nmode: warn",
+                Err(OverrideProblem::ControlCharacter('\n')),
+            ),
+            (
+                "node-lost: INC-1\r",
+                Err(OverrideProblem::ControlCharacter('\r')),
+            ),
+            (
+                "node-lost:\tINC-1",
+                Err(OverrideProblem::ControlCharacter('\t')),
+            ),
+            (
+                "node-lost: INC-\u{202E}1",
+                Err(OverrideProblem::ControlCharacter('\u{202E}')),
+            ),
+            (
+                "node-lost: INC-1\u{2028}",
+                Err(OverrideProblem::ControlCharacter('\u{2028}')),
+            ),
+            (
+                "node-lost: a\u{7F}",
+                Err(OverrideProblem::ControlCharacter('\u{7F}')),
+            ),
+            // Any script, and symbols, are visible.
+            ("node-lost: 障害 INC-1", ok("node-lost", "障害 INC-1")),
+            ("node-lost: 🔥", ok("node-lost", "🔥")),
+            ("node-lost: #", ok("node-lost", "#")),
             (
                 "Node-Lost: x",
                 Err(OverrideProblem::UnapprovedReason("Node-Lost".into())),

@@ -28,6 +28,7 @@ use crate::doctor::Blocked;
 use crate::error::{Error, Result};
 use crate::events::EventSink;
 use crate::metrics::Metrics;
+use crate::policy::seal::SealKey;
 use crate::policy::{self, Mode, Policy};
 use crate::recording::Recorder;
 use crate::{certs, doctor};
@@ -120,6 +121,9 @@ pub struct AppState {
     pub body_budget: Arc<Semaphore>,
     /// This replica's name, for Events' reportingInstance.
     pub instance: String,
+    /// The serving certificate, whose key seals two-person approvals;
+    /// `None` (no approval can be sealed) where routes are served without TLS.
+    pub certificates: Option<Arc<tls::CertStore>>,
 }
 
 impl AppState {
@@ -135,6 +139,7 @@ impl AppState {
             body_budget: Arc::new(Semaphore::new(kib(limits.max_inflight_body_bytes))),
             audit,
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard".into()),
+            certificates: None,
         }
     }
 }
@@ -211,6 +216,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     let mut state = AppState::new(initial_policy, limits, metrics, audit);
     state.recorder = recorder;
     state.events = events;
+    state.certificates = Some(serving.certificates.clone());
     let state = Arc::new(state);
 
     let (listener, addr) = bind(listen).await?;
@@ -343,18 +349,18 @@ fn serving_tls(
     client_ca: Option<PathBuf>,
     dev_cert_dir: &Path,
 ) -> Result<ServingTls> {
-    let (certified, files, dev_ca) = match files {
+    let (certified, seal, files, dev_ca) = match files {
         Some((cert, key)) => {
-            let (certified, fingerprint) = tls::load_files(&cert, &key)?;
+            let (certified, seal, fingerprint) = tls::load_files(&cert, &key)?;
             tracing::info!(cert = %cert.display(), key = %key.display(), "serving certificate loaded");
-            (certified, Some(((cert, key), fingerprint)), None)
+            (certified, seal, Some(((cert, key), fingerprint)), None)
         }
         None => {
-            let (certified, ca_path) = dev_certificate(dev_cert_dir)?;
-            (certified, None, Some(ca_path))
+            let (certified, seal, ca_path) = dev_certificate(dev_cert_dir)?;
+            (certified, seal, None, Some(ca_path))
         }
     };
-    let certificates = tls::CertStore::new(certified);
+    let certificates = tls::CertStore::new(certified, seal);
     let client_ca = match client_ca {
         Some(path) => {
             let (verifier, pem) = tls::load_client_ca(&path)?;
@@ -487,7 +493,7 @@ pub(crate) fn doctor_allows(policy: &Policy) -> std::result::Result<(), Vec<Bloc
 
 /// Dev mode: a CA and a serving certificate for localhost and the default
 /// Service names, generated at start; the CA is written where clients can find it.
-fn dev_certificate(dir: &Path) -> Result<(rustls::sign::CertifiedKey, PathBuf)> {
+fn dev_certificate(dir: &Path) -> Result<(rustls::sign::CertifiedKey, SealKey, PathBuf)> {
     let ca = certs::Authority::generate(30)?;
     let mut names = vec!["localhost".to_string()];
     names.extend(certs::service_names("finalizer-guard", "finalizer-guard"));
@@ -505,7 +511,8 @@ fn dev_certificate(dir: &Path) -> Result<(rustls::sign::CertifiedKey, PathBuf)> 
          pass --tls-cert and --tls-key in a cluster"
     );
     let certified = tls::certified_key(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes())?;
-    Ok((certified, ca_path))
+    let seal = tls::seal_key(bundle.key_pem.as_bytes())?;
+    Ok((certified, seal, ca_path))
 }
 
 /// Accepts connections (TLS ones when `tls` is set) and serves HTTP/1.1 and

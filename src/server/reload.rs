@@ -89,7 +89,10 @@ impl Reloadable for CertificateFiles {
     }
     fn apply(&self, bytes: &[u8], state: &AppState) -> Result<(), ReloadError> {
         let (cert_pem, key_pem) = tls::split_fingerprint(bytes);
-        self.store.replace(tls::certified_key(cert_pem, key_pem)?);
+        self.store.replace(
+            tls::certified_key(cert_pem, key_pem)?,
+            tls::seal_key(key_pem)?,
+        );
         if let Some(expiry) = self.store.expiry() {
             state.metrics.certificate_expiry.set(expiry);
         }

@@ -18,6 +18,7 @@ use tracing::{Instrument, field};
 use super::{AppState, kib};
 use crate::admission;
 use crate::metrics::RejectLabels;
+use crate::policy::Policy;
 
 /// Bodies larger than this are decided on the blocking pool, so a few huge
 /// reviews cannot stall the small ones sharing a worker thread.
@@ -86,10 +87,14 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
         };
         let started = Instant::now();
         let policy = state.policy.load_full();
+        let seal_key = state.certificates.as_ref().map(|c| c.seal_key());
+        let review = move |policy: &Policy, body: &[u8]| {
+            admission::review_with(policy, body, jiff::Timestamp::now(), seal_key.as_deref())
+        };
         let result = if body.len() > OFFLOAD_BYTES {
             let policy = policy.clone();
             let body = body.clone();
-            match tokio::task::spawn_blocking(move || admission::review(&policy, &body)).await {
+            match tokio::task::spawn_blocking(move || review(&policy, &body)).await {
                 Ok(result) => result,
                 Err(e) => {
                     tracing::error!(error = %e, "review task failed");
@@ -97,7 +102,7 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
                 }
             }
         } else {
-            admission::review(&policy, &body)
+            review(&policy, &body)
         };
         let mut reviewed = match result {
             Ok(reviewed) => reviewed,

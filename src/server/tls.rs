@@ -23,6 +23,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 
 pub use crate::error::TlsError;
+use crate::policy::seal::SealKey;
 
 type Result<T, E = TlsError> = std::result::Result<T, E>;
 
@@ -43,6 +44,14 @@ pub fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey> {
     CertifiedKey::from_der(chain, key, &provider()).map_err(TlsError::KeyMismatch)
 }
 
+/// The key two-person approvals are sealed with, derived from the serving
+/// private key: every replica serving the same Secret seals alike, and a new
+/// serving key voids the approvals sealed with the old one.
+pub fn seal_key(key_pem: &[u8]) -> Result<SealKey> {
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(TlsError::PrivateKey)?;
+    Ok(SealKey::derive(key.secret_der()))
+}
+
 /// When the leaf certificate expires, in seconds since the Unix epoch.
 pub fn expiry(key: &CertifiedKey) -> Option<i64> {
     let leaf = key.cert.first()?;
@@ -51,20 +60,29 @@ pub fn expiry(key: &CertifiedKey) -> Option<i64> {
 }
 
 /// The serving certificate, swapped atomically: handshakes in flight keep
-/// the one they started with, new ones get the new one.
+/// the one they started with, new ones get the new one. The approval seal
+/// key derived from its private key is swapped with it.
 pub struct CertStore {
     current: ArcSwap<CertifiedKey>,
+    seal: ArcSwap<SealKey>,
 }
 
 impl CertStore {
-    pub fn new(key: CertifiedKey) -> Arc<CertStore> {
+    pub fn new(key: CertifiedKey, seal: SealKey) -> Arc<CertStore> {
         Arc::new(CertStore {
             current: ArcSwap::from_pointee(key),
+            seal: ArcSwap::from_pointee(seal),
         })
     }
 
-    pub fn replace(&self, key: CertifiedKey) {
+    pub fn replace(&self, key: CertifiedKey, seal: SealKey) {
         self.current.store(Arc::new(key));
+        self.seal.store(Arc::new(seal));
+    }
+
+    /// The key approvals are sealed with now.
+    pub fn seal_key(&self) -> Arc<SealKey> {
+        self.seal.load_full()
     }
 
     /// The current certificate's expiry, in seconds since the Unix epoch.
@@ -231,8 +249,9 @@ pub fn split_fingerprint(fingerprint: &[u8]) -> (&[u8], &[u8]) {
 }
 
 /// Reads a certificate and key from files: the key rustls serves, and the pair's fingerprint.
-pub fn load_files(cert: &Path, key: &Path) -> Result<(CertifiedKey, Vec<u8>)> {
+pub fn load_files(cert: &Path, key: &Path) -> Result<(CertifiedKey, SealKey, Vec<u8>)> {
     let (cert_pem, key_pem) = read_pair(cert, key)?;
     let certified = certified_key(&cert_pem, &key_pem)?;
-    Ok((certified, fingerprint(&cert_pem, &key_pem)))
+    let seal = seal_key(&key_pem)?;
+    Ok((certified, seal, fingerprint(&cert_pem, &key_pem)))
 }

@@ -17,11 +17,12 @@ mod unstick;
 
 use std::time::Duration;
 
-use harness::{Conditions, Env, OVERRIDE, Policy, WEBHOOK, env, wait_until};
+use harness::{Cluster, Conditions, Env, OVERRIDE, Policy, WEBHOOK, env, wait_until};
 use serde_json::{Value, json};
 
 const CNI: &str = "pod.beta1.sigma.ali/cni-allocated";
 const STRIP: &str = r#"{"metadata":{"finalizers":null}}"#;
+const SEAL: &str = "finalizer-guard.io/approval-seal";
 
 fn denied() -> String {
     format!("admission webhook \"{WEBHOOK}\" denied the request")
@@ -677,6 +678,11 @@ fn with_the_webhook_down_strips_fail_closed_and_controllers_go_on() {
 #[test]
 #[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
 fn two_person_override() {
+    // The seal the webhook tells an approver, from kubectl's error.
+    fn seal_in(stderr: &str) -> Option<String> {
+        let rest = stderr.split(&format!("{SEAL} must be \"")).nth(1)?;
+        Some(rest.split('"').next()?.to_string())
+    }
     let mut env = env();
     let policy = env.policy(Policy {
         approval: Some(json!({"groups": ["sre-oncall"], "maxAge": "2h"})),
@@ -691,20 +697,30 @@ fn two_person_override() {
         c.apply(&pod(ns, name, Some("dead-node-2"), &[CNI]));
         delete_nowait(&env, &["pod", name, "-n", ns]);
     }
+    // By hand, as the README shows: the webhook refuses the three
+    // annotations and tells an approver the seal; the approver writes the
+    // three again with it.
     let approve = |user: &str, pod: &str, expires: jiff::Timestamp| {
-        c.kubectl(
-            user,
-            &[
-                "annotate",
-                "pod",
-                pod,
-                "-n",
-                ns,
-                &format!("{OVERRIDE}=node-lost: INC-4713 dead-node-2 lost"),
-                &format!("finalizer-guard.io/approved-by={user}"),
-                &format!("finalizer-guard.io/override-expires={expires}"),
-            ],
-        )
+        let annotate = |seal: Option<&str>| {
+            let mut args = vec![
+                "annotate".to_string(),
+                "pod".into(),
+                pod.into(),
+                "-n".into(),
+                ns.into(),
+                format!("{OVERRIDE}=node-lost: INC-4713 dead-node-2 lost"),
+                format!("finalizer-guard.io/approved-by={user}"),
+                format!("finalizer-guard.io/override-expires={expires}"),
+            ];
+            args.extend(seal.map(|seal| format!("{SEAL}={seal}")));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            c.kubectl(user, &args)
+        };
+        let first = annotate(None).refused(&denied());
+        match seal_in(&first.stderr) {
+            Some(seal) => annotate(Some(&seal)),
+            None => first,
+        }
     };
     let strip = |user: &str, pod: &str| {
         c.kubectl(
@@ -714,9 +730,10 @@ fn two_person_override() {
     };
     let in_an_hour = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1);
 
-    // alice is no approver: she cannot write the approval.
+    // alice is no approver: she cannot write the approval, and is told no seal.
     let run = approve("alice", "db-0", in_an_hour).refused(&denied());
     assert!(run.stderr.contains("not an approver"), "{run:#?}");
+    assert!(seal_in(&run.stderr).is_none(), "{run:#?}");
 
     // carol approves; she may not use her own approval.
     approve("carol", "db-0", in_an_hour).ok();
@@ -753,6 +770,140 @@ fn two_person_override() {
     env.set_policy(&plain);
     for name in ["db-1", "db-2"] {
         release(&env, "pod", name, ns);
+    }
+    env.cluster
+        .admin(&["delete", "namespace", ns, "--timeout=120s"])
+        .ok();
+}
+
+/// A Job whose pod template carries an approval nobody approved: the job
+/// controller copies the annotations onto its pods. Written while the
+/// webhook only warned, the copy releases nothing once enforce is on; under
+/// enforce, the job controller's own CREATE carrying it is refused.
+#[test]
+#[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
+fn an_approval_copied_from_a_job_template_releases_nothing() {
+    let mut env = env();
+    let enforce = env.policy(Policy {
+        approval: Some(json!({"groups": ["sre-oncall"], "maxAge": "2h"})),
+        ..Policy::default()
+    });
+    let warn = enforce.replacen("mode: enforce", "mode: warn", 1);
+    assert_ne!(warn, enforce);
+    env.set_policy(&warn);
+    let c = &env.cluster;
+    let ns = "e2e-forged-approval";
+    c.namespace(ns);
+    let in_an_hour = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1);
+    let job = |name: &str| {
+        json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": {
+                        "finalizers": [CNI],
+                        "annotations": {
+                            OVERRIDE: "node-lost: INC-4714 forged",
+                            "finalizer-guard.io/approved-by": "carol",
+                            "finalizer-guard.io/override-expires": in_an_hour.to_string(),
+                        },
+                    },
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "automountServiceAccountToken": false,
+                        "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}],
+                    },
+                },
+            },
+        })
+    };
+    fn pods_of(c: &Cluster, ns: &str, job: &str) -> Vec<String> {
+        c.get(&["pods", "-n", ns, "-l", &format!("job-name={job}")])
+            .map(|list| {
+                list["items"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    // alice (edit) writes the Job; in warn mode the copy onto a pod passes.
+    let manifest = job("forged").to_string();
+    c.kubectl_in("alice", &["apply", "-f", "-"], Some(&manifest))
+        .ok();
+    wait_until("the job controller creates the pod", 60, || {
+        !pods_of(c, ns, "forged").is_empty()
+    });
+    let pod = pods_of(c, ns, "forged").remove(0);
+    let found = c.get(&["pod", &pod, "-n", ns]).unwrap();
+    assert_eq!(
+        found["metadata"]["annotations"]["finalizer-guard.io/approved-by"], "carol",
+        "the template's annotations were copied"
+    );
+
+    // Enforce. alice deletes the pod and strips its finalizers: refused,
+    // because no approver's write of that approval was ever admitted.
+    env.set_policy(&enforce);
+    let c = &env.cluster;
+    c.kubectl("alice", &["delete", "pod", &pod, "-n", ns, "--wait=false"])
+        .ok();
+    let run = c
+        .kubectl(
+            "alice",
+            &["patch", "pod", &pod, "-n", ns, "--type=merge", "-p", STRIP],
+        )
+        .refused(&denied());
+    assert!(
+        run.stderr.contains("does not carry this webhook's seal"),
+        "{run:#?}"
+    );
+    assert!(finalizers(&c.get(&["pod", &pod, "-n", ns]).unwrap()).contains(&CNI.to_string()));
+
+    // Under enforce, the job controller's CREATE carrying the copy is judged
+    // (the shipped matchConditions send it) and refused: no pod.
+    let manifest = job("forged-enforced").to_string();
+    c.kubectl_in("alice", &["apply", "-f", "-"], Some(&manifest))
+        .ok();
+    wait_until("the job controller reports the refused create", 60, || {
+        events(&env, ns, "forged-enforced", "FailedCreate") > 0
+    });
+    let listed = c
+        .admin(&[
+            "get",
+            "events",
+            "-n",
+            ns,
+            "--field-selector",
+            "involvedObject.name=forged-enforced,reason=FailedCreate",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ])
+        .ok();
+    assert!(
+        listed.stdout.contains(&denied()) && listed.stdout.contains("not an approver"),
+        "{listed:#?}"
+    );
+    assert!(pods_of(c, ns, "forged-enforced").is_empty());
+
+    c.admin(&[
+        "delete",
+        "job",
+        "forged",
+        "forged-enforced",
+        "-n",
+        ns,
+        "--cascade=orphan",
+    ])
+    .ok();
+    let plain = env.policy(Policy::default());
+    env.set_policy(&plain);
+    for name in pods_of(&env.cluster, ns, "forged") {
+        release(&env, "pod", &name, ns);
     }
     env.cluster
         .admin(&["delete", "namespace", ns, "--timeout=120s"])
