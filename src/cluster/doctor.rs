@@ -598,6 +598,12 @@ pub async fn run(args: DoctorCluster) -> Result<i32, ClusterError> {
         output,
         connection,
     } = args;
+    if policy.is_none() && std::env::var_os(crate::cli::POLICY_ENV).is_some_and(|v| !v.is_empty()) {
+        eprintln!(
+            "note: {} is set, and doctor --cluster does not read it: the cluster's policy is judged (pass --policy FILE to judge another)",
+            crate::cli::POLICY_ENV
+        );
+    }
     let session = connection.connect().await?;
     let (policy, source) = super::cluster_policy(&session.client, policy.as_deref()).await?;
     let report = survey(&session, &policy, source).await;
