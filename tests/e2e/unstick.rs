@@ -318,6 +318,7 @@ fn a_name_taken_by_a_new_object_between_the_read_and_the_patch_is_left_alone() {
             .to_string()
     };
     let explained = uid("cache");
+    let audited = env.apiserver_audit().len();
 
     let mut child = c
         .finalizer_guard_command(
@@ -404,6 +405,7 @@ fn a_name_taken_by_a_new_object_between_the_read_and_the_patch_is_left_alone() {
     let patches: Vec<Value> = env
         .apiserver_audit()
         .into_iter()
+        .skip(audited)
         .filter(|e| {
             e["verb"] == "patch"
                 && e["objectRef"]["namespace"] == ns
