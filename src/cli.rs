@@ -85,12 +85,20 @@ pub struct TestArgs {
     pub paths: Vec<PathBuf>,
 }
 
+/// The environment variable of `serve --policy` (and `check --policy`).
+pub const POLICY_ENV: &str = "FINALIZER_GUARD_POLICY";
+
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
-    /// Policy file (YAML). Default: the embedded default policy; with --cluster, the cluster's (its ConfigMap).
-    #[arg(long, env = "FINALIZER_GUARD_POLICY")]
+    /// Policy file (YAML). Without --cluster: default $FINALIZER_GUARD_POLICY, then the
+    /// embedded default policy. With --cluster: default the cluster's policy (its
+    /// ConfigMap); $FINALIZER_GUARD_POLICY is not read there, only --policy replaces it.
+    #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
-    /// Read every finalizer living in the cluster and say who may remove each under the policy.
+    /// Read every finalizer living in the cluster and say who may remove each under the
+    /// policy. Exit 0 when every type was read and enforce would block none; 1 when it
+    /// would, or when the read is incomplete (a type or APIService could not be read);
+    /// 2 on usage or connection errors.
     #[arg(long)]
     pub cluster: bool,
     /// Output format (with --cluster).
@@ -587,6 +595,13 @@ pub fn doctor(args: DoctorArgs) -> Result<i32> {
         eprintln!("error: --kubeconfig and --context talk to a cluster: add --cluster");
         return Ok(2);
     }
+    // Offline, the environment names the policy as it does for `serve`
+    // (clap's `env` is not used: `doctor --cluster` must not read it).
+    let policy = policy.or_else(|| {
+        std::env::var_os(POLICY_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
     let policy = policy_flag(policy.as_deref())?;
     let blocked = crate::doctor::check(&policy);
     let checked = crate::doctor::checked();

@@ -442,3 +442,166 @@ fn policy_suggest_reads_evidence_and_merges_into_a_valid_policy() {
         "{o:?}"
     );
 }
+
+/// An API server stand-in: enough of kube-apiserver for `doctor --cluster`
+/// and `unstick --node` to read an empty cluster whose installed policy
+/// (the ConfigMap) is `mode: warn`. Returns its URL (plain HTTP).
+async fn empty_cluster() -> String {
+    use axum::extract::Request;
+    use axum::http::{Method, StatusCode};
+
+    async fn answer(request: Request) -> (StatusCode, [(&'static str, &'static str); 1], String) {
+        let json = |status, body: serde_json::Value| {
+            (
+                status,
+                [("content-type", "application/json")],
+                body.to_string(),
+            )
+        };
+        let path = request.uri().path().to_string();
+        match (request.method().clone(), path.as_str()) {
+            (Method::POST, "/apis/authentication.k8s.io/v1/selfsubjectreviews") => json(
+                StatusCode::CREATED,
+                serde_json::json!({
+                    "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+                    "metadata": {},
+                    "status": {"userInfo": {"username": "carol", "groups": ["sre-oncall"]}},
+                }),
+            ),
+            (
+                Method::GET,
+                "/api/v1/namespaces/finalizer-guard/configmaps/finalizer-guard-policy",
+            ) => json(
+                StatusCode::OK,
+                serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "finalizer-guard-policy", "namespace": "finalizer-guard"},
+                    "data": {"policy.yaml": "mode: warn\n"},
+                }),
+            ),
+            // Aggregated discovery: no types served.
+            (Method::GET, "/api" | "/apis") => json(
+                StatusCode::OK,
+                serde_json::json!({
+                    "apiVersion": "apidiscovery.k8s.io/v2", "kind": "APIGroupDiscoveryList",
+                    "metadata": {}, "items": [],
+                }),
+            ),
+            // Every list is empty: namespaces, APIServices, pods on a node, webhook configurations.
+            (Method::GET, _) => json(
+                StatusCode::OK,
+                serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": []}),
+            ),
+            _ => json(
+                StatusCode::NOT_FOUND,
+                serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}),
+            ),
+        }
+    }
+
+    let app = axum::Router::new().fallback(answer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_commands_judge_the_clusters_policy_whatever_the_environment_says() {
+    let url = empty_cluster().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: '{url}'}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n"
+        ),
+    )
+    .unwrap();
+    let kubeconfig = kubeconfig.to_str().unwrap().to_string();
+    // What `serve`'s environment would hold: another policy, that blocks
+    // Kubernetes' own controllers.
+    let (_env_dir, env_policy) = policy_file("mode: enforce\nbuiltinControllers: false\n");
+    let (_flag_dir, flag_policy) = policy_file("mode: enforce\n");
+    let env_policy = env_policy.to_str().unwrap().to_string();
+    let flag_policy = flag_policy.to_str().unwrap().to_string();
+    let run = |args: Vec<&str>| {
+        let args: Vec<String> = args.into_iter().map(String::from).collect();
+        let env_policy = env_policy.clone();
+        tokio::task::spawn_blocking(move || {
+            bin()
+                .args(&args)
+                .env("FINALIZER_GUARD_POLICY", &env_policy)
+                .output()
+                .unwrap()
+        })
+    };
+
+    // doctor --cluster judges the ConfigMap's policy, and says the environment was not read.
+    let o = run(vec![
+        "doctor",
+        "--cluster",
+        "-o",
+        "json",
+        "--kubeconfig",
+        &kubeconfig,
+    ])
+    .await
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        report["policy"]["name"], "configmap finalizer-guard/finalizer-guard-policy",
+        "{report:#}"
+    );
+    assert_eq!(report["mode"], "warn", "{report:#}");
+    assert_eq!(report["complete"], true, "{report:#}");
+    assert!(
+        stderr(&o).contains("FINALIZER_GUARD_POLICY is set, and doctor --cluster does not read it"),
+        "{o:?}"
+    );
+    // --policy on the command line does replace it.
+    let o = run(vec![
+        "doctor",
+        "--cluster",
+        "-o",
+        "json",
+        "--kubeconfig",
+        &kubeconfig,
+        "--policy",
+        &flag_policy,
+    ])
+    .await
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["policy"]["name"], flag_policy.as_str(), "{report:#}");
+    assert_eq!(report["mode"], "enforce", "{report:#}");
+    assert!(!stderr(&o).contains("FINALIZER_GUARD_POLICY"), "{o:?}");
+
+    // unstick explains under the cluster's policy too.
+    let o = run(vec![
+        "unstick",
+        "--node",
+        "worker-9",
+        "--kubeconfig",
+        &kubeconfig,
+    ])
+    .await
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(
+        stdout(&o).contains(
+            "as carol under configmap finalizer-guard/finalizer-guard-policy (mode warn):"
+        ),
+        "{o:?}"
+    );
+    assert!(stdout(&o).contains("no stuck objects found"), "{o:?}");
+
+    // Offline, doctor reads the environment as before: that policy blocks
+    // the built-in controllers.
+    let o = run(vec!["doctor"]).await.unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(stdout(&o).contains("BLOCKED"), "{o:?}");
+}

@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use clap::Args;
 use jiff::{SignedDuration, Timestamp};
-use kube::api::{Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use serde::Serialize;
-use serde_json::Value;
 
 use super::select::Selection;
 use super::unstick::{DryRun, OutputFormat};
@@ -147,32 +146,43 @@ pub async fn run(args: ApproveArgs) -> Result<i32, ClusterError> {
         ];
         let api = found.api(&session.client);
         let write = |annotations: &[(&str, &str)]| {
-            let ops = super::unstick::add_annotations(&found.object, annotations);
-            let patch: json_patch::Patch =
-                serde_json::from_value(Value::Array(ops)).expect("a JSON patch of add ops");
+            let patch = approval_patch(&found.object, annotations);
             let (api, params) = (&api, &params);
             async move {
-                api.patch(found.name(), params, &Patch::Json::<()>(patch))
-                    .await
+                match patch {
+                    Some(patch) => Some(
+                        api.patch(found.name(), params, &Patch::Json::<()>(patch))
+                            .await,
+                    ),
+                    None => None,
+                }
             }
         };
         let mut result = write(&annotations).await;
         // The webhook refuses an approver's approval without its seal, and
-        // says the seal: write the same approval again, sealed.
+        // says the seal: write the same approval again, sealed. The refused
+        // write changed nothing, so the object is still as read.
         let told = match &result {
-            Err(e) => match WriteError::from_kube(e) {
+            Some(Err(e)) => match WriteError::from_kube(e) {
                 WriteError::Denied(m) => approval::told_seal(&m).map(String::from),
                 _ => None,
             },
-            Ok(_) => None,
+            _ => None,
         };
         if let Some(seal) = &told {
             annotations.push((APPROVAL_SEAL, seal));
             result = write(&annotations).await;
         }
         let (approved, why) = match result {
-            Ok(_) => (true, None),
-            Err(e) => (
+            None => (
+                false,
+                Some(
+                    "the API server sent it without a uid or resourceVersion: nothing is written without them"
+                        .into(),
+                ),
+            ),
+            Some(Ok(_)) => (true, None),
+            Some(Err(e)) => (
                 false,
                 Some(match WriteError::from_kube(&e) {
                     WriteError::Denied(m) => format!("denied: {m}"),
@@ -184,7 +194,10 @@ pub async fn run(args: ApproveArgs) -> Result<i32, ClusterError> {
                     }
                     WriteError::NotFound => "gone".into(),
                     WriteError::Conflict => "a conflicting change; run again".into(),
-                    WriteError::Unprocessable(m) | WriteError::Other(m) => m,
+                    WriteError::Unprocessable(m) => format!(
+                        "{m} (nothing written: the object changed, or another took its name, since it was read; run again)"
+                    ),
+                    WriteError::Other(m) => m,
                 }),
             ),
         };
@@ -233,4 +246,61 @@ pub async fn run(args: ApproveArgs) -> Result<i32, ClusterError> {
         println!("nothing selected");
     }
     Ok(i32::from(failed))
+}
+
+/// The approval's annotations as one JSON patch that first `test`s the uid
+/// and resourceVersion read: it never lands on an object created since under
+/// the same name, nor on one changed since it was read. `None` when the
+/// object came without a uid or resourceVersion.
+pub fn approval_patch(
+    object: &DynamicObject,
+    annotations: &[(&str, &str)],
+) -> Option<json_patch::Patch> {
+    let mut ops = Vec::from(super::patch::as_read(object)?);
+    ops.extend(super::patch::add_annotations(object, annotations));
+    Some(json_patch::Patch(ops))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn pod(uid: &str) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-0", "namespace": "shop", "uid": uid, "resourceVersion": "42"},
+        })
+    }
+
+    #[test]
+    fn the_approval_lands_only_on_the_object_read() {
+        let read: DynamicObject = serde_json::from_value(pod("uid-1")).unwrap();
+        let patch = approval_patch(&read, &[(APPROVED_BY, "sec-lead")]).unwrap();
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            json!([
+                {"op": "test", "path": "/metadata/uid", "value": "uid-1"},
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
+                {"op": "add", "path": "/metadata/annotations", "value": {APPROVED_BY: "sec-lead"}},
+            ])
+        );
+        // The object it was read from takes it.
+        let mut same = pod("uid-1");
+        json_patch::patch(&mut same, &patch).unwrap();
+        assert_eq!(same["metadata"]["annotations"][APPROVED_BY], "sec-lead");
+        // A pod created since under the same name does not, even at the same resourceVersion.
+        let mut recreated = pod("uid-2");
+        assert!(json_patch::patch(&mut recreated, &patch).is_err());
+        assert!(recreated["metadata"].get("annotations").is_none());
+        // Nor the same pod changed since.
+        let mut changed = pod("uid-1");
+        changed["metadata"]["resourceVersion"] = json!("43");
+        assert!(json_patch::patch(&mut changed, &patch).is_err());
+        // No uid, no write.
+        let mut bare = pod("uid-1");
+        bare["metadata"].as_object_mut().unwrap().remove("uid");
+        let bare: DynamicObject = serde_json::from_value(bare).unwrap();
+        assert!(approval_patch(&bare, &[(APPROVED_BY, "sec-lead")]).is_none());
+    }
 }

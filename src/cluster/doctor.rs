@@ -151,10 +151,23 @@ pub struct Report {
     pub types_read: usize,
     pub objects_read: u64,
     pub unreadable: Vec<Unreadable>,
+    /// Whether every type was read to the end: `false` when anything is
+    /// `unreadable`, and then the exit code is never 0.
+    pub complete: bool,
     pub finalizers: Vec<FinalizerLine>,
     /// How many finalizers enforce would leave to overrides alone.
     pub blocked: usize,
     pub seconds: f64,
+}
+
+impl Report {
+    /// 0 when every type was read and enforce would block none of the
+    /// finalizers in them; 1 when it would block one, or when the read is
+    /// incomplete (what was not read was not judged). 2, usage and
+    /// connection errors, never comes from a report.
+    pub fn exit_code(&self) -> i32 {
+        i32::from(self.blocked > 0 || !self.complete)
+    }
 }
 
 /// What is kept per finalizer while listing: counts, never objects.
@@ -568,6 +581,7 @@ pub async fn survey(session: &super::Session, policy: &Policy, source: PolicySou
         mode: policy.mode.as_str(),
         types_read,
         objects_read,
+        complete: unreadable.is_empty(),
         unreadable,
         finalizers,
         blocked,
@@ -575,14 +589,21 @@ pub async fn survey(session: &super::Session, policy: &Policy, source: PolicySou
     }
 }
 
-/// `doctor --cluster`: exit 0 when enforce would block no finalizer living
-/// in the cluster, 1 when it would, 2 on usage or connection errors.
+/// `doctor --cluster`: exit 0 when every type was read and enforce would
+/// block no finalizer living in the cluster, 1 when it would or when the
+/// read is incomplete, 2 on usage or connection errors.
 pub async fn run(args: DoctorCluster) -> Result<i32, ClusterError> {
     let DoctorCluster {
         policy,
         output,
         connection,
     } = args;
+    if policy.is_none() && std::env::var_os(crate::cli::POLICY_ENV).is_some_and(|v| !v.is_empty()) {
+        eprintln!(
+            "note: {} is set, and doctor --cluster does not read it: the cluster's policy is judged (pass --policy FILE to judge another)",
+            crate::cli::POLICY_ENV
+        );
+    }
     let session = connection.connect().await?;
     let (policy, source) = super::cluster_policy(&session.client, policy.as_deref()).await?;
     let report = survey(&session, &policy, source).await;
@@ -594,7 +615,7 @@ pub async fn run(args: DoctorCluster) -> Result<i32, ClusterError> {
         None => render(&report),
     };
     writeln!(out, "{text}").map_err(|e| ClusterError::Usage(format!("stdout: {e}")))?;
-    Ok(if report.blocked > 0 { 1 } else { 0 })
+    Ok(report.exit_code())
 }
 
 /// The text report.
@@ -634,15 +655,20 @@ pub fn render(report: &Report) -> String {
                 lines.push(s.clone());
             }
         }
-    } else {
+    } else if report.complete {
         lines.push(format!(
             "ok: enforce would block none of the {} finalizer(s) living in the cluster",
             report.finalizers.len()
         ));
-    }
-    if !report.unreadable.is_empty() {
+    } else {
         lines.push(format!(
-            "incomplete: {} type(s) could not be read (UNREADABLE above); their finalizers were not judged",
+            "enforce would block none of the {} finalizer(s) read; the rest of the cluster was not read",
+            report.finalizers.len()
+        ));
+    }
+    if !report.complete {
+        lines.push(format!(
+            "incomplete: {} type(s) could not be read (UNREADABLE above); their finalizers were not judged, so this is not an ok (exit 1)",
             report.unreadable.len()
         ));
     }
@@ -707,6 +733,62 @@ mod tests {
                 .insert((g.to_string(), r.to_string(), ns.map(String::from)), *n);
         }
         t
+    }
+
+    fn report(blocked: usize, unreadable: Vec<Unreadable>) -> Report {
+        Report {
+            policy: PolicySource {
+                name: "configmap finalizer-guard/finalizer-guard-policy".into(),
+                note: None,
+            },
+            mode: "warn",
+            types_read: 3,
+            objects_read: 10,
+            complete: unreadable.is_empty(),
+            unreadable,
+            finalizers: Vec::new(),
+            blocked,
+            seconds: 0.1,
+        }
+    }
+
+    fn down() -> Unreadable {
+        Unreadable {
+            type_name: "metrics.k8s.io/v1beta1 (APIService v1beta1.metrics.k8s.io)".into(),
+            why: "not Available (MissingEndpoints: no endpoints)".into(),
+        }
+    }
+
+    #[test]
+    fn an_incomplete_read_never_exits_0() {
+        assert_eq!(report(0, Vec::new()).exit_code(), 0);
+        assert_eq!(report(2, Vec::new()).exit_code(), 1);
+        let incomplete = report(0, vec![down()]);
+        assert!(!incomplete.complete);
+        assert_eq!(incomplete.exit_code(), 1);
+        assert_eq!(report(2, vec![down()]).exit_code(), 1);
+
+        let text = render(&incomplete);
+        assert!(!text.contains("ok:"), "{text}");
+        assert!(text.contains("UNREADABLE metrics.k8s.io/v1beta1"), "{text}");
+        let last = text.lines().last().unwrap();
+        assert!(
+            last.starts_with("incomplete: 1 type(s) could not be read"),
+            "{text}"
+        );
+        assert!(last.ends_with("(exit 1)"), "{text}");
+        let json = serde_json::to_value(&incomplete).unwrap();
+        assert_eq!(json["complete"], false);
+
+        let ok = render(&report(0, Vec::new()));
+        assert!(
+            ok.lines()
+                .last()
+                .unwrap()
+                .starts_with("ok: enforce would block none"),
+            "{ok}"
+        );
+        assert!(!ok.contains("incomplete"), "{ok}");
     }
 
     #[test]

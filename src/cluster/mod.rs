@@ -8,6 +8,7 @@
 pub mod approve;
 pub mod doctor;
 mod explain;
+mod patch;
 mod select;
 pub mod unstick;
 

@@ -286,6 +286,26 @@ fn from_warn_to_enforce_with_doctor_and_suggest() {
         );
         // Every other type was still read.
         assert!(blocked(&report).contains(&FINALIZER.to_string()), "{text}");
+        assert_eq!(report["complete"], false, "{report:#}");
+
+        // Under a policy that blocks nothing, the incomplete read still
+        // exits 1: what was not read was not judged.
+        let anyone = env.work.join("anyone-policy.yaml");
+        fs::write(
+            &anyone,
+            "mode: enforce\nrules:\n  - name: anyone\n    finalizers: [\"*\"]\n    groups: [\"system:authenticated\"]\n",
+        )
+        .unwrap();
+        let (code, report, text) = doctor(&env, &["--policy", anyone.to_str().unwrap()]);
+        assert!(blocked(&report).is_empty(), "{text}");
+        assert_eq!(code, 1, "{text}");
+        assert!(!text.contains("ok:"), "{text}");
+        assert!(
+            text.lines()
+                .last()
+                .is_some_and(|l| l.starts_with("incomplete: 1 type(s) could not be read")),
+            "{text}"
+        );
     }
 
     // 4. Warn mode: the controller's deletions go through as would-deny;

@@ -1,13 +1,13 @@
 //! `finalizer-guard unstick` and `approve` on the real control plane: what
 //! the on-call engineer runs instead of a `kubectl patch` loop.
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Stdio};
 
 use serde_json::{Value, json};
 
 use super::harness::{Env, OVERRIDE, Policy, env, wait_until};
-use super::{CNI, configmap, delete_nowait, finalizers, pod, unavailable_apiservice};
+use super::{CNI, configmap, dead_node, delete_nowait, finalizers, pod, unavailable_apiservice};
 
 /// A Node whose kubelet stopped reporting an hour ago.
 fn not_ready_node(env: &Env, name: &str) {
@@ -280,6 +280,289 @@ fn a_change_between_the_read_and_the_patch_survives() {
         "{patches:#?}"
     );
     super::release(&env, "configmap", "cache", ns);
+}
+
+/// Reads `child`'s standard error until it says it paused before a write,
+/// and hands back the reader for the rest.
+fn until_paused(child: &mut Child) -> BufReader<std::process::ChildStderr> {
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "unstick ended before it paused"
+        );
+        if line.starts_with("pausing") {
+            return stderr;
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
+fn a_name_taken_by_a_new_object_between_the_read_and_the_patch_is_left_alone() {
+    let env = env();
+    let c = &env.cluster;
+    let ns = "e2e-unstick-replaced";
+    c.namespace(ns);
+    let cleanup = "example.com/cleanup";
+    for name in ["cache", "scratch"] {
+        c.apply(&configmap(ns, name, &[cleanup]));
+    }
+    delete_nowait(&env, &["configmap", "cache", "scratch", "-n", ns]);
+    let uid = |name: &str| {
+        c.get(&["configmap", name, "-n", ns]).unwrap()["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let explained = uid("cache");
+    let audited = env.apiserver_audit().len();
+
+    let mut child = c
+        .finalizer_guard_command(
+            "carol",
+            &[
+                "unstick",
+                "configmaps",
+                "-n",
+                ns,
+                "--reason",
+                "controller-uninstalled",
+                "--detail",
+                "INC-4805 cache operator removed",
+                "-o",
+                "json",
+            ],
+        )
+        .env("FINALIZER_GUARD_PAUSE_BEFORE_WRITE", "5s")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = until_paused(&mut child);
+    // Between unstick's read and its write, someone else releases both; a
+    // new, live `cache` takes the name (as a StatefulSet's pod would).
+    for name in ["cache", "scratch"] {
+        super::release(&env, "configmap", name, ns);
+        wait_until(&format!("{name} to be gone"), 30, || {
+            c.get(&["configmap", name, "-n", ns]).is_none()
+        });
+    }
+    c.apply(&configmap(ns, "cache", &[cleanup]));
+    let new = uid("cache");
+    assert_ne!(new, explained);
+
+    let mut progress = String::new();
+    stderr.read_to_string(&mut progress).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{progress}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(out.status.code(), Some(1), "{report:#}\n{progress}");
+
+    // The new object keeps its finalizer, and no override was written to it.
+    let cache = c.get(&["configmap", "cache", "-n", ns]).unwrap();
+    assert_eq!(finalizers(&cache), [cleanup], "{cache:#}");
+    assert!(!annotations(&cache).contains_key(OVERRIDE), "{cache:#}");
+    assert!(cache["metadata"]["deletionTimestamp"].is_null());
+
+    // Said as it happened, never as released by this run.
+    assert!(
+        progress.contains(&format!(
+            "configmap/cache -n {ns} replaced: a new object (uid {new}) took the name; left alone"
+        )),
+        "{progress}"
+    );
+    assert!(
+        progress.contains(&format!(
+            "configmap/scratch -n {ns} gone: deleted before this run wrote to it; nothing written"
+        )),
+        "{progress}"
+    );
+    assert!(!progress.contains("released"), "{progress}");
+    let object = |name: &str| {
+        report["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {report:#}"))
+            .clone()
+    };
+    let cache_report = object("cache");
+    assert_eq!(cache_report["result"], "replaced", "{report:#}");
+    assert_eq!(cache_report["uid"], explained.as_str());
+    assert_eq!(cache_report["replacedByUid"], new.as_str());
+    assert!(cache_report.get("removed").is_none(), "{report:#}");
+    assert!(!cache_report["overrideCleared"].as_bool().unwrap());
+    assert_eq!(object("scratch")["result"], "gone", "{report:#}");
+    assert_eq!(report["summary"]["released"], 0, "{report:#}");
+    assert_eq!(report["summary"]["replaced"], 1, "{report:#}");
+    assert_eq!(report["summary"]["gone"], 1, "{report:#}");
+
+    // unstick's patches to the name were all refused by their uid test:
+    // the API server applied none of them.
+    let patches: Vec<Value> = env
+        .apiserver_audit()
+        .into_iter()
+        .skip(audited)
+        .filter(|e| {
+            e["verb"] == "patch"
+                && e["objectRef"]["namespace"] == ns
+                && e["user"]["username"] == "carol"
+        })
+        .collect();
+    assert!(!patches.is_empty(), "unstick wrote nothing at all");
+    assert!(
+        patches
+            .iter()
+            .all(|e| e["responseStatus"]["code"] == 422 || e["responseStatus"]["code"] == 404),
+        "{patches:#?}"
+    );
+    super::release(&env, "configmap", "cache", ns);
+}
+
+/// kube-system/kube-controller-manager as a leader-elected instance renews
+/// it (this control plane runs one instance, without leader election), and
+/// gone again when dropped.
+struct ControllerManagerLease<'a>(&'a Env);
+
+impl<'a> ControllerManagerLease<'a> {
+    fn renew(env: &'a Env) -> Self {
+        // A MicroTime: exactly six fractional digits.
+        let at = jiff::Timestamp::now();
+        let now = format!(
+            "{}.{:06}Z",
+            at.strftime("%Y-%m-%dT%H:%M:%S"),
+            at.subsec_microsecond()
+        );
+        env.cluster.apply(&json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "kube-controller-manager", "namespace": "kube-system"},
+            "spec": {
+                "holderIdentity": "e2e-control-plane_kcm", "leaseDurationSeconds": 60,
+                "acquireTime": now, "renewTime": now,
+            },
+        }));
+        ControllerManagerLease(env)
+    }
+}
+
+impl Drop for ControllerManagerLease<'_> {
+    fn drop(&mut self) {
+        self.0
+            .cluster
+            .admin(&[
+                "delete",
+                "lease",
+                "kube-controller-manager",
+                "-n",
+                "kube-system",
+                "--ignore-not-found",
+            ])
+            .ok();
+    }
+}
+
+#[test]
+#[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
+fn a_finalizer_whose_owner_is_alive_is_removed_only_when_named() {
+    let env = env();
+    let c = &env.cluster;
+    let ns = "e2e-unstick-alive";
+    let protection = "kubernetes.io/pvc-protection";
+    let snapshot = "example.com/snapshot";
+    c.namespace(ns);
+    // A claim in use by a pod bound to a node: kube-controller-manager's
+    // pvc-protection controller holds its finalizer, rightly.
+    dead_node(&env, "e2e-alive-node");
+    c.apply(&json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "namespace": ns, "finalizers": [snapshot]},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }));
+    let mut db = pod(ns, "db-0", Some("e2e-alive-node"), &[]);
+    db["spec"]["volumes"] =
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]);
+    c.apply(&db);
+    delete_nowait(&env, &["pvc", "data", "-n", ns]);
+    let held = || finalizers(&c.get(&["pvc", "data", "-n", ns]).unwrap());
+    assert_eq!(held(), [snapshot, protection]);
+    let _lease = ControllerManagerLease::renew(&env);
+
+    // Explained: the owner is alive, and unstick says it leaves the finalizer.
+    let run = c.finalizer_guard("carol", &["unstick", "pvc/data", "-n", ns]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    for needle in [
+        "owner:       built-in controller pvc-protection (kube-controller-manager)",
+        "owner alive: yes: kube-controller-manager holds its lease",
+        "unstick:     leaves it, its owner being alive: name it with --finalizer to remove it",
+    ] {
+        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
+    }
+
+    let release = |extra: &[&str]| {
+        let mut args = vec![
+            "unstick",
+            "pvc/data",
+            "-n",
+            ns,
+            "--reason",
+            "controller-uninstalled",
+            "--detail",
+            "INC-4806 snapshot operator removed",
+        ];
+        args.extend_from_slice(extra);
+        c.finalizer_guard("carol", &args)
+    };
+    // Not named: the snapshot finalizer goes, pvc-protection stays, and the
+    // run says so and fails.
+    let run = release(&[]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    let label = format!("persistentvolumeclaim/data -n {ns}");
+    assert!(
+        run.stdout.contains(&format!(
+            "{label} partly released: removed {snapshot} with override"
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(&format!(
+            "{label} left: {protection} (owner alive: kube-controller-manager holds its lease"
+        )) && run
+            .stdout
+            .contains("; name it with --finalizer to remove it)"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("1 partly released"), "{}", run.stdout);
+    assert_eq!(held(), [protection]);
+
+    // Named: it goes.
+    let run = release(&["--finalizer", protection, "-o", "json"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let report = run.json();
+    assert_eq!(report["objects"][0]["result"], "released", "{report:#}");
+    assert_eq!(report["objects"][0]["removed"], json!([protection]));
+    assert!(report["objects"][0].get("left").is_none(), "{report:#}");
+    wait_until("the claim to be gone", 30, || {
+        c.get(&["pvc", "data", "-n", ns]).is_none()
+    });
+    c.admin(&[
+        "delete",
+        "pod",
+        "db-0",
+        "-n",
+        ns,
+        "--grace-period=0",
+        "--force",
+        "--wait=false",
+    ])
+    .ok();
 }
 
 #[test]
