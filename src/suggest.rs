@@ -23,6 +23,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::cluster::WEBHOOK_NAME;
+use crate::policy::config::{FinalizerPattern, Rule};
 use crate::policy::{
     self, Change, FinalizerField, FinalizerLists, Operation, Policy, Requester, Target,
 };
@@ -359,6 +360,9 @@ pub enum Identity {
     SystemUser(String),
     /// Anyone else: a person, who gets an override, never a rule.
     Person(String),
+    /// A username no rule can name: empty, or with whitespace or hidden
+    /// characters in it. Never a rule.
+    Unnamable(String),
 }
 
 impl Identity {
@@ -368,15 +372,45 @@ impl Identity {
     /// client certificate's CN, say) is reported as a person: give it a
     /// ServiceAccount, or write its rule by hand.
     pub fn classify(username: &str, groups: &[String]) -> Identity {
+        if !writable(username) {
+            return Identity::Unnamable(username.to_string());
+        }
         if let Some(sa) = username.strip_prefix("system:serviceaccount:")
-            && sa.split_once(':').is_some()
+            && let Some((namespace, name)) = sa.split_once(':')
         {
-            return Identity::ServiceAccount(sa.to_string());
+            return if namespace.is_empty() || name.is_empty() || name.contains(':') {
+                Identity::Unnamable(username.to_string())
+            } else {
+                Identity::ServiceAccount(sa.to_string())
+            };
         }
         if username.starts_with("system:") || groups.iter().any(|g| g == "system:nodes") {
             return Identity::SystemUser(username.to_string());
         }
         Identity::Person(username.to_string())
+    }
+
+    /// Whether the identity is software, which gets rules.
+    pub fn is_software(&self) -> bool {
+        matches!(self, Identity::ServiceAccount(_) | Identity::SystemUser(_))
+    }
+
+    /// The username, as Kubernetes writes it.
+    pub fn username(&self) -> Cow<'_, str> {
+        match self {
+            Identity::ServiceAccount(sa) => Cow::Owned(format!("system:serviceaccount:{sa}")),
+            Identity::SystemUser(u) | Identity::Person(u) | Identity::Unnamable(u) => {
+                Cow::Borrowed(u)
+            }
+        }
+    }
+
+    /// Why the identity gets no rule, for its comment line.
+    fn why_not(&self) -> &'static str {
+        match self {
+            Identity::Unnamable(_) => " (not a username a rule can name)",
+            _ => "",
+        }
     }
 }
 
@@ -391,6 +425,18 @@ pub struct Activity {
     pub namespaces: BTreeSet<String>,
     pub first: Option<jiff::Timestamp>,
     pub last: Option<jiff::Timestamp>,
+    /// Removals no rule can be written for (a finalizer, resource or
+    /// namespace that is not a name), as `what` with how many.
+    pub left_out: BTreeMap<String, usize>,
+}
+
+/// `resource` or `resource.group`.
+fn resource_name(seen: &Seen) -> String {
+    if seen.group.is_empty() {
+        seen.resource.clone()
+    } else {
+        format!("{}.{}", seen.resource, seen.group)
+    }
 }
 
 impl Activity {
@@ -399,11 +445,7 @@ impl Activity {
         for f in finalizers {
             *self.finalizers.entry(f.clone()).or_default() += 1;
         }
-        self.resources.insert(if seen.group.is_empty() {
-            seen.resource.clone()
-        } else {
-            format!("{}.{}", seen.resource, seen.group)
-        });
+        self.resources.insert(resource_name(seen));
         if let Some(ns) = &seen.namespace {
             self.namespaces.insert(ns.clone());
         }
@@ -425,8 +467,10 @@ impl Activity {
 /// The suggestions: one rule per controller identity, a summary per person.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Suggestions {
+    /// Software: rules.
     pub controllers: BTreeMap<Identity, Activity>,
-    pub people: BTreeMap<String, Activity>,
+    /// Everyone else: comment lines, never rules.
+    pub people: BTreeMap<Identity, Activity>,
     /// Would-deny removals the `--merge` policy already allows.
     pub already_covered: usize,
 }
@@ -492,13 +536,22 @@ pub fn suggest(seen: &[Seen], base: Option<&Policy>) -> Suggestions {
             out.already_covered += 1;
             continue;
         }
-        match Identity::classify(&s.username, &s.groups) {
-            Identity::Person(name) => out.people.entry(name).or_default().add(s, &finalizers),
-            software => out
-                .controllers
-                .entry(software)
-                .or_default()
-                .add(s, &finalizers),
+        let identity = Identity::classify(&s.username, &s.groups);
+        if !identity.is_software() {
+            out.people.entry(identity).or_default().add(s, &finalizers);
+            continue;
+        }
+        let activity = out.controllers.entry(identity).or_default();
+        let resource = resource_name(s);
+        let (writable, left_out): (Vec<_>, Vec<_>) = finalizers
+            .into_iter()
+            .partition(|(f, _)| writable_finalizer(f) && writable_resource(&resource));
+        for (f, _) in left_out {
+            let what = format!("{f} on {resource}");
+            *activity.left_out.entry(what).or_default() += 1;
+        }
+        if !writable.is_empty() {
+            activity.add(s, &writable);
         }
     }
     out
@@ -529,20 +582,91 @@ pub fn patterns<'a>(finalizers: impl IntoIterator<Item = &'a str>) -> Vec<String
     out
 }
 
-fn yaml_string(s: &str) -> String {
-    serde_json::to_string(s).expect("a string serializes")
+/// Characters never written as themselves: control characters (C0, DEL and
+/// C1, NEL among them), the Unicode line and paragraph separators (line
+/// breaks to a YAML 1.1 parser), and the invisible format characters that
+/// hide or reorder text (zero-width, bidirectional controls, byte order mark,
+/// tags), besides the non-characters a YAML parser refuses.
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{061C}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206F}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{FFFE}'
+                | '\u{FFFF}'
+                | '\u{E0000}'..='\u{E007F}'
+        )
+}
+
+/// `s` with `\`, the hidden characters (and in a quoted scalar, `"`) escaped
+/// as YAML's double-quoted scalars (and JSON) write them: `\n`, `\u2028`.
+fn escape(s: &str, quote: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' if quote => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if hidden(c) && u32::from(c) > 0xFFFF => {
+                out.push_str(&format!("\\U{:08X}", u32::from(c)));
+            }
+            c if hidden(c) => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A YAML double-quoted scalar: whatever `s` holds, one value on one line.
+fn quoted(s: &str) -> String {
+    format!("\"{}\"", escape(s, true))
+}
+
+/// Text for a comment: whatever `s` holds, the comment stays one line.
+fn comment(s: &str) -> String {
+    escape(s, false)
+}
+
+/// A name a rule can hold: not empty, no whitespace, nothing hidden.
+fn writable(s: &str) -> bool {
+    !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || hidden(c))
+}
+
+/// A finalizer name a rule can hold as an exact name (no `*`).
+fn writable_finalizer(f: &str) -> bool {
+    writable(f) && !f.contains('*')
+}
+
+/// `resource` or `resource.group` as rules write them (lowercase, digits, `-`, `.`).
+fn writable_resource(r: &str) -> bool {
+    let (resource, group) = r.split_once('.').unwrap_or((r, ""));
+    !resource.is_empty()
+        && !group.starts_with('.')
+        && !group.ends_with('.')
+        && r.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
 }
 
 fn list(items: &[String]) -> String {
-    let quoted: Vec<String> = items.iter().map(|s| yaml_string(s)).collect();
+    let quoted: Vec<String> = items.iter().map(|s| quoted(s)).collect();
     format!("[{}]", quoted.join(", "))
 }
 
 /// A rule name from an identity, unique among `taken`.
 fn rule_name(identity: &Identity, taken: &mut BTreeSet<String>) -> String {
     let base = match identity {
-        Identity::ServiceAccount(sa) => sa.replace(':', "-"),
-        Identity::SystemUser(u) | Identity::Person(u) => u.replace(':', "-"),
+        Identity::ServiceAccount(sa) => sa.clone(),
+        other => other.username().into_owned(),
     };
     let base: String = base
         .chars()
@@ -564,84 +688,228 @@ fn rule_name(identity: &Identity, taken: &mut BTreeSet<String>) -> String {
     name
 }
 
-/// The suggested rules as YAML sequence items at `indent`, each after its comment.
-pub fn rules_yaml(s: &Suggestions, taken: &mut BTreeSet<String>, indent: &str) -> String {
-    let mut out = String::new();
-    for (identity, activity) in &s.controllers {
-        let names: Vec<&str> = activity
-            .finalizers
-            .keys()
-            .map(|(f, _)| f.as_str())
-            .collect();
-        let counts: Vec<String> = activity
-            .finalizers
-            .iter()
-            .map(|((f, _), n)| format!("{f} x{n}"))
-            .collect();
-        out.push_str(&format!(
-            "{indent}# suggested from {} would-deny removal(s), {}: {}\n",
-            activity.count,
-            activity.when(),
-            counts.join(", ")
-        ));
-        out.push_str(&format!(
-            "{indent}- name: {}\n",
-            yaml_string(&rule_name(identity, taken))
-        ));
-        out.push_str(&format!(
-            "{indent}  finalizers: {}\n",
-            list(&patterns(names))
-        ));
-        match identity {
-            Identity::ServiceAccount(sa) => out.push_str(&format!(
-                "{indent}  serviceAccounts: {}\n",
-                list(std::slice::from_ref(sa))
-            )),
-            Identity::SystemUser(u) | Identity::Person(u) => out.push_str(&format!(
-                "{indent}  users: {}\n",
-                list(std::slice::from_ref(u))
-            )),
-        }
-        let resources: Vec<String> = activity.resources.iter().cloned().collect();
-        out.push_str(&format!("{indent}  resources: {}\n", list(&resources)));
-    }
-    out
+/// One rule to suggest, before it is named and written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suggested<'a> {
+    pub identity: &'a Identity,
+    /// Exact names, or `domain/*`.
+    pub finalizers: Vec<String>,
+    /// `resource` or `resource.group`.
+    pub resources: Vec<String>,
 }
 
-/// The people: one comment line each.
+impl Suggestions {
+    /// The rules, in order: each controller's, scoped to where it was seen.
+    pub fn rules(&self) -> Vec<Suggested<'_>> {
+        self.controllers
+            .iter()
+            .filter(|(_, activity)| !activity.finalizers.is_empty())
+            .map(|(identity, activity)| Suggested {
+                identity,
+                finalizers: patterns(activity.finalizers.keys().map(|(f, _)| f.as_str())),
+                resources: activity.resources.iter().cloned().collect(),
+            })
+            .collect()
+    }
+}
+
+/// A suggested rule's lines (a sequence item, unindented) and the rule as
+/// the policy reads it back; `Err` with why when it does not read back as
+/// written, which the escaping and the checks above leave for bugs alone.
+fn rule_lines(rule: &Suggested<'_>, name: &str) -> Result<(Vec<String>, Rule), String> {
+    let mut lines = vec![
+        format!("- name: {}", quoted(name)),
+        format!("  finalizers: {}", list(&rule.finalizers)),
+    ];
+    let (users, service_accounts) = match rule.identity {
+        Identity::ServiceAccount(sa) => {
+            lines.push(format!(
+                "  serviceAccounts: {}",
+                list(std::slice::from_ref(sa))
+            ));
+            (Vec::new(), vec![rule.identity.username().into_owned()])
+        }
+        other => {
+            let user = other.username().into_owned();
+            lines.push(format!("  users: {}", list(std::slice::from_ref(&user))));
+            (vec![user], Vec::new())
+        }
+    };
+    lines.push(format!("  resources: {}", list(&rule.resources)));
+    let text = format!("rules:\n{}\n", lines.join("\n"));
+    let policy = Policy::from_yaml(&text).map_err(|e| e.to_string())?;
+    let [read] = policy.rules.as_slice() else {
+        return Err("not one rule".into());
+    };
+    let resources: Vec<String> = read
+        .resources
+        .iter()
+        .flatten()
+        .map(|r| match r.group.as_str() {
+            "" => r.resource.clone(),
+            group => format!("{}.{group}", r.resource),
+        })
+        .collect();
+    let finalizers: Vec<String> = read
+        .finalizers
+        .iter()
+        .map(|p| match p {
+            FinalizerPattern::Exact(f) => f.clone(),
+            FinalizerPattern::Prefix(prefix) => format!("{prefix}*"),
+        })
+        .collect();
+    let faithful = read.label == name
+        && finalizers == rule.finalizers
+        && read.users == users
+        && read.groups.is_empty()
+        && read.service_accounts == service_accounts
+        && read.namespaces.is_none()
+        && resources == rule.resources;
+    if !faithful {
+        return Err("it does not read back as written".into());
+    }
+    Ok((lines, read.clone()))
+}
+
+/// The suggested rules, each controller's after a comment line saying what
+/// it was seen doing: the lines (unindented) and the rules they hold. A rule
+/// that would not read back as written is left a comment.
+fn rules_block(s: &Suggestions, taken: &mut BTreeSet<String>) -> (Vec<String>, Vec<Rule>) {
+    let mut lines = Vec::new();
+    let mut rules = Vec::new();
+    let mut last: Option<&Identity> = None;
+    for rule in s.rules() {
+        if last != Some(rule.identity) {
+            last = Some(rule.identity);
+            let activity = &s.controllers[rule.identity];
+            let counts: Vec<String> = activity
+                .finalizers
+                .iter()
+                .map(|((f, _), n)| format!("{} x{n}", comment(f)))
+                .collect();
+            lines.push(format!(
+                "# suggested from {} would-deny removal(s), {}: {}",
+                activity.count,
+                activity.when(),
+                counts.join(", ")
+            ));
+        }
+        let name = rule_name(rule.identity, taken);
+        match rule_lines(&rule, &name) {
+            Ok((text, read)) => {
+                lines.extend(text);
+                rules.push(read);
+            }
+            Err(why) => lines.push(format!(
+                "# not suggested for {}: {}",
+                comment(&rule.identity.username()),
+                comment(&why)
+            )),
+        }
+    }
+    (lines, rules)
+}
+
+fn indented(lines: &[String], indent: &str) -> String {
+    lines.iter().map(|l| format!("{indent}{l}\n")).collect()
+}
+
+/// The identities that get no rule, and what could not be written: one
+/// comment line each.
 pub fn people_comments(s: &Suggestions) -> String {
     let mut out = String::new();
-    if s.people.is_empty() {
-        return out;
+    if !s.people.is_empty() {
+        out.push_str(PEOPLE);
+        out.push('\n');
     }
-    out.push_str("# People seen removing finalizers no rule allows (never made rules: an override, with its reason, is how a person releases an object):\n");
-    for (person, activity) in &s.people {
+    for (identity, activity) in &s.people {
         let what: Vec<String> = activity
             .finalizers
             .iter()
-            .map(|((f, _), n)| format!("{f} x{n}"))
+            .map(|((f, _), n)| format!("{} x{n}", comment(f)))
             .collect();
-        let resources: Vec<&str> = activity.resources.iter().map(String::as_str).collect();
+        let resources: Vec<String> = activity.resources.iter().map(|r| comment(r)).collect();
         out.push_str(&format!(
-            "#   {person}: stripped {} in {} removal(s) from {}; {}\n",
+            "#   {}{}: stripped {} in {} removal(s) from {}; {}\n",
+            comment(&identity.username()),
+            identity.why_not(),
             what.join(", "),
             activity.count,
             resources.join(", "),
             activity.when()
         ));
     }
+    let left_out: Vec<(&Identity, &String, &usize)> = s
+        .controllers
+        .iter()
+        .flat_map(|(identity, a)| a.left_out.iter().map(move |(what, n)| (identity, what, n)))
+        .collect();
+    if !left_out.is_empty() {
+        out.push_str(LEFT_OUT);
+        out.push('\n');
+    }
+    for (identity, what, n) in left_out {
+        out.push_str(&format!(
+            "#   {}: {} x{n}\n",
+            comment(&identity.username()),
+            comment(what)
+        ));
+    }
     out
 }
 
-/// The policy YAML: the suggestions alone, or `base` (its text) with them added.
+/// The first line `render` writes.
+const HEADER: &str = "# finalizer-guard policy suggest:";
+const PEOPLE: &str = "# People seen removing finalizers no rule allows (never made rules: an override, with its reason, is how a person releases an object):";
+const LEFT_OUT: &str = "# Left out: removals no rule can name (a finalizer, resource or namespace that is not a name):";
+
+/// `text` without the comments an earlier `policy suggest` wrote at its top,
+/// so that merging again does not pile them up.
+fn without_old_header(text: &str) -> &str {
+    if !text.starts_with(HEADER) {
+        return text;
+    }
+    let mut rest = text;
+    let mut first = true;
+    while let Some((line, after)) = rest.split_once('\n') {
+        let ours = first
+            || line.starts_with("#   ")
+            || line == PEOPLE
+            || line == LEFT_OUT
+            || line.starts_with("# not merged:");
+        if !ours {
+            break;
+        }
+        first = false;
+        rest = after;
+    }
+    rest
+}
+
+/// Whether `text` reads as `base` with `added` after its rules, and nothing else changed.
+fn faithful(text: &str, base: &Policy, added: &[Rule]) -> bool {
+    let Ok(read) = Policy::from_yaml(text) else {
+        return false;
+    };
+    let (kept, new) = read.rules.split_at(read.rules.len().min(base.rules.len()));
+    read.mode == base.mode
+        && read.builtin_controllers == base.builtin_controllers
+        && read.builtin_identities == base.builtin_identities
+        && read.override_settings == base.override_settings
+        && kept == base.rules.as_slice()
+        && new == added
+}
+
+/// The policy YAML: the suggestions alone, or `base` (its text) with them
+/// added. Either is read back before it is printed: when it does not read as
+/// `base` (or an empty policy) with exactly the suggested rules added, the
+/// rules are printed as comments and the policy is left as it was.
 pub fn render(s: &Suggestions, base: Option<(&str, &Policy)>) -> String {
     let mut taken: BTreeSet<String> = base
         .map(|(_, p)| p.rules.iter().map(|r| r.label.clone()).collect())
         .unwrap_or_default();
-    let mut header = format!(
-        "# finalizer-guard policy suggest: {} rule(s) for controllers",
-        s.controllers.len()
-    );
+    let (lines, rules) = rules_block(s, &mut taken);
+    let mut header = format!("{HEADER} {} rule(s) for controllers", rules.len());
     if s.already_covered > 0 {
         header.push_str(&format!(
             "; {} would-deny removal(s) the policy already allows",
@@ -649,35 +917,45 @@ pub fn render(s: &Suggestions, base: Option<(&str, &Policy)>) -> String {
         ));
     }
     header.push('\n');
-    let people = people_comments(s);
-    match base {
-        None => {
-            let rules = rules_yaml(s, &mut taken, "  ");
-            let body = if rules.is_empty() {
-                "rules: []\n".to_string()
-            } else {
-                format!("rules:\n{rules}")
-            };
-            format!("{header}{people}{body}")
-        }
-        Some((text, policy)) => {
-            if s.controllers.is_empty() {
-                return format!("{header}{people}{text}");
+    header.push_str(&people_comments(s));
+    let empty;
+    let (text, policy) = match base {
+        Some((text, policy)) => (without_old_header(text), policy),
+        None => match Policy::from_yaml("rules: []\n") {
+            Ok(p) => {
+                empty = p;
+                ("", &empty)
             }
-            let merged = insert_rules(text, s, &mut taken.clone())
-                .filter(|m| {
-                    Policy::from_yaml(m)
-                        .is_ok_and(|p| p.rules.len() == policy.rules.len() + s.controllers.len())
-                })
-                .unwrap_or_else(|| rewrite(text, s, &mut taken));
-            format!("{header}{people}{merged}")
+            Err(_) => return header,
+        },
+    };
+    let candidates = if rules.is_empty() {
+        // Nothing to add: what could not be written stays a comment.
+        header.push_str(&indented(&lines, ""));
+        vec![if base.is_some() { text } else { "rules: []\n" }.to_string()]
+    } else if base.is_none() {
+        vec![format!("rules:\n{}", indented(&lines, "  "))]
+    } else {
+        insert_rules(text, &lines)
+            .into_iter()
+            .chain([rewrite(text, &lines)])
+            .collect()
+    };
+    for candidate in candidates {
+        if faithful(&candidate, policy, &rules) {
+            return format!("{header}{candidate}");
         }
     }
+    let kept = if base.is_some() { text } else { "rules: []\n" };
+    format!(
+        "{header}# not merged: the policy did not read back with exactly these rules added:\n{}{kept}",
+        indented(&lines, "#   ")
+    )
 }
 
-/// Adds the rules to the policy's text where its top-level `rules:` is,
+/// Adds the rule lines to the policy's text where its top-level `rules:` is,
 /// keeping every comment; `None` when the text is laid out otherwise.
-fn insert_rules(text: &str, s: &Suggestions, taken: &mut BTreeSet<String>) -> Option<String> {
+fn insert_rules(text: &str, rules: &[String]) -> Option<String> {
     let lines: Vec<&str> = text.lines().collect();
     let at = lines.iter().position(|l| {
         let t = l.trim_end();
@@ -686,7 +964,7 @@ fn insert_rules(text: &str, s: &Suggestions, taken: &mut BTreeSet<String>) -> Op
     let Some(at) = at else {
         let mut out = text.trim_end().to_string();
         out.push_str("\nrules:\n");
-        out.push_str(&rules_yaml(s, taken, "  "));
+        out.push_str(&indented(rules, "  "));
         return Some(out);
     };
     // The next top-level key: not blank, indented, a comment or a sequence item.
@@ -723,15 +1001,15 @@ fn insert_rules(text: &str, s: &Suggestions, taken: &mut BTreeSet<String>) -> Op
     let mut out: Vec<String> = lines[..at].iter().map(|l| l.to_string()).collect();
     out.push("rules:".into());
     out.extend(lines[at + 1..insert].iter().map(|l| l.to_string()));
-    out.push(rules_yaml(s, taken, &indent).trim_end().to_string());
+    out.push(indented(rules, &indent).trim_end().to_string());
     out.extend(lines[insert..].iter().map(|l| l.to_string()));
     Some(out.join("\n") + "\n")
 }
 
 /// The fallback: the policy re-serialized with the rules added (its comments are lost).
-fn rewrite(text: &str, s: &Suggestions, taken: &mut BTreeSet<String>) -> String {
+fn rewrite(text: &str, rules: &[String]) -> String {
     let mut value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).unwrap_or_default();
-    let rules = value
+    let existing = value
         .get("rules")
         .cloned()
         .unwrap_or(serde_yaml_ng::Value::Sequence(Vec::new()));
@@ -743,7 +1021,7 @@ fn rewrite(text: &str, s: &Suggestions, taken: &mut BTreeSet<String>) -> String 
         out.push_str(&serde_yaml_ng::to_string(&value).unwrap_or_default());
     }
     out.push_str("rules:\n");
-    if let serde_yaml_ng::Value::Sequence(existing) = rules
+    if let serde_yaml_ng::Value::Sequence(existing) = existing
         && !existing.is_empty()
     {
         let existing = serde_yaml_ng::to_string(&existing).unwrap_or_default();
@@ -751,7 +1029,7 @@ fn rewrite(text: &str, s: &Suggestions, taken: &mut BTreeSet<String>) -> String 
             out.push_str(&format!("  {line}\n"));
         }
     }
-    out.push_str(&rules_yaml(s, taken, "  "));
+    out.push_str(&indented(rules, "  "));
     out
 }
 
@@ -905,6 +1183,93 @@ mod tests {
                 "kubernetes.io/pv-protection",
                 "kubernetes.io/pvc-protection"
             ]
+        );
+    }
+
+    #[test]
+    fn values_stay_values_and_comments_stay_one_line() {
+        let nasty = [
+            "a\nmode: warn",
+            "a\r\nb",
+            "x\u{85}y",
+            "x\u{2028}y\u{2029}z",
+            "\"]\n- name: x",
+            "back\\slash\\n",
+            "\u{202E}lortnoc",
+            "\u{0}\u{7}\u{1b}[2J\u{7f}\u{9f}",
+            "tab\there",
+            "\u{feff}bom\u{200b}",
+            "tag\u{E0041}",
+            "é ü 日本 🦀",
+        ];
+        for s in nasty {
+            let read: BTreeMap<String, String> =
+                serde_yaml_ng::from_str(&format!("key: {}\n", quoted(s))).unwrap();
+            assert_eq!(read["key"], s, "{}", quoted(s));
+            let text = format!("# {}\nkey: 1\n", comment(s));
+            assert_eq!(text.lines().count(), 2, "{text}");
+            let read: BTreeMap<String, u32> = serde_yaml_ng::from_str(&text).unwrap();
+            assert_eq!(read.len(), 1, "{text}");
+            assert!(!quoted(s).chars().any(hidden), "{}", quoted(s));
+            assert!(!comment(s).chars().any(hidden), "{}", comment(s));
+        }
+        assert_eq!(comment("a\nb\\n\u{2028}"), "a\\nb\\\\n\\u2028");
+        assert_eq!(quoted("日本 \"x\""), "\"日本 \\\"x\\\"\"");
+    }
+
+    #[test]
+    fn a_software_name_no_rule_can_hold_is_a_comment() {
+        let e = evidence(&[
+            apiserver(
+                "1",
+                &format!("{CONTROLLER}\nmode: warn"),
+                "would-deny",
+                "example.com/a",
+            ),
+            apiserver(
+                "2",
+                "system:x\u{2028}mode: warn",
+                "would-deny",
+                "example.com/a",
+            ),
+            apiserver(
+                "3",
+                "system:serviceaccount:ops:a:b",
+                "would-deny",
+                "example.com/a",
+            ),
+            apiserver(
+                "4",
+                CONTROLLER,
+                "would-deny",
+                "example.com/a\u{85}x,example.com/*,ok.example.com/b",
+            ),
+        ]);
+        let s = suggest(&e.seen, None);
+        assert_eq!(s.people.len(), 3, "{s:?}");
+        assert!(s.people.keys().all(|i| matches!(i, Identity::Unnamable(_))));
+        let yaml = render(&s, None);
+        let policy = Policy::from_yaml(&yaml).unwrap();
+        assert_eq!(policy.rules.len(), 1, "{yaml}");
+        assert_eq!(
+            policy.rules[0].finalizers,
+            [FinalizerPattern::Exact("ok.example.com/b".into())]
+        );
+        assert!(
+            yaml.contains(&format!(
+                "#   {CONTROLLER}\\nmode: warn (not a username a rule can name): stripped"
+            )),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains(&format!(
+                "#   {CONTROLLER}: example.com/* on widgets.example.com x1"
+            )),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains("example.com/a\\u0085x on widgets.example.com x1"),
+            "{yaml}"
         );
     }
 

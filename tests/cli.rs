@@ -442,3 +442,239 @@ fn policy_suggest_reads_evidence_and_merges_into_a_valid_policy() {
         "{o:?}"
     );
 }
+
+/// A kube-apiserver audit event carrying the webhook's `would-deny`.
+fn audit_event(
+    id: &str,
+    user: serde_json::Value,
+    impersonated: Option<serde_json::Value>,
+    object: serde_json::Value,
+    finalizers: &str,
+) -> String {
+    let mut event = serde_json::json!({
+        "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata", "auditID": id,
+        "stage": "ResponseComplete", "verb": "update", "user": user, "objectRef": object,
+        "requestReceivedTimestamp": "2026-11-23T19:00:00Z",
+        "annotations": {
+            "finalizers.finalizer-guard.io/decision": "would-deny",
+            "finalizers.finalizer-guard.io/unauthorized-finalizers": finalizers,
+        },
+    });
+    if let Some(impersonated) = impersonated {
+        event["impersonatedUser"] = impersonated;
+    }
+    event.to_string()
+}
+
+/// One of the webhook's own audit records, a `would-deny`.
+fn webhook_record(user: &str, groups: &[&str], namespace: &str, finalizers: &[&str]) -> String {
+    let removed: Vec<serde_json::Value> = finalizers
+        .iter()
+        .map(|f| serde_json::json!({"finalizer": f, "field": "metadata.finalizers"}))
+        .collect();
+    serde_json::json!({
+        "time": "2026-11-23T19:00:01Z", "kind": "FinalizerRemoval", "user": user, "groups": groups,
+        "operation": "UPDATE", "resource": "widgets.example.com", "namespace": namespace, "name": "w",
+        "removedFinalizers": removed, "decision": "would-deny", "mode": "warn", "dryRun": false,
+    })
+    .to_string()
+}
+
+/// A `serve --record-dir` recording of a `would-deny`, as written (pretty JSON).
+fn recording(user: &str, namespace: &str, removed: &str) -> String {
+    let review = serde_json::json!({
+    "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "kind": {"group": "example.com", "version": "v1", "kind": "Widget"},
+        "resource": {"group": "example.com", "version": "v1", "resource": "widgets"},
+        "name": "w", "namespace": namespace, "operation": "UPDATE",
+        "userInfo": {"username": user, "groups": ["system:authenticated"]},
+        "object": {"metadata": {"name": "w", "namespace": namespace, "finalizers": []}},
+        "oldObject": {"metadata": {"name": "w", "namespace": namespace, "finalizers": [removed]}},
+    }});
+    serde_json::to_string_pretty(&serde_json::json!({
+        "apiVersion": "finalizer-guard.io/v1alpha1", "kind": "Recording",
+        "recordedAt": "2026-11-23T19:00:02Z", "mode": "warn", "decision": "would-deny",
+        "allowed": true, "review": review,
+    }))
+    .unwrap()
+}
+
+/// `policy suggest [--merge BASE] PATHS`: exit 0, its YAML.
+fn suggest_ok(base: Option<&Path>, paths: &[&Path]) -> String {
+    let mut cmd = bin();
+    cmd.args(["policy", "suggest"]);
+    if let Some(base) = base {
+        cmd.arg("--merge").arg(base);
+    }
+    let o = cmd.args(paths).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    stdout(&o)
+}
+
+/// `yaml` passes `policy validate`; its policy and its top-level keys.
+fn validated(yaml: &str) -> (finalizer_guard::policy::Policy, Vec<String>) {
+    let (_dir, path) = policy_file(yaml);
+    let o = run(&["policy", "validate", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}\n{yaml}");
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).unwrap();
+    let keys = value
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect();
+    let policy = finalizer_guard::policy::Policy::from_yaml(yaml).unwrap();
+    (policy, keys)
+}
+
+/// Usernames, finalizers and namespaces that try to end a comment or a
+/// quoted value and write policy keys of their own.
+const INJECTIONS: [&str; 4] = [
+    "x\nmode: warn\noverride:\n  requireDeletion: false\nbuiltinControllers: false\nrules:\n- name: evil\n  finalizers: [\"*\"]\n  users: [mallory]\n#",
+    "y\u{2028}mode: warn\u{2028}#",
+    "z\u{85}builtinControllers: false\u{85}#",
+    "q\"]\nmode: warn\n#\u{202E}\u{0}\u{1b}[2J",
+];
+
+#[test]
+fn policy_suggest_escapes_what_it_reads_from_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let recordings = dir.path().join("recordings");
+    std::fs::create_dir(&recordings).unwrap();
+    let sa = "system:serviceaccount:ops:widgets";
+    let widget = |ns: &str| serde_json::json!({"resource": "widgets", "apiGroup": "example.com", "namespace": ns, "name": "w"});
+    let user =
+        |name: &str| serde_json::json!({"username": name, "groups": ["system:authenticated"]});
+    let mut log = vec![audit_event(
+        "ok",
+        user(sa),
+        None,
+        widget("team-a"),
+        "example.com/a",
+    )];
+    let mut records = Vec::new();
+    for (i, bad) in INJECTIONS.iter().enumerate() {
+        // The bad value as the person, as a software identity, as a finalizer
+        // and as a namespace, in each kind of evidence.
+        for (j, name) in [
+            bad.to_string(),
+            format!("system:{bad}"),
+            format!("{sa}{bad}"),
+        ]
+        .iter()
+        .enumerate()
+        {
+            log.push(audit_event(
+                &format!("{i}-{j}"),
+                user(name),
+                None,
+                widget("team-a"),
+                "example.com/a",
+            ));
+            records.push(webhook_record(
+                name,
+                &["system:authenticated"],
+                "team-a",
+                &["example.com/a"],
+            ));
+            std::fs::write(
+                recordings.join(format!("rec-{i}-{j}.json")),
+                recording(name, "team-a", "example.com/a"),
+            )
+            .unwrap();
+        }
+        log.push(audit_event(
+            &format!("{i}-f"),
+            user(sa),
+            None,
+            widget("team-a"),
+            &format!("example.com/{bad}"),
+        ));
+        log.push(audit_event(
+            &format!("{i}-n"),
+            user(sa),
+            None,
+            widget(&format!("team-a{bad}")),
+            "example.com/a",
+        ));
+        records.push(webhook_record(
+            sa,
+            &[],
+            "team-a",
+            &[&format!("example.com/{bad}")],
+        ));
+        records.push(webhook_record(
+            sa,
+            &[],
+            &format!("team-a{bad}"),
+            &["example.com/a"],
+        ));
+        std::fs::write(
+            recordings.join(format!("rec-{i}-f.json")),
+            recording(sa, "team-a", &format!("example.com/{bad}")),
+        )
+        .unwrap();
+        std::fs::write(
+            recordings.join(format!("rec-{i}-n.json")),
+            recording(sa, &format!("team-a{bad}"), "example.com/a"),
+        )
+        .unwrap();
+    }
+    let audit = dir.path().join("audit.log");
+    std::fs::write(&audit, log.join("\n")).unwrap();
+    let webhook = dir.path().join("webhook.log");
+    std::fs::write(&webhook, records.join("\n")).unwrap();
+    let paths = [audit.as_path(), webhook.as_path(), recordings.as_path()];
+
+    let no_raw_controls = |yaml: &str| {
+        let raw = yaml.chars().find(|c| {
+            (c.is_control() && *c != '\n') || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202E}')
+        });
+        assert_eq!(raw, None, "{yaml}");
+    };
+    let only_the_controller = |policy: &finalizer_guard::policy::Policy, yaml: &str| {
+        assert_eq!(policy.rules.len(), 1, "{yaml}");
+        let rule = &policy.rules[0];
+        assert_eq!(rule.service_accounts, [sa], "{yaml}");
+        assert!(rule.users.is_empty() && rule.groups.is_empty(), "{yaml}");
+        assert_eq!(
+            rule.finalizers,
+            [finalizer_guard::policy::config::FinalizerPattern::Exact(
+                "example.com/a".into()
+            )],
+            "{yaml}"
+        );
+    };
+
+    let yaml = suggest_ok(None, &paths);
+    no_raw_controls(&yaml);
+    let (policy, keys) = validated(&yaml);
+    assert_eq!(keys, ["rules"], "{yaml}");
+    only_the_controller(&policy, &yaml);
+    // What could not be a rule is still said, escaped, in comments.
+    assert!(yaml.contains("x\\nmode: warn\\noverride:"), "{yaml}");
+    assert!(yaml.contains("y\\u2028mode: warn"), "{yaml}");
+
+    let (_base_dir, base) = policy_file(
+        "mode: enforce\nbuiltinControllers: true\nrules: []\noverride:\n  requireDeletion: true\n",
+    );
+    let merged = suggest_ok(Some(&base), &paths);
+    no_raw_controls(&merged);
+    let (policy, keys) = validated(&merged);
+    assert_eq!(
+        keys,
+        ["mode", "builtinControllers", "rules", "override"],
+        "{merged}"
+    );
+    assert_eq!(policy.mode, finalizer_guard::policy::Mode::Enforce);
+    assert!(policy.builtin_controllers);
+    assert!(policy.override_settings.require_deletion);
+    only_the_controller(&policy, &merged);
+
+    // Merged again, and again: nothing more is added.
+    let (_merged_dir, merged_path) = policy_file(&merged);
+    let twice = suggest_ok(Some(&merged_path), &paths);
+    assert_eq!(validated(&twice).0, policy, "{twice}");
+    let (_twice_dir, twice_path) = policy_file(&twice);
+    assert_eq!(suggest_ok(Some(&twice_path), &paths), twice);
+}
