@@ -8,6 +8,12 @@
 //! - kube-apiserver's audit log (`audit.k8s.io/v1` Events), whose
 //!   `finalizers.finalizer-guard.io/*` annotations say what was decided.
 //!
+//! The identity is always the one the webhook judged: an event's
+//! `impersonatedUser` (username and groups) when there is one, else its
+//! `user`. A person working through an impersonating proxy (Rancher's
+//! `cattle-impersonation-*` service accounts, say) is that person, never the
+//! proxy. The webhook's own records and recordings hold that identity already.
+//!
 //! Only `would-deny` evidence counts. Each identity is either a controller or
 //! a person ([`Identity::classify`]): a controller gets one rule, a person a
 //! comment line, never a rule: overrides are how people remove finalizers.
@@ -182,9 +188,14 @@ fn apiserver_event(value: &Value) -> Option<Seen> {
         return None;
     }
     let object = &value["objectRef"];
+    // The webhook judged the impersonated identity, when there is one.
+    let user = match &value["impersonatedUser"] {
+        Value::Object(_) => &value["impersonatedUser"],
+        _ => &value["user"],
+    };
     Some(Seen {
-        username: text(&value["user"]["username"]),
-        groups: strings(&value["user"]["groups"]),
+        username: text(&user["username"]),
+        groups: strings(&user["groups"]),
         finalizers,
         group: text(&object["apiGroup"]),
         resource: text(&object["resource"]),
@@ -1271,6 +1282,48 @@ mod tests {
             yaml.contains("example.com/a\\u0085x on widgets.example.com x1"),
             "{yaml}"
         );
+    }
+
+    #[test]
+    fn the_impersonated_identity_is_the_one_judged() {
+        let proxy = "system:serviceaccount:cattle-impersonation-system:cattle-impersonation-u-7x2k";
+        let event = |id: &str, impersonated: Value| {
+            let mut v: Value =
+                serde_json::from_str(&apiserver(id, proxy, "would-deny", "example.com/a")).unwrap();
+            v["impersonatedUser"] = impersonated;
+            v.to_string()
+        };
+        let e = evidence(&[
+            // A person, through the proxy: a comment, no rule for anyone.
+            event(
+                "1",
+                json!({"username": "u-7x2k", "groups": ["team-a-admins", "system:authenticated"]}),
+            ),
+            // A controller, through the proxy: its rule, not the proxy's.
+            event(
+                "2",
+                json!({"username": CONTROLLER, "groups": ["system:serviceaccounts"]}),
+            ),
+        ]);
+        assert_eq!(e.seen[0].username, "u-7x2k");
+        assert_eq!(e.seen[0].groups, ["team-a-admins", "system:authenticated"]);
+        let s = suggest(&e.seen, None);
+        assert_eq!(
+            s.controllers.keys().collect::<Vec<_>>(),
+            [&Identity::ServiceAccount(
+                "widgets:widget-controller".into()
+            )]
+        );
+        assert_eq!(
+            s.people.keys().collect::<Vec<_>>(),
+            [&Identity::Person("u-7x2k".into())]
+        );
+        let yaml = render(&s, None);
+        assert!(!yaml.contains("cattle-impersonation"), "{yaml}");
+        assert_eq!(Policy::from_yaml(&yaml).unwrap().rules.len(), 1, "{yaml}");
+        // No impersonation: the user.
+        let e = evidence(&[event("3", Value::Null)]);
+        assert_eq!(e.seen[0].username, proxy);
     }
 
     fn evidence(lines: &[String]) -> Evidence {

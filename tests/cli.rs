@@ -678,3 +678,48 @@ fn policy_suggest_escapes_what_it_reads_from_evidence() {
     let (_twice_dir, twice_path) = policy_file(&twice);
     assert_eq!(suggest_ok(Some(&twice_path), &paths), twice);
 }
+
+#[test]
+fn policy_suggest_writes_rules_for_the_impersonated_identity_not_the_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = serde_json::json!({
+        "username": "system:serviceaccount:cattle-impersonation-system:cattle-impersonation-u-7x2k",
+        "groups": ["system:serviceaccounts", "system:authenticated"],
+    });
+    let widget = serde_json::json!({"resource": "widgets", "apiGroup": "example.com", "namespace": "team-a", "name": "w"});
+    let log = dir.path().join("audit.log");
+    std::fs::write(
+        &log,
+        [
+            audit_event(
+                "1",
+                proxy.clone(),
+                Some(serde_json::json!({"username": "u-7x2k", "groups": ["team-a-admins"]})),
+                widget.clone(),
+                "example.com/a",
+            ),
+            audit_event(
+                "2",
+                proxy,
+                Some(serde_json::json!({"username": "system:serviceaccount:ops:widgets"})),
+                widget,
+                "example.com/b",
+            ),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let yaml = suggest_ok(None, &[&log]);
+    let (policy, _) = validated(&yaml);
+    assert_eq!(policy.rules.len(), 1, "{yaml}");
+    assert_eq!(
+        policy.rules[0].service_accounts,
+        ["system:serviceaccount:ops:widgets"],
+        "{yaml}"
+    );
+    assert!(!yaml.contains("cattle-impersonation"), "{yaml}");
+    assert!(
+        yaml.contains("#   u-7x2k: stripped example.com/a x1"),
+        "{yaml}"
+    );
+}
