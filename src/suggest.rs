@@ -15,8 +15,14 @@
 //! proxy. The webhook's own records and recordings hold that identity already.
 //!
 //! Only `would-deny` evidence counts. Each identity is either a controller or
-//! a person ([`Identity::classify`]): a controller gets one rule, a person a
+//! not ([`Identity::classify`]): a controller gets rules, anyone else a
 //! comment line, never a rule: overrides are how people remove finalizers.
+//! Never a controller, whatever the username: unauthenticated requests
+//! (`system:anonymous`, the `system:unauthenticated` group), cluster
+//! administrators (`system:admin`, `kube:admin`, `kubernetes-admin`, and
+//! every member of `system:masters`, `system:cluster-admins` or
+//! `kubeadm:cluster-admins` but kube-apiserver's own `system:apiserver`), and
+//! a username no rule can name.
 //!
 //! Parsing ([`parse_line`], [`parse_recording`]) and suggesting ([`suggest`],
 //! [`render`]) are pure; only [`read_path`] touches files.
@@ -361,6 +367,25 @@ fn read_file(path: &Path, evidence: &mut Evidence) -> Result<usize, String> {
     Ok(found)
 }
 
+/// Usernames of cluster administrators: people, even where they look like
+/// software. k3s, RKE2 and OpenShift's `system:admin`, OpenShift's
+/// `kube:admin`, kubeadm's `kubernetes-admin`.
+const ADMIN_USERS: [&str; 3] = ["system:admin", "kube:admin", "kubernetes-admin"];
+
+/// Groups of cluster administrators. `system:masters` bypasses authorization
+/// altogether (break-glass certificates: kubeadm's and k3s' admin, AKS'
+/// `masterclient`); OpenShift's `system:cluster-admins`; kubeadm's
+/// `kubeadm:cluster-admins`.
+const ADMIN_GROUPS: [&str; 3] = [
+    "system:masters",
+    "system:cluster-admins",
+    "kubeadm:cluster-admins",
+];
+
+/// kube-apiserver's loopback identity (its own controllers): in
+/// `system:masters`, and software all the same.
+const APISERVER: &str = "system:apiserver";
+
 /// Who removed a finalizer.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Identity {
@@ -371,6 +396,11 @@ pub enum Identity {
     SystemUser(String),
     /// Anyone else: a person, who gets an override, never a rule.
     Person(String),
+    /// A cluster administrator ([`ADMIN_USERS`], [`ADMIN_GROUPS`]). Never a rule.
+    Administrator(String),
+    /// An unauthenticated request: `system:anonymous`, or anyone in
+    /// `system:unauthenticated`. Never a rule.
+    Anonymous(String),
     /// A username no rule can name: empty, or with whitespace or hidden
     /// characters in it. Never a rule.
     Unnamable(String),
@@ -382,7 +412,20 @@ impl Identity {
     /// person. A controller running under a personal-looking identity (a
     /// client certificate's CN, say) is reported as a person: give it a
     /// ServiceAccount, or write its rule by hand.
+    ///
+    /// Whatever the username, unauthenticated requests and cluster
+    /// administrators are never software: anyone in `system:masters` is an
+    /// administrator (but kube-apiserver's own `system:apiserver`), a service
+    /// account impersonated into that group too.
     pub fn classify(username: &str, groups: &[String]) -> Identity {
+        let member = |names: &[&str]| groups.iter().any(|g| names.contains(&g.as_str()));
+        let anonymous = ["system:anonymous", "system:unauthenticated"];
+        if anonymous.contains(&username) || member(&anonymous) {
+            return Identity::Anonymous(username.to_string());
+        }
+        if ADMIN_USERS.contains(&username) || (member(&ADMIN_GROUPS) && username != APISERVER) {
+            return Identity::Administrator(username.to_string());
+        }
         if !writable(username) {
             return Identity::Unnamable(username.to_string());
         }
@@ -410,15 +453,19 @@ impl Identity {
     pub fn username(&self) -> Cow<'_, str> {
         match self {
             Identity::ServiceAccount(sa) => Cow::Owned(format!("system:serviceaccount:{sa}")),
-            Identity::SystemUser(u) | Identity::Person(u) | Identity::Unnamable(u) => {
-                Cow::Borrowed(u)
-            }
+            Identity::SystemUser(u)
+            | Identity::Person(u)
+            | Identity::Administrator(u)
+            | Identity::Anonymous(u)
+            | Identity::Unnamable(u) => Cow::Borrowed(u),
         }
     }
 
     /// Why the identity gets no rule, for its comment line.
     fn why_not(&self) -> &'static str {
         match self {
+            Identity::Administrator(_) => " (a cluster administrator)",
+            Identity::Anonymous(_) => " (unauthenticated)",
             Identity::Unnamable(_) => " (not a username a rule can name)",
             _ => "",
         }
@@ -1168,10 +1215,109 @@ mod tests {
         );
         for person in ["alice", "alice@example.com", "https://idp#1234"] {
             assert_eq!(
-                Identity::classify(person, &g(&["system:authenticated", "system:masters"])),
+                Identity::classify(person, &g(&["system:authenticated", "developers"])),
                 Identity::Person(person.into())
             );
         }
+    }
+
+    #[test]
+    fn administrators_and_anonymous_requests_are_never_software() {
+        let g = |groups: &[&str]| groups.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let admin = |u: &str| Identity::Administrator(u.into());
+        let anonymous = |u: &str| Identity::Anonymous(u.into());
+        let table = [
+            (
+                "system:admin",
+                g(&["system:masters", "system:authenticated"]),
+                admin("system:admin"),
+            ),
+            ("system:admin", g(&[]), admin("system:admin")),
+            (
+                "kube:admin",
+                g(&["system:cluster-admins"]),
+                admin("kube:admin"),
+            ),
+            (
+                "kubernetes-admin",
+                g(&["kubeadm:cluster-admins"]),
+                admin("kubernetes-admin"),
+            ),
+            (
+                "masterclient",
+                g(&["system:masters"]),
+                admin("masterclient"),
+            ),
+            (
+                "system:kube-scheduler",
+                g(&["system:masters"]),
+                admin("system:kube-scheduler"),
+            ),
+            (
+                CONTROLLER,
+                g(&["system:serviceaccounts", "system:masters"]),
+                admin(CONTROLLER),
+            ),
+            ("bob", g(&["system:cluster-admins"]), admin("bob")),
+            (
+                "system:anonymous",
+                g(&["system:unauthenticated"]),
+                anonymous("system:anonymous"),
+            ),
+            ("system:anonymous", g(&[]), anonymous("system:anonymous")),
+            (
+                "system:unauthenticated",
+                g(&[]),
+                anonymous("system:unauthenticated"),
+            ),
+            (
+                "system:node:n1",
+                g(&["system:unauthenticated"]),
+                anonymous("system:node:n1"),
+            ),
+            (
+                CONTROLLER,
+                g(&["system:unauthenticated"]),
+                anonymous(CONTROLLER),
+            ),
+            // kube-apiserver's own loopback identity is software.
+            (
+                "system:apiserver",
+                g(&["system:masters"]),
+                Identity::SystemUser("system:apiserver".into()),
+            ),
+        ];
+        for (username, groups, want) in table {
+            assert_eq!(
+                Identity::classify(username, &groups),
+                want,
+                "{username} {groups:?}"
+            );
+        }
+        let with_groups = |id: &str, user: &str, groups: &[&str]| {
+            let mut v: Value =
+                serde_json::from_str(&apiserver(id, user, "would-deny", "example.com/a")).unwrap();
+            v["user"]["groups"] = json!(groups);
+            v.to_string()
+        };
+        let e = evidence(&[
+            with_groups("1", "system:admin", &["system:masters"]),
+            with_groups("2", "system:anonymous", &["system:unauthenticated"]),
+            with_groups("3", "kube:admin", &["system:cluster-admins"]),
+            with_groups("4", CONTROLLER, &["system:masters"]),
+        ]);
+        let s = suggest(&e.seen, None);
+        assert!(s.controllers.is_empty(), "{s:?}");
+        let yaml = render(&s, None);
+        assert!(Policy::from_yaml(&yaml).unwrap().rules.is_empty(), "{yaml}");
+        assert!(
+            yaml.contains("#   system:admin (a cluster administrator): stripped example.com/a x1"),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains("#   system:anonymous (unauthenticated): stripped"),
+            "{yaml}"
+        );
     }
 
     #[test]

@@ -723,3 +723,123 @@ fn policy_suggest_writes_rules_for_the_impersonated_identity_not_the_proxy() {
         "{yaml}"
     );
 }
+
+#[test]
+fn policy_suggest_never_writes_rules_for_administrators_or_anonymous_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let widget = serde_json::json!({"resource": "widgets", "apiGroup": "example.com", "namespace": "team-a", "name": "w"});
+    let user =
+        |name: &str, groups: &[&str]| serde_json::json!({"username": name, "groups": groups});
+    let log = dir.path().join("audit.log");
+    std::fs::write(
+        &log,
+        [
+            audit_event(
+                "1",
+                user("system:admin", &["system:masters", "system:authenticated"]),
+                None,
+                widget.clone(),
+                "example.com/a",
+            ),
+            audit_event(
+                "2",
+                user("system:anonymous", &["system:unauthenticated"]),
+                None,
+                widget.clone(),
+                "example.com/a",
+            ),
+            audit_event(
+                "3",
+                user(
+                    "kube:admin",
+                    &["system:cluster-admins", "system:authenticated"],
+                ),
+                None,
+                widget.clone(),
+                "example.com/a",
+            ),
+            audit_event(
+                "4",
+                user("kubernetes-admin", &["kubeadm:cluster-admins"]),
+                None,
+                widget.clone(),
+                "example.com/a",
+            ),
+            // Impersonating an administrator, or a service account put in system:masters.
+            audit_event(
+                "5",
+                user("system:serviceaccount:cattle-system:proxy", &[]),
+                Some(user("system:admin", &["system:masters"])),
+                widget.clone(),
+                "example.com/a",
+            ),
+            audit_event(
+                "6",
+                user("system:serviceaccount:cattle-system:proxy", &[]),
+                Some(user(
+                    "system:serviceaccount:ops:widgets",
+                    &["system:masters"],
+                )),
+                widget.clone(),
+                "example.com/a",
+            ),
+            audit_event(
+                "7",
+                user("system:kube-scheduler", &["system:unauthenticated"]),
+                None,
+                widget,
+                "example.com/a",
+            ),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let records = dir.path().join("webhook.log");
+    std::fs::write(
+        &records,
+        [
+            webhook_record(
+                "system:admin",
+                &["system:masters"],
+                "team-a",
+                &["example.com/b"],
+            ),
+            webhook_record(
+                "system:anonymous",
+                &["system:unauthenticated"],
+                "team-a",
+                &["example.com/b"],
+            ),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let recordings = dir.path().join("recordings");
+    std::fs::create_dir(&recordings).unwrap();
+    std::fs::write(
+        recordings.join("r.json"),
+        recording("system:admin", "team-a", "example.com/c"),
+    )
+    .unwrap();
+    let paths = [log.as_path(), records.as_path(), recordings.as_path()];
+
+    let yaml = suggest_ok(None, &paths);
+    assert!(validated(&yaml).0.rules.is_empty(), "{yaml}");
+    assert!(
+        yaml.starts_with("# finalizer-guard policy suggest: 0 rule(s)"),
+        "{yaml}"
+    );
+    for line in [
+        "#   system:admin (a cluster administrator): stripped",
+        "#   kube:admin (a cluster administrator): stripped",
+        "#   kubernetes-admin (a cluster administrator): stripped",
+        "#   system:serviceaccount:ops:widgets (a cluster administrator): stripped",
+        "#   system:anonymous (unauthenticated): stripped",
+        "#   system:kube-scheduler (unauthenticated): stripped",
+    ] {
+        assert!(yaml.contains(line), "{line}\n{yaml}");
+    }
+    let (_base_dir, base) = policy_file("mode: warn\nrules: []\n");
+    let merged = suggest_ok(Some(&base), &paths);
+    assert!(validated(&merged).0.rules.is_empty(), "{merged}");
+}
