@@ -24,6 +24,23 @@
 //! `kubeadm:cluster-admins` but kube-apiserver's own `system:apiserver`), and
 //! a username no rule can name.
 //!
+//! A rule is as narrow as the evidence ([`Suggestions::rules`]): for
+//! namespaced objects, `namespaces` and `resources` name where the identity
+//! was seen removing those finalizers, and nowhere else; cluster-scoped
+//! objects (a Namespace too) get rules of their own, without `namespaces`,
+//! naming only their cluster-scoped resources. A removal without a namespace
+//! on a resource seen in one is left out rather than made cluster-wide. Two
+//! or more names under one DNS domain, seen in the same scope, become
+//! `domain/*` there (never for `kubernetes.io`, `k8s.io` and their
+//! subdomains); the comment above the rules lists the exact names seen.
+//!
+//! Every value read from the evidence is written escaped: YAML values as
+//! double-quoted scalars (`\n`, `\u2028`), comments with the same escapes, so
+//! nothing a username, finalizer, namespace or resource holds can end a line.
+//! A value no rule can hold (whitespace, control or invisible characters) is
+//! reported in a comment instead. What is printed is read back first: the
+//! base policy (or an empty one) with exactly the suggested rules added.
+//!
 //! Parsing ([`parse_line`], [`parse_recording`]) and suggesting ([`suggest`],
 //! [`render`]) are pure; only [`read_path`] touches files.
 
@@ -480,12 +497,49 @@ pub struct Activity {
     pub finalizers: BTreeMap<(String, FinalizerField), usize>,
     /// `resource` or `resource.group`.
     pub resources: BTreeSet<String>,
+    /// The namespaces of the objects (none for cluster-scoped objects).
     pub namespaces: BTreeSet<String>,
     pub first: Option<jiff::Timestamp>,
     pub last: Option<jiff::Timestamp>,
+    /// Each finalizer removed where, with how many times: what rules are made of.
+    pub places: BTreeMap<Place, usize>,
     /// Removals no rule can be written for (a finalizer, resource or
-    /// namespace that is not a name), as `what` with how many.
+    /// namespace that is not a name, or a cluster-wide rule the evidence
+    /// contradicts), as `what` with how many.
     pub left_out: BTreeMap<String, usize>,
+}
+
+/// Where one finalizer was removed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Place {
+    pub finalizer: String,
+    /// `resource` or `resource.group`.
+    pub resource: String,
+    /// The object's namespace; `None` for a cluster-scoped object (a
+    /// Namespace among them, whatever namespace the request names).
+    pub namespace: Option<String>,
+}
+
+impl Place {
+    fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} on {} in {ns}", self.finalizer, self.resource),
+            None => format!("{} on {} (cluster-scoped)", self.finalizer, self.resource),
+        }
+    }
+}
+
+/// The namespace of `seen`'s object, as the policy reads it: `None` for
+/// cluster-scoped objects, Namespaces included.
+fn object_namespace(seen: &Seen) -> Option<String> {
+    let target = Target {
+        group: &seen.group,
+        resource: &seen.resource,
+        subresource: &seen.subresource,
+        namespace: seen.namespace.as_deref(),
+        name: &seen.name,
+    };
+    target.object_namespace().map(String::from)
 }
 
 /// `resource` or `resource.group`.
@@ -504,8 +558,8 @@ impl Activity {
             *self.finalizers.entry(f.clone()).or_default() += 1;
         }
         self.resources.insert(resource_name(seen));
-        if let Some(ns) = &seen.namespace {
-            self.namespaces.insert(ns.clone());
+        if let Some(ns) = object_namespace(seen) {
+            self.namespaces.insert(ns);
         }
         if let Some(t) = seen.time {
             self.first = Some(self.first.map_or(t, |f| f.min(t)));
@@ -583,6 +637,13 @@ fn covered(policy: &Policy, seen: &Seen, finalizer: &str, field: FinalizerField)
 /// Groups the evidence by identity; with `base`, drops what it already allows.
 pub fn suggest(seen: &[Seen], base: Option<&Policy>) -> Suggestions {
     let mut out = Suggestions::default();
+    // A resource seen in a namespace is namespaced: a removal on it without
+    // one is no ground for a rule across every namespace.
+    let namespaced: BTreeSet<String> = seen
+        .iter()
+        .filter(|s| object_namespace(s).is_some())
+        .map(resource_name)
+        .collect();
     for s in seen {
         let finalizers: Vec<(String, FinalizerField)> = s
             .finalizers
@@ -601,15 +662,39 @@ pub fn suggest(seen: &[Seen], base: Option<&Policy>) -> Suggestions {
         }
         let activity = out.controllers.entry(identity).or_default();
         let resource = resource_name(s);
-        let (writable, left_out): (Vec<_>, Vec<_>) = finalizers
-            .into_iter()
-            .partition(|(f, _)| writable_finalizer(f) && writable_resource(&resource));
-        for (f, _) in left_out {
-            let what = format!("{f} on {resource}");
-            *activity.left_out.entry(what).or_default() += 1;
+        let namespace = object_namespace(s);
+        let mut written = Vec::new();
+        for (finalizer, field) in finalizers {
+            let place = Place {
+                finalizer,
+                resource: resource.clone(),
+                namespace: namespace.clone(),
+            };
+            let why = if !writable_finalizer(&place.finalizer)
+                || !writable_resource(&place.resource)
+                || !place.namespace.as_deref().is_none_or(writable)
+            {
+                Some("")
+            } else if place.namespace.is_none() && namespaced.contains(&place.resource) {
+                Some(", though it was seen in a namespace: no cluster-wide rule")
+            } else {
+                None
+            };
+            match why {
+                Some(why) => {
+                    *activity
+                        .left_out
+                        .entry(format!("{}{why}", place.describe()))
+                        .or_default() += 1;
+                }
+                None => {
+                    written.push((place.finalizer.clone(), field));
+                    *activity.places.entry(place).or_default() += 1;
+                }
+            }
         }
-        if !writable.is_empty() {
-            activity.add(s, &writable);
+        if !written.is_empty() {
+            activity.add(s, &written);
         }
     }
     out
@@ -622,12 +707,16 @@ fn reserved(domain: &str) -> bool {
         .any(|d| domain == *d || domain.ends_with(&format!(".{d}")))
 }
 
-/// The finalizer patterns for one identity: names sharing a `domain/` prefix
-/// become `domain/*` when there are two or more of them.
+/// The finalizer patterns for one rule: names sharing a `domain/` prefix
+/// become `domain/*` when there are two or more of them, where the domain is
+/// a DNS name (it has a dot) and not Kubernetes' own.
 pub fn patterns<'a>(finalizers: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     let mut by_prefix: BTreeMap<Option<&str>, BTreeSet<&str>> = BTreeMap::new();
     for f in finalizers {
-        let prefix = f.split_once('/').map(|(d, _)| d).filter(|d| !reserved(d));
+        let prefix = f
+            .split_once('/')
+            .map(|(d, _)| d)
+            .filter(|d| d.contains('.') && !d.starts_with('.') && !reserved(d));
         by_prefix.entry(prefix).or_default().insert(f);
     }
     let mut out = Vec::new();
@@ -754,18 +843,68 @@ pub struct Suggested<'a> {
     pub finalizers: Vec<String>,
     /// `resource` or `resource.group`.
     pub resources: Vec<String>,
+    /// `None`: cluster-scoped objects (of cluster-scoped resources) only.
+    pub namespaces: Option<Vec<String>>,
 }
 
 impl Suggestions {
-    /// The rules, in order: each controller's, scoped to where it was seen.
+    /// The rules, in order: each controller's ([`Activity::rules`]).
     pub fn rules(&self) -> Vec<Suggested<'_>> {
         self.controllers
             .iter()
-            .filter(|(_, activity)| !activity.finalizers.is_empty())
-            .map(|(identity, activity)| Suggested {
+            .flat_map(|(identity, activity)| activity.rules(identity))
+            .collect()
+    }
+}
+
+impl Activity {
+    /// `identity`'s rules, each as narrow as the evidence: it covers a
+    /// finalizer on a resource in a namespace only where `identity` was seen
+    /// removing it there. Resources with the same finalizers and namespaces
+    /// share a rule; cluster-scoped objects get rules of their own, without
+    /// `namespaces`, whose resources are all cluster-scoped.
+    pub fn rules<'a>(&'a self, identity: &'a Identity) -> Vec<Suggested<'a>> {
+        // (resource, finalizer) -> the namespaces, `None` for cluster-scoped objects.
+        let mut seen_in: BTreeMap<(&str, &str), BTreeSet<Option<&str>>> = BTreeMap::new();
+        for place in self.places.keys() {
+            seen_in
+                .entry((&place.resource, &place.finalizer))
+                .or_default()
+                .insert(place.namespace.as_deref());
+        }
+        // (namespaces, resource) -> finalizers; `None`: cluster-scoped.
+        type Scope<'s> = Option<BTreeSet<&'s str>>;
+        let mut by_resource: BTreeMap<(Scope, &str), BTreeSet<&str>> = BTreeMap::new();
+        for ((resource, finalizer), namespaces) in seen_in {
+            if namespaces.contains(&None) {
+                by_resource
+                    .entry((None, resource))
+                    .or_default()
+                    .insert(finalizer);
+            }
+            let named: BTreeSet<&str> = namespaces.into_iter().flatten().collect();
+            if !named.is_empty() {
+                by_resource
+                    .entry((Some(named), resource))
+                    .or_default()
+                    .insert(finalizer);
+            }
+        }
+        // (namespaces, finalizers) -> resources.
+        let mut by_scope: BTreeMap<(Scope, BTreeSet<&str>), BTreeSet<&str>> = BTreeMap::new();
+        for ((namespaces, resource), finalizers) in by_resource {
+            by_scope
+                .entry((namespaces, finalizers))
+                .or_default()
+                .insert(resource);
+        }
+        by_scope
+            .into_iter()
+            .map(|((namespaces, finalizers), resources)| Suggested {
                 identity,
-                finalizers: patterns(activity.finalizers.keys().map(|(f, _)| f.as_str())),
-                resources: activity.resources.iter().cloned().collect(),
+                finalizers: patterns(finalizers),
+                resources: resources.into_iter().map(String::from).collect(),
+                namespaces: namespaces.map(|ns| ns.into_iter().map(String::from).collect()),
             })
             .collect()
     }
@@ -793,6 +932,9 @@ fn rule_lines(rule: &Suggested<'_>, name: &str) -> Result<(Vec<String>, Rule), S
             (vec![user], Vec::new())
         }
     };
+    if let Some(namespaces) = &rule.namespaces {
+        lines.push(format!("  namespaces: {}", list(namespaces)));
+    }
     lines.push(format!("  resources: {}", list(&rule.resources)));
     let text = format!("rules:\n{}\n", lines.join("\n"));
     let policy = Policy::from_yaml(&text).map_err(|e| e.to_string())?;
@@ -821,7 +963,7 @@ fn rule_lines(rule: &Suggested<'_>, name: &str) -> Result<(Vec<String>, Rule), S
         && read.users == users
         && read.groups.is_empty()
         && read.service_accounts == service_accounts
-        && read.namespaces.is_none()
+        && read.namespaces == rule.namespaces
         && resources == rule.resources;
     if !faithful {
         return Err("it does not read back as written".into());
@@ -835,34 +977,35 @@ fn rule_lines(rule: &Suggested<'_>, name: &str) -> Result<(Vec<String>, Rule), S
 fn rules_block(s: &Suggestions, taken: &mut BTreeSet<String>) -> (Vec<String>, Vec<Rule>) {
     let mut lines = Vec::new();
     let mut rules = Vec::new();
-    let mut last: Option<&Identity> = None;
-    for rule in s.rules() {
-        if last != Some(rule.identity) {
-            last = Some(rule.identity);
-            let activity = &s.controllers[rule.identity];
-            let counts: Vec<String> = activity
-                .finalizers
-                .iter()
-                .map(|((f, _), n)| format!("{} x{n}", comment(f)))
-                .collect();
-            lines.push(format!(
-                "# suggested from {} would-deny removal(s), {}: {}",
-                activity.count,
-                activity.when(),
-                counts.join(", ")
-            ));
+    for (identity, activity) in &s.controllers {
+        let suggested = activity.rules(identity);
+        if suggested.is_empty() {
+            continue;
         }
-        let name = rule_name(rule.identity, taken);
-        match rule_lines(&rule, &name) {
-            Ok((text, read)) => {
-                lines.extend(text);
-                rules.push(read);
+        let counts: Vec<String> = activity
+            .finalizers
+            .iter()
+            .map(|((f, _), n)| format!("{} x{n}", comment(f)))
+            .collect();
+        lines.push(format!(
+            "# suggested from {} would-deny removal(s), {}: {}",
+            activity.count,
+            activity.when(),
+            counts.join(", ")
+        ));
+        for rule in suggested {
+            let name = rule_name(identity, taken);
+            match rule_lines(&rule, &name) {
+                Ok((text, read)) => {
+                    lines.extend(text);
+                    rules.push(read);
+                }
+                Err(why) => lines.push(format!(
+                    "# not suggested for {}: {}",
+                    comment(&identity.username()),
+                    comment(&why)
+                )),
             }
-            Err(why) => lines.push(format!(
-                "# not suggested for {}: {}",
-                comment(&rule.identity.username()),
-                comment(&why)
-            )),
         }
     }
     (lines, rules)
@@ -919,7 +1062,7 @@ pub fn people_comments(s: &Suggestions) -> String {
 /// The first line `render` writes.
 const HEADER: &str = "# finalizer-guard policy suggest:";
 const PEOPLE: &str = "# People seen removing finalizers no rule allows (never made rules: an override, with its reason, is how a person releases an object):";
-const LEFT_OUT: &str = "# Left out: removals no rule can name (a finalizer, resource or namespace that is not a name):";
+const LEFT_OUT: &str = "# Left out: removals no rule is suggested for (a finalizer, resource or namespace no rule can name, or a cluster-wide rule the evidence does not support):";
 
 /// `text` without the comments an earlier `policy suggest` wrote at its top,
 /// so that merging again does not pile them up.
@@ -1341,6 +1484,15 @@ mod tests {
                 "kubernetes.io/pvc-protection"
             ]
         );
+        // Only a DNS name is a domain to widen.
+        assert_eq!(
+            patterns(["kube/a", "kube/b", "/c", "/d", ".io/e", ".io/f"]),
+            [".io/e", ".io/f", "/c", "/d", "kube/a", "kube/b"]
+        );
+        assert_eq!(
+            patterns(["x.k8s.io/a", "x.k8s.io/b", "k8s.io/c", "k8s.io/d"]),
+            ["k8s.io/c", "k8s.io/d", "x.k8s.io/a", "x.k8s.io/b"]
+        );
     }
 
     #[test]
@@ -1420,12 +1572,12 @@ mod tests {
         );
         assert!(
             yaml.contains(&format!(
-                "#   {CONTROLLER}: example.com/* on widgets.example.com x1"
+                "#   {CONTROLLER}: example.com/* on widgets.example.com in team-a x1"
             )),
             "{yaml}"
         );
         assert!(
-            yaml.contains("example.com/a\\u0085x on widgets.example.com x1"),
+            yaml.contains("example.com/a\\u0085x on widgets.example.com in team-a x1"),
             "{yaml}"
         );
     }
@@ -1470,6 +1622,100 @@ mod tests {
         // No impersonation: the user.
         let e = evidence(&[event("3", Value::Null)]);
         assert_eq!(e.seen[0].username, proxy);
+    }
+
+    fn seen_at(resource: &str, namespace: Option<&str>, finalizer: &str) -> Seen {
+        let (resource, group) = resource.split_once('.').unwrap_or((resource, ""));
+        Seen {
+            username: CONTROLLER.into(),
+            groups: vec!["system:serviceaccounts".into()],
+            finalizers: vec![(finalizer.into(), FinalizerField::Metadata)],
+            group: group.into(),
+            resource: resource.into(),
+            subresource: String::new(),
+            namespace: namespace.map(String::from),
+            name: "o".into(),
+            time: None,
+            audit_id: None,
+        }
+    }
+
+    #[test]
+    fn rules_are_scoped_to_where_they_were_seen() {
+        let seen = [
+            seen_at("widgets.example.com", Some("team-a"), "example.com/a"),
+            seen_at("widgets.example.com", Some("team-a"), "example.com/b"),
+            seen_at("gadgets.example.com", Some("team-b"), "other.example.org/c"),
+            seen_at("clusterwidgets.example.com", None, "example.com/d"),
+            // A Namespace: the request names it as its own namespace, yet it is cluster-scoped.
+            seen_at("namespaces", Some("team-a"), "example.com/e"),
+            // widgets are namespaced: a removal without a namespace makes no cluster-wide rule.
+            seen_at("widgets.example.com", None, "example.com/f"),
+        ];
+        let s = suggest(&seen, None);
+        let yaml = render(&s, None);
+        let policy = Policy::from_yaml(&yaml).unwrap();
+        let scopes: Vec<(Option<Vec<String>>, Vec<String>)> = policy
+            .rules
+            .iter()
+            .map(|r| {
+                let resources = r.resources.iter().flatten();
+                let resources = resources.map(|r| format!("{}.{}", r.resource, r.group));
+                (r.namespaces.clone(), resources.collect())
+            })
+            .collect();
+        let v = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            scopes,
+            [
+                (None, v(&["clusterwidgets.example.com"])),
+                (None, v(&["namespaces."])),
+                (Some(v(&["team-a"])), v(&["widgets.example.com"])),
+                (Some(v(&["team-b"])), v(&["gadgets.example.com"])),
+            ],
+            "{yaml}"
+        );
+        // Two names of one domain seen in one scope: the domain, there.
+        assert!(
+            yaml.contains("    finalizers: [\"example.com/*\"]\n    serviceAccounts: [\"widgets:widget-controller\"]\n    namespaces: [\"team-a\"]\n    resources: [\"widgets.example.com\"]\n"),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains("example.com/f on widgets.example.com (cluster-scoped), though it was seen in a namespace: no cluster-wide rule x1"),
+            "{yaml}"
+        );
+        // Everything seen is covered, and nothing beyond: not another
+        // namespace, resource or scope, not another finalizer's place.
+        for s in &seen[..5] {
+            let (f, field) = &s.finalizers[0];
+            assert!(covered(&policy, s, f, *field), "{s:?}\n{yaml}");
+        }
+        let beyond = [
+            seen_at("widgets.example.com", Some("team-b"), "example.com/a"),
+            seen_at("widgets.example.com", None, "example.com/a"),
+            seen_at("widgets.example.com", None, "example.com/f"),
+            seen_at("gadgets.example.com", Some("team-a"), "other.example.org/c"),
+            seen_at("widgets.example.com", Some("team-a"), "other.example.org/c"),
+            seen_at("gadgets.example.com", Some("team-b"), "example.com/a"),
+            seen_at("pods", Some("team-a"), "example.com/a"),
+            seen_at("clusterwidgets.example.com", None, "example.com/a"),
+            seen_at("namespaces", Some("team-b"), "example.com/d"),
+        ];
+        for s in &beyond {
+            let (f, field) = &s.finalizers[0];
+            assert!(!covered(&policy, s, f, *field), "{s:?}\n{yaml}");
+        }
+
+        // Merged: the same rules; merged again, nothing more.
+        let base = Policy::from_yaml(SHIPPED).unwrap();
+        let merged = render(&suggest(&seen, Some(&base)), Some((SHIPPED, &base)));
+        let merged_policy = Policy::from_yaml(&merged).unwrap();
+        assert_eq!(merged_policy.rules, policy.rules, "{merged}");
+        let again = suggest(&seen, Some(&merged_policy));
+        assert!(again.rules().is_empty(), "{again:?}");
+        assert_eq!(again.already_covered, 5);
+        let twice = render(&again, Some((&merged, &merged_policy)));
+        assert_eq!(Policy::from_yaml(&twice).unwrap(), merged_policy, "{twice}");
     }
 
     fn evidence(lines: &[String]) -> Evidence {

@@ -843,3 +843,110 @@ fn policy_suggest_never_writes_rules_for_administrators_or_anonymous_requests() 
     let merged = suggest_ok(Some(&base), &paths);
     assert!(validated(&merged).0.rules.is_empty(), "{merged}");
 }
+
+#[test]
+fn policy_suggest_scopes_each_rule_to_where_it_was_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = serde_json::json!({"username": "system:serviceaccount:team-a:operator", "groups": ["system:serviceaccounts"]});
+    let platform = serde_json::json!({"username": "system:serviceaccount:platform:operator", "groups": ["system:serviceaccounts"]});
+    let object = |resource: &str, group: &str, namespace: Option<&str>| {
+        let mut o = serde_json::json!({"resource": resource, "apiGroup": group, "name": "o"});
+        if let Some(ns) = namespace {
+            o["namespace"] = ns.into();
+        }
+        o
+    };
+    let log = dir.path().join("audit.log");
+    std::fs::write(
+        &log,
+        [
+            audit_event(
+                "1",
+                tenant.clone(),
+                None,
+                object("databases", "db.example.com", Some("team-a")),
+                "db.example.com/backup",
+            ),
+            audit_event(
+                "2",
+                tenant,
+                None,
+                object("databases", "db.example.com", Some("team-a")),
+                "db.example.com/backup",
+            ),
+            audit_event(
+                "3",
+                platform.clone(),
+                None,
+                object("clusterissuers", "certs.example.com", None),
+                "certs.example.com/cleanup",
+            ),
+            audit_event(
+                "4",
+                platform.clone(),
+                None,
+                object("namespaces", "", Some("team-b")),
+                "platform.example.com/teardown",
+            ),
+            audit_event(
+                "5",
+                platform,
+                None,
+                object("configmaps", "", Some("team-b")),
+                "platform.example.com/teardown",
+            ),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let (_base_dir, base) = policy_file("mode: warn\nrules: []\n");
+    let merged = suggest_ok(Some(&base), &[&log]);
+    let (policy, _) = validated(&merged);
+    // Each rule's service accounts, namespaces and resources.
+    type Scope = (Vec<String>, Option<Vec<String>>, Vec<String>);
+    let scopes: Vec<Scope> = policy
+        .rules
+        .iter()
+        .map(|r| {
+            let resources = r.resources.iter().flatten();
+            let resources = resources.map(|r| match r.group.as_str() {
+                "" => r.resource.clone(),
+                g => format!("{}.{g}", r.resource),
+            });
+            (
+                r.service_accounts.clone(),
+                r.namespaces.clone(),
+                resources.collect(),
+            )
+        })
+        .collect();
+    let v = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let platform = v(&["system:serviceaccount:platform:operator"]);
+    assert_eq!(
+        scopes,
+        [
+            // Cluster-scoped objects: no namespaces, only their resources.
+            (
+                platform.clone(),
+                None,
+                v(&["clusterissuers.certs.example.com"])
+            ),
+            (platform.clone(), None, v(&["namespaces"])),
+            (platform, Some(v(&["team-b"])), v(&["configmaps"])),
+            // The tenant's operator: its namespace and resource alone.
+            (
+                v(&["system:serviceaccount:team-a:operator"]),
+                Some(v(&["team-a"])),
+                v(&["databases.db.example.com"])
+            ),
+        ],
+        "{merged}"
+    );
+    // Merged again: nothing added, and the text settles.
+    let (_merged_dir, merged_path) = policy_file(&merged);
+    let twice = suggest_ok(Some(&merged_path), &[&log]);
+    assert_eq!(validated(&twice).0, policy, "{twice}");
+    assert!(twice.starts_with("# finalizer-guard policy suggest: 0 rule(s) for controllers; 5 would-deny removal(s) the policy already allows\n"), "{twice}");
+    let (_twice_dir, twice_path) = policy_file(&twice);
+    assert_eq!(suggest_ok(Some(&twice_path), &[&log]), twice);
+}
