@@ -1718,6 +1718,31 @@ mod tests {
         assert_eq!(Policy::from_yaml(&twice).unwrap(), merged_policy, "{twice}");
     }
 
+    #[test]
+    fn a_merge_that_does_not_read_back_as_intended_is_not_printed_as_one() {
+        let e = evidence(&[apiserver(
+            "1",
+            CONTROLLER,
+            "would-deny",
+            "widgets.example.com/a",
+        )]);
+        // The text and the policy disagree (mode): whatever is inserted, the
+        // result does not read as that policy with the rule added.
+        let policy = Policy::from_yaml("mode: enforce\nrules: []\n").unwrap();
+        let text = "mode: warn\nrules: []\n";
+        let out = render(&suggest(&e.seen, Some(&policy)), Some((text, &policy)));
+        assert!(
+            out.contains("# not merged: the policy did not read back with exactly these rules added:\n#   # suggested from 1"),
+            "{out}"
+        );
+        assert!(
+            out.contains("\n#   - name: \"widgets-widget-controller\"\n"),
+            "{out}"
+        );
+        assert!(out.ends_with("\nmode: warn\nrules: []\n"), "{out}");
+        assert!(Policy::from_yaml(&out).unwrap().rules.is_empty(), "{out}");
+    }
+
     fn evidence(lines: &[String]) -> Evidence {
         let mut e = Evidence::default();
         for l in lines {
