@@ -8,9 +8,38 @@
 //! - kube-apiserver's audit log (`audit.k8s.io/v1` Events), whose
 //!   `finalizers.finalizer-guard.io/*` annotations say what was decided.
 //!
+//! The identity is always the one the webhook judged: an event's
+//! `impersonatedUser` (username and groups) when there is one, else its
+//! `user`. A person working through an impersonating proxy (Rancher's
+//! `cattle-impersonation-*` service accounts, say) is that person, never the
+//! proxy. The webhook's own records and recordings hold that identity already.
+//!
 //! Only `would-deny` evidence counts. Each identity is either a controller or
-//! a person ([`Identity::classify`]): a controller gets one rule, a person a
+//! not ([`Identity::classify`]): a controller gets rules, anyone else a
 //! comment line, never a rule: overrides are how people remove finalizers.
+//! Never a controller, whatever the username: unauthenticated requests
+//! (`system:anonymous`, the `system:unauthenticated` group), cluster
+//! administrators (`system:admin`, `kube:admin`, `kubernetes-admin`, and
+//! every member of `system:masters`, `system:cluster-admins` or
+//! `kubeadm:cluster-admins` but kube-apiserver's own `system:apiserver`), and
+//! a username no rule can name.
+//!
+//! A rule is as narrow as the evidence ([`Suggestions::rules`]): for
+//! namespaced objects, `namespaces` and `resources` name where the identity
+//! was seen removing those finalizers, and nowhere else; cluster-scoped
+//! objects (a Namespace too) get rules of their own, without `namespaces`,
+//! naming only their cluster-scoped resources. A removal without a namespace
+//! on a resource seen in one is left out rather than made cluster-wide. Two
+//! or more names under one DNS domain, seen in the same scope, become
+//! `domain/*` there (never for `kubernetes.io`, `k8s.io` and their
+//! subdomains); the comment above the rules lists the exact names seen.
+//!
+//! Every value read from the evidence is written escaped: YAML values as
+//! double-quoted scalars (`\n`, `\u2028`), comments with the same escapes, so
+//! nothing a username, finalizer, namespace or resource holds can end a line.
+//! A value no rule can hold (whitespace, control or invisible characters) is
+//! reported in a comment instead. What is printed is read back first: the
+//! base policy (or an empty one) with exactly the suggested rules added.
 //!
 //! Parsing ([`parse_line`], [`parse_recording`]) and suggesting ([`suggest`],
 //! [`render`]) are pure; only [`read_path`] touches files.
@@ -23,6 +52,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::cluster::WEBHOOK_NAME;
+use crate::policy::config::{FinalizerPattern, Rule};
 use crate::policy::{
     self, Change, FinalizerField, FinalizerLists, Operation, Policy, Requester, Target,
 };
@@ -181,9 +211,14 @@ fn apiserver_event(value: &Value) -> Option<Seen> {
         return None;
     }
     let object = &value["objectRef"];
+    // The webhook judged the impersonated identity, when there is one.
+    let user = match &value["impersonatedUser"] {
+        Value::Object(_) => &value["impersonatedUser"],
+        _ => &value["user"],
+    };
     Some(Seen {
-        username: text(&value["user"]["username"]),
-        groups: strings(&value["user"]["groups"]),
+        username: text(&user["username"]),
+        groups: strings(&user["groups"]),
         finalizers,
         group: text(&object["apiGroup"]),
         resource: text(&object["resource"]),
@@ -349,6 +384,25 @@ fn read_file(path: &Path, evidence: &mut Evidence) -> Result<usize, String> {
     Ok(found)
 }
 
+/// Usernames of cluster administrators: people, even where they look like
+/// software. k3s, RKE2 and OpenShift's `system:admin`, OpenShift's
+/// `kube:admin`, kubeadm's `kubernetes-admin`.
+const ADMIN_USERS: [&str; 3] = ["system:admin", "kube:admin", "kubernetes-admin"];
+
+/// Groups of cluster administrators. `system:masters` bypasses authorization
+/// altogether (break-glass certificates: kubeadm's and k3s' admin, AKS'
+/// `masterclient`); OpenShift's `system:cluster-admins`; kubeadm's
+/// `kubeadm:cluster-admins`.
+const ADMIN_GROUPS: [&str; 3] = [
+    "system:masters",
+    "system:cluster-admins",
+    "kubeadm:cluster-admins",
+];
+
+/// kube-apiserver's loopback identity (its own controllers): in
+/// `system:masters`, and software all the same.
+const APISERVER: &str = "system:apiserver";
+
 /// Who removed a finalizer.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Identity {
@@ -359,6 +413,14 @@ pub enum Identity {
     SystemUser(String),
     /// Anyone else: a person, who gets an override, never a rule.
     Person(String),
+    /// A cluster administrator ([`ADMIN_USERS`], [`ADMIN_GROUPS`]). Never a rule.
+    Administrator(String),
+    /// An unauthenticated request: `system:anonymous`, or anyone in
+    /// `system:unauthenticated`. Never a rule.
+    Anonymous(String),
+    /// A username no rule can name: empty, or with whitespace or hidden
+    /// characters in it. Never a rule.
+    Unnamable(String),
 }
 
 impl Identity {
@@ -367,16 +429,63 @@ impl Identity {
     /// person. A controller running under a personal-looking identity (a
     /// client certificate's CN, say) is reported as a person: give it a
     /// ServiceAccount, or write its rule by hand.
+    ///
+    /// Whatever the username, unauthenticated requests and cluster
+    /// administrators are never software: anyone in `system:masters` is an
+    /// administrator (but kube-apiserver's own `system:apiserver`), a service
+    /// account impersonated into that group too.
     pub fn classify(username: &str, groups: &[String]) -> Identity {
+        let member = |names: &[&str]| groups.iter().any(|g| names.contains(&g.as_str()));
+        let anonymous = ["system:anonymous", "system:unauthenticated"];
+        if anonymous.contains(&username) || member(&anonymous) {
+            return Identity::Anonymous(username.to_string());
+        }
+        if ADMIN_USERS.contains(&username) || (member(&ADMIN_GROUPS) && username != APISERVER) {
+            return Identity::Administrator(username.to_string());
+        }
+        if !writable(username) {
+            return Identity::Unnamable(username.to_string());
+        }
         if let Some(sa) = username.strip_prefix("system:serviceaccount:")
-            && sa.split_once(':').is_some()
+            && let Some((namespace, name)) = sa.split_once(':')
         {
-            return Identity::ServiceAccount(sa.to_string());
+            return if namespace.is_empty() || name.is_empty() || name.contains(':') {
+                Identity::Unnamable(username.to_string())
+            } else {
+                Identity::ServiceAccount(sa.to_string())
+            };
         }
         if username.starts_with("system:") || groups.iter().any(|g| g == "system:nodes") {
             return Identity::SystemUser(username.to_string());
         }
         Identity::Person(username.to_string())
+    }
+
+    /// Whether the identity is software, which gets rules.
+    pub fn is_software(&self) -> bool {
+        matches!(self, Identity::ServiceAccount(_) | Identity::SystemUser(_))
+    }
+
+    /// The username, as Kubernetes writes it.
+    pub fn username(&self) -> Cow<'_, str> {
+        match self {
+            Identity::ServiceAccount(sa) => Cow::Owned(format!("system:serviceaccount:{sa}")),
+            Identity::SystemUser(u)
+            | Identity::Person(u)
+            | Identity::Administrator(u)
+            | Identity::Anonymous(u)
+            | Identity::Unnamable(u) => Cow::Borrowed(u),
+        }
+    }
+
+    /// Why the identity gets no rule, for its comment line.
+    fn why_not(&self) -> &'static str {
+        match self {
+            Identity::Administrator(_) => " (a cluster administrator)",
+            Identity::Anonymous(_) => " (unauthenticated)",
+            Identity::Unnamable(_) => " (not a username a rule can name)",
+            _ => "",
+        }
     }
 }
 
@@ -388,9 +497,58 @@ pub struct Activity {
     pub finalizers: BTreeMap<(String, FinalizerField), usize>,
     /// `resource` or `resource.group`.
     pub resources: BTreeSet<String>,
+    /// The namespaces of the objects (none for cluster-scoped objects).
     pub namespaces: BTreeSet<String>,
     pub first: Option<jiff::Timestamp>,
     pub last: Option<jiff::Timestamp>,
+    /// Each finalizer removed where, with how many times: what rules are made of.
+    pub places: BTreeMap<Place, usize>,
+    /// Removals no rule can be written for (a finalizer, resource or
+    /// namespace that is not a name, or a cluster-wide rule the evidence
+    /// contradicts), as `what` with how many.
+    pub left_out: BTreeMap<String, usize>,
+}
+
+/// Where one finalizer was removed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Place {
+    pub finalizer: String,
+    /// `resource` or `resource.group`.
+    pub resource: String,
+    /// The object's namespace; `None` for a cluster-scoped object (a
+    /// Namespace among them, whatever namespace the request names).
+    pub namespace: Option<String>,
+}
+
+impl Place {
+    fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} on {} in {ns}", self.finalizer, self.resource),
+            None => format!("{} on {} (cluster-scoped)", self.finalizer, self.resource),
+        }
+    }
+}
+
+/// The namespace of `seen`'s object, as the policy reads it: `None` for
+/// cluster-scoped objects, Namespaces included.
+fn object_namespace(seen: &Seen) -> Option<String> {
+    let target = Target {
+        group: &seen.group,
+        resource: &seen.resource,
+        subresource: &seen.subresource,
+        namespace: seen.namespace.as_deref(),
+        name: &seen.name,
+    };
+    target.object_namespace().map(String::from)
+}
+
+/// `resource` or `resource.group`.
+fn resource_name(seen: &Seen) -> String {
+    if seen.group.is_empty() {
+        seen.resource.clone()
+    } else {
+        format!("{}.{}", seen.resource, seen.group)
+    }
 }
 
 impl Activity {
@@ -399,13 +557,9 @@ impl Activity {
         for f in finalizers {
             *self.finalizers.entry(f.clone()).or_default() += 1;
         }
-        self.resources.insert(if seen.group.is_empty() {
-            seen.resource.clone()
-        } else {
-            format!("{}.{}", seen.resource, seen.group)
-        });
-        if let Some(ns) = &seen.namespace {
-            self.namespaces.insert(ns.clone());
+        self.resources.insert(resource_name(seen));
+        if let Some(ns) = object_namespace(seen) {
+            self.namespaces.insert(ns);
         }
         if let Some(t) = seen.time {
             self.first = Some(self.first.map_or(t, |f| f.min(t)));
@@ -425,8 +579,10 @@ impl Activity {
 /// The suggestions: one rule per controller identity, a summary per person.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Suggestions {
+    /// Software: rules.
     pub controllers: BTreeMap<Identity, Activity>,
-    pub people: BTreeMap<String, Activity>,
+    /// Everyone else: comment lines, never rules.
+    pub people: BTreeMap<Identity, Activity>,
     /// Would-deny removals the `--merge` policy already allows.
     pub already_covered: usize,
 }
@@ -483,6 +639,13 @@ fn covered(policy: &Policy, seen: &Seen, finalizer: &str, field: FinalizerField)
 /// Groups the evidence by identity; with `base`, drops what it already allows.
 pub fn suggest(seen: &[Seen], base: Option<&Policy>) -> Suggestions {
     let mut out = Suggestions::default();
+    // A resource seen in a namespace is namespaced: a removal on it without
+    // one is no ground for a rule across every namespace.
+    let namespaced: BTreeSet<String> = seen
+        .iter()
+        .filter(|s| object_namespace(s).is_some())
+        .map(resource_name)
+        .collect();
     for s in seen {
         let finalizers: Vec<(String, FinalizerField)> = s
             .finalizers
@@ -494,13 +657,46 @@ pub fn suggest(seen: &[Seen], base: Option<&Policy>) -> Suggestions {
             out.already_covered += 1;
             continue;
         }
-        match Identity::classify(&s.username, &s.groups) {
-            Identity::Person(name) => out.people.entry(name).or_default().add(s, &finalizers),
-            software => out
-                .controllers
-                .entry(software)
-                .or_default()
-                .add(s, &finalizers),
+        let identity = Identity::classify(&s.username, &s.groups);
+        if !identity.is_software() {
+            out.people.entry(identity).or_default().add(s, &finalizers);
+            continue;
+        }
+        let activity = out.controllers.entry(identity).or_default();
+        let resource = resource_name(s);
+        let namespace = object_namespace(s);
+        let mut written = Vec::new();
+        for (finalizer, field) in finalizers {
+            let place = Place {
+                finalizer,
+                resource: resource.clone(),
+                namespace: namespace.clone(),
+            };
+            let why = if !writable_finalizer(&place.finalizer)
+                || !writable_resource(&place.resource)
+                || !place.namespace.as_deref().is_none_or(writable)
+            {
+                Some("")
+            } else if place.namespace.is_none() && namespaced.contains(&place.resource) {
+                Some(", though it was seen in a namespace: no cluster-wide rule")
+            } else {
+                None
+            };
+            match why {
+                Some(why) => {
+                    *activity
+                        .left_out
+                        .entry(format!("{}{why}", place.describe()))
+                        .or_default() += 1;
+                }
+                None => {
+                    written.push((place.finalizer.clone(), field));
+                    *activity.places.entry(place).or_default() += 1;
+                }
+            }
+        }
+        if !written.is_empty() {
+            activity.add(s, &written);
         }
     }
     out
@@ -513,12 +709,16 @@ fn reserved(domain: &str) -> bool {
         .any(|d| domain == *d || domain.ends_with(&format!(".{d}")))
 }
 
-/// The finalizer patterns for one identity: names sharing a `domain/` prefix
-/// become `domain/*` when there are two or more of them.
+/// The finalizer patterns for one rule: names sharing a `domain/` prefix
+/// become `domain/*` when there are two or more of them, where the domain is
+/// a DNS name (it has a dot) and not Kubernetes' own.
 pub fn patterns<'a>(finalizers: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     let mut by_prefix: BTreeMap<Option<&str>, BTreeSet<&str>> = BTreeMap::new();
     for f in finalizers {
-        let prefix = f.split_once('/').map(|(d, _)| d).filter(|d| !reserved(d));
+        let prefix = f
+            .split_once('/')
+            .map(|(d, _)| d)
+            .filter(|d| d.contains('.') && !d.starts_with('.') && !reserved(d));
         by_prefix.entry(prefix).or_default().insert(f);
     }
     let mut out = Vec::new();
@@ -531,20 +731,91 @@ pub fn patterns<'a>(finalizers: impl IntoIterator<Item = &'a str>) -> Vec<String
     out
 }
 
-fn yaml_string(s: &str) -> String {
-    serde_json::to_string(s).expect("a string serializes")
+/// Characters never written as themselves: control characters (C0, DEL and
+/// C1, NEL among them), the Unicode line and paragraph separators (line
+/// breaks to a YAML 1.1 parser), and the invisible format characters that
+/// hide or reorder text (zero-width, bidirectional controls, byte order mark,
+/// tags), besides the non-characters a YAML parser refuses.
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{061C}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206F}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{FFFE}'
+                | '\u{FFFF}'
+                | '\u{E0000}'..='\u{E007F}'
+        )
+}
+
+/// `s` with `\`, the hidden characters (and in a quoted scalar, `"`) escaped
+/// as YAML's double-quoted scalars (and JSON) write them: `\n`, `\u2028`.
+fn escape(s: &str, quote: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' if quote => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if hidden(c) && u32::from(c) > 0xFFFF => {
+                out.push_str(&format!("\\U{:08X}", u32::from(c)));
+            }
+            c if hidden(c) => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A YAML double-quoted scalar: whatever `s` holds, one value on one line.
+fn quoted(s: &str) -> String {
+    format!("\"{}\"", escape(s, true))
+}
+
+/// Text for a comment: whatever `s` holds, the comment stays one line.
+fn comment(s: &str) -> String {
+    escape(s, false)
+}
+
+/// A name a rule can hold: not empty, no whitespace, nothing hidden.
+fn writable(s: &str) -> bool {
+    !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || hidden(c))
+}
+
+/// A finalizer name a rule can hold as an exact name (no `*`).
+fn writable_finalizer(f: &str) -> bool {
+    writable(f) && !f.contains('*')
+}
+
+/// `resource` or `resource.group` as rules write them (lowercase, digits, `-`, `.`).
+fn writable_resource(r: &str) -> bool {
+    let (resource, group) = r.split_once('.').unwrap_or((r, ""));
+    !resource.is_empty()
+        && !group.starts_with('.')
+        && !group.ends_with('.')
+        && r.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
 }
 
 fn list(items: &[String]) -> String {
-    let quoted: Vec<String> = items.iter().map(|s| yaml_string(s)).collect();
+    let quoted: Vec<String> = items.iter().map(|s| quoted(s)).collect();
     format!("[{}]", quoted.join(", "))
 }
 
 /// A rule name from an identity, unique among `taken`.
 fn rule_name(identity: &Identity, taken: &mut BTreeSet<String>) -> String {
     let base = match identity {
-        Identity::ServiceAccount(sa) => sa.replace(':', "-"),
-        Identity::SystemUser(u) | Identity::Person(u) => u.replace(':', "-"),
+        Identity::ServiceAccount(sa) => sa.clone(),
+        other => other.username().into_owned(),
     };
     let base: String = base
         .chars()
@@ -566,84 +837,282 @@ fn rule_name(identity: &Identity, taken: &mut BTreeSet<String>) -> String {
     name
 }
 
-/// The suggested rules as YAML sequence items at `indent`, each after its comment.
-pub fn rules_yaml(s: &Suggestions, taken: &mut BTreeSet<String>, indent: &str) -> String {
-    let mut out = String::new();
+/// One rule to suggest, before it is named and written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suggested<'a> {
+    pub identity: &'a Identity,
+    /// Exact names, or `domain/*`.
+    pub finalizers: Vec<String>,
+    /// `resource` or `resource.group`.
+    pub resources: Vec<String>,
+    /// `None`: cluster-scoped objects (of cluster-scoped resources) only.
+    pub namespaces: Option<Vec<String>>,
+}
+
+impl Suggestions {
+    /// The rules, in order: each controller's ([`Activity::rules`]).
+    pub fn rules(&self) -> Vec<Suggested<'_>> {
+        self.controllers
+            .iter()
+            .flat_map(|(identity, activity)| activity.rules(identity))
+            .collect()
+    }
+}
+
+impl Activity {
+    /// `identity`'s rules, each as narrow as the evidence: it covers a
+    /// finalizer on a resource in a namespace only where `identity` was seen
+    /// removing it there. Resources with the same finalizers and namespaces
+    /// share a rule; cluster-scoped objects get rules of their own, without
+    /// `namespaces`, whose resources are all cluster-scoped.
+    pub fn rules<'a>(&'a self, identity: &'a Identity) -> Vec<Suggested<'a>> {
+        // (resource, finalizer) -> the namespaces, `None` for cluster-scoped objects.
+        let mut seen_in: BTreeMap<(&str, &str), BTreeSet<Option<&str>>> = BTreeMap::new();
+        for place in self.places.keys() {
+            seen_in
+                .entry((&place.resource, &place.finalizer))
+                .or_default()
+                .insert(place.namespace.as_deref());
+        }
+        // (namespaces, resource) -> finalizers; `None`: cluster-scoped.
+        type Scope<'s> = Option<BTreeSet<&'s str>>;
+        let mut by_resource: BTreeMap<(Scope, &str), BTreeSet<&str>> = BTreeMap::new();
+        for ((resource, finalizer), namespaces) in seen_in {
+            if namespaces.contains(&None) {
+                by_resource
+                    .entry((None, resource))
+                    .or_default()
+                    .insert(finalizer);
+            }
+            let named: BTreeSet<&str> = namespaces.into_iter().flatten().collect();
+            if !named.is_empty() {
+                by_resource
+                    .entry((Some(named), resource))
+                    .or_default()
+                    .insert(finalizer);
+            }
+        }
+        // (namespaces, finalizers) -> resources.
+        let mut by_scope: BTreeMap<(Scope, BTreeSet<&str>), BTreeSet<&str>> = BTreeMap::new();
+        for ((namespaces, resource), finalizers) in by_resource {
+            by_scope
+                .entry((namespaces, finalizers))
+                .or_default()
+                .insert(resource);
+        }
+        by_scope
+            .into_iter()
+            .map(|((namespaces, finalizers), resources)| Suggested {
+                identity,
+                finalizers: patterns(finalizers),
+                resources: resources.into_iter().map(String::from).collect(),
+                namespaces: namespaces.map(|ns| ns.into_iter().map(String::from).collect()),
+            })
+            .collect()
+    }
+}
+
+/// A suggested rule's lines (a sequence item, unindented) and the rule as
+/// the policy reads it back; `Err` with why when it does not read back as
+/// written, which the escaping and the checks above leave for bugs alone.
+fn rule_lines(rule: &Suggested<'_>, name: &str) -> Result<(Vec<String>, Rule), String> {
+    let mut lines = vec![
+        format!("- name: {}", quoted(name)),
+        format!("  finalizers: {}", list(&rule.finalizers)),
+    ];
+    let (users, service_accounts) = match rule.identity {
+        Identity::ServiceAccount(sa) => {
+            lines.push(format!(
+                "  serviceAccounts: {}",
+                list(std::slice::from_ref(sa))
+            ));
+            (Vec::new(), vec![rule.identity.username().into_owned()])
+        }
+        other => {
+            let user = other.username().into_owned();
+            lines.push(format!("  users: {}", list(std::slice::from_ref(&user))));
+            (vec![user], Vec::new())
+        }
+    };
+    if let Some(namespaces) = &rule.namespaces {
+        lines.push(format!("  namespaces: {}", list(namespaces)));
+    }
+    lines.push(format!("  resources: {}", list(&rule.resources)));
+    let text = format!("rules:\n{}\n", lines.join("\n"));
+    let policy = Policy::from_yaml(&text).map_err(|e| e.to_string())?;
+    let [read] = policy.rules.as_slice() else {
+        return Err("not one rule".into());
+    };
+    let resources: Vec<String> = read
+        .resources
+        .iter()
+        .flatten()
+        .map(|r| match r.group.as_str() {
+            "" => r.resource.clone(),
+            group => format!("{}.{group}", r.resource),
+        })
+        .collect();
+    let finalizers: Vec<String> = read
+        .finalizers
+        .iter()
+        .map(|p| match p {
+            FinalizerPattern::Exact(f) => f.clone(),
+            FinalizerPattern::Prefix(prefix) => format!("{prefix}*"),
+        })
+        .collect();
+    let faithful = read.label == name
+        && finalizers == rule.finalizers
+        && read.users == users
+        && read.groups.is_empty()
+        && read.service_accounts == service_accounts
+        && read.namespaces == rule.namespaces
+        && resources == rule.resources;
+    if !faithful {
+        return Err("it does not read back as written".into());
+    }
+    Ok((lines, read.clone()))
+}
+
+/// The suggested rules, each controller's after a comment line saying what
+/// it was seen doing: the lines (unindented) and the rules they hold. A rule
+/// that would not read back as written is left a comment.
+fn rules_block(s: &Suggestions, taken: &mut BTreeSet<String>) -> (Vec<String>, Vec<Rule>) {
+    let mut lines = Vec::new();
+    let mut rules = Vec::new();
     for (identity, activity) in &s.controllers {
-        let names: Vec<&str> = activity
-            .finalizers
-            .keys()
-            .map(|(f, _)| f.as_str())
-            .collect();
+        let suggested = activity.rules(identity);
+        if suggested.is_empty() {
+            continue;
+        }
         let counts: Vec<String> = activity
             .finalizers
             .iter()
-            .map(|((f, _), n)| format!("{f} x{n}"))
+            .map(|((f, _), n)| format!("{} x{n}", comment(f)))
             .collect();
-        out.push_str(&format!(
-            "{indent}# suggested from {} would-deny removal(s), {}: {}\n",
+        lines.push(format!(
+            "# suggested from {} would-deny removal(s), {}: {}",
             activity.count,
             activity.when(),
             counts.join(", ")
         ));
-        out.push_str(&format!(
-            "{indent}- name: {}\n",
-            yaml_string(&rule_name(identity, taken))
-        ));
-        out.push_str(&format!(
-            "{indent}  finalizers: {}\n",
-            list(&patterns(names))
-        ));
-        match identity {
-            Identity::ServiceAccount(sa) => out.push_str(&format!(
-                "{indent}  serviceAccounts: {}\n",
-                list(std::slice::from_ref(sa))
-            )),
-            Identity::SystemUser(u) | Identity::Person(u) => out.push_str(&format!(
-                "{indent}  users: {}\n",
-                list(std::slice::from_ref(u))
-            )),
+        for rule in suggested {
+            let name = rule_name(identity, taken);
+            match rule_lines(&rule, &name) {
+                Ok((text, read)) => {
+                    lines.extend(text);
+                    rules.push(read);
+                }
+                Err(why) => lines.push(format!(
+                    "# not suggested for {}: {}",
+                    comment(&identity.username()),
+                    comment(&why)
+                )),
+            }
         }
-        let resources: Vec<String> = activity.resources.iter().cloned().collect();
-        out.push_str(&format!("{indent}  resources: {}\n", list(&resources)));
     }
-    out
+    (lines, rules)
 }
 
-/// The people: one comment line each.
+fn indented(lines: &[String], indent: &str) -> String {
+    lines.iter().map(|l| format!("{indent}{l}\n")).collect()
+}
+
+/// The identities that get no rule, and what could not be written: one
+/// comment line each.
 pub fn people_comments(s: &Suggestions) -> String {
     let mut out = String::new();
-    if s.people.is_empty() {
-        return out;
+    if !s.people.is_empty() {
+        out.push_str(PEOPLE);
+        out.push('\n');
     }
-    out.push_str("# People seen removing finalizers no rule allows (never made rules: an override, with its reason, is how a person releases an object):\n");
-    for (person, activity) in &s.people {
+    for (identity, activity) in &s.people {
         let what: Vec<String> = activity
             .finalizers
             .iter()
-            .map(|((f, _), n)| format!("{f} x{n}"))
+            .map(|((f, _), n)| format!("{} x{n}", comment(f)))
             .collect();
-        let resources: Vec<&str> = activity.resources.iter().map(String::as_str).collect();
+        let resources: Vec<String> = activity.resources.iter().map(|r| comment(r)).collect();
         out.push_str(&format!(
-            "#   {person}: stripped {} in {} removal(s) from {}; {}\n",
+            "#   {}{}: stripped {} in {} removal(s) from {}; {}\n",
+            comment(&identity.username()),
+            identity.why_not(),
             what.join(", "),
             activity.count,
             resources.join(", "),
             activity.when()
         ));
     }
+    let left_out: Vec<(&Identity, &String, &usize)> = s
+        .controllers
+        .iter()
+        .flat_map(|(identity, a)| a.left_out.iter().map(move |(what, n)| (identity, what, n)))
+        .collect();
+    if !left_out.is_empty() {
+        out.push_str(LEFT_OUT);
+        out.push('\n');
+    }
+    for (identity, what, n) in left_out {
+        out.push_str(&format!(
+            "#   {}: {} x{n}\n",
+            comment(&identity.username()),
+            comment(what)
+        ));
+    }
     out
 }
 
-/// The policy YAML: the suggestions alone, or `base` (its text) with them added.
+/// The first line `render` writes.
+const HEADER: &str = "# finalizer-guard policy suggest:";
+const PEOPLE: &str = "# People seen removing finalizers no rule allows (never made rules: an override, with its reason, is how a person releases an object):";
+const LEFT_OUT: &str = "# Left out: removals no rule is suggested for (a finalizer, resource or namespace no rule can name, or a cluster-wide rule the evidence does not support):";
+
+/// `text` without the comments an earlier `policy suggest` wrote at its top,
+/// so that merging again does not pile them up.
+fn without_old_header(text: &str) -> &str {
+    if !text.starts_with(HEADER) {
+        return text;
+    }
+    let mut rest = text;
+    let mut first = true;
+    while let Some((line, after)) = rest.split_once('\n') {
+        let ours = first
+            || line.starts_with("#   ")
+            || line == PEOPLE
+            || line == LEFT_OUT
+            || line.starts_with("# not merged:");
+        if !ours {
+            break;
+        }
+        first = false;
+        rest = after;
+    }
+    rest
+}
+
+/// Whether `text` reads as `base` with `added` after its rules, and nothing else changed.
+fn faithful(text: &str, base: &Policy, added: &[Rule]) -> bool {
+    let Ok(read) = Policy::from_yaml(text) else {
+        return false;
+    };
+    let (kept, new) = read.rules.split_at(read.rules.len().min(base.rules.len()));
+    read.mode == base.mode
+        && read.builtin_controllers == base.builtin_controllers
+        && read.builtin_identities == base.builtin_identities
+        && read.override_settings == base.override_settings
+        && kept == base.rules.as_slice()
+        && new == added
+}
+
+/// The policy YAML: the suggestions alone, or `base` (its text) with them
+/// added. Either is read back before it is printed: when it does not read as
+/// `base` (or an empty policy) with exactly the suggested rules added, the
+/// rules are printed as comments and the policy is left as it was.
 pub fn render(s: &Suggestions, base: Option<(&str, &Policy)>) -> String {
     let mut taken: BTreeSet<String> = base
         .map(|(_, p)| p.rules.iter().map(|r| r.label.clone()).collect())
         .unwrap_or_default();
-    let mut header = format!(
-        "# finalizer-guard policy suggest: {} rule(s) for controllers",
-        s.controllers.len()
-    );
+    let (lines, rules) = rules_block(s, &mut taken);
+    let mut header = format!("{HEADER} {} rule(s) for controllers", rules.len());
     if s.already_covered > 0 {
         header.push_str(&format!(
             "; {} would-deny removal(s) the policy already allows",
@@ -651,35 +1120,45 @@ pub fn render(s: &Suggestions, base: Option<(&str, &Policy)>) -> String {
         ));
     }
     header.push('\n');
-    let people = people_comments(s);
-    match base {
-        None => {
-            let rules = rules_yaml(s, &mut taken, "  ");
-            let body = if rules.is_empty() {
-                "rules: []\n".to_string()
-            } else {
-                format!("rules:\n{rules}")
-            };
-            format!("{header}{people}{body}")
-        }
-        Some((text, policy)) => {
-            if s.controllers.is_empty() {
-                return format!("{header}{people}{text}");
+    header.push_str(&people_comments(s));
+    let empty;
+    let (text, policy) = match base {
+        Some((text, policy)) => (without_old_header(text), policy),
+        None => match Policy::from_yaml("rules: []\n") {
+            Ok(p) => {
+                empty = p;
+                ("", &empty)
             }
-            let merged = insert_rules(text, s, &mut taken.clone())
-                .filter(|m| {
-                    Policy::from_yaml(m)
-                        .is_ok_and(|p| p.rules.len() == policy.rules.len() + s.controllers.len())
-                })
-                .unwrap_or_else(|| rewrite(text, s, &mut taken));
-            format!("{header}{people}{merged}")
+            Err(_) => return header,
+        },
+    };
+    let candidates = if rules.is_empty() {
+        // Nothing to add: what could not be written stays a comment.
+        header.push_str(&indented(&lines, ""));
+        vec![if base.is_some() { text } else { "rules: []\n" }.to_string()]
+    } else if base.is_none() {
+        vec![format!("rules:\n{}", indented(&lines, "  "))]
+    } else {
+        insert_rules(text, &lines)
+            .into_iter()
+            .chain([rewrite(text, &lines)])
+            .collect()
+    };
+    for candidate in candidates {
+        if faithful(&candidate, policy, &rules) {
+            return format!("{header}{candidate}");
         }
     }
+    let kept = if base.is_some() { text } else { "rules: []\n" };
+    format!(
+        "{header}# not merged: the policy did not read back with exactly these rules added:\n{}{kept}",
+        indented(&lines, "#   ")
+    )
 }
 
-/// Adds the rules to the policy's text where its top-level `rules:` is,
+/// Adds the rule lines to the policy's text where its top-level `rules:` is,
 /// keeping every comment; `None` when the text is laid out otherwise.
-fn insert_rules(text: &str, s: &Suggestions, taken: &mut BTreeSet<String>) -> Option<String> {
+fn insert_rules(text: &str, rules: &[String]) -> Option<String> {
     let lines: Vec<&str> = text.lines().collect();
     let at = lines.iter().position(|l| {
         let t = l.trim_end();
@@ -688,7 +1167,7 @@ fn insert_rules(text: &str, s: &Suggestions, taken: &mut BTreeSet<String>) -> Op
     let Some(at) = at else {
         let mut out = text.trim_end().to_string();
         out.push_str("\nrules:\n");
-        out.push_str(&rules_yaml(s, taken, "  "));
+        out.push_str(&indented(rules, "  "));
         return Some(out);
     };
     // The next top-level key: not blank, indented, a comment or a sequence item.
@@ -725,15 +1204,15 @@ fn insert_rules(text: &str, s: &Suggestions, taken: &mut BTreeSet<String>) -> Op
     let mut out: Vec<String> = lines[..at].iter().map(|l| l.to_string()).collect();
     out.push("rules:".into());
     out.extend(lines[at + 1..insert].iter().map(|l| l.to_string()));
-    out.push(rules_yaml(s, taken, &indent).trim_end().to_string());
+    out.push(indented(rules, &indent).trim_end().to_string());
     out.extend(lines[insert..].iter().map(|l| l.to_string()));
     Some(out.join("\n") + "\n")
 }
 
 /// The fallback: the policy re-serialized with the rules added (its comments are lost).
-fn rewrite(text: &str, s: &Suggestions, taken: &mut BTreeSet<String>) -> String {
+fn rewrite(text: &str, rules: &[String]) -> String {
     let mut value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).unwrap_or_default();
-    let rules = value
+    let existing = value
         .get("rules")
         .cloned()
         .unwrap_or(serde_yaml_ng::Value::Sequence(Vec::new()));
@@ -745,7 +1224,7 @@ fn rewrite(text: &str, s: &Suggestions, taken: &mut BTreeSet<String>) -> String 
         out.push_str(&serde_yaml_ng::to_string(&value).unwrap_or_default());
     }
     out.push_str("rules:\n");
-    if let serde_yaml_ng::Value::Sequence(existing) = rules
+    if let serde_yaml_ng::Value::Sequence(existing) = existing
         && !existing.is_empty()
     {
         let existing = serde_yaml_ng::to_string(&existing).unwrap_or_default();
@@ -753,7 +1232,7 @@ fn rewrite(text: &str, s: &Suggestions, taken: &mut BTreeSet<String>) -> String 
             out.push_str(&format!("  {line}\n"));
         }
     }
-    out.push_str(&rules_yaml(s, taken, "  "));
+    out.push_str(&indented(rules, "  "));
     out
 }
 
@@ -881,10 +1360,109 @@ mod tests {
         );
         for person in ["alice", "alice@example.com", "https://idp#1234"] {
             assert_eq!(
-                Identity::classify(person, &g(&["system:authenticated", "system:masters"])),
+                Identity::classify(person, &g(&["system:authenticated", "developers"])),
                 Identity::Person(person.into())
             );
         }
+    }
+
+    #[test]
+    fn administrators_and_anonymous_requests_are_never_software() {
+        let g = |groups: &[&str]| groups.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let admin = |u: &str| Identity::Administrator(u.into());
+        let anonymous = |u: &str| Identity::Anonymous(u.into());
+        let table = [
+            (
+                "system:admin",
+                g(&["system:masters", "system:authenticated"]),
+                admin("system:admin"),
+            ),
+            ("system:admin", g(&[]), admin("system:admin")),
+            (
+                "kube:admin",
+                g(&["system:cluster-admins"]),
+                admin("kube:admin"),
+            ),
+            (
+                "kubernetes-admin",
+                g(&["kubeadm:cluster-admins"]),
+                admin("kubernetes-admin"),
+            ),
+            (
+                "masterclient",
+                g(&["system:masters"]),
+                admin("masterclient"),
+            ),
+            (
+                "system:kube-scheduler",
+                g(&["system:masters"]),
+                admin("system:kube-scheduler"),
+            ),
+            (
+                CONTROLLER,
+                g(&["system:serviceaccounts", "system:masters"]),
+                admin(CONTROLLER),
+            ),
+            ("bob", g(&["system:cluster-admins"]), admin("bob")),
+            (
+                "system:anonymous",
+                g(&["system:unauthenticated"]),
+                anonymous("system:anonymous"),
+            ),
+            ("system:anonymous", g(&[]), anonymous("system:anonymous")),
+            (
+                "system:unauthenticated",
+                g(&[]),
+                anonymous("system:unauthenticated"),
+            ),
+            (
+                "system:node:n1",
+                g(&["system:unauthenticated"]),
+                anonymous("system:node:n1"),
+            ),
+            (
+                CONTROLLER,
+                g(&["system:unauthenticated"]),
+                anonymous(CONTROLLER),
+            ),
+            // kube-apiserver's own loopback identity is software.
+            (
+                "system:apiserver",
+                g(&["system:masters"]),
+                Identity::SystemUser("system:apiserver".into()),
+            ),
+        ];
+        for (username, groups, want) in table {
+            assert_eq!(
+                Identity::classify(username, &groups),
+                want,
+                "{username} {groups:?}"
+            );
+        }
+        let with_groups = |id: &str, user: &str, groups: &[&str]| {
+            let mut v: Value =
+                serde_json::from_str(&apiserver(id, user, "would-deny", "example.com/a")).unwrap();
+            v["user"]["groups"] = json!(groups);
+            v.to_string()
+        };
+        let e = evidence(&[
+            with_groups("1", "system:admin", &["system:masters"]),
+            with_groups("2", "system:anonymous", &["system:unauthenticated"]),
+            with_groups("3", "kube:admin", &["system:cluster-admins"]),
+            with_groups("4", CONTROLLER, &["system:masters"]),
+        ]);
+        let s = suggest(&e.seen, None);
+        assert!(s.controllers.is_empty(), "{s:?}");
+        let yaml = render(&s, None);
+        assert!(Policy::from_yaml(&yaml).unwrap().rules.is_empty(), "{yaml}");
+        assert!(
+            yaml.contains("#   system:admin (a cluster administrator): stripped example.com/a x1"),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains("#   system:anonymous (unauthenticated): stripped"),
+            "{yaml}"
+        );
     }
 
     #[test]
@@ -908,6 +1486,263 @@ mod tests {
                 "kubernetes.io/pvc-protection"
             ]
         );
+        // Only a DNS name is a domain to widen.
+        assert_eq!(
+            patterns(["kube/a", "kube/b", "/c", "/d", ".io/e", ".io/f"]),
+            [".io/e", ".io/f", "/c", "/d", "kube/a", "kube/b"]
+        );
+        assert_eq!(
+            patterns(["x.k8s.io/a", "x.k8s.io/b", "k8s.io/c", "k8s.io/d"]),
+            ["k8s.io/c", "k8s.io/d", "x.k8s.io/a", "x.k8s.io/b"]
+        );
+    }
+
+    #[test]
+    fn values_stay_values_and_comments_stay_one_line() {
+        let nasty = [
+            "a\nmode: warn",
+            "a\r\nb",
+            "x\u{85}y",
+            "x\u{2028}y\u{2029}z",
+            "\"]\n- name: x",
+            "back\\slash\\n",
+            "\u{202E}lortnoc",
+            "\u{0}\u{7}\u{1b}[2J\u{7f}\u{9f}",
+            "tab\there",
+            "\u{feff}bom\u{200b}",
+            "tag\u{E0041}",
+            "é ü 日本 🦀",
+        ];
+        for s in nasty {
+            let read: BTreeMap<String, String> =
+                serde_yaml_ng::from_str(&format!("key: {}\n", quoted(s))).unwrap();
+            assert_eq!(read["key"], s, "{}", quoted(s));
+            let text = format!("# {}\nkey: 1\n", comment(s));
+            assert_eq!(text.lines().count(), 2, "{text}");
+            let read: BTreeMap<String, u32> = serde_yaml_ng::from_str(&text).unwrap();
+            assert_eq!(read.len(), 1, "{text}");
+            assert!(!quoted(s).chars().any(hidden), "{}", quoted(s));
+            assert!(!comment(s).chars().any(hidden), "{}", comment(s));
+        }
+        assert_eq!(comment("a\nb\\n\u{2028}"), "a\\nb\\\\n\\u2028");
+        assert_eq!(quoted("日本 \"x\""), "\"日本 \\\"x\\\"\"");
+    }
+
+    #[test]
+    fn a_software_name_no_rule_can_hold_is_a_comment() {
+        let e = evidence(&[
+            apiserver(
+                "1",
+                &format!("{CONTROLLER}\nmode: warn"),
+                "would-deny",
+                "example.com/a",
+            ),
+            apiserver(
+                "2",
+                "system:x\u{2028}mode: warn",
+                "would-deny",
+                "example.com/a",
+            ),
+            apiserver(
+                "3",
+                "system:serviceaccount:ops:a:b",
+                "would-deny",
+                "example.com/a",
+            ),
+            apiserver(
+                "4",
+                CONTROLLER,
+                "would-deny",
+                "example.com/a\u{85}x,example.com/*,ok.example.com/b",
+            ),
+        ]);
+        let s = suggest(&e.seen, None);
+        assert_eq!(s.people.len(), 3, "{s:?}");
+        assert!(s.people.keys().all(|i| matches!(i, Identity::Unnamable(_))));
+        let yaml = render(&s, None);
+        let policy = Policy::from_yaml(&yaml).unwrap();
+        assert_eq!(policy.rules.len(), 1, "{yaml}");
+        assert_eq!(
+            policy.rules[0].finalizers,
+            [FinalizerPattern::Exact("ok.example.com/b".into())]
+        );
+        assert!(
+            yaml.contains(&format!(
+                "#   {CONTROLLER}\\nmode: warn (not a username a rule can name): stripped"
+            )),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains(&format!(
+                "#   {CONTROLLER}: example.com/* on widgets.example.com in team-a x1"
+            )),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains("example.com/a\\u0085x on widgets.example.com in team-a x1"),
+            "{yaml}"
+        );
+    }
+
+    #[test]
+    fn the_impersonated_identity_is_the_one_judged() {
+        let proxy = "system:serviceaccount:cattle-impersonation-system:cattle-impersonation-u-7x2k";
+        let event = |id: &str, impersonated: Value| {
+            let mut v: Value =
+                serde_json::from_str(&apiserver(id, proxy, "would-deny", "example.com/a")).unwrap();
+            v["impersonatedUser"] = impersonated;
+            v.to_string()
+        };
+        let e = evidence(&[
+            // A person, through the proxy: a comment, no rule for anyone.
+            event(
+                "1",
+                json!({"username": "u-7x2k", "groups": ["team-a-admins", "system:authenticated"]}),
+            ),
+            // A controller, through the proxy: its rule, not the proxy's.
+            event(
+                "2",
+                json!({"username": CONTROLLER, "groups": ["system:serviceaccounts"]}),
+            ),
+        ]);
+        assert_eq!(e.seen[0].username, "u-7x2k");
+        assert_eq!(e.seen[0].groups, ["team-a-admins", "system:authenticated"]);
+        let s = suggest(&e.seen, None);
+        assert_eq!(
+            s.controllers.keys().collect::<Vec<_>>(),
+            [&Identity::ServiceAccount(
+                "widgets:widget-controller".into()
+            )]
+        );
+        assert_eq!(
+            s.people.keys().collect::<Vec<_>>(),
+            [&Identity::Person("u-7x2k".into())]
+        );
+        let yaml = render(&s, None);
+        assert!(!yaml.contains("cattle-impersonation"), "{yaml}");
+        assert_eq!(Policy::from_yaml(&yaml).unwrap().rules.len(), 1, "{yaml}");
+        // No impersonation: the user.
+        let e = evidence(&[event("3", Value::Null)]);
+        assert_eq!(e.seen[0].username, proxy);
+    }
+
+    fn seen_at(resource: &str, namespace: Option<&str>, finalizer: &str) -> Seen {
+        let (resource, group) = resource.split_once('.').unwrap_or((resource, ""));
+        Seen {
+            username: CONTROLLER.into(),
+            groups: vec!["system:serviceaccounts".into()],
+            finalizers: vec![(finalizer.into(), FinalizerField::Metadata)],
+            group: group.into(),
+            resource: resource.into(),
+            subresource: String::new(),
+            namespace: namespace.map(String::from),
+            name: "o".into(),
+            time: None,
+            audit_id: None,
+        }
+    }
+
+    #[test]
+    fn rules_are_scoped_to_where_they_were_seen() {
+        let seen = [
+            seen_at("widgets.example.com", Some("team-a"), "example.com/a"),
+            seen_at("widgets.example.com", Some("team-a"), "example.com/b"),
+            seen_at("gadgets.example.com", Some("team-b"), "other.example.org/c"),
+            seen_at("clusterwidgets.example.com", None, "example.com/d"),
+            // A Namespace: the request names it as its own namespace, yet it is cluster-scoped.
+            seen_at("namespaces", Some("team-a"), "example.com/e"),
+            // widgets are namespaced: a removal without a namespace makes no cluster-wide rule.
+            seen_at("widgets.example.com", None, "example.com/f"),
+        ];
+        let s = suggest(&seen, None);
+        let yaml = render(&s, None);
+        let policy = Policy::from_yaml(&yaml).unwrap();
+        let scopes: Vec<(Option<Vec<String>>, Vec<String>)> = policy
+            .rules
+            .iter()
+            .map(|r| {
+                let resources = r.resources.iter().flatten();
+                let resources = resources.map(|r| format!("{}.{}", r.resource, r.group));
+                (r.namespaces.clone(), resources.collect())
+            })
+            .collect();
+        let v = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            scopes,
+            [
+                (None, v(&["clusterwidgets.example.com"])),
+                (None, v(&["namespaces."])),
+                (Some(v(&["team-a"])), v(&["widgets.example.com"])),
+                (Some(v(&["team-b"])), v(&["gadgets.example.com"])),
+            ],
+            "{yaml}"
+        );
+        // Two names of one domain seen in one scope: the domain, there.
+        assert!(
+            yaml.contains("    finalizers: [\"example.com/*\"]\n    serviceAccounts: [\"widgets:widget-controller\"]\n    namespaces: [\"team-a\"]\n    resources: [\"widgets.example.com\"]\n"),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains("example.com/f on widgets.example.com (cluster-scoped), though it was seen in a namespace: no cluster-wide rule x1"),
+            "{yaml}"
+        );
+        // Everything seen is covered, and nothing beyond: not another
+        // namespace, resource or scope, not another finalizer's place.
+        for s in &seen[..5] {
+            let (f, field) = &s.finalizers[0];
+            assert!(covered(&policy, s, f, *field), "{s:?}\n{yaml}");
+        }
+        let beyond = [
+            seen_at("widgets.example.com", Some("team-b"), "example.com/a"),
+            seen_at("widgets.example.com", None, "example.com/a"),
+            seen_at("widgets.example.com", None, "example.com/f"),
+            seen_at("gadgets.example.com", Some("team-a"), "other.example.org/c"),
+            seen_at("widgets.example.com", Some("team-a"), "other.example.org/c"),
+            seen_at("gadgets.example.com", Some("team-b"), "example.com/a"),
+            seen_at("pods", Some("team-a"), "example.com/a"),
+            seen_at("clusterwidgets.example.com", None, "example.com/a"),
+            seen_at("namespaces", Some("team-b"), "example.com/d"),
+        ];
+        for s in &beyond {
+            let (f, field) = &s.finalizers[0];
+            assert!(!covered(&policy, s, f, *field), "{s:?}\n{yaml}");
+        }
+
+        // Merged: the same rules; merged again, nothing more.
+        let base = Policy::from_yaml(SHIPPED).unwrap();
+        let merged = render(&suggest(&seen, Some(&base)), Some((SHIPPED, &base)));
+        let merged_policy = Policy::from_yaml(&merged).unwrap();
+        assert_eq!(merged_policy.rules, policy.rules, "{merged}");
+        let again = suggest(&seen, Some(&merged_policy));
+        assert!(again.rules().is_empty(), "{again:?}");
+        assert_eq!(again.already_covered, 5);
+        let twice = render(&again, Some((&merged, &merged_policy)));
+        assert_eq!(Policy::from_yaml(&twice).unwrap(), merged_policy, "{twice}");
+    }
+
+    #[test]
+    fn a_merge_that_does_not_read_back_as_intended_is_not_printed_as_one() {
+        let e = evidence(&[apiserver(
+            "1",
+            CONTROLLER,
+            "would-deny",
+            "widgets.example.com/a",
+        )]);
+        // The text and the policy disagree (mode): whatever is inserted, the
+        // result does not read as that policy with the rule added.
+        let policy = Policy::from_yaml("mode: enforce\nrules: []\n").unwrap();
+        let text = "mode: warn\nrules: []\n";
+        let out = render(&suggest(&e.seen, Some(&policy)), Some((text, &policy)));
+        assert!(
+            out.contains("# not merged: the policy did not read back with exactly these rules added:\n#   # suggested from 1"),
+            "{out}"
+        );
+        assert!(
+            out.contains("\n#   - name: \"widgets-widget-controller\"\n"),
+            "{out}"
+        );
+        assert!(out.ends_with("\nmode: warn\nrules: []\n"), "{out}");
+        assert!(Policy::from_yaml(&out).unwrap().rules.is_empty(), "{out}");
     }
 
     fn evidence(lines: &[String]) -> Evidence {

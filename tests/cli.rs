@@ -605,3 +605,511 @@ async fn the_cluster_commands_judge_the_clusters_policy_whatever_the_environment
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     assert!(stdout(&o).contains("BLOCKED"), "{o:?}");
 }
+
+/// A kube-apiserver audit event carrying the webhook's `would-deny`.
+fn audit_event(
+    id: &str,
+    user: serde_json::Value,
+    impersonated: Option<serde_json::Value>,
+    object: serde_json::Value,
+    finalizers: &str,
+) -> String {
+    let mut event = serde_json::json!({
+        "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata", "auditID": id,
+        "stage": "ResponseComplete", "verb": "update", "user": user, "objectRef": object,
+        "requestReceivedTimestamp": "2026-11-23T19:00:00Z",
+        "annotations": {
+            "finalizers.finalizer-guard.io/decision": "would-deny",
+            "finalizers.finalizer-guard.io/unauthorized-finalizers": finalizers,
+        },
+    });
+    if let Some(impersonated) = impersonated {
+        event["impersonatedUser"] = impersonated;
+    }
+    event.to_string()
+}
+
+/// One of the webhook's own audit records, a `would-deny`.
+fn webhook_record(user: &str, groups: &[&str], namespace: &str, finalizers: &[&str]) -> String {
+    let removed: Vec<serde_json::Value> = finalizers
+        .iter()
+        .map(|f| serde_json::json!({"finalizer": f, "field": "metadata.finalizers"}))
+        .collect();
+    serde_json::json!({
+        "time": "2026-11-23T19:00:01Z", "kind": "FinalizerRemoval", "user": user, "groups": groups,
+        "operation": "UPDATE", "resource": "widgets.example.com", "namespace": namespace, "name": "w",
+        "removedFinalizers": removed, "decision": "would-deny", "mode": "warn", "dryRun": false,
+    })
+    .to_string()
+}
+
+/// A `serve --record-dir` recording of a `would-deny`, as written (pretty JSON).
+fn recording(user: &str, namespace: &str, removed: &str) -> String {
+    let review = serde_json::json!({
+    "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "kind": {"group": "example.com", "version": "v1", "kind": "Widget"},
+        "resource": {"group": "example.com", "version": "v1", "resource": "widgets"},
+        "name": "w", "namespace": namespace, "operation": "UPDATE",
+        "userInfo": {"username": user, "groups": ["system:authenticated"]},
+        "object": {"metadata": {"name": "w", "namespace": namespace, "finalizers": []}},
+        "oldObject": {"metadata": {"name": "w", "namespace": namespace, "finalizers": [removed]}},
+    }});
+    serde_json::to_string_pretty(&serde_json::json!({
+        "apiVersion": "finalizer-guard.io/v1alpha1", "kind": "Recording",
+        "recordedAt": "2026-11-23T19:00:02Z", "mode": "warn", "decision": "would-deny",
+        "allowed": true, "review": review,
+    }))
+    .unwrap()
+}
+
+/// `policy suggest [--merge BASE] PATHS`: exit 0, its YAML.
+fn suggest_ok(base: Option<&Path>, paths: &[&Path]) -> String {
+    let mut cmd = bin();
+    cmd.args(["policy", "suggest"]);
+    if let Some(base) = base {
+        cmd.arg("--merge").arg(base);
+    }
+    let o = cmd.args(paths).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    stdout(&o)
+}
+
+/// `yaml` passes `policy validate`; its policy and its top-level keys.
+fn validated(yaml: &str) -> (finalizer_guard::policy::Policy, Vec<String>) {
+    let (_dir, path) = policy_file(yaml);
+    let o = run(&["policy", "validate", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}\n{yaml}");
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).unwrap();
+    let keys = value
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect();
+    let policy = finalizer_guard::policy::Policy::from_yaml(yaml).unwrap();
+    (policy, keys)
+}
+
+/// Usernames, finalizers and namespaces that try to end a comment or a
+/// quoted value and write policy keys of their own.
+const INJECTIONS: [&str; 4] = [
+    "x\nmode: warn\noverride:\n  requireDeletion: false\nbuiltinControllers: false\nrules:\n- name: evil\n  finalizers: [\"*\"]\n  users: [mallory]\n#",
+    "y\u{2028}mode: warn\u{2028}#",
+    "z\u{85}builtinControllers: false\u{85}#",
+    "q\"]\nmode: warn\n#\u{202E}\u{0}\u{1b}[2J",
+];
+
+#[test]
+fn policy_suggest_escapes_what_it_reads_from_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let recordings = dir.path().join("recordings");
+    std::fs::create_dir(&recordings).unwrap();
+    let sa = "system:serviceaccount:ops:widgets";
+    let widget = |ns: &str| serde_json::json!({"resource": "widgets", "apiGroup": "example.com", "namespace": ns, "name": "w"});
+    let user =
+        |name: &str| serde_json::json!({"username": name, "groups": ["system:authenticated"]});
+    let mut log = vec![audit_event(
+        "ok",
+        user(sa),
+        None,
+        widget("team-a"),
+        "example.com/a",
+    )];
+    let mut records = Vec::new();
+    for (i, bad) in INJECTIONS.iter().enumerate() {
+        // The bad value as the person, as a software identity, as a finalizer
+        // and as a namespace, in each kind of evidence.
+        for (j, name) in [
+            bad.to_string(),
+            format!("system:{bad}"),
+            format!("{sa}{bad}"),
+        ]
+        .iter()
+        .enumerate()
+        {
+            log.push(audit_event(
+                &format!("{i}-{j}"),
+                user(name),
+                None,
+                widget("team-a"),
+                "example.com/a",
+            ));
+            records.push(webhook_record(
+                name,
+                &["system:authenticated"],
+                "team-a",
+                &["example.com/a"],
+            ));
+            std::fs::write(
+                recordings.join(format!("rec-{i}-{j}.json")),
+                recording(name, "team-a", "example.com/a"),
+            )
+            .unwrap();
+        }
+        log.push(audit_event(
+            &format!("{i}-f"),
+            user(sa),
+            None,
+            widget("team-a"),
+            &format!("example.com/{bad}"),
+        ));
+        log.push(audit_event(
+            &format!("{i}-n"),
+            user(sa),
+            None,
+            widget(&format!("team-a{bad}")),
+            "example.com/a",
+        ));
+        records.push(webhook_record(
+            sa,
+            &[],
+            "team-a",
+            &[&format!("example.com/{bad}")],
+        ));
+        records.push(webhook_record(
+            sa,
+            &[],
+            &format!("team-a{bad}"),
+            &["example.com/a"],
+        ));
+        std::fs::write(
+            recordings.join(format!("rec-{i}-f.json")),
+            recording(sa, "team-a", &format!("example.com/{bad}")),
+        )
+        .unwrap();
+        std::fs::write(
+            recordings.join(format!("rec-{i}-n.json")),
+            recording(sa, &format!("team-a{bad}"), "example.com/a"),
+        )
+        .unwrap();
+    }
+    let audit = dir.path().join("audit.log");
+    std::fs::write(&audit, log.join("\n")).unwrap();
+    let webhook = dir.path().join("webhook.log");
+    std::fs::write(&webhook, records.join("\n")).unwrap();
+    let paths = [audit.as_path(), webhook.as_path(), recordings.as_path()];
+
+    let no_raw_controls = |yaml: &str| {
+        let raw = yaml.chars().find(|c| {
+            (c.is_control() && *c != '\n') || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202E}')
+        });
+        assert_eq!(raw, None, "{yaml}");
+    };
+    let only_the_controller = |policy: &finalizer_guard::policy::Policy, yaml: &str| {
+        assert_eq!(policy.rules.len(), 1, "{yaml}");
+        let rule = &policy.rules[0];
+        assert_eq!(rule.service_accounts, [sa], "{yaml}");
+        assert!(rule.users.is_empty() && rule.groups.is_empty(), "{yaml}");
+        assert_eq!(
+            rule.finalizers,
+            [finalizer_guard::policy::config::FinalizerPattern::Exact(
+                "example.com/a".into()
+            )],
+            "{yaml}"
+        );
+    };
+
+    let yaml = suggest_ok(None, &paths);
+    no_raw_controls(&yaml);
+    let (policy, keys) = validated(&yaml);
+    assert_eq!(keys, ["rules"], "{yaml}");
+    only_the_controller(&policy, &yaml);
+    // What could not be a rule is still said, escaped, in comments.
+    assert!(yaml.contains("x\\nmode: warn\\noverride:"), "{yaml}");
+    assert!(yaml.contains("y\\u2028mode: warn"), "{yaml}");
+
+    let (_base_dir, base) = policy_file(
+        "mode: enforce\nbuiltinControllers: true\nrules: []\noverride:\n  requireDeletion: true\n",
+    );
+    let merged = suggest_ok(Some(&base), &paths);
+    no_raw_controls(&merged);
+    let (policy, keys) = validated(&merged);
+    assert_eq!(
+        keys,
+        ["mode", "builtinControllers", "rules", "override"],
+        "{merged}"
+    );
+    assert_eq!(policy.mode, finalizer_guard::policy::Mode::Enforce);
+    assert!(policy.builtin_controllers);
+    assert!(policy.override_settings.require_deletion);
+    only_the_controller(&policy, &merged);
+
+    // Merged again, and again: nothing more is added.
+    let (_merged_dir, merged_path) = policy_file(&merged);
+    let twice = suggest_ok(Some(&merged_path), &paths);
+    assert_eq!(validated(&twice).0, policy, "{twice}");
+    let (_twice_dir, twice_path) = policy_file(&twice);
+    assert_eq!(suggest_ok(Some(&twice_path), &paths), twice);
+}
+
+#[test]
+fn policy_suggest_writes_rules_for_the_impersonated_identity_not_the_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = serde_json::json!({
+        "username": "system:serviceaccount:cattle-impersonation-system:cattle-impersonation-u-7x2k",
+        "groups": ["system:serviceaccounts", "system:authenticated"],
+    });
+    let widget = serde_json::json!({"resource": "widgets", "apiGroup": "example.com", "namespace": "team-a", "name": "w"});
+    let log = dir.path().join("audit.log");
+    std::fs::write(
+        &log,
+        [
+            audit_event(
+                "1",
+                proxy.clone(),
+                Some(serde_json::json!({"username": "u-7x2k", "groups": ["team-a-admins"]})),
+                widget.clone(),
+                "example.com/a",
+            ),
+            audit_event(
+                "2",
+                proxy,
+                Some(serde_json::json!({"username": "system:serviceaccount:ops:widgets"})),
+                widget,
+                "example.com/b",
+            ),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let yaml = suggest_ok(None, &[&log]);
+    let (policy, _) = validated(&yaml);
+    assert_eq!(policy.rules.len(), 1, "{yaml}");
+    assert_eq!(
+        policy.rules[0].service_accounts,
+        ["system:serviceaccount:ops:widgets"],
+        "{yaml}"
+    );
+    assert!(!yaml.contains("cattle-impersonation"), "{yaml}");
+    assert!(
+        yaml.contains("#   u-7x2k: stripped example.com/a x1"),
+        "{yaml}"
+    );
+}
+
+#[test]
+fn policy_suggest_never_writes_rules_for_administrators_or_anonymous_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let widget = serde_json::json!({"resource": "widgets", "apiGroup": "example.com", "namespace": "team-a", "name": "w"});
+    let user =
+        |name: &str, groups: &[&str]| serde_json::json!({"username": name, "groups": groups});
+    let log = dir.path().join("audit.log");
+    std::fs::write(
+        &log,
+        [
+            audit_event(
+                "1",
+                user("system:admin", &["system:masters", "system:authenticated"]),
+                None,
+                widget.clone(),
+                "example.com/a",
+            ),
+            audit_event(
+                "2",
+                user("system:anonymous", &["system:unauthenticated"]),
+                None,
+                widget.clone(),
+                "example.com/a",
+            ),
+            audit_event(
+                "3",
+                user(
+                    "kube:admin",
+                    &["system:cluster-admins", "system:authenticated"],
+                ),
+                None,
+                widget.clone(),
+                "example.com/a",
+            ),
+            audit_event(
+                "4",
+                user("kubernetes-admin", &["kubeadm:cluster-admins"]),
+                None,
+                widget.clone(),
+                "example.com/a",
+            ),
+            // Impersonating an administrator, or a service account put in system:masters.
+            audit_event(
+                "5",
+                user("system:serviceaccount:cattle-system:proxy", &[]),
+                Some(user("system:admin", &["system:masters"])),
+                widget.clone(),
+                "example.com/a",
+            ),
+            audit_event(
+                "6",
+                user("system:serviceaccount:cattle-system:proxy", &[]),
+                Some(user(
+                    "system:serviceaccount:ops:widgets",
+                    &["system:masters"],
+                )),
+                widget.clone(),
+                "example.com/a",
+            ),
+            audit_event(
+                "7",
+                user("system:kube-scheduler", &["system:unauthenticated"]),
+                None,
+                widget,
+                "example.com/a",
+            ),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let records = dir.path().join("webhook.log");
+    std::fs::write(
+        &records,
+        [
+            webhook_record(
+                "system:admin",
+                &["system:masters"],
+                "team-a",
+                &["example.com/b"],
+            ),
+            webhook_record(
+                "system:anonymous",
+                &["system:unauthenticated"],
+                "team-a",
+                &["example.com/b"],
+            ),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let recordings = dir.path().join("recordings");
+    std::fs::create_dir(&recordings).unwrap();
+    std::fs::write(
+        recordings.join("r.json"),
+        recording("system:admin", "team-a", "example.com/c"),
+    )
+    .unwrap();
+    let paths = [log.as_path(), records.as_path(), recordings.as_path()];
+
+    let yaml = suggest_ok(None, &paths);
+    assert!(validated(&yaml).0.rules.is_empty(), "{yaml}");
+    assert!(
+        yaml.starts_with("# finalizer-guard policy suggest: 0 rule(s)"),
+        "{yaml}"
+    );
+    for line in [
+        "#   system:admin (a cluster administrator): stripped",
+        "#   kube:admin (a cluster administrator): stripped",
+        "#   kubernetes-admin (a cluster administrator): stripped",
+        "#   system:serviceaccount:ops:widgets (a cluster administrator): stripped",
+        "#   system:anonymous (unauthenticated): stripped",
+        "#   system:kube-scheduler (unauthenticated): stripped",
+    ] {
+        assert!(yaml.contains(line), "{line}\n{yaml}");
+    }
+    let (_base_dir, base) = policy_file("mode: warn\nrules: []\n");
+    let merged = suggest_ok(Some(&base), &paths);
+    assert!(validated(&merged).0.rules.is_empty(), "{merged}");
+}
+
+#[test]
+fn policy_suggest_scopes_each_rule_to_where_it_was_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = serde_json::json!({"username": "system:serviceaccount:team-a:operator", "groups": ["system:serviceaccounts"]});
+    let platform = serde_json::json!({"username": "system:serviceaccount:platform:operator", "groups": ["system:serviceaccounts"]});
+    let object = |resource: &str, group: &str, namespace: Option<&str>| {
+        let mut o = serde_json::json!({"resource": resource, "apiGroup": group, "name": "o"});
+        if let Some(ns) = namespace {
+            o["namespace"] = ns.into();
+        }
+        o
+    };
+    let log = dir.path().join("audit.log");
+    std::fs::write(
+        &log,
+        [
+            audit_event(
+                "1",
+                tenant.clone(),
+                None,
+                object("databases", "db.example.com", Some("team-a")),
+                "db.example.com/backup",
+            ),
+            audit_event(
+                "2",
+                tenant,
+                None,
+                object("databases", "db.example.com", Some("team-a")),
+                "db.example.com/backup",
+            ),
+            audit_event(
+                "3",
+                platform.clone(),
+                None,
+                object("clusterissuers", "certs.example.com", None),
+                "certs.example.com/cleanup",
+            ),
+            audit_event(
+                "4",
+                platform.clone(),
+                None,
+                object("namespaces", "", Some("team-b")),
+                "platform.example.com/teardown",
+            ),
+            audit_event(
+                "5",
+                platform,
+                None,
+                object("configmaps", "", Some("team-b")),
+                "platform.example.com/teardown",
+            ),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let (_base_dir, base) = policy_file("mode: warn\nrules: []\n");
+    let merged = suggest_ok(Some(&base), &[&log]);
+    let (policy, _) = validated(&merged);
+    // Each rule's service accounts, namespaces and resources.
+    type Scope = (Vec<String>, Option<Vec<String>>, Vec<String>);
+    let scopes: Vec<Scope> = policy
+        .rules
+        .iter()
+        .map(|r| {
+            let resources = r.resources.iter().flatten();
+            let resources = resources.map(|r| match r.group.as_str() {
+                "" => r.resource.clone(),
+                g => format!("{}.{g}", r.resource),
+            });
+            (
+                r.service_accounts.clone(),
+                r.namespaces.clone(),
+                resources.collect(),
+            )
+        })
+        .collect();
+    let v = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let platform = v(&["system:serviceaccount:platform:operator"]);
+    assert_eq!(
+        scopes,
+        [
+            // Cluster-scoped objects: no namespaces, only their resources.
+            (
+                platform.clone(),
+                None,
+                v(&["clusterissuers.certs.example.com"])
+            ),
+            (platform.clone(), None, v(&["namespaces"])),
+            (platform, Some(v(&["team-b"])), v(&["configmaps"])),
+            // The tenant's operator: its namespace and resource alone.
+            (
+                v(&["system:serviceaccount:team-a:operator"]),
+                Some(v(&["team-a"])),
+                v(&["databases.db.example.com"])
+            ),
+        ],
+        "{merged}"
+    );
+    // Merged again: nothing added, and the text settles.
+    let (_merged_dir, merged_path) = policy_file(&merged);
+    let twice = suggest_ok(Some(&merged_path), &[&log]);
+    assert_eq!(validated(&twice).0, policy, "{twice}");
+    assert!(twice.starts_with("# finalizer-guard policy suggest: 0 rule(s) for controllers; 5 would-deny removal(s) the policy already allows\n"), "{twice}");
+    let (_twice_dir, twice_path) = policy_file(&twice);
+    assert_eq!(suggest_ok(Some(&twice_path), &[&log]), twice);
+}
