@@ -531,6 +531,10 @@ pub fn validate(args: ValidateArgs) -> Result<i32> {
                 policy.builtin_controllers,
                 policy.override_settings.annotation
             );
+            // Valid, but what can match nothing was surely meant to match something.
+            for warning in policy.warnings() {
+                println!("{}: warning: {warning}", file.display());
+            }
             Ok(0)
         }
         Err(LoadError::Invalid(invalid)) => {

@@ -225,6 +225,28 @@ fn policy_validate_names_every_problem() {
 }
 
 #[test]
+fn policy_validate_warns_of_rules_that_match_nothing() {
+    let (_dir, path) = policy_file(
+        "rules:\n  - name: tenant\n    finalizers: [example.com/x]\n    serviceAccounts: [\"team-a:*\"]\n    resources: [pods.core]\n",
+    );
+    let o = run(&["policy", "validate", path.to_str().unwrap()]);
+    // Valid: the policy guards everything, but the rule was meant for someone.
+    assert_eq!(o.status.code(), Some(0));
+    let out = stdout(&o);
+    assert!(out.contains(": valid (mode enforce, 1 rules"), "{out}");
+    assert!(
+        out.contains(r#"warning: tenant: serviceAccounts "team-a:*" matches nothing"#),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"warning: tenant: resources "pods.core" matches nothing: the core group has no name, write "pods""#),
+        "{out}"
+    );
+    let clean = run(&["policy", "validate", "tests/fixtures/policy.yaml"]);
+    assert!(!stdout(&clean).contains("warning"), "{}", stdout(&clean));
+}
+
+#[test]
 fn doctor_and_serve_refuse_a_policy_that_blocks_builtin_controllers() {
     let ok = run(&["doctor"]);
     assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));

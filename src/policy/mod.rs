@@ -8,6 +8,7 @@ pub mod approval;
 pub mod builtin;
 pub mod config;
 mod decide;
+mod lint;
 mod load;
 pub mod message;
 pub mod overrides;
@@ -18,6 +19,7 @@ use std::collections::BTreeMap;
 
 pub use config::{Approval, InvalidPolicy, Mode, Policy, PolicyError};
 pub use decide::{decide, rules_for};
+pub use lint::PolicyWarning;
 pub use load::{LoadError, from_bytes, load};
 pub use overrides::{Override, OverrideProblem};
 
