@@ -128,6 +128,27 @@ pub fn writes_approval(change: &Change<'_>, settings: &OverrideSettings) -> bool
     })
 }
 
+/// What is wrong with an `override-expires`, at a write or at a use.
+enum Expiry {
+    NotATime,
+    Passed,
+    /// Further ahead than `maxAge` (written as the policy says it).
+    TooFar(String),
+}
+
+/// An `override-expires` must be an RFC 3339 time, in the future, and at
+/// most `maxAge` ahead of `now`.
+fn check_expiry(text: &str, now: Timestamp, approval: &Approval) -> Result<(), Expiry> {
+    let expires: Timestamp = text.parse().map_err(|_| Expiry::NotATime)?;
+    if expires <= now {
+        return Err(Expiry::Passed);
+    }
+    if expires.duration_since(now) > approval.max_age {
+        return Err(Expiry::TooFar(format!("{:#}", approval.max_age)));
+    }
+    Ok(())
+}
+
 /// Checks a write of the approval annotations.
 pub fn check_write(
     change: &Change<'_>,
@@ -135,7 +156,6 @@ pub fn check_write(
     settings: &OverrideSettings,
     approval: &Approval,
 ) -> Result<(), ApprovalProblem> {
-    let now = change.now;
     let requester = &change.requester;
     if !approval.is_approver(requester.username, requester.groups) {
         return Err(ApprovalProblem::NotAnApprover);
@@ -155,19 +175,15 @@ pub fn check_write(
     if approved_by != requester.username {
         return Err(ApprovalProblem::SignedForSomeoneElse(approved_by.clone()));
     }
-    let expires_text = get(OVERRIDE_EXPIRES)?;
-    let expires: Timestamp = expires_text
-        .parse()
-        .map_err(|_| ApprovalProblem::BadExpiry(expires_text.clone()))?;
-    if expires <= now {
-        return Err(ApprovalProblem::AlreadyExpired(expires_text.clone()));
-    }
-    if expires.duration_since(now) > approval.max_age {
-        return Err(ApprovalProblem::BeyondMaxAge {
-            expires: expires_text.clone(),
-            max_age: format!("{:#}", approval.max_age),
-        });
-    }
+    let expires = get(OVERRIDE_EXPIRES)?;
+    check_expiry(expires, change.now, approval).map_err(|e| match e {
+        Expiry::NotATime => ApprovalProblem::BadExpiry(expires.clone()),
+        Expiry::Passed => ApprovalProblem::AlreadyExpired(expires.clone()),
+        Expiry::TooFar(max_age) => ApprovalProblem::BeyondMaxAge {
+            expires: expires.clone(),
+            max_age,
+        },
+    })?;
     // Only now, for an approver's valid approval, is the seal computed.
     let key = change.seal_key.ok_or(ApprovalProblem::NoSealKey)?;
     let uid = change.uid.ok_or(ApprovalProblem::NoUid)?;
@@ -175,7 +191,7 @@ pub fn check_write(
         uid,
         value,
         approved_by,
-        expires: expires_text,
+        expires,
     };
     let written = change.annotations.get(APPROVAL_SEAL);
     if written.is_some_and(|seal| key.verify(&sealed, mode, settings, approval, seal)) {
@@ -193,7 +209,6 @@ pub fn check_override(
     settings: &OverrideSettings,
     approval: &Approval,
 ) -> Result<Override, OverrideProblem> {
-    let now = change.now;
     let old = change.old_annotations;
     let Some(value) = old.get(&settings.annotation) else {
         return Err(if change.annotations.contains_key(&settings.annotation) {
@@ -213,19 +228,14 @@ pub fn check_override(
         return Err(OverrideProblem::ApprovalChanged);
     }
     let valid = overrides::parse(value, &settings.reasons)?;
-    let expires: Timestamp = expires_text
-        .parse()
-        .map_err(|_| OverrideProblem::Expired(expires_text.clone()))?;
-    if expires <= now {
-        return Err(OverrideProblem::Expired(expires_text.clone()));
-    }
     // As when it was written: an expiry further ahead was never admitted.
-    if expires.duration_since(now) > approval.max_age {
-        return Err(OverrideProblem::BeyondMaxAge {
+    check_expiry(expires_text, change.now, approval).map_err(|e| match e {
+        Expiry::NotATime | Expiry::Passed => OverrideProblem::Expired(expires_text.clone()),
+        Expiry::TooFar(max_age) => OverrideProblem::BeyondMaxAge {
             expires: expires_text.clone(),
-            max_age: format!("{:#}", approval.max_age),
-        });
-    }
+            max_age,
+        },
+    })?;
     if approved_by == change.requester.username {
         return Err(OverrideProblem::SelfApproved(approved_by.clone()));
     }
