@@ -240,7 +240,7 @@ pub struct Env {
     removed_condition: Option<(usize, Value)>,
 }
 
-static ENV: OnceLock<Option<Mutex<Env>>> = OnceLock::new();
+static ENV: OnceLock<Mutex<Env>> = OnceLock::new();
 
 /// The installed webhook, held for one scenario at a time (scenarios stop
 /// the server and change the configuration). The scenarios are `#[ignore]`d:
@@ -252,9 +252,7 @@ pub fn env() -> MutexGuard<'static, Env> {
         );
         Mutex::new(Env::install(cluster))
     });
-    let mut guard = env
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut guard = env.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     // Whatever an earlier scenario left behind: the server up, as shipped,
     // under the shipped policy in enforce mode.
     guard.set_conditions(Conditions::Shipped);

@@ -72,9 +72,8 @@ struct Helm {
 
 impl Helm {
     fn new(cluster: &Cluster, work: &Path) -> Helm {
-        let binary = helm_binary().expect(
-            "no helm: set FG_HELM, or build it with e2e/helm/build.sh (.ci/run does)",
-        );
+        let binary = helm_binary()
+            .expect("no helm: set FG_HELM, or build it with e2e/helm/build.sh (.ci/run does)");
         Helm {
             binary,
             kubeconfig: cluster.kubeconfig("admin"),
