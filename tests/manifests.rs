@@ -1609,6 +1609,38 @@ fn gitignore_keeps_certificates_out_of_git() {
     }
 }
 
+/// One licence, said the same in the crate, the chart and the image.
+#[test]
+fn the_licence_is_stated_wherever_the_product_ships() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let licence = env!("CARGO_PKG_LICENSE");
+    assert_eq!(licence, "Apache-2.0");
+    let text = std::fs::read_to_string(root.join("LICENSE")).unwrap();
+    assert!(
+        text.contains("Apache License") && text.contains("Version 2.0, January 2004"),
+        "LICENSE is the Apache License 2.0"
+    );
+    assert!(
+        text.contains("END OF TERMS AND CONDITIONS"),
+        "LICENSE is whole"
+    );
+    let chart: Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(root.join("charts/finalizer-guard/Chart.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        chart["annotations"]["artifacthub.io/license"],
+        json!(licence),
+        "Chart.yaml's Artifact Hub licence"
+    );
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    assert!(
+        dockerfile.contains(&format!("org.opencontainers.image.licenses=\"{licence}\""))
+            && dockerfile.contains("COPY LICENSE "),
+        "the image is labelled and carries the licence"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // The Helm chart renders what these manifests install
 
