@@ -488,11 +488,37 @@ pub fn test(args: TestArgs) -> Result<i32> {
     crate::suite::report(&outcomes, &mut std::io::stdout().lock())
 }
 
-/// `policy validate`: exit 0, or 1 with one error per line.
+/// `policy validate`: exit 0, or 1 with one error per line; 2 when the file
+/// cannot be read. It refuses what `serve` refuses, through the same checks:
+/// the policy parser, then [`crate::doctor::servable`].
 pub fn validate(args: ValidateArgs) -> Result<i32> {
     let ValidateArgs { file } = args;
-    match policy::load(&file) {
-        Ok(policy) => {
+    let policy = match policy::load(&file) {
+        Ok(policy) => policy,
+        Err(LoadError::Invalid(invalid)) => {
+            for e in &invalid.0 {
+                println!("{}: {e}", file.display());
+            }
+            return Ok(1);
+        }
+        Err(e) => return Err(Error::policy(&file, e)),
+    };
+    match crate::doctor::servable(&policy) {
+        Err(blocked) => {
+            println!(
+                "{}: {}",
+                file.display(),
+                Error::BlocksBuiltinControllers(blocked)
+            );
+            Ok(1)
+        }
+        Ok(warned) => {
+            for b in &warned {
+                eprintln!(
+                    "warning: {}: served in warn mode, refused in enforce mode: it would block the {b}",
+                    file.display()
+                );
+            }
             println!(
                 "{}: valid (mode {}, {} rules, builtinControllers {}, override annotation {})",
                 file.display(),
@@ -503,13 +529,6 @@ pub fn validate(args: ValidateArgs) -> Result<i32> {
             );
             Ok(0)
         }
-        Err(LoadError::Invalid(invalid)) => {
-            for e in &invalid.0 {
-                println!("{}: {e}", file.display());
-            }
-            Ok(1)
-        }
-        Err(e) => Err(Error::policy(&file, e)),
     }
 }
 

@@ -442,3 +442,54 @@ fn policy_suggest_reads_evidence_and_merges_into_a_valid_policy() {
         "{o:?}"
     );
 }
+
+/// `serve` refuses this policy, and so does `policy validate`, through the
+/// same check; warn mode serves it, and validate says what enforce would refuse.
+#[test]
+fn policy_validate_refuses_what_serve_refuses() {
+    let (_dir, blocks) = policy_file("builtinControllers: false\n");
+    let refused = serve_refusal(&blocks);
+    assert!(
+        refused.contains("the policy would block Kubernetes' own controllers"),
+        "{refused}"
+    );
+    let o = run(&["policy", "validate", blocks.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let out = stdout(&o);
+    assert!(
+        out.starts_with(&format!(
+            "{}: the policy would block Kubernetes' own controllers (refused in enforce mode): ",
+            blocks.display()
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("namespace controller (system:serviceaccount:kube-system:namespace-controller) removing finalizer \"kubernetes\""),
+        "{out}"
+    );
+    assert!(!out.contains("valid ("), "{out}");
+
+    // Warn mode: served (logging what it would block), so valid, with a warning.
+    let (_dir, warn) = policy_file("mode: warn\nbuiltinControllers: false\n");
+    let o = run(&["policy", "validate", warn.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(stdout(&o).contains(": valid (mode warn"), "{o:?}");
+    assert!(
+        stderr(&o).contains("warning: ")
+            && stderr(&o).contains("refused in enforce mode: it would block the job controller"),
+        "{o:?}"
+    );
+
+    // Whatever makes serve refuse at start makes validate exit non-zero.
+    for policy in [
+        "builtinControllers: false\n",
+        "mode: enforce\nbuiltinControllers: false\nrules:\n  - finalizers: [\"kubernetes.io/pvc-protection\"]\n    users: [system:kube-controller-manager]\n",
+        "rules:\n  - finalizers: [a]\n    usrs: [bob]\n",
+        "mode: block\n",
+    ] {
+        let (_dir, path) = policy_file(policy);
+        serve_refusal(&path);
+        let o = run(&["policy", "validate", path.to_str().unwrap()]);
+        assert_ne!(o.status.code(), Some(0), "{policy:?}: {o:?}");
+    }
+}
