@@ -1013,6 +1013,28 @@ fn match_conditions_skip_exactly_the_builtin_controller_usernames() {
     assert!(skip.expression.contains("request.userInfo.username in ["));
 }
 
+/// The deployment guide names every identity the shipped matchConditions
+/// let past the webhook: what an operator reads is what is skipped.
+#[test]
+fn deployment_guide_names_every_skipped_identity() {
+    let guide =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deployment.md"))
+            .unwrap();
+    let section = guide
+        .split("- `not-builtin-controller`:")
+        .nth(1)
+        .expect("docs/deployment.md explains the not-builtin-controller condition");
+    let section = section.split("\n## ").next().unwrap();
+    let missing: Vec<&str> = builtin::all_usernames()
+        .into_iter()
+        .filter(|user| !section.contains(&format!("`{user}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/deployment.md does not name these skipped identities: {missing:?}"
+    );
+}
+
 #[test]
 fn match_conditions_name_the_approval_annotations_the_policy_uses() {
     let base = Base::load();
