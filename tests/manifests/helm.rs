@@ -491,6 +491,174 @@ events:
     assert!(matches!(serve.log_format, cli::LogFormat::Text));
 }
 
+/// The webhook's failurePolicy follows the policy's mode unless
+/// `webhook.failurePolicy` says otherwise: fail open while it warns, closed
+/// once it enforces.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn failure_policy_follows_the_mode_unless_set() {
+    let helm = helm();
+    let webhook = |args: &[&str]| -> (String, u64) {
+        let rendered = template(&helm, args);
+        let config = find(&rendered, "ValidatingWebhookConfiguration finalizer-guard")
+            .unwrap()
+            .clone();
+        check_all(&rendered);
+        (
+            text(&config, "/webhooks/0/failurePolicy").to_string(),
+            config["webhooks"][0]["timeoutSeconds"].as_u64().unwrap(),
+        )
+    };
+    for (args, failure_policy) in [
+        (&[][..], "Ignore"),
+        (&["--set", "policy.mode=enforce"][..], "Fail"),
+        (&["--set", "policy.mode=null"][..], "Fail"),
+        (&["--set", "webhook.failurePolicy=Fail"][..], "Fail"),
+        (
+            &["--set", "policy.mode=enforce,webhook.failurePolicy=Ignore"][..],
+            "Ignore",
+        ),
+        (
+            &["--set", "policy.mode=enforce,webhook.failurePolicy="][..],
+            "Fail",
+        ),
+    ] {
+        assert_eq!(webhook(args), (failure_policy.to_string(), 5), "{args:?}");
+    }
+    assert_eq!(
+        webhook(&["--set", "webhook.timeoutSeconds=12"]),
+        ("Ignore".to_string(), 12)
+    );
+}
+
+/// `extraArgs`, `extraEnv`, `extraVolumes` and `extraVolumeMounts` reach the
+/// webhook container, and what they add is what `serve` takes: recordings on
+/// a writable volume, client certificates from the mounted Secret's CA.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn extra_values_reach_the_webhook_container() {
+    let helm = helm();
+    let values = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        values.path(),
+        r#"
+extraArgs:
+  - --client-ca=/etc/finalizer-guard/tls/ca.crt
+  - --record-dir=/var/lib/finalizer-guard/recordings
+  - --record-max-files=500
+extraEnv:
+  - name: RUST_LOG
+    value: info,finalizer_guard=debug
+  - name: FINALIZER_GUARD_RECORD_MAX_BYTES
+    value: "104857600"
+extraVolumes:
+  - name: recordings
+    emptyDir: {sizeLimit: 300Mi}
+extraVolumeMounts:
+  - name: recordings
+    mountPath: /var/lib/finalizer-guard/recordings
+"#,
+    )
+    .unwrap();
+    let rendered = template(&helm, &["-f", values.path().to_str().unwrap()]);
+    check_all(&rendered);
+    let deployment: Deployment = serde_json::from_value(
+        find(
+            &rendered,
+            &format!("Deployment {NAMESPACE}/finalizer-guard"),
+        )
+        .unwrap()
+        .clone(),
+    )
+    .unwrap();
+    let pod = deployment.spec.template.spec.unwrap();
+    let container = &pod.containers[0];
+
+    let volumes: Vec<String> = pod
+        .volumes
+        .unwrap()
+        .into_iter()
+        .map(|v| {
+            if v.name == "recordings" {
+                assert!(v.empty_dir.is_some(), "the volume as given");
+            }
+            v.name
+        })
+        .collect();
+    assert_eq!(volumes, ["policy", "tls", "recordings"]);
+    let mounts: Vec<(String, String)> = container
+        .volume_mounts
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.name, m.mount_path))
+        .collect();
+    assert_eq!(
+        mounts.last().unwrap(),
+        &(
+            "recordings".to_string(),
+            "/var/lib/finalizer-guard/recordings".to_string()
+        )
+    );
+    for (name, _) in &mounts {
+        assert!(volumes.contains(name), "mount {name} has a volume");
+    }
+
+    let env: BTreeMap<String, String> = container
+        .env
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.value.unwrap()))
+        .collect();
+    assert_eq!(env["RUST_LOG"], "info,finalizer_guard=debug");
+    assert_eq!(
+        env["FINALIZER_GUARD_LOG_FORMAT"], "json",
+        "the chart's own stay"
+    );
+
+    // What the container runs, flags and the variables `serve` reads (each
+    // given as the flag it stands for), is what `serve` takes.
+    let command = Cli::command();
+    let serve_command = command.find_subcommand("serve").unwrap();
+    let mut args = vec!["finalizer-guard".to_string()];
+    args.extend(container.args.clone().unwrap());
+    for (name, value) in env
+        .iter()
+        .filter(|(n, _)| n.starts_with("FINALIZER_GUARD_"))
+    {
+        let flag = serve_command
+            .get_arguments()
+            .find(|a| a.get_env().is_some_and(|e| e == name.as_str()))
+            .and_then(|a| a.get_long())
+            .unwrap_or_else(|| panic!("serve reads no {name}"));
+        args.push(format!("--{flag}={value}"));
+    }
+    let parsed = Cli::try_parse_from(&args)
+        .unwrap_or_else(|e| panic!("serve refuses the chart's settings {args:?}: {e}"));
+    let cli::Command::Serve(serve) = parsed.command else {
+        panic!("not serve: {args:?}");
+    };
+    let config = serve.into_config();
+    assert_eq!(
+        config.client_ca.as_deref(),
+        Some(Path::new("/etc/finalizer-guard/tls/ca.crt"))
+    );
+    assert!(
+        pod_mounts_path(&mounts, "/etc/finalizer-guard/tls/ca.crt"),
+        "--client-ca names a mounted file"
+    );
+    let record = config.record.expect("--record-dir reaches serve");
+    assert_eq!(record.dir, Path::new("/var/lib/finalizer-guard/recordings"));
+    assert_eq!(record.max_files, 500);
+    assert_eq!(record.max_bytes, 104_857_600);
+}
+
+/// Whether one of the container's mounts holds `path`.
+fn pod_mounts_path(mounts: &[(String, String)], path: &str) -> bool {
+    mounts.iter().any(|(_, at)| Path::new(path).starts_with(at))
+}
+
 #[test]
 #[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn schema_refuses_a_misspelled_or_mistyped_value_and_names_it() {
@@ -511,6 +679,13 @@ fn schema_refuses_a_misspelled_or_mistyped_value_and_names_it() {
         ("certificates.generated.days=soon", "days"),
         ("events.enable=false", "enable"),
         ("logFormat=xml", "logFormat"),
+        ("webhook.failurePolicy=Open", "failurePolicy"),
+        ("webhook.timeoutSeconds=31", "timeoutSeconds"),
+        ("webhook.timeoutSeconds=0", "timeoutSeconds"),
+        ("webhook.timeout=3", "timeout"),
+        ("extraArgs[0].flag=x", "extraArgs"),
+        ("extraVolumeMounts[0].name=data", "mountPath"),
+        ("extraEnv[0].value=x", "name"),
         (
             "policy.builtinIdentities[0].controller=nope,policy.builtinIdentities[0].users={x}",
             "controller",
