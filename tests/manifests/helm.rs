@@ -659,6 +659,133 @@ fn pod_mounts_path(mounts: &[(String, String)], path: &str) -> bool {
     mounts.iter().any(|(_, at)| Path::new(path).starts_with(at))
 }
 
+/// NOTES.txt as `helm install` prints it. `helm template` leaves NOTES.txt
+/// out, so a copy of the chart gets one more template that carries it.
+fn notes(helm: &Path, args: &[&str]) -> String {
+    let copy = tempfile::tempdir().unwrap();
+    let chart_copy = copy.path().join("finalizer-guard");
+    for entry in ["Chart.yaml", "values.yaml", "values.schema.json"] {
+        std::fs::create_dir_all(chart_copy.join("templates")).unwrap();
+        std::fs::copy(chart().join(entry), chart_copy.join(entry)).unwrap();
+    }
+    for entry in std::fs::read_dir(chart().join("templates")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(
+            &path,
+            chart_copy.join("templates").join(path.file_name().unwrap()),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        chart_copy.join("templates/zz-notes.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  \
+         NOTES.txt: {{ include (printf \"%s/templates/NOTES.txt\" .Chart.Name) . | quote }}\n",
+    )
+    .unwrap();
+    let mut full = vec![
+        "template",
+        RELEASE,
+        chart_copy.to_str().unwrap(),
+        "--namespace",
+        NAMESPACE,
+        "--show-only",
+        "templates/zz-notes.yaml",
+    ];
+    full.extend_from_slice(args);
+    let run = run_helm(helm, &full);
+    assert!(run.ok, "helm {}: {}", full.join(" "), run.stderr);
+    let docs = documents(&run.stdout).unwrap();
+    text(&docs[0], "/data/NOTES.txt").to_string()
+}
+
+/// The install notes say where the image comes from, how the webhook fails,
+/// and a path from warn to enforce whose commands work: the log command
+/// selects the webhook's pods and prints lines `policy suggest` can read.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn install_notes_say_where_the_image_comes_from_and_how_to_enforce() {
+    let helm = helm();
+    let warn = notes(&helm, &[]);
+    for said in [
+        "The pods run the image finalizer-guard:0.1.0",
+        "No registry\npublishes finalizer-guard",
+        "Dockerfile",
+        "docker build -t REGISTRY/finalizer-guard:0.1.0 .    # or: podman build",
+        "--set image.repository=REGISTRY/finalizer-guard",
+        "fails open (failurePolicy Ignore)",
+        "WARN mode",
+        "finalizer-guard policy suggest --merge policy.yaml finalizer-guard-audit.jsonl",
+        "finalizer-guard doctor --cluster --policy merged.yaml",
+        "kubectl -n finalizer-guard get configmap finalizer-guard-policy",
+        "--set policy.mode=enforce",
+    ] {
+        assert!(warn.contains(said), "NOTES.txt lacks {said:?}:\n{warn}");
+    }
+    assert!(!warn.contains("fails closed (failurePolicy Fail)"), "{warn}");
+
+    // The logs: every pod's, whole, unprefixed (a `[pod/...]` prefix makes
+    // the lines unreadable to `policy suggest`).
+    let logs = warn
+        .lines()
+        .skip_while(|l| !l.contains(" logs -l "))
+        .take_while(|l| !l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(!logs.is_empty(), "no kubectl logs command:\n{warn}");
+    assert!(!logs.contains("--prefix"), "{logs}");
+    assert!(!logs.contains("| grep"), "{logs}");
+    assert!(
+        logs.contains("--tail=-1"),
+        "all lines, not the last 10: {logs}"
+    );
+    assert!(logs.contains("> finalizer-guard-audit.jsonl"), "{logs}");
+    let selector = logs
+        .split(" -l ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    let rendered = template(&helm, &[]);
+    let deployment: Deployment = serde_json::from_value(
+        find(
+            &rendered,
+            &format!("Deployment {NAMESPACE}/finalizer-guard"),
+        )
+        .unwrap()
+        .clone(),
+    )
+    .unwrap();
+    let labels = deployment.spec.template.metadata.unwrap().labels.unwrap();
+    for pair in selector.split(',') {
+        let (key, value) = pair.split_once('=').unwrap();
+        assert_eq!(
+            labels.get(key).map(String::as_str),
+            Some(value),
+            "kubectl logs -l {selector} selects the webhook's pods"
+        );
+    }
+
+    let enforce = notes(
+        &helm,
+        &[
+            "--set",
+            "policy.mode=enforce,image.repository=registry.example.com/fg,image.tag=1.2.3",
+        ],
+    );
+    for said in [
+        "The pods run the image registry.example.com/fg:1.2.3",
+        "fails closed (failurePolicy Fail)",
+        "ENFORCE mode",
+        "finalizer-guard doctor --cluster",
+    ] {
+        assert!(
+            enforce.contains(said),
+            "NOTES.txt lacks {said:?}:\n{enforce}"
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn schema_refuses_a_misspelled_or_mistyped_value_and_names_it() {
