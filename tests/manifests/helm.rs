@@ -531,6 +531,69 @@ fn failure_policy_follows_the_mode_unless_set() {
     );
 }
 
+/// `helm upgrade --reuse-values` from a release of a chart that had none of
+/// the `webhook` and `extra*` values renders them as their defaults: Helm
+/// then reuses the old chart's values, where they are absent.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn values_from_before_webhook_and_extras_still_render() {
+    let helm = helm();
+    let copy = copy_chart();
+    let chart_copy = copy.path().join("finalizer-guard");
+    let mut values: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(chart_copy.join("values.yaml")).unwrap())
+            .unwrap();
+    for key in [
+        "webhook",
+        "extraArgs",
+        "extraEnv",
+        "extraVolumes",
+        "extraVolumeMounts",
+    ] {
+        assert!(
+            values.as_object_mut().unwrap().remove(key).is_some(),
+            "{key}"
+        );
+    }
+    std::fs::write(
+        chart_copy.join("values.yaml"),
+        serde_yaml_ng::to_string(&values).unwrap(),
+    )
+    .unwrap();
+    for (mode, failure_policy) in [("warn", "Ignore"), ("enforce", "Fail")] {
+        let set = format!("policy.mode={mode}");
+        let run = run_helm(
+            &helm,
+            &[
+                "template",
+                RELEASE,
+                chart_copy.to_str().unwrap(),
+                "--namespace",
+                NAMESPACE,
+                "--set",
+                &set,
+            ],
+        );
+        assert!(run.ok, "{}", run.stderr);
+        let rendered = documents(&run.stdout).unwrap();
+        check_all(&rendered);
+        let webhook = find(&rendered, "ValidatingWebhookConfiguration finalizer-guard").unwrap();
+        assert_eq!(text(webhook, "/webhooks/0/failurePolicy"), failure_policy);
+        assert_eq!(webhook["webhooks"][0]["timeoutSeconds"], json!(5));
+        let ours = template(&helm, &["--set", &set]);
+        let deployment = |objects: &[Value]| {
+            find(objects, &format!("Deployment {NAMESPACE}/finalizer-guard"))
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(
+            first_difference(&deployment(&ours), &deployment(&rendered), ""),
+            None,
+            "the Deployment is the one the current values render"
+        );
+    }
+}
+
 /// `extraArgs`, `extraEnv`, `extraVolumes` and `extraVolumeMounts` reach the
 /// webhook container, and what they add is what `serve` takes: recordings on
 /// a writable volume, client certificates from the mounted Secret's CA.
@@ -659,13 +722,12 @@ fn pod_mounts_path(mounts: &[(String, String)], path: &str) -> bool {
     mounts.iter().any(|(_, at)| Path::new(path).starts_with(at))
 }
 
-/// NOTES.txt as `helm install` prints it. `helm template` leaves NOTES.txt
-/// out, so a copy of the chart gets one more template that carries it.
-fn notes(helm: &Path, args: &[&str]) -> String {
+/// A copy of the chart, in `DIR/finalizer-guard`, to render with changes.
+fn copy_chart() -> tempfile::TempDir {
     let copy = tempfile::tempdir().unwrap();
     let chart_copy = copy.path().join("finalizer-guard");
+    std::fs::create_dir_all(chart_copy.join("templates")).unwrap();
     for entry in ["Chart.yaml", "values.yaml", "values.schema.json"] {
-        std::fs::create_dir_all(chart_copy.join("templates")).unwrap();
         std::fs::copy(chart().join(entry), chart_copy.join(entry)).unwrap();
     }
     for entry in std::fs::read_dir(chart().join("templates")).unwrap() {
@@ -676,6 +738,14 @@ fn notes(helm: &Path, args: &[&str]) -> String {
         )
         .unwrap();
     }
+    copy
+}
+
+/// NOTES.txt as `helm install` prints it. `helm template` leaves NOTES.txt
+/// out, so a copy of the chart gets one more template that carries it.
+fn notes(helm: &Path, args: &[&str]) -> String {
+    let copy = copy_chart();
+    let chart_copy = copy.path().join("finalizer-guard");
     std::fs::write(
         chart_copy.join("templates/zz-notes.yaml"),
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  \
@@ -721,7 +791,10 @@ fn install_notes_say_where_the_image_comes_from_and_how_to_enforce() {
     ] {
         assert!(warn.contains(said), "NOTES.txt lacks {said:?}:\n{warn}");
     }
-    assert!(!warn.contains("fails closed (failurePolicy Fail)"), "{warn}");
+    assert!(
+        !warn.contains("fails closed (failurePolicy Fail)"),
+        "{warn}"
+    );
 
     // The logs: every pod's, whole, unprefixed (a `[pod/...]` prefix makes
     // the lines unreadable to `policy suggest`).
