@@ -27,7 +27,11 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
  && install -D -m 0755 target/release/finalizer-guard /out/finalizer-guard
 
 FROM gcr.io/distroless/cc-debian12:nonroot
+LABEL org.opencontainers.image.title="finalizer-guard" \
+      org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /out/finalizer-guard /usr/local/bin/finalizer-guard
+# The licence travels with the binary (Apache-2.0, section 4).
+COPY LICENSE /usr/share/doc/finalizer-guard/LICENSE
 # Numeric, so the kubelet can check runAsNonRoot without a passwd lookup;
 # the Deployment sets the same user.
 USER 65532:65532

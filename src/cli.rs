@@ -280,12 +280,20 @@ pub struct CheckArgs {
     pub reviews: Vec<PathBuf>,
 }
 
-/// Parses `500ms`, `5s`, `2m`, `1h` (and ISO 8601 `PT5S`).
+/// Parses `500ms`, `5s`, `2m`, `1h`, `1h30m` (and ISO 8601 `PT5S`). The error
+/// says what is accepted: it is what a person reads after a typo.
 pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
-    let d: jiff::SignedDuration = s
-        .parse()
-        .map_err(|e| format!("{s:?} is not a duration like 500ms, 5s or 2m: {e}"))?;
-    Duration::try_from(d).map_err(|_| format!("{s:?} is negative"))
+    const ACCEPTED: &str = "a number and a unit, ms, s, m or h: e.g. 500ms, 30s, 30m, 2h or 1h30m";
+    let d: jiff::SignedDuration = s.parse().map_err(|_| {
+        if s.parse::<jiff::Span>().is_ok() {
+            format!(
+                "{s:?}: days, weeks, months and years are not accepted (their length varies); give {ACCEPTED}"
+            )
+        } else {
+            format!("{s:?} is not a duration: give {ACCEPTED}")
+        }
+    })?;
+    Duration::try_from(d).map_err(|_| format!("{s:?} is negative: give {ACCEPTED}"))
 }
 
 /// Loads `--policy`, or the embedded default.
@@ -510,7 +518,8 @@ pub fn check(args: CheckArgs) -> Result<i32> {
     })
 }
 
-/// `test`: exit 0 when every case passed, 1 when any failed or changed.
+/// `test`: exit 0 when every case passed, 1 when any failed or changed, 2
+/// when an input could not be read (as `check` and `policy validate`).
 pub fn test(args: TestArgs) -> Result<i32> {
     let TestArgs { policy, paths } = args;
     let policy = policy.map(|p| policy_flag(Some(&p))).transpose()?;
@@ -518,11 +527,37 @@ pub fn test(args: TestArgs) -> Result<i32> {
     crate::suite::report(&outcomes, &mut std::io::stdout().lock())
 }
 
-/// `policy validate`: exit 0, or 1 with one error per line.
+/// `policy validate`: exit 0, or 1 with one error per line; 2 when the file
+/// cannot be read. It refuses what `serve` refuses, through the same checks:
+/// the policy parser, then [`crate::doctor::servable`].
 pub fn validate(args: ValidateArgs) -> Result<i32> {
     let ValidateArgs { file } = args;
-    match policy::load(&file) {
-        Ok(policy) => {
+    let policy = match policy::load(&file) {
+        Ok(policy) => policy,
+        Err(LoadError::Invalid(invalid)) => {
+            for e in &invalid.0 {
+                println!("{}: {e}", file.display());
+            }
+            return Ok(1);
+        }
+        Err(e) => return Err(Error::policy(&file, e)),
+    };
+    match crate::doctor::servable(&policy) {
+        Err(blocked) => {
+            println!(
+                "{}: {}",
+                file.display(),
+                Error::BlocksBuiltinControllers(blocked)
+            );
+            Ok(1)
+        }
+        Ok(warned) => {
+            for b in &warned {
+                eprintln!(
+                    "warning: {}: served in warn mode, refused in enforce mode: it would block the {b}",
+                    file.display()
+                );
+            }
             println!(
                 "{}: valid (mode {}, {} rules, builtinControllers {}, override annotation {})",
                 file.display(),
@@ -537,13 +572,6 @@ pub fn validate(args: ValidateArgs) -> Result<i32> {
             }
             Ok(0)
         }
-        Err(LoadError::Invalid(invalid)) => {
-            for e in &invalid.0 {
-                println!("{}: {e}", file.display());
-            }
-            Ok(1)
-        }
-        Err(e) => Err(Error::policy(&file, e)),
     }
 }
 
@@ -634,8 +662,28 @@ mod tests {
         assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("-5s").is_err());
-        assert!(parse_duration("soon").is_err());
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("-5s").unwrap_err().contains("negative"));
+        for (typed, said) in [
+            (
+                "soon",
+                "\"soon\" is not a duration: give a number and a unit, ms, s, m or h",
+            ),
+            ("30", "\"30\" is not a duration"),
+            (
+                "1y",
+                "\"1y\": days, weeks, months and years are not accepted",
+            ),
+            (
+                "2d",
+                "\"2d\": days, weeks, months and years are not accepted",
+            ),
+        ] {
+            let e = parse_duration(typed).unwrap_err();
+            assert!(e.starts_with(said), "{typed}: {e}");
+            assert!(e.contains("30m"), "{typed}: {e}");
+            assert!(!e.contains("jiff"), "{typed}: no library talk: {e}");
+        }
     }
 
     #[test]

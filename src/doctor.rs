@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use crate::policy::builtin::{BUILTIN_CONTROLLERS, BuiltinController, KUBE_CONTROLLER_MANAGER};
 use crate::policy::{
-    self, Change, FinalizerField, FinalizerLists, Operation, Policy, Requester, Target, Verdict,
+    self, Change, FinalizerField, FinalizerLists, Mode, Operation, Policy, Requester, Target,
+    Verdict,
 };
 
 /// One built-in removal the policy does not allow.
@@ -58,6 +59,20 @@ pub fn check(policy: &Policy) -> Vec<Blocked> {
         }
     }
     blocked
+}
+
+/// Whether `serve` takes this policy, as far as the built-in controllers go:
+/// the one check behind `serve`'s start, every reload and `policy validate`.
+///
+/// In enforce mode a policy that would block any built-in controller is
+/// refused (`Err`, every blocked removal). In warn mode it is served, and the
+/// removals enforcing it would block come back to be reported (`Ok`).
+pub fn servable(policy: &Policy) -> Result<Vec<Blocked>, Vec<Blocked>> {
+    let blocked = check(policy);
+    match policy.mode {
+        Mode::Enforce if !blocked.is_empty() => Err(blocked),
+        Mode::Enforce | Mode::Warn => Ok(blocked),
+    }
 }
 
 /// How many removals [`check`] decides.
@@ -160,6 +175,16 @@ mod tests {
         );
         let warn = Policy::from_yaml("mode: warn\nbuiltinControllers: false\n").unwrap();
         assert!(check(&warn).iter().all(|b| b.verdict == Verdict::WouldDeny));
+    }
+
+    #[test]
+    fn enforce_refuses_what_warn_only_reports() {
+        assert_eq!(servable(&Policy::embedded_default()), Ok(vec![]));
+        let enforce = Policy::from_yaml("builtinControllers: false\n").unwrap();
+        assert_eq!(servable(&enforce), Err(check(&enforce)));
+        let warn = Policy::from_yaml("mode: warn\nbuiltinControllers: false\n").unwrap();
+        let reported = servable(&warn).unwrap();
+        assert_eq!(reported.len(), checked());
     }
 
     #[test]

@@ -88,15 +88,20 @@ pub struct Outcome {
     pub name: String,
     /// `None`: passed. `Some(why)`: failed or changed, and why.
     pub failure: Option<String>,
+    /// The failure is the input's: a path that cannot be read, or is not a
+    /// suite, recording or case file (exit 2, as for `check`), not a case
+    /// whose decision differs from its expectation (exit 1).
+    pub unreadable: bool,
     /// What was decided, for the passing line.
     pub summary: String,
 }
 
 impl Outcome {
     pub fn line(&self) -> String {
-        match &self.failure {
-            None => format!("ok   {}: {}", self.name, self.summary),
-            Some(why) => format!("FAIL {}: {why}", self.name),
+        match (&self.failure, self.unreadable) {
+            (None, _) => format!("ok   {}: {}", self.name, self.summary),
+            (Some(why), false) => format!("FAIL {}: {why}", self.name),
+            (Some(why), true) => format!("ERROR {}: {why}", self.name),
         }
     }
 }
@@ -126,7 +131,7 @@ fn run_path(
     if path.is_dir() {
         let mut entries: Vec<PathBuf> = match std::fs::read_dir(path) {
             Ok(entries) => entries.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-            Err(e) => return out.push(failed(path, format!("cannot read folder: {e}"))),
+            Err(e) => return out.push(unreadable(path, format!("cannot read folder: {e}"))),
         };
         entries.sort();
         let before = out.len();
@@ -136,7 +141,7 @@ fn run_path(
             }
         }
         if out.len() == before {
-            out.push(failed(
+            out.push(unreadable(
                 path,
                 "no suite, recording or case file in this folder".into(),
             ));
@@ -152,22 +157,32 @@ fn is_suite(path: &Path) -> bool {
     path.is_file() && path.extension().is_some_and(|e| e == "yaml" || e == "yml")
 }
 
+/// A case that ran and did not decide as expected.
 fn failed(path: &Path, why: String) -> Outcome {
     Outcome {
         name: path.display().to_string(),
         failure: Some(why),
+        unreadable: false,
         summary: String::new(),
+    }
+}
+
+/// An input that could not be read, or is not something `test` runs.
+fn unreadable(path: &Path, why: String) -> Outcome {
+    Outcome {
+        unreadable: true,
+        ..failed(path, why)
     }
 }
 
 fn run_suite(path: &Path, override_policy: Option<&Arc<Policy>>, out: &mut Vec<Outcome>) {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
-        Err(e) => return out.push(failed(path, format!("cannot read suite: {e}"))),
+        Err(e) => return out.push(unreadable(path, format!("cannot read suite: {e}"))),
     };
     let suite: SuiteFile = match serde_yaml_ng::from_str(&text) {
         Ok(suite) => suite,
-        Err(e) => return out.push(failed(path, format!("not a suite file: {e}"))),
+        Err(e) => return out.push(unreadable(path, format!("not a suite file: {e}"))),
     };
     let base = path.parent().unwrap_or(Path::new("."));
     let policy = match (override_policy, &suite.policy) {
@@ -176,7 +191,9 @@ fn run_suite(path: &Path, override_policy: Option<&Arc<Policy>>, out: &mut Vec<O
             let file = base.join(file);
             match crate::policy::load(&file) {
                 Ok(p) => Arc::new(p),
-                Err(e) => return out.push(failed(path, Error::policy(file, e).to_string())),
+                Err(e) => {
+                    return out.push(unreadable(path, Error::policy(file, e).to_string()));
+                }
             }
         }
         (None, None) => Arc::new(Policy::embedded_default()),
@@ -193,21 +210,26 @@ fn run_suite(path: &Path, override_policy: Option<&Arc<Policy>>, out: &mut Vec<O
                 out.push(Outcome {
                     name,
                     failure: Some(why),
+                    unreadable: true,
                     summary: String::new(),
                 });
                 continue;
             }
         };
-        let (failure, summary_line) = match admission::review(&policy, &body) {
+        // A review that cannot be decided (not an AdmissionReview, say) is
+        // an input error, as `check` counts it; the expectation never meets it.
+        let (failure, unreadable, summary_line) = match admission::review(&policy, &body) {
             Err(e) => (
                 Some(format!("expected {}, got error: {e}", case.expect.as_str())),
+                true,
                 String::new(),
             ),
-            Ok(r) => (check_suite_case(&case, &r), r.verdict().to_string()),
+            Ok(r) => (check_suite_case(&case, &r), false, r.verdict().to_string()),
         };
         out.push(Outcome {
             name,
             failure,
+            unreadable,
             summary: summary_line,
         });
     }
@@ -268,16 +290,16 @@ fn run_json(path: &Path, policy: &Policy) -> Outcome {
     let name = path.display().to_string();
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
-        Err(e) => return failed(path, format!("cannot read: {e}")),
+        Err(e) => return unreadable(path, format!("cannot read: {e}")),
     };
     let value: serde_json::Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
-        Err(e) => return failed(path, format!("not JSON: {e}")),
+        Err(e) => return unreadable(path, format!("not JSON: {e}")),
     };
     if value["kind"] == recording::KIND {
         let recorded: Recording = match serde_json::from_value(value) {
             Ok(r) => r,
-            Err(e) => return failed(path, format!("not a recording: {e}")),
+            Err(e) => return unreadable(path, format!("not a recording: {e}")),
         };
         let body = serde_json::to_vec(&recorded.review).expect("JSON re-serializes");
         return match admission::review(policy, &body) {
@@ -289,6 +311,7 @@ fn run_json(path: &Path, policy: &Policy) -> Outcome {
                 Outcome {
                     name,
                     failure: None,
+                    unreadable: false,
                     summary: format!("{} (as recorded)", r.verdict()),
                 }
             }
@@ -299,6 +322,7 @@ fn run_json(path: &Path, policy: &Policy) -> Outcome {
                     recorded.decision,
                     summary(&r)
                 )),
+                unreadable: false,
                 summary: String::new(),
             },
         };
@@ -308,30 +332,48 @@ fn run_json(path: &Path, policy: &Policy) -> Outcome {
     {
         let case: CaseFile = match serde_json::from_value(value) {
             Ok(c) => c,
-            Err(e) => return failed(path, format!("not a case file: {e}")),
+            Err(e) => return unreadable(path, format!("not a case file: {e}")),
         };
         let checked = cases::check(policy, &case);
         return Outcome {
             name,
             failure: (!checked.problems.is_empty()).then(|| checked.problems.join("; ")),
+            unreadable: false,
             summary: checked.decided,
         };
     }
-    failed(
+    unreadable(
         path,
         "a bare AdmissionReview has no expectation: list it in a suite file, or use `check`".into(),
     )
 }
 
-/// Prints one line per case and the closing count; returns the exit code.
+/// Prints one line per case and the closing count; returns the exit code:
+/// 0 all passed, 1 any failed or changed, 2 any input unreadable (as `check`).
 pub fn report(outcomes: &[Outcome], out: &mut impl std::io::Write) -> Result<i32> {
-    let failed = outcomes.iter().filter(|o| o.failure.is_some()).count();
+    let unreadable = outcomes.iter().filter(|o| o.unreadable).count();
+    let failed = outcomes.iter().filter(|o| o.failure.is_some()).count() - unreadable;
+    let passed = outcomes.len() - failed - unreadable;
+    let stdout = |e| crate::error::Error::io("stdout", e);
     for o in outcomes {
-        writeln!(out, "{}", o.line()).map_err(|e| crate::error::Error::io("stdout", e))?;
+        writeln!(out, "{}", o.line()).map_err(stdout)?;
     }
-    writeln!(out, "{} passed, {} failed", outcomes.len() - failed, failed)
-        .map_err(|e| crate::error::Error::io("stdout", e))?;
-    Ok(if failed > 0 { 1 } else { 0 })
+    if unreadable > 0 {
+        writeln!(
+            out,
+            "{passed} passed, {failed} failed, {unreadable} unreadable"
+        )
+    } else {
+        writeln!(out, "{passed} passed, {failed} failed")
+    }
+    .map_err(stdout)?;
+    Ok(if unreadable > 0 {
+        2
+    } else if failed > 0 {
+        1
+    } else {
+        0
+    })
 }
 
 #[cfg(test)]
@@ -463,5 +505,51 @@ mod tests {
                 .unwrap()
                 .contains("unknown field `expected`")
         );
+        assert!(outcomes[0].unreadable, "not a suite file: an input error");
+    }
+
+    /// A failed case exits 1; an input that cannot be read exits 2, whatever
+    /// else failed beside it.
+    #[test]
+    fn unreadable_inputs_exit_2_and_failed_cases_1() {
+        let dir = tempfile::tempdir().unwrap();
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/reviews");
+        let wrong = dir.path().join("wrong.yaml");
+        std::fs::write(
+            &wrong,
+            format!(
+                "cases:\n  - review: {}/pod-strip-finalizers.json\n    expect: allowed\n",
+                examples.display()
+            ),
+        )
+        .unwrap();
+        let missing_review = dir.path().join("missing-review.yaml");
+        std::fs::write(
+            &missing_review,
+            "cases:\n  - name: gone\n    review: gone.json\n    expect: denied\n",
+        )
+        .unwrap();
+        let exit = |paths: &[PathBuf]| {
+            let outcomes = run(paths, None);
+            let mut out = Vec::new();
+            let code = report(&outcomes, &mut out).unwrap();
+            (code, String::from_utf8(out).unwrap())
+        };
+
+        let (code, out) = exit(std::slice::from_ref(&wrong));
+        assert_eq!(code, 1, "{out}");
+        assert!(out.ends_with("0 passed, 1 failed\n"), "{out}");
+
+        for input in [
+            dir.path().join("does-not-exist.json"),
+            dir.path().join("does-not-exist.yaml"),
+            missing_review.clone(),
+            examples.join("pod-strip-finalizers.json"),
+        ] {
+            let (code, out) = exit(&[wrong.clone(), input.clone()]);
+            assert_eq!(code, 2, "{}: {out}", input.display());
+            assert!(out.contains("\nERROR "), "{out}");
+            assert!(out.ends_with("0 passed, 1 failed, 1 unreadable\n"), "{out}");
+        }
     }
 }

@@ -1135,3 +1135,220 @@ fn policy_suggest_scopes_each_rule_to_where_it_was_seen() {
     let (_twice_dir, twice_path) = policy_file(&twice);
     assert_eq!(suggest_ok(Some(&twice_path), &[&log]), twice);
 }
+
+/// `serve` refuses this policy, and so does `policy validate`, through the
+/// same check; warn mode serves it, and validate says what enforce would refuse.
+#[test]
+fn policy_validate_refuses_what_serve_refuses() {
+    let (_dir, blocks) = policy_file("builtinControllers: false\n");
+    let refused = serve_refusal(&blocks);
+    assert!(
+        refused.contains("the policy would block Kubernetes' own controllers"),
+        "{refused}"
+    );
+    let o = run(&["policy", "validate", blocks.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let out = stdout(&o);
+    assert!(
+        out.starts_with(&format!(
+            "{}: the policy would block Kubernetes' own controllers (refused in enforce mode): ",
+            blocks.display()
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("namespace controller (system:serviceaccount:kube-system:namespace-controller) removing finalizer \"kubernetes\""),
+        "{out}"
+    );
+    assert!(!out.contains("valid ("), "{out}");
+
+    // Warn mode: served (logging what it would block), so valid, with a warning.
+    let (_dir, warn) = policy_file("mode: warn\nbuiltinControllers: false\n");
+    let o = run(&["policy", "validate", warn.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(stdout(&o).contains(": valid (mode warn"), "{o:?}");
+    assert!(
+        stderr(&o).contains("warning: ")
+            && stderr(&o).contains("refused in enforce mode: it would block the job controller"),
+        "{o:?}"
+    );
+
+    // Whatever makes serve refuse at start makes validate exit non-zero.
+    for policy in [
+        "builtinControllers: false\n",
+        "mode: enforce\nbuiltinControllers: false\nrules:\n  - finalizers: [\"kubernetes.io/pvc-protection\"]\n    users: [system:kube-controller-manager]\n",
+        "rules:\n  - finalizers: [a]\n    usrs: [bob]\n",
+        "mode: block\n",
+    ] {
+        let (_dir, path) = policy_file(policy);
+        serve_refusal(&path);
+        let o = run(&["policy", "validate", path.to_str().unwrap()]);
+        assert_ne!(o.status.code(), Some(0), "{policy:?}: {o:?}");
+    }
+}
+
+/// 2 means the input could not be read, for every command that reads files.
+#[test]
+fn an_unreadable_input_exits_2_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let gone = dir.path().join("gone.json");
+    let gone_yaml = dir.path().join("gone.yaml");
+    let gone = gone.to_str().unwrap();
+    let gone_yaml = gone_yaml.to_str().unwrap();
+    for args in [
+        vec!["check", gone],
+        vec![
+            "check",
+            "--policy",
+            gone_yaml,
+            "examples/reviews/pod-strip-finalizers.json",
+        ],
+        vec!["test", gone],
+        vec!["test", gone_yaml],
+        vec!["test", "examples/suite.yaml", gone],
+        vec!["test", "--policy", gone_yaml, "examples/suite.yaml"],
+        vec!["policy", "validate", gone_yaml],
+        vec!["policy", "suggest", gone],
+        vec!["doctor", "--policy", gone_yaml],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+        assert!(
+            format!("{}{}", stdout(&o), stderr(&o)).contains("gone."),
+            "{args:?} names the file: {o:?}"
+        );
+    }
+    // A case that decides otherwise than expected is a failure, not an input error.
+    let o = run(&["test", "examples/suite.yaml"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+}
+
+/// A duration a person types wrong is answered in the flag's own terms.
+#[test]
+fn approve_for_says_which_durations_it_takes() {
+    for typed in ["1y", "2d", "soon"] {
+        let o = run(&[
+            "approve",
+            "pod/web-0",
+            "--reason",
+            "node-lost",
+            "--detail",
+            "INC-1",
+            "--for",
+            typed,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{o:?}");
+        let err = stderr(&o);
+        assert!(err.contains("--for <DURATION>"), "{err}");
+        assert!(
+            err.contains("ms, s, m or h") && err.contains("30m"),
+            "{err}"
+        );
+        assert!(
+            !err.contains("jiff") && !err.contains("Span"),
+            "no library talk: {err}"
+        );
+    }
+}
+
+/// The long flags one `--help` lists, and the subcommands it names.
+fn help_of(command: &[&str]) -> (Vec<String>, Vec<String>) {
+    let mut args = command.to_vec();
+    args.push("--help");
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {o:?}");
+    let text = stdout(&o);
+    let mut flags = Vec::new();
+    let mut commands = Vec::new();
+    let mut section = "";
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        if !line.starts_with(' ') {
+            section = line.trim_end_matches(':');
+            continue;
+        }
+        let entry = line.trim_start();
+        match section {
+            "Commands" => {
+                let name = entry.split_whitespace().next().unwrap_or_default();
+                if name != "help" {
+                    commands.push(name.to_string());
+                }
+            }
+            // `-n, --namespace <NS>` or `--node <NODE>`; descriptions and
+            // possible values are indented further and start otherwise.
+            "Options" if entry.starts_with('-') => {
+                if let Some(flag) = entry.split([' ', ',']).find(|w| w.starts_with("--")) {
+                    flags.push(flag.split(['=', '[']).next().unwrap().to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    (flags, commands)
+}
+
+/// README.md's table of commands gives every long flag `--help` shows, in
+/// the command's own row (`doctor`'s rows: `doctor` and `doctor --cluster`).
+#[test]
+fn readme_names_every_flag_the_commands_take() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .split("\n## Commands\n")
+        .nth(1)
+        .expect("a ## Commands section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    // The table's rows, by the command in their first cell.
+    let rows: Vec<(&str, &str)> = section
+        .lines()
+        .filter_map(|line| {
+            let cell = line.strip_prefix("| `")?;
+            Some((&cell[..cell.find('`')?], line))
+        })
+        .collect();
+    assert!(rows.len() >= 9, "the table of commands: {rows:?}");
+    // `--flag`, not merely a longer `--flag-more`.
+    let names = |row: &str, flag: &str| {
+        row.match_indices(flag).any(|(at, _)| {
+            row[at + flag.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '-'))
+        })
+    };
+    let mut missing = Vec::new();
+    let mut seen = 0;
+    let mut queue: Vec<Vec<String>> = vec![Vec::new()];
+    while let Some(command) = queue.pop() {
+        let args: Vec<&str> = command.iter().map(String::as_str).collect();
+        let (flags, subcommands) = help_of(&args);
+        for sub in subcommands {
+            let mut next = command.clone();
+            next.push(sub);
+            queue.push(next);
+        }
+        let name = command.join(" ");
+        let own: Vec<&str> = rows
+            .iter()
+            .filter(|(cell, _)| *cell == name || cell.starts_with(&format!("{name} --")))
+            .map(|(_, row)| *row)
+            .collect();
+        for flag in flags {
+            if flag == "--help" || flag == "--version" {
+                continue;
+            }
+            seen += 1;
+            if !own.iter().any(|row| names(row, &flag)) {
+                missing.push(format!("{name}: {flag}"));
+            }
+        }
+    }
+    assert!(seen > 40, "only {seen} flags found: is --help parsed?");
+    assert!(
+        missing.is_empty(),
+        "README.md's table of commands does not give:\n{}",
+        missing.join("\n")
+    );
+}

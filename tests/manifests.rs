@@ -890,7 +890,16 @@ fn webhook_configuration_matches_the_contract() {
             .timeout_seconds
             .is_some_and(|t| (1..=5).contains(&t))
     );
-    assert_eq!(webhook.failure_policy.as_deref(), Some("Fail"));
+    // The first install only warns, so it fails open; enforcing fails closed
+    // (docs/deployment.md's patch switches both together).
+    let config_map: ConfigMap = base.one("ConfigMap");
+    let policy = Policy::from_yaml(&config_map.data.unwrap()["policy.yaml"]).unwrap();
+    assert_eq!(policy.mode, Mode::Warn, "the first install warns");
+    assert_eq!(
+        webhook.failure_policy.as_deref(),
+        Some("Ignore"),
+        "a warn-mode webhook fails open"
+    );
     assert_eq!(webhook.match_policy.as_deref(), Some("Equivalent"));
     let empty = k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector::default();
     assert_eq!(webhook.namespace_selector.as_ref(), Some(&empty));
@@ -1022,6 +1031,28 @@ fn match_conditions_skip_exactly_the_builtin_controller_usernames() {
     assert_eq!(
         or_approval, writes_approval,
         "a built-in controller's write of an approval is sent, as anyone's"
+    );
+}
+
+/// The deployment guide names every identity the shipped matchConditions
+/// let past the webhook: what an operator reads is what is skipped.
+#[test]
+fn deployment_guide_names_every_skipped_identity() {
+    let guide =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deployment.md"))
+            .unwrap();
+    let section = guide
+        .split("- `not-builtin-controller`:")
+        .nth(1)
+        .expect("docs/deployment.md explains the not-builtin-controller condition");
+    let section = section.split("\n## ").next().unwrap();
+    let missing: Vec<&str> = builtin::all_usernames()
+        .into_iter()
+        .filter(|user| !section.contains(&format!("`{user}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/deployment.md does not name these skipped identities: {missing:?}"
     );
 }
 
@@ -1581,6 +1612,62 @@ fn kubectl_kustomize_builds_the_base_and_both_overlays() {
     println!("kubectl kustomize built manifests/, base and both overlays");
 }
 
+/// The overlay docs/deployment.md shows for enforcing builds, over a copy of
+/// `manifests/` where its `resources:` line expects it: the policy it is
+/// given, and a webhook that fails closed.
+#[test]
+fn the_documented_enforce_overlay_fails_closed() {
+    let guide =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deployment.md"))
+            .unwrap();
+    let example = guide
+        .split("```yaml\n")
+        .skip(1)
+        .map(|block| block.split("```").next().unwrap())
+        .find(|block| block.contains("path: /webhooks/0/failurePolicy"))
+        .expect("docs/deployment.md shows an overlay that sets failurePolicy");
+    let documents = documents(example).unwrap();
+    assert_eq!(documents[0]["kind"], "Kustomization", "{example}");
+    assert_eq!(
+        documents[0]["resources"][0],
+        "../finalizer-guard/manifests/overlays/cert-manager"
+    );
+    let Some(kubectl) = kubectl() else { return };
+    let copy = copy_manifests();
+    let checkout = copy.path().join("finalizer-guard");
+    std::fs::create_dir_all(&checkout).unwrap();
+    std::fs::rename(copy.path().join("manifests"), checkout.join("manifests")).unwrap();
+    let overlay = copy.path().join("my-finalizer-guard");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(overlay.join("kustomization.yaml"), example).unwrap();
+    std::fs::write(
+        overlay.join("policy.yaml"),
+        "mode: enforce\nrules:\n  - name: cleanup\n    finalizers: [example.com/cleanup]\n    serviceAccounts: [ops:cleanup]\n",
+    )
+    .unwrap();
+    let built = kustomize(kubectl, &overlay);
+    let webhook = built
+        .iter()
+        .find(|o| text(o, "/kind") == "ValidatingWebhookConfiguration")
+        .unwrap();
+    assert_eq!(text(webhook, "/webhooks/0/failurePolicy"), "Fail");
+    let config_maps: Vec<&Value> = built
+        .iter()
+        .filter(|o| text(o, "/kind") == "ConfigMap")
+        .collect();
+    assert_eq!(config_maps.len(), 1, "the policy replaces the shipped one");
+    assert_eq!(
+        describe(config_maps[0]),
+        format!("ConfigMap {NAMESPACE}/finalizer-guard-policy"),
+        "the name the Deployment mounts"
+    );
+    let policy = Policy::from_yaml(text(config_maps[0], "/data/policy.yaml")).unwrap();
+    assert_eq!(policy.mode, Mode::Enforce);
+    for object in &built {
+        check_object(object).unwrap_or_else(|e| panic!("{}: {e}", describe(object)));
+    }
+}
+
 #[test]
 fn gitignore_keeps_certificates_out_of_git() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -1620,6 +1707,38 @@ fn gitignore_keeps_certificates_out_of_git() {
             }
         }
     }
+}
+
+/// One licence, said the same in the crate, the chart and the image.
+#[test]
+fn the_licence_is_stated_wherever_the_product_ships() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let licence = env!("CARGO_PKG_LICENSE");
+    assert_eq!(licence, "Apache-2.0");
+    let text = std::fs::read_to_string(root.join("LICENSE")).unwrap();
+    assert!(
+        text.contains("Apache License") && text.contains("Version 2.0, January 2004"),
+        "LICENSE is the Apache License 2.0"
+    );
+    assert!(
+        text.contains("END OF TERMS AND CONDITIONS"),
+        "LICENSE is whole"
+    );
+    let chart: Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(root.join("charts/finalizer-guard/Chart.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        chart["annotations"]["artifacthub.io/license"],
+        json!(licence),
+        "Chart.yaml's Artifact Hub licence"
+    );
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    assert!(
+        dockerfile.contains(&format!("org.opencontainers.image.licenses=\"{licence}\""))
+            && dockerfile.contains("COPY LICENSE "),
+        "the image is labelled and carries the licence"
+    );
 }
 
 // ---------------------------------------------------------------------------

@@ -468,27 +468,19 @@ fn log_policy(policy: &Policy, source: Option<String>) {
     }
 }
 
-/// Runs `doctor` on a policy. In enforce mode a policy that would block a
-/// built-in controller is refused; in warn mode it is served, loudly.
+/// Runs `doctor` on a policy ([`doctor::servable`], which `policy validate`
+/// runs too). In enforce mode a policy that would block a built-in
+/// controller is refused; in warn mode it is served, loudly.
 pub(crate) fn doctor_allows(policy: &Policy) -> std::result::Result<(), Vec<Blocked>> {
-    let blocked = doctor::check(policy);
-    if blocked.is_empty() {
-        return Ok(());
+    for b in doctor::servable(policy)? {
+        tracing::error!(
+            controller = b.controller,
+            username = b.username,
+            finalizer = b.finalizer,
+            "policy would block a built-in controller: enforcing it would break the cluster"
+        );
     }
-    match policy.mode {
-        Mode::Enforce => Err(blocked),
-        Mode::Warn => {
-            for b in &blocked {
-                tracing::error!(
-                    controller = b.controller,
-                    username = b.username,
-                    finalizer = b.finalizer,
-                    "policy would block a built-in controller: enforcing it would break the cluster"
-                );
-            }
-            Ok(())
-        }
-    }
+    Ok(())
 }
 
 /// Dev mode: a CA and a serving certificate for localhost and the default

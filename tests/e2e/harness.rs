@@ -3,7 +3,8 @@
 //!
 //! The webhook runs as a local `finalizer-guard serve` (there is no kubelet
 //! to run its pod): the installed ValidatingWebhookConfiguration keeps its
-//! rules, matchConditions, failurePolicy and timeouts exactly as shipped, and
+//! rules, matchConditions and timeouts exactly as shipped, fails closed as
+//! docs/deployment.md's enforce overlay makes it (the scenarios enforce), and
 //! only its `clientConfig` is pointed at the local server's `url:`. The
 //! server sends its Events with the token of the ServiceAccount the manifests
 //! install, so their RBAC is what is tested.
@@ -242,6 +243,20 @@ pub struct Env {
 
 static ENV: OnceLock<Mutex<Env>> = OnceLock::new();
 
+/// docs/deployment.md's overlay for enforcing, but for its policy: the
+/// webhook fails closed.
+const ENFORCE_OVERLAY: &str = r#"apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - ../overlays/self-managed
+patches:
+  - target: {kind: ValidatingWebhookConfiguration, name: finalizer-guard}
+    patch: |-
+      - op: replace
+        path: /webhooks/0/failurePolicy
+        value: Fail
+"#;
+
 /// The installed webhook, held for one scenario at a time (scenarios stop
 /// the server and change the configuration). The scenarios are `#[ignore]`d:
 /// run with `--ignored`, they fail without a cluster rather than pass.
@@ -311,13 +326,19 @@ impl Env {
                 "--ignore-not-found",
             ])
             .ok();
+        // The scenarios enforce, so the webhook fails closed: the overlay
+        // docs/deployment.md shows for enforcing, over the self-managed one
+        // (the policy itself is this harness's, set below).
+        let enforce = manifests.join("enforce");
+        fs::create_dir_all(&enforce).unwrap();
+        fs::write(enforce.join("kustomization.yaml"), ENFORCE_OVERLAY).unwrap();
         cluster
             .admin(&[
                 "apply",
                 "--server-side",
                 "--force-conflicts",
                 "-k",
-                overlay.to_str().unwrap(),
+                enforce.to_str().unwrap(),
             ])
             .ok();
 

@@ -40,3 +40,15 @@ app.kubernetes.io/component: webhook
 {{- $ns := .Release.Namespace -}}
 {{- list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) | toJson -}}
 {{- end -}}
+
+{{/*
+The webhook's failurePolicy: webhook.failurePolicy when set, else what the
+policy's mode calls for. Ignore while the policy only warns: a warn-mode
+webhook denies nothing, so failing closed would add an outage's cost (writes
+refused while no pod serves) and protect nothing. Fail once it enforces: an
+unreachable webhook must not become a way around it.
+*/}}
+{{- define "finalizer-guard.failurePolicy" -}}
+{{- $mode := dig "mode" "enforce" .Values.policy -}}
+{{- dig "failurePolicy" "" (.Values.webhook | default dict) | default (ternary "Fail" "Ignore" (eq $mode "enforce")) -}}
+{{- end -}}
