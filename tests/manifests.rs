@@ -1001,6 +1001,159 @@ fn rbac_grants_only_creating_events() {
     );
 }
 
+/// A ClusterRole's rule: API groups, resources, non-resource URLs, verbs.
+type Rule = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+
+/// The on-call role (docs/runbook.md) grants what `unstick`, `approve` and
+/// `doctor --cluster` call (src/cluster/), rule by rule, and nothing more:
+/// a rule added here is added on purpose. tests/e2e/oncall.rs runs the
+/// three commands as a user bound to it and nothing else.
+#[test]
+fn oncall_role_grants_what_the_cluster_commands_call_and_no_more() {
+    let base = Base::load();
+    let role: ClusterRole = base.named("ClusterRole", "finalizer-guard-oncall");
+    assert!(role.aggregation_rule.is_none());
+    let rules: Vec<Rule> = role
+        .rules
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            assert!(r.resource_names.is_none());
+            (
+                r.api_groups.unwrap_or_default(),
+                r.resources.unwrap_or_default(),
+                r.non_resource_urls.unwrap_or_default(),
+                r.verbs,
+            )
+        })
+        .collect();
+    let v = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        rules,
+        [
+            // whoami: a SelfSubjectReview.
+            (
+                v(&["authentication.k8s.io"]),
+                v(&["selfsubjectreviews"]),
+                v(&[]),
+                v(&["create"])
+            ),
+            // Discovery.
+            (
+                v(&[]),
+                v(&[]),
+                v(&["/api", "/api/*", "/apis", "/apis/*"]),
+                v(&["get"])
+            ),
+            // Every type read: doctor's lists, the objects named or listed,
+            // nodes, leases, pods, APIServices, the webhook configuration,
+            // the policy ConfigMap.
+            (v(&["*"]), v(&["*"]), v(&[]), v(&["get", "list"])),
+            // The JSON patches of unstick and approve.
+            (v(&["*"]), v(&["*"]), v(&[]), v(&["patch"])),
+            // unstick namespace/NAME.
+            (
+                v(&[""]),
+                v(&["namespaces/finalize"]),
+                v(&[]),
+                v(&["update"])
+            ),
+            // --force-delete.
+            (v(&[""]), v(&["pods"]), v(&[]), v(&["delete"])),
+        ]
+    );
+    for verb in [
+        "watch",
+        "create",
+        "update",
+        "delete",
+        "deletecollection",
+        "escalate",
+        "bind",
+        "impersonate",
+        "*",
+    ] {
+        assert!(
+            !rules[2..4]
+                .iter()
+                .any(|r| r.3.iter().any(|have| have == verb)),
+            "no {verb} on every type"
+        );
+    }
+    // Bound by you, not by the manifests.
+    for binding in base
+        .objects
+        .iter()
+        .filter(|o| text(o, "/kind").ends_with("Binding"))
+    {
+        assert_ne!(text(binding, "/roleRef/name"), "finalizer-guard-oncall");
+    }
+}
+
+/// Words as a POSIX shell splits them, for the plain commands of the docs:
+/// double and single quotes, a trailing comment, a redirection dropped.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quote: Option<char> = None;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.get_or_insert_default().push(c),
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                word.get_or_insert_default();
+            }
+            (None, '#' | '>') if word.is_none() => break,
+            (None, c) if c.is_whitespace() => words.extend(word.take()),
+            (None, c) => word.get_or_insert_default().push(c),
+        }
+    }
+    words.extend(word);
+    words
+}
+
+/// docs/runbook.md's commands are ones the binary takes, and the role it
+/// binds is the one the manifests ship.
+#[test]
+fn the_runbook_commands_are_what_the_binary_takes() {
+    let runbook =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/runbook.md"))
+            .unwrap();
+    let mut commands = Vec::new();
+    for block in runbook.split("```sh\n").skip(1) {
+        let block = block.split("```").next().unwrap().replace("\\\n", " ");
+        commands.extend(
+            block
+                .lines()
+                .filter(|l| l.trim_start().starts_with("finalizer-guard "))
+                .map(shell_words),
+        );
+    }
+    assert!(commands.len() >= 5, "{commands:?}");
+    let mut seen = BTreeSet::new();
+    for words in &commands {
+        let parsed = Cli::try_parse_from(words)
+            .unwrap_or_else(|e| panic!("docs/runbook.md: {}: {e}", words.join(" ")));
+        if let cli::Command::Unstick(_) = parsed.command {
+            for flag in [
+                "--node",
+                "--reason",
+                "--force-delete",
+                "--finalizer",
+                "--dry-run=server",
+            ] {
+                if words.iter().any(|w| w == flag) {
+                    seen.insert(flag);
+                }
+            }
+        }
+    }
+    assert_eq!(seen.len(), 5, "both incidents' releases: {seen:?}");
+    assert!(runbook.contains("--clusterrole=finalizer-guard-oncall"));
+    Base::load().named::<ClusterRole>("ClusterRole", "finalizer-guard-oncall");
+}
+
 /// The cert-manager overlay's output: a CA of its own issues the Secret the
 /// pods mount, for the Service's names, and the CA injector is told which.
 fn check_cert_manager_overlay(objects: &[Value]) {

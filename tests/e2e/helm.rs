@@ -476,6 +476,7 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
         kinds,
         [
             "ClusterRole",
+            "ClusterRole",
             "ClusterRoleBinding",
             "ConfigMap",
             "Deployment",

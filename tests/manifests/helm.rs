@@ -421,6 +421,8 @@ podAnnotations: {prometheus.io/scrape: "true"}
 logFormat: text
 events:
   enabled: false
+oncallRole:
+  enabled: false
 "#,
     )
     .unwrap();
@@ -602,6 +604,7 @@ fn values_from_before_webhook_and_extras_still_render() {
         "extraEnv",
         "extraVolumes",
         "extraVolumeMounts",
+        "oncallRole",
     ] {
         assert!(
             values.as_object_mut().unwrap().remove(key).is_some(),
@@ -938,6 +941,7 @@ fn schema_refuses_a_misspelled_or_mistyped_value_and_names_it() {
         ("certificates.source=vault", "source"),
         ("certificates.generated.days=soon", "days"),
         ("events.enable=false", "enable"),
+        ("oncallRole.enabled=yes", "enabled"),
         ("certificates.external.caBundle=not base64!", "caBundle"),
         ("certificates.external.bundle=x", "bundle"),
         ("logFormat=xml", "logFormat"),
@@ -1110,4 +1114,37 @@ fn the_schema_knows_every_policy_field() {
             "values.schema.json policy{pointer} and the policy parser disagree"
         );
     }
+}
+
+/// The on-call ClusterRole is the chart's, on by default, named after the
+/// release, and bound to no one.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn the_oncall_role_is_rendered_unbound_and_can_be_left_out() {
+    let helm = helm();
+    let rendered = template(&helm, &[]);
+    let role = find(&rendered, "ClusterRole finalizer-guard-oncall").expect("the on-call role");
+    assert!(role["metadata"]["namespace"].is_null());
+    assert!(
+        rendered
+            .iter()
+            .filter(|o| text(o, "/kind").ends_with("Binding"))
+            .all(|b| text(b, "/roleRef/name") != "finalizer-guard-oncall"),
+        "bound to no one by the chart"
+    );
+    let run = run_helm(
+        &helm,
+        &[
+            "template",
+            "other",
+            chart().to_str().unwrap(),
+            "--namespace",
+            "guard",
+        ],
+    );
+    assert!(run.ok, "{}", run.stderr);
+    assert!(run.stdout.contains("name: other-finalizer-guard-oncall"));
+    let off = template(&helm, &["--set", "oncallRole.enabled=false"]);
+    assert!(find(&off, "ClusterRole finalizer-guard-oncall").is_none());
+    assert!(find(&off, "ClusterRole finalizer-guard-events").is_some());
 }
