@@ -7,7 +7,8 @@
 #
 # `helm template` of charts/finalizer-guard as release `finalizer-guard` in
 # namespace `finalizer-guard` (the names manifests/ has always had), with
-# `certificates.source=external` (no certificate: the overlays bring one):
+# `certificates.source=external` (no certificate: the overlays bring one)
+# and `policyCheck.enabled=false` (a Helm hook means nothing to kubectl):
 #   base/*.yaml                        one file per chart template, and the
 #                                      kustomization.yaml listing them
 #   overlays/cert-manager/certificates.yaml
@@ -32,7 +33,8 @@ trap 'rm -rf "$work"' EXIT
 export HELM_CONFIG_HOME="$work/config" HELM_CACHE_HOME="$work/cache" HELM_DATA_HOME="$work/data"
 
 render() { # render [HELM ARGS...]
-  "$helm" template finalizer-guard "$root/charts/finalizer-guard" --namespace finalizer-guard "$@"
+  "$helm" template finalizer-guard "$root/charts/finalizer-guard" --namespace finalizer-guard \
+    --set policyCheck.enabled=false "$@"
 }
 
 # keep TEMPLATE FILE: one rendered template, without Helm's labels, under a

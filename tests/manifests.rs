@@ -27,6 +27,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingWebhook, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, Namespace, PodSpec, ResourceQuota, Secret, Service, ServiceAccount,
 };
@@ -244,6 +245,7 @@ fn check_object(object: &Value) -> Result<(), String> {
         ("rbac.authorization.k8s.io/v1", "Role") => round_trip::<Role>(object),
         ("rbac.authorization.k8s.io/v1", "RoleBinding") => round_trip::<RoleBinding>(object),
         ("apps/v1", "Deployment") => round_trip::<Deployment>(object),
+        ("batch/v1", "Job") => round_trip::<Job>(object),
         ("policy/v1", "PodDisruptionBudget") => round_trip::<PodDisruptionBudget>(object),
         ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
             round_trip::<ValidatingWebhookConfiguration>(object)

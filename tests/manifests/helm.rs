@@ -271,8 +271,11 @@ fn assert_same_objects(chart: &[Value], built: &[Value], also: &[&str], what: &s
 #[ignore = "needs helm (FG_HELM) and kubectl (FG_KUBECTL): see .ci/run"]
 fn each_overlay_installs_what_the_chart_installs_for_its_certificates() {
     let (helm, kubectl) = (helm(), kubectl());
+    let off = ["--set", "policyCheck.enabled=false"];
 
-    let chart = template(&helm, &["--set", "certificates.source=cert-manager"]);
+    let mut args = off.to_vec();
+    args.extend(["--set", "certificates.source=cert-manager"]);
+    let chart = template(&helm, &args);
     check_all(&chart);
     let built = kustomize(&kubectl, &manifests().join("overlays/cert-manager"));
     assert_same_objects(&chart, &built, &[], "manifests/overlays/cert-manager");
@@ -284,10 +287,9 @@ fn each_overlay_installs_what_the_chart_installs_for_its_certificates() {
         "certificates.external.caBundle={}",
         finalizer_guard::certs::ca_bundle(&bundle.ca_cert_pem)
     );
-    let chart = template(
-        &helm,
-        &["--set", "certificates.source=external", "--set", &ca_bundle],
-    );
+    let mut args = off.to_vec();
+    args.extend(["--set", "certificates.source=external", "--set", &ca_bundle]);
+    let chart = template(&helm, &args);
     check_all(&chart);
     assert!(
         chart.iter().all(|o| text(o, "/kind") != "Secret"),
@@ -421,6 +423,8 @@ podAnnotations: {prometheus.io/scrape: "true"}
 logFormat: text
 events:
   enabled: false
+policyCheck:
+  enabled: false
 oncallRole:
   enabled: false
 "#,
@@ -434,6 +438,7 @@ oncallRole:
         "ClusterRoleBinding",
         "PodDisruptionBudget",
         "ResourceQuota",
+        "Job",
     ] {
         assert!(!kinds.contains(absent), "{absent} rendered: {kinds:?}");
     }
@@ -604,6 +609,7 @@ fn values_from_before_webhook_and_extras_still_render() {
         "extraEnv",
         "extraVolumes",
         "extraVolumeMounts",
+        "policyCheck",
         "oncallRole",
     ] {
         assert!(
@@ -941,6 +947,7 @@ fn schema_refuses_a_misspelled_or_mistyped_value_and_names_it() {
         ("certificates.source=vault", "source"),
         ("certificates.generated.days=soon", "days"),
         ("events.enable=false", "enable"),
+        ("policyCheck.enable=false", "enable"),
         ("oncallRole.enabled=yes", "enabled"),
         ("certificates.external.caBundle=not base64!", "caBundle"),
         ("certificates.external.bundle=x", "bundle"),
@@ -1114,6 +1121,258 @@ fn the_schema_knows_every_policy_field() {
             "values.schema.json policy{pointer} and the policy parser disagree"
         );
     }
+}
+
+/// `helm template` with `args`: the policy check's ConfigMap and Job, the
+/// release's ConfigMap and Deployment.
+struct Checked {
+    check_policy: Option<String>,
+    job: Option<Job>,
+    policy: String,
+    deployment: Deployment,
+}
+
+fn checked(helm: &Path, args: &[&str]) -> Checked {
+    let rendered = template(helm, args);
+    check_all(&rendered);
+    let id = |kind: &str, suffix: &str| format!("{kind} {NAMESPACE}/finalizer-guard{suffix}");
+    let policy_of = |object: &Value| text(object, "/data/policy.yaml").to_string();
+    Checked {
+        check_policy: find(&rendered, &id("ConfigMap", "-policy-check")).map(policy_of),
+        job: find(&rendered, &id("Job", "-policy-check"))
+            .map(|j| serde_json::from_value(j.clone()).unwrap()),
+        policy: policy_of(find(&rendered, &id("ConfigMap", "-policy")).unwrap()),
+        deployment: serde_json::from_value(find(&rendered, &id("Deployment", "")).unwrap().clone())
+            .unwrap(),
+    }
+}
+
+fn sha256_hex(text: &str) -> String {
+    ring::digest::digest(&ring::digest::SHA256, text.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The policy digest in the Deployment's pod template, if any.
+fn policy_digest(deployment: &Deployment) -> Option<String> {
+    deployment
+        .spec
+        .template
+        .metadata
+        .as_ref()?
+        .annotations
+        .as_ref()?
+        .get("finalizer-guard.io/policy-sha256")
+        .cloned()
+}
+
+/// What the policy check's container runs, run here on the policy it would
+/// read: the Job's arguments, parsed as the binary parses them, with the
+/// file the Job mounts written where the arguments name it.
+fn run_the_check(job: &Job, policy: &str) -> std::process::Output {
+    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let container = &pod.containers[0];
+    let args = container.args.clone().unwrap();
+    let parsed = Cli::try_parse_from(
+        std::iter::once("finalizer-guard").chain(args.iter().map(String::as_str)),
+    )
+    .unwrap_or_else(|e| panic!("the binary refuses the Job's arguments {args:?}: {e}"));
+    let cli::Command::Policy(cli::PolicyCommand::Validate(validate)) = parsed.command else {
+        panic!("the Job runs something else than `policy validate`: {args:?}");
+    };
+    let mount = container
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|m| validate.file.starts_with(&m.mount_path))
+        .unwrap_or_else(|| panic!("{} is in no mount", validate.file.display()));
+    let volume = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|v| v.name == mount.name)
+        .unwrap();
+    assert_eq!(
+        volume.config_map.as_ref().map(|c| c.name.as_str()),
+        Some("finalizer-guard-policy-check"),
+        "the Job reads the hook's own copy of the policy"
+    );
+    let here = tempfile::tempdir().unwrap();
+    let file = here
+        .path()
+        .join(validate.file.strip_prefix(&mount.mount_path).unwrap());
+    std::fs::write(&file, policy).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
+        .args(&args[..args.len() - 1])
+        .arg(&file)
+        .output()
+        .unwrap()
+}
+
+/// Before install and every upgrade, a Helm hook Job runs `finalizer-guard
+/// policy validate` on the very text the pods will read, with the image the
+/// pods will run, as the pods run (the same securityContext), before any
+/// object of the release changes; only then does the policy's digest in
+/// the pod template roll the pods.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn the_policy_check_validates_what_the_pods_will_read_before_anything_changes() {
+    let helm = helm();
+    let rendered = template(
+        &helm,
+        &["--set", "image.repository=registry.example.com/fg"],
+    );
+    let hooks: Vec<&Value> = rendered
+        .iter()
+        .filter(|o| !text(o, "/metadata/annotations/helm.sh~1hook").is_empty())
+        .collect();
+    let ids: Vec<String> = hooks.iter().map(|o| describe(o)).collect();
+    assert_eq!(
+        ids,
+        [
+            format!("ConfigMap {NAMESPACE}/finalizer-guard-policy-check"),
+            format!("Job {NAMESPACE}/finalizer-guard-policy-check"),
+        ],
+        "the check's ConfigMap and Job are the only hooks"
+    );
+    let weight = |o: &Value| -> i32 {
+        text(o, "/metadata/annotations/helm.sh~1hook-weight")
+            .parse()
+            .unwrap()
+    };
+    assert!(weight(hooks[0]) < weight(hooks[1]), "the ConfigMap first");
+    for hook in &hooks {
+        assert_eq!(
+            text(hook, "/metadata/annotations/helm.sh~1hook"),
+            "pre-install,pre-upgrade",
+            "before anything of the release changes"
+        );
+        assert_eq!(
+            text(hook, "/metadata/annotations/helm.sh~1hook-delete-policy"),
+            "before-hook-creation,hook-succeeded",
+            "kept when it fails, to read why; replaced by the next attempt"
+        );
+    }
+
+    let c = checked(
+        &helm,
+        &["--set", "image.repository=registry.example.com/fg"],
+    );
+    assert_eq!(
+        c.check_policy.as_deref(),
+        Some(c.policy.as_str()),
+        "the check reads the text the pods will read"
+    );
+    let job = c.job.unwrap();
+    let spec = job.spec.clone().unwrap();
+    assert_eq!(spec.backoff_limit, Some(0), "one run");
+    assert!(spec.active_deadline_seconds.is_some_and(|s| s < 300));
+    let pod = spec.template.spec.unwrap();
+    let webhook_pod = c.deployment.spec.template.spec.unwrap();
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(pod.automount_service_account_token, Some(false), "no token");
+    assert_eq!(
+        pod.security_context, webhook_pod.security_context,
+        "the pod runs as the webhook's pods"
+    );
+    let (container, webhook) = (&pod.containers[0], &webhook_pod.containers[0]);
+    assert_eq!(container.image, webhook.image, "the binary the pods run");
+    assert_eq!(
+        container.image.as_deref(),
+        Some("registry.example.com/fg:0.1.0")
+    );
+    assert_eq!(container.image_pull_policy, webhook.image_pull_policy);
+    assert_eq!(
+        container.security_context, webhook.security_context,
+        "non-root, read-only, no capabilities: as the webhook's container"
+    );
+    assert!(yes(container
+        .security_context
+        .as_ref()
+        .unwrap()
+        .run_as_non_root));
+    assert_eq!(
+        container.termination_message_policy.as_deref(),
+        Some("FallbackToLogsOnError"),
+        "the refusal in the pod's status"
+    );
+
+    // The check, run: the shipped policy passes.
+    let run = run_the_check(&job, c.check_policy.as_deref().unwrap());
+    assert!(run.status.success(), "{run:?}");
+}
+
+/// A policy `serve` would refuse fails the check, with the reason, and the
+/// pods are rolled when the policy changes, and only then.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn the_policy_check_refuses_what_serve_refuses_and_the_pods_roll_on_a_policy_change() {
+    let helm = helm();
+    let shipped = checked(&helm, &[]);
+    let digest = policy_digest(&shipped.deployment).expect("a policy digest");
+    assert_eq!(digest, sha256_hex(&shipped.policy), "the ConfigMap's text");
+
+    // Enforcing, with Kubernetes' own controllers judged by a policy that
+    // lets none of them remove its finalizers: `serve` would not start.
+    let refused = checked(
+        &helm,
+        &[
+            "--set",
+            "policy.mode=enforce,policy.builtinControllers=false",
+        ],
+    );
+    let run = run_the_check(
+        refused.job.as_ref().unwrap(),
+        refused.check_policy.as_deref().unwrap(),
+    );
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(said.contains("garbage-collector"), "{said}");
+    // ... and one that does not parse.
+    let bad_rule = checked(
+        &helm,
+        &[
+            "--set-json",
+            r#"policy.rules=[{"finalizers":["example.com/x"]}]"#,
+        ],
+    );
+    let run = run_the_check(
+        bad_rule.job.as_ref().unwrap(),
+        bad_rule.check_policy.as_deref().unwrap(),
+    );
+    assert_eq!(
+        run.status.code(),
+        Some(1),
+        "a rule that covers no one: {run:?}"
+    );
+
+    // The pods roll when the policy text changes, not on anything else.
+    let other = checked(&helm, &["--set", "replicas=3,logFormat=text"]);
+    assert_eq!(policy_digest(&other.deployment), Some(digest.clone()));
+    let ruled = checked(
+        &helm,
+        &[
+            "--set-json",
+            r#"policy.rules=[{"name":"ops","finalizers":["example.com/x"],"groups":["ops"]}]"#,
+        ],
+    );
+    let new_digest = policy_digest(&ruled.deployment).unwrap();
+    assert_ne!(new_digest, digest);
+    assert_eq!(new_digest, sha256_hex(&ruled.policy));
+
+    // Without the check: no hook, and no rollout on a policy change (the
+    // running pods pick it up by themselves).
+    let off = checked(&helm, &["--set", "policyCheck.enabled=false"]);
+    assert!(off.job.is_none() && off.check_policy.is_none());
+    assert_eq!(policy_digest(&off.deployment), None);
 }
 
 /// The on-call ClusterRole is the chart's, on by default, named after the

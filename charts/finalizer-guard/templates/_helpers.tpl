@@ -53,19 +53,24 @@ unreachable webhook must not become a way around it.
 {{- dig "failurePolicy" "" (.Values.webhook | default dict) | default (ternary "Fail" "Ignore" (eq $mode "enforce")) -}}
 {{- end -}}
 
-{{/* The policy file, as the ConfigMap the pods mount holds it. */}}
+{{/*
+The policy file, as the ConfigMap the pods mount holds it and as the policy
+check (policy-check.yaml) validates it: one rendering for both, so what was
+checked is what the pods read.
+*/}}
 {{- define "finalizer-guard.policy" -}}
 {{- toYaml .Values.policy -}}
 {{- end -}}
 
-{{/* The image the webhook's pods run. */}}
+{{/* The image the webhook's pods and the policy check run: one binary. */}}
 {{- define "finalizer-guard.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) | quote -}}
 {{- end -}}
 
 {{/*
-The pod's securityContext: a non-root user, the runtime's default seccomp
-profile (the restricted Pod Security Standard).
+The pod's securityContext, for the webhook's pods and the policy check's: a
+non-root user, the runtime's default seccomp profile (the restricted Pod
+Security Standard).
 */}}
 {{- define "finalizer-guard.podSecurityContext" -}}
 runAsNonRoot: true
@@ -88,4 +93,9 @@ capabilities:
   drop: [ALL]
 seccompProfile:
   type: RuntimeDefault
+{{- end -}}
+
+{{/* Whether the policy check runs before install and upgrade (policy-check.yaml). */}}
+{{- define "finalizer-guard.policyCheck" -}}
+{{- if dig "enabled" true (.Values.policyCheck | default dict) }}true{{ end -}}
 {{- end -}}
