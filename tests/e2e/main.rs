@@ -12,6 +12,7 @@
 
 mod harness;
 mod helm;
+mod oncall;
 mod preflight;
 mod unstick;
 

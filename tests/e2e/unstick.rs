@@ -10,7 +10,7 @@ use super::harness::{Env, OVERRIDE, Policy, env, wait_until};
 use super::{CNI, configmap, dead_node, delete_nowait, finalizers, pod, unavailable_apiservice};
 
 /// A Node whose kubelet stopped reporting an hour ago.
-fn not_ready_node(env: &Env, name: &str) {
+pub(super) fn not_ready_node(env: &Env, name: &str) {
     let c = &env.cluster;
     c.apply(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}));
     let an_hour_ago = (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1)).to_string();
