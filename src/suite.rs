@@ -250,7 +250,8 @@ fn check_suite_case(case: &SuiteCase, r: &Reviewed) -> Option<String> {
     {
         let _ = write!(
             why,
-            "expected the message to contain {needle:?}, got {}",
+            "expected the message to contain {}, got {}",
+            crate::output::quoted(needle),
             summary(r)
         );
     }

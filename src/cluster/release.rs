@@ -128,6 +128,27 @@ pub struct Releaser<'a> {
     pub named: Vec<String>,
 }
 
+/// Why the writes to one object stopped before its plan was done: the
+/// report's `why`.
+#[derive(Debug, thiserror::Error)]
+enum Stopped {
+    #[error("the API server sent it without a uid: nothing is written without one")]
+    NoUid,
+    /// What the policy needs first (an approval, a deletion), said by the explanation.
+    #[error("{0}")]
+    Needs(String),
+    #[error("no --reason given")]
+    NoReason,
+    #[error("{0}")]
+    Refused(WriteError),
+    #[error("it kept changing: {ATTEMPTS} attempts each met a newer resourceVersion")]
+    KeptChanging,
+    #[error("read again, it is no longer being deleted: left alone")]
+    NoLongerDeleting,
+    #[error("reading it again: {}", chain(.0.as_ref()))]
+    Reread(Box<kube::Error>),
+}
+
 /// What a write loop came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Wrote {
@@ -154,13 +175,11 @@ impl Releaser<'_> {
         }
         // The object explained, and no other, is what every write tests.
         let Some(uid) = found.object.metadata.uid.clone().filter(|u| !u.is_empty()) else {
-            return report.settle(End::Failed(
-                "the API server sent it without a uid: nothing is written without one".into(),
-            ));
+            return report.settle(End::Failed(Stopped::NoUid.to_string()));
         };
         let authority = match self.authority(&found, &plans, &report) {
             Ok(authority) => authority,
-            Err(why) => return report.settle(End::Failed(why)),
+            Err(why) => return report.settle(End::Failed(why.to_string())),
         };
         report.r#override = authority.shown();
         let api = found.api(&self.engine.session.client);
@@ -182,7 +201,7 @@ impl Releaser<'_> {
         found: &Found,
         plans: &Plans,
         report: &ObjectReport,
-    ) -> Result<Authority, String> {
+    ) -> Result<Authority, Stopped> {
         let policy = &self.engine.policy;
         let settings = &policy.override_settings;
         let current = found.annotations();
@@ -202,7 +221,7 @@ impl Releaser<'_> {
         if settings.approval.is_none() {
             return match &self.override_value {
                 Some(v) => Ok(Authority::Write(v.clone())),
-                None => Err("no --reason given".into()),
+                None => Err(Stopped::NoReason),
             };
         }
         // Two-person rule: the approval must already be there.
@@ -217,7 +236,7 @@ impl Releaser<'_> {
             _ => None,
         });
         if let Some(why) = blocked {
-            return Err(why);
+            return Err(Stopped::Needs(why));
         }
         let by = current.get(APPROVED_BY).cloned().unwrap_or_default();
         let value = current.get(&settings.annotation).cloned();
@@ -337,7 +356,7 @@ impl Releaser<'_> {
         found: &mut Found,
         plan: &[String],
         annotation: Option<&str>,
-    ) -> Result<Wrote, String> {
+    ) -> Result<Wrote, Stopped> {
         let key = self.engine.policy.override_settings.annotation.as_str();
         let name = found.name().to_string();
         retry(api, &name, uid, plan, found, async |found: &Found| {
@@ -367,7 +386,7 @@ impl Releaser<'_> {
         uid: &str,
         found: &mut Found,
         plan: &[String],
-    ) -> Result<Wrote, String> {
+    ) -> Result<Wrote, Stopped> {
         let name = found.name().to_string();
         retry(api, &name, uid, plan, found, async |found: &Found| {
             let (present, kept): (Vec<String>, Vec<String>) = found
@@ -389,7 +408,7 @@ impl Releaser<'_> {
         &mut self,
         api: &Api<DynamicObject>,
         found: &Found,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, WriteError> {
         let gone = found.object.metadata.deletion_timestamp.is_some()
             && found.metadata_finalizers().is_empty();
         let node = found.object.data["spec"]["nodeName"].as_str();
@@ -401,7 +420,7 @@ impl Releaser<'_> {
         }
         match self.engine.delete_now(api, found).await {
             Ok(()) | Err(WriteError::NotFound) => Ok(true),
-            Err(other) => Err(other.to_string()),
+            Err(other) => Err(other),
         }
     }
 
@@ -414,11 +433,11 @@ impl Releaser<'_> {
         uid: &str,
         name: &str,
         authority: &Authority,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, Stopped> {
         let object = match api.get_opt(name).await {
             Ok(Some(o)) if o.metadata.uid.as_deref() == Some(uid) => o,
             Ok(_) => return Ok(false),
-            Err(e) => return Err(chain(&e)),
+            Err(e) => return Err(Stopped::Reread(Box::new(e))),
         };
         let key = self.engine.policy.override_settings.annotation.as_str();
         let keys: &[&str] = match authority {
@@ -442,13 +461,13 @@ impl Releaser<'_> {
             Err(WriteError::NotFound | WriteError::Conflict | WriteError::Unprocessable(_)) => {
                 Ok(false)
             }
-            Err(other) => Err(other.to_string()),
+            Err(other) => Err(Stopped::Refused(other)),
         }
     }
 }
 
 /// Folds a write loop's result into the report: `Some` when the writes end there.
-fn absorb(wrote: Result<Wrote, String>, report: &mut ObjectReport) -> Option<End> {
+fn absorb(wrote: Result<Wrote, Stopped>, report: &mut ObjectReport) -> Option<End> {
     match wrote {
         Ok(Wrote::Done { removed, absent }) => {
             report.removed.extend(removed);
@@ -457,7 +476,7 @@ fn absorb(wrote: Result<Wrote, String>, report: &mut ObjectReport) -> Option<End
         }
         Ok(Wrote::Gone) => Some(End::Gone),
         Ok(Wrote::Replaced(other)) => Some(End::Replaced(other)),
-        Err(why) => Some(End::Failed(why)),
+        Err(why) => Some(End::Failed(why.to_string())),
     }
 }
 
@@ -486,7 +505,7 @@ async fn retry(
     plan: &[String],
     found: &mut Found,
     mut write: impl AsyncFnMut(&Found) -> (Vec<String>, Option<Result<DynamicObject, WriteError>>),
-) -> Result<Wrote, String> {
+) -> Result<Wrote, Stopped> {
     for _ in 0..ATTEMPTS {
         let (present, written) = write(found).await;
         let absent = distinct(plan.iter().filter(|f| !present.contains(f)).cloned());
@@ -504,9 +523,7 @@ async fn retry(
         };
         return Ok(Wrote::Done { removed, absent });
     }
-    Err(format!(
-        "it kept changing: {ATTEMPTS} attempts each met a newer resourceVersion"
-    ))
+    Err(Stopped::KeptChanging)
 }
 
 /// What a second read found.
@@ -521,13 +538,13 @@ enum Reread {
 
 /// Whether `object`, read again by name, is still the one explained (`uid`)
 /// and still being deleted.
-fn same_and_deleting(uid: &str, object: &DynamicObject) -> Result<Reread, String> {
+fn same_and_deleting(uid: &str, object: &DynamicObject) -> Result<Reread, Stopped> {
     let now = object.metadata.uid.as_deref().unwrap_or_default();
     if now != uid {
         return Ok(Reread::Replaced(now.to_string()));
     }
     if object.metadata.deletion_timestamp.is_none() {
-        return Err("read again, it is no longer being deleted: left alone".into());
+        return Err(Stopped::NoLongerDeleting);
     }
     Ok(Reread::Again)
 }
@@ -542,17 +559,17 @@ async fn read_again(
     uid: &str,
     found: &mut Found,
     error: WriteError,
-) -> Result<Reread, String> {
+) -> Result<Reread, Stopped> {
     match error {
         WriteError::Conflict | WriteError::Unprocessable(_) => {}
         WriteError::NotFound => return Ok(Reread::Gone),
-        other => return Err(other.to_string()),
+        other => return Err(Stopped::Refused(other)),
     }
     let seen = found.object.metadata.resource_version.clone();
     let object = match api.get_opt(name).await {
         Ok(Some(object)) => object,
         Ok(None) => return Ok(Reread::Gone),
-        Err(e) => return Err(format!("reading it again: {}", chain(&e))),
+        Err(e) => return Err(Stopped::Reread(Box::new(e))),
     };
     match same_and_deleting(uid, &object)? {
         Reread::Again => {}
@@ -561,7 +578,7 @@ async fn read_again(
     found.object = object;
     // Unchanged: the 422 was about the write itself.
     if found.object.metadata.resource_version == seen {
-        return Err(error.to_string());
+        return Err(Stopped::Refused(error));
     }
     Ok(Reread::Again)
 }
@@ -581,19 +598,20 @@ mod tests {
             serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta}))
                 .unwrap()
         };
+        let reread = |uid: &str, deleting: bool| same_and_deleting("uid-1", &read(uid, deleting));
+        assert!(matches!(reread("uid-1", true), Ok(Reread::Again)));
+        for deleting in [true, false] {
+            assert!(
+                matches!(reread("uid-2", deleting), Ok(Reread::Replaced(uid)) if uid == "uid-2"),
+                "{deleting}"
+            );
+        }
+        let stopped = reread("uid-1", false).unwrap_err();
+        assert!(matches!(stopped, Stopped::NoLongerDeleting));
         assert_eq!(
-            same_and_deleting("uid-1", &read("uid-1", true)),
-            Ok(Reread::Again)
+            stopped.to_string(),
+            "read again, it is no longer being deleted: left alone"
         );
-        assert_eq!(
-            same_and_deleting("uid-1", &read("uid-2", true)),
-            Ok(Reread::Replaced("uid-2".into()))
-        );
-        assert_eq!(
-            same_and_deleting("uid-1", &read("uid-2", false)),
-            Ok(Reread::Replaced("uid-2".into()))
-        );
-        assert!(same_and_deleting("uid-1", &read("uid-1", false)).is_err());
     }
 
     fn explained(name: &str, alive: Liveness) -> FinalizerReport {
