@@ -589,8 +589,8 @@ impl crate::output::Report for Report {
     }
 }
 
-/// The text report.
-pub fn render(report: &Report) -> String {
+/// The text report, its lines joined ([`crate::output::Report`]'s text form).
+fn render(report: &Report) -> String {
     let mut lines = Vec::new();
     let note = report
         .policy

@@ -80,7 +80,7 @@ impl Engine {
         self.selection.run(&self.session).await
     }
 
-    /// `--finalizer`-style names were given as `TYPE/NAME`, not only types.
+    /// Whether objects were named (`TYPE/NAME`), not only listed by type or node.
     pub fn names_objects(&self) -> bool {
         self.selection.targets.iter().any(|t| t.contains('/'))
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{NamespaceStatus, Node, Pod};
 use kube::Client;
 use kube::api::{Api, ListParams};
 use serde::Serialize;
@@ -709,18 +709,15 @@ pub async fn namespace_blockers(probe: &mut Probe, found: &Found) -> Vec<String>
     if !found.is_namespace() {
         return Vec::new();
     }
-    let mut out: Vec<String> = found.object.data["status"]["conditions"]
-        .as_array()
+    // A status that does not read as a Namespace's says nothing.
+    let status: NamespaceStatus =
+        serde_json::from_value(found.object.data["status"].clone()).unwrap_or_default();
+    let mut out: Vec<String> = status
+        .conditions
+        .unwrap_or_default()
         .into_iter()
-        .flatten()
-        .filter(|c| c["status"] == "True")
-        .map(|c| {
-            format!(
-                "{}: {}",
-                c["type"].as_str().unwrap_or_default(),
-                c["message"].as_str().unwrap_or_default()
-            )
-        })
+        .filter(|c| c.status == "True")
+        .map(|c| format!("{}: {}", c.type_, c.message.unwrap_or_default()))
         .collect();
     out.extend(probe.unavailable_apiservices().await);
     out
