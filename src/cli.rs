@@ -16,7 +16,7 @@ use crate::admission;
 use crate::certs;
 use crate::cluster::approve::Approve;
 use crate::cluster::doctor::DoctorCluster;
-use crate::cluster::unstick::Unstick;
+use crate::cluster::unstick::{Release, Unstick};
 use crate::cluster::{Connection, DryRunFlag, Selection, Targets};
 use crate::error::{Error, Result, TlsError};
 use crate::flags::{POLICY_ENV, PolicyFlag, parse_duration};
@@ -182,8 +182,11 @@ impl UnstickArgs {
         Unstick {
             targets: targets(selection, connection, policy, dry_run, output),
             finalizers,
-            release: reason.zip(detail),
-            force_delete,
+            release: reason.zip(detail).map(|(reason, detail)| Release {
+                reason,
+                detail,
+                force_delete,
+            }),
             not_ready_for,
         }
     }
@@ -656,15 +659,12 @@ pub struct Validation {
     pub file: String,
     pub valid: bool,
     /// Why it is refused, each naming its field (and line).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicySummary>,
     /// Warn mode: the built-in controllers enforce mode would block.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub would_block: Vec<String>,
     /// Rules that can match nothing.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
 

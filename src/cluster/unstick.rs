@@ -24,12 +24,19 @@ pub struct Unstick {
     pub targets: Targets,
     /// `--finalizer`: only these, and these even when their owner looks alive.
     pub finalizers: Vec<String>,
-    /// `--reason` and `--detail`: release, with this override where one is needed.
-    pub release: Option<(String, String)>,
-    /// `--force-delete`.
-    pub force_delete: bool,
+    /// `--reason`: release, not only explain.
+    pub release: Option<Release>,
     /// `--not-ready-for`: how long a node must be NotReady before its pods' owners count as gone.
     pub not_ready_for: Duration,
+}
+
+/// How to release: the override (written where one is needed) and whether
+/// to finish a released pod's deletion when its node is gone.
+#[derive(Debug, Clone, Default)]
+pub struct Release {
+    pub reason: String,
+    pub detail: String,
+    pub force_delete: bool,
 }
 
 /// Explains, or releases, each selected object: exit 0 when every one is
@@ -39,12 +46,11 @@ pub async fn run(config: Unstick) -> Result<i32, ClusterError> {
         targets,
         finalizers,
         release,
-        force_delete,
         not_ready_for,
     } = config;
     let engine = Engine::start(targets).await?;
     let override_value = match &release {
-        Some((reason, detail)) => Some(engine.override_value(reason, detail)?),
+        Some(r) => Some(engine.override_value(&r.reason, &r.detail)?),
         None => None,
     };
     let webhook_installed = super::webhook_installed(&engine.session.client).await;
@@ -66,7 +72,7 @@ pub async fn run(config: Unstick) -> Result<i32, ClusterError> {
         releaser: Releaser {
             engine: &engine,
             probe: Probe::new(engine.session.client.clone(), not_ready_for),
-            force_delete,
+            force_delete: release.as_ref().is_some_and(|r| r.force_delete),
             override_value,
             named: finalizers,
         },
@@ -76,7 +82,7 @@ pub async fn run(config: Unstick) -> Result<i32, ClusterError> {
     for found in selected.objects {
         objects.extend(run.one(found).await);
     }
-    let (reason, detail) = release.unzip();
+    let (reason, detail) = release.map(|r| (r.reason, r.detail)).unzip();
     let report = Report {
         command: "unstick",
         mode: if reason.is_some() {
