@@ -6,6 +6,8 @@
 //! - [`cli`]: `serve`, `certs`, `check`, `test`, `policy validate`, `policy suggest`, `doctor`.
 //! - [`cluster`]: `unstick`, `approve` and `doctor --cluster`, which talk to a cluster.
 //! - [`suggest`]: rules from warn mode's `would-deny` evidence.
+//! - [`output`]: one `-o text|json` vocabulary and printer for every command's report.
+//! - [`flags`]: flags more than one command takes (`--policy`, durations).
 #![forbid(unsafe_code)]
 
 pub mod admission;
@@ -17,8 +19,10 @@ pub mod cluster;
 pub mod doctor;
 pub mod error;
 pub mod events;
+pub mod flags;
 pub mod ledger;
 pub mod metrics;
+pub mod output;
 pub mod policy;
 pub mod queue;
 pub mod recording;

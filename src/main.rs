@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use finalizer_guard::cli::{self, Cli, Command, LogFormat};
+use finalizer_guard::output::chain;
 
 fn main() {
     let cli = Cli::parse();
@@ -30,15 +31,19 @@ fn main() {
             Ok(args) => cluster(finalizer_guard::cluster::doctor::run(args)),
             Err(args) => report(cli::doctor(args)),
         },
-        Command::Unstick(args) => cluster(finalizer_guard::cluster::unstick::run(*args)),
-        Command::Approve(args) => cluster(finalizer_guard::cluster::approve::run(*args)),
+        Command::Unstick(args) => {
+            cluster(finalizer_guard::cluster::unstick::run(args.into_config()))
+        }
+        Command::Approve(args) => {
+            cluster(finalizer_guard::cluster::approve::run(args.into_config()))
+        }
     };
     std::process::exit(code);
 }
 
 fn report(result: finalizer_guard::error::Result<i32>) -> i32 {
     result.unwrap_or_else(|e| {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", chain(&e));
         2
     })
 }
@@ -52,7 +57,7 @@ fn cluster(
         .build()
         .expect("a tokio runtime");
     runtime.block_on(command).unwrap_or_else(|e| {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", chain(&e));
         2
     })
 }
