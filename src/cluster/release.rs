@@ -23,6 +23,7 @@ use super::report::{End, Left, ObjectReport};
 use super::select::Found;
 use crate::output::chain;
 use crate::policy::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
+use crate::policy::seal::APPROVAL_SEAL;
 use crate::policy::{FinalizerField, Outcome};
 
 /// How many times an object that keeps changing is read again.
@@ -449,7 +450,7 @@ impl Releaser<'_> {
                 }
                 &[key]
             }
-            Authority::Approval(_) => &[key, APPROVED_BY, OVERRIDE_EXPIRES],
+            Authority::Approval(_) => &[key, APPROVED_BY, OVERRIDE_EXPIRES, APPROVAL_SEAL],
             Authority::Authorized => return Ok(false),
         };
         let Some(patch) = patch::clearing(uid, &object, keys) else {

@@ -751,8 +751,11 @@ fn two_person_release_with_unstick_and_approve() {
     assert!(finalizers(&db0).is_empty());
     let left = annotations(&db0);
     assert!(
-        !left.contains_key(OVERRIDE) && !left.contains_key("finalizer-guard.io/approved-by"),
-        "{db0:#}"
+        !left.contains_key(OVERRIDE)
+            && !left.contains_key("finalizer-guard.io/approved-by")
+            && !left.contains_key("finalizer-guard.io/override-expires")
+            && !left.contains_key("finalizer-guard.io/approval-seal"),
+        "the approval used is cleared, its seal with it: {db0:#}"
     );
 
     let default = env.policy(Policy::default());
