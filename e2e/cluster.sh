@@ -14,7 +14,8 @@
 #   carol.kubeconfig   user carol, group sre-oncall  (edit rights, cluster-wide; reads
 #                      nodes, leases, APIServices and webhook configurations)
 #   audit.log          kube-apiserver's audit log: UPDATE, PATCH and DELETE at
-#                      Metadata level, webhook audit annotations included
+#                      Metadata level, webhook audit annotations included, and
+#                      Event creates
 #   bin/               kubectl, kube-apiserver, kube-controller-manager, etcd
 #   ca.crt             the CA of the API server's serving certificate
 #   logs/              each process's output
@@ -173,6 +174,12 @@ omitStages: [RequestReceived]
 rules:
   - level: Metadata
     verbs: [update, patch, delete]
+  # Event writes, creates included: what repeated Events cost the API server.
+  - level: Metadata
+    verbs: [create]
+    resources:
+      - {group: "", resources: [events]}
+      - {group: events.k8s.io, resources: [events]}
   - level: None
 EOF
 

@@ -13,6 +13,7 @@
 mod harness;
 mod helm;
 mod preflight;
+mod storm;
 mod unstick;
 
 use std::time::Duration;
