@@ -15,7 +15,7 @@
 //! every ten seconds, not ten a second. A series with no repeat for
 //! [`SERIES_END`] ends; the next occurrence starts a new Event.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -285,7 +285,10 @@ enum Written {
 /// The series being followed, at most [`MAX_SERIES`]. Pure: the clocks come in.
 #[derive(Debug, Default)]
 struct Repeats {
-    series: HashMap<SeriesKey, Series>,
+    series: HashMap<Arc<SeriesKey>, Series>,
+    /// The series with occurrences no write has carried yet: the only ones
+    /// an occurrence or a timer has to look at.
+    owed: HashSet<Arc<SeriesKey>>,
     /// When ended series were last swept out.
     swept: Option<Instant>,
 }
@@ -307,9 +310,17 @@ impl Repeats {
             series.count = series.count.saturating_add(1);
             series.last_seen = now;
             series.last_observed = wall;
+            // The first repeat since the last write: a write is owed again.
+            if series.owed() == 1
+                && let Some((key, _)) = self.series.get_key_value(&key)
+            {
+                self.owed.insert(key.clone());
+            }
             return (true, 0);
         }
         let lost = self.make_room(&key, now);
+        let key = Arc::new(key);
+        self.owed.insert(key.clone());
         self.series.insert(
             key,
             Series {
@@ -325,12 +336,11 @@ impl Repeats {
         (false, lost)
     }
 
-    /// Sweeps out ended series (at most once an interval, or when full) and,
-    /// when still full, forgets the one seen longest ago, preferring one with
-    /// nothing left to write. Returns the repeats it lost.
+    /// Sweeps out ended series (at most once an interval) and, when still
+    /// full, forgets the one seen longest ago, preferring one with nothing
+    /// left to write. Returns the repeats it lost.
     fn make_room(&mut self, coming: &SeriesKey, now: Instant) -> u64 {
-        let full = self.series.len() >= MAX_SERIES;
-        if full || self.swept.is_none_or(|at| at + SERIES_INTERVAL <= now) {
+        if self.swept.is_none_or(|at| at + SERIES_INTERVAL <= now) {
             self.series
                 .retain(|_, s| s.owed() > 0 || s.last_seen + SERIES_END > now);
             self.swept = Some(now);
@@ -347,6 +357,7 @@ impl Repeats {
         match oldest {
             Some((key, owed)) => {
                 self.series.remove(&key);
+                self.owed.remove(&key);
                 u64::try_from(owed).unwrap_or_default()
             }
             None => 0,
@@ -356,26 +367,31 @@ impl Repeats {
     /// The writes due at `now`: a new Event at once, a series at most every
     /// [`SERIES_INTERVAL`]; with `drain`, every write owed. Each is marked
     /// made; [`Repeats::written`] says how it went.
-    fn due(&mut self, now: Instant, drain: bool) -> Vec<(SeriesKey, Write)> {
+    fn due(&mut self, now: Instant, drain: bool) -> Vec<(Arc<SeriesKey>, Write)> {
         let mut due = Vec::new();
-        for (key, series) in &mut self.series {
+        self.owed.retain(|key| {
+            let Some(series) = self.series.get_mut(key) else {
+                return false;
+            };
             let ready = series
                 .attempted_at
                 .is_none_or(|at| at + SERIES_INTERVAL <= now);
-            if series.owed() > 0 && (ready || drain) {
-                due.push((key.clone(), series.write()));
-                series.attempted = series.count;
-                series.attempted_at = Some(now);
+            if !(ready || drain) {
+                return true;
             }
-        }
+            due.push((key.clone(), series.write()));
+            series.attempted = series.count;
+            series.attempted_at = Some(now);
+            false
+        });
         due
     }
 
     /// When the next write falls due, if any is owed.
     fn next_due(&self) -> Option<Instant> {
-        self.series
-            .values()
-            .filter(|s| s.owed() > 0)
+        self.owed
+            .iter()
+            .filter_map(|key| self.series.get(key))
             .map(|s| {
                 s.attempted_at
                     .map_or(s.last_seen, |at| at + SERIES_INTERVAL)
