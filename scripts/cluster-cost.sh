@@ -36,7 +36,9 @@
 #   WRITES=2000 ROUNDS=5 scripts/cluster-cost.sh
 #
 # Environment: WRITES (1000 per run and per client count), ROUNDS (3),
-# CLIENTS ("1 10"), DIR (the cluster's folder; default a new one under
+# CLIENTS ("1 10"), KINDS (the writes timed; default
+# "override override-new guarded label"), FG_ARGS (more `serve` flags, e.g.
+# "--events=false"), DIR (the cluster's folder; default a new one under
 # /tmp, removed at the end), REPORT (the markdown tables; default
 # $TARGET/cluster-cost.md). Everything listens on 127.0.0.1; the cluster
 # and both webhooks are always stopped on exit.
@@ -45,6 +47,8 @@ cd "$(dirname "$0")/.."
 writes=${WRITES:-1000}
 rounds=${ROUNDS:-3}
 clients=${CLIENTS:-"1 10"}
+kinds=${KINDS:-"override override-new guarded label"}
+read -r -a fg_args <<< "${FG_ARGS:-}"
 
 echo "== building (release): finalizer-guard, examples/cluster_load, examples/minimal_server" >&2
 cargo build --release --locked --bin finalizer-guard --example cluster_load --example minimal_server >&2
@@ -147,7 +151,7 @@ for attempt in 1 2 3 4 5; do
   KUBECONFIG=$work/webhook.kubeconfig "$fg" serve --policy "$work/policy.yaml" \
     --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
     --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin_port" \
-    --shutdown-delay 0s \
+    --shutdown-delay 0s "${fg_args[@]}" \
     > "$work/audit.jsonl" 2> "$work/server.log" &
   webhook_pid=$!
   echo "$webhook_pid" > "$dir/run/finalizer-guard.pid"
@@ -344,11 +348,12 @@ for round in $(seq 1 "$rounds"); do
   for s in $states; do
     state "$s"
     echo "== round $round: $s" >&2
-    for write in override override-new guarded label; do run "$write" 1; done
+    for write in $kinds; do run "$write" 1; done
   done
 done
 for n in $clients; do
   [ "$n" = 1 ] && continue
+  [[ " $kinds " == *" override "* ]] || continue
   for s in finalizer-guard floor; do
     state "$s"
     echo "== $n clients: $s" >&2
