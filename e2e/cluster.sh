@@ -16,7 +16,8 @@
 #   oncall.kubeconfig  user oncall, no group, bound to nothing: a scenario
 #                      grants it the chart's on-call ClusterRole, and only that
 #   audit.log          kube-apiserver's audit log: UPDATE, PATCH and DELETE at
-#                      Metadata level, webhook audit annotations included
+#                      Metadata level, webhook audit annotations included, and
+#                      Event creates
 #   bin/               kubectl, kube-apiserver, kube-controller-manager, etcd
 #   ca.crt             the CA of the API server's serving certificate
 #   logs/              each process's output
@@ -178,6 +179,12 @@ omitStages: [RequestReceived]
 rules:
   - level: Metadata
     verbs: [update, patch, delete]
+  # Event writes, creates included: what repeated Events cost the API server.
+  - level: Metadata
+    verbs: [create]
+    resources:
+      - {group: "", resources: [events]}
+      - {group: events.k8s.io, resources: [events]}
   - level: None
 EOF
 

@@ -14,6 +14,7 @@ mod harness;
 mod helm;
 mod oncall;
 mod preflight;
+mod storm;
 mod unstick;
 
 use std::time::Duration;
