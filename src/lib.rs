@@ -6,6 +6,7 @@
 //! - [`cli`]: `serve`, `certs`, `check`, `test`, `policy validate`, `policy suggest`, `doctor`.
 //! - [`cluster`]: `unstick`, `approve` and `doctor --cluster`, which talk to a cluster.
 //! - [`suggest`]: rules from warn mode's `would-deny` evidence.
+//! - [`vap`]: the policy as a ValidatingAdmissionPolicy (`policy export --vap`).
 #![forbid(unsafe_code)]
 
 pub mod admission;
@@ -25,3 +26,4 @@ pub mod recording;
 pub mod server;
 pub mod suggest;
 pub mod suite;
+pub mod vap;
