@@ -14,6 +14,7 @@ mod harness;
 mod helm;
 mod preflight;
 mod unstick;
+mod vap;
 
 use std::time::Duration;
 
