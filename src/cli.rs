@@ -63,6 +63,18 @@ pub enum PolicyCommand {
     Validate(ValidateArgs),
     /// Rules for the controllers seen in warn mode's would-deny evidence, as policy YAML.
     Suggest(SuggestArgs),
+    /// Print the policy as a ValidatingAdmissionPolicy and binding (YAML for kubectl apply).
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A ValidatingAdmissionPolicy and its binding: kube-apiserver decides what CEL can
+    /// express of the policy. Exit 1 when the policy cannot be exported faithfully.
+    #[arg(long, required = true)]
+    pub vap: bool,
+    /// The policy file.
+    pub file: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -753,6 +765,33 @@ pub fn validate(args: ValidateArgs) -> Result<i32> {
     }
     out.report(&report).map_err(stdout)?;
     Ok(i32::from(!report.valid))
+}
+
+/// `policy export --vap`: the YAML on standard output. Exit 1 when the policy
+/// is not valid or cannot be exported faithfully (each reason on a line), 2
+/// when the file cannot be read.
+pub fn export(args: ExportArgs) -> Result<i32> {
+    let ExportArgs { vap: _, file } = args;
+    let policy = match policy::load(&file) {
+        Ok(policy) => policy,
+        Err(LoadError::Invalid(invalid)) => {
+            for e in &invalid.0 {
+                eprintln!("{}: {e}", file.display());
+            }
+            return Ok(1);
+        }
+        Err(e) => return Err(Error::policy(&file, e)),
+    };
+    match crate::vap::export_yaml(&policy) {
+        Ok(yaml) => {
+            print!("{yaml}");
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("{}: not exported: {e}", file.display());
+            Ok(1)
+        }
+    }
 }
 
 /// `policy suggest`: the policy YAML on standard output, what was read on

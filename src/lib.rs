@@ -8,6 +8,7 @@
 //! - [`suggest`]: rules from warn mode's `would-deny` evidence.
 //! - [`output`]: one `-o text|json` vocabulary and printer for every command's report.
 //! - [`flags`]: flags more than one command takes (`--policy`, durations).
+//! - [`vap`]: the policy as a ValidatingAdmissionPolicy (`policy export --vap`).
 #![forbid(unsafe_code)]
 
 pub mod admission;
@@ -29,3 +30,4 @@ pub mod recording;
 pub mod server;
 pub mod suggest;
 pub mod suite;
+pub mod vap;

@@ -27,6 +27,7 @@ fn main() {
         Command::Test(args) => report(cli::test(args)),
         Command::Policy(cli::PolicyCommand::Validate(args)) => report(cli::validate(args)),
         Command::Policy(cli::PolicyCommand::Suggest(args)) => report(cli::suggest(args)),
+        Command::Policy(cli::PolicyCommand::Export(args)) => report(cli::export(args)),
         Command::Doctor(args) => match args.cluster() {
             Ok(args) => cluster(finalizer_guard::cluster::doctor::run(args)),
             Err(args) => report(cli::doctor(args)),

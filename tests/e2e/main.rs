@@ -16,6 +16,7 @@ mod oncall;
 mod preflight;
 mod storm;
 mod unstick;
+mod vap;
 
 use std::time::Duration;
 
