@@ -773,6 +773,36 @@ fn with_the_webhook_down_the_policy_still_guards() {
     )
     .ok();
     c.kubectl("alice", &strip).refused("DETAIL is empty");
+    // A character newer than kube-apiserver's Unicode tables (U+1FA89 HARP,
+    // Unicode 16; Go's are 15.0) is no visible character there: refused,
+    // where the webhook, on newer tables, takes it.
+    let harp = "node-lost: \u{1FA89}";
+    let policy = finalizer_guard::policy::load(&policy_file).unwrap();
+    let allowed = |value: &str| {
+        let review = finalizer_guard::admission::ReviewBuilder::pod_update("alice")
+            .finalizers(json!(["example.com/cleanup"]), json!([]))
+            .annotate(OVERRIDE, value)
+            .to_vec();
+        finalizer_guard::admission::review(&policy, &review)
+            .unwrap()
+            .allowed()
+    };
+    assert!(allowed(harp), "the webhook takes {harp:?}");
+    c.kubectl(
+        "alice",
+        &[
+            "annotate",
+            "--overwrite",
+            "configmap",
+            "guarded",
+            "-n",
+            ns,
+            &format!("{OVERRIDE}={harp}"),
+        ],
+    )
+    .ok();
+    c.kubectl("alice", &strip)
+        .refused("control or format character");
     // A valid one releases the object, and kube-apiserver's audit log says why.
     c.kubectl(
         "alice",
