@@ -45,6 +45,33 @@ pub const NAME: &str = "finalizer-guard";
 /// keeps): the policy is refused at create time.
 pub const MAX_EXPRESSION_CODE_POINTS: usize = 100_000;
 
+/// The longest finalizer list (`metadata.finalizers`, a Namespace's
+/// `spec.finalizers`), before or after a write, that the policy judges; a
+/// write that changes a longer one is refused. Finding the removed names
+/// compares every old name with every new one: kube-apiserver's CEL cost
+/// accounting charges a list membership test as one unit, whatever the
+/// list's length, so its per-expression limit never stops that. Measured on
+/// kube-apiserver 1.34 (README, "Three ways to run the guard"): 8000
+/// finalizers took about 28 s of one core, 2000 about 1.5 s. The bound also
+/// keeps [`estimated_cost`] within kube-apiserver's limit for policies of
+/// hundreds of rules.
+pub const MAX_FINALIZERS: usize = 128;
+
+/// kube-apiserver's CEL cost limit for one evaluation of one expression
+/// (`PerCallLimit`): over it, the evaluation fails and the write is
+/// refused (failurePolicy Fail).
+pub const PER_CALL_COST_LIMIT: u64 = 1_000_000;
+
+/// What kube-apiserver charges, at most, for testing one removed finalizer
+/// against one rule, and for each of the rule's prefixes on top
+/// (`startsWith` costs a tenth of the finalizer's length, at most 317
+/// characters), as measured on kube-apiserver 1.34 with the loop's own
+/// charges: 512 removed finalizers against 150 rules stayed within the
+/// limit, against 200 did not (about 10 to 13 a pair); with two prefixes a
+/// rule, 50 rules did, 100 did not.
+const COST_PER_RULE: u64 = 14;
+const COST_PER_PREFIX: u64 = 36;
+
 /// Every character an override's value may hold: letters, marks, numbers,
 /// punctuation, symbols and spaces. Its complement is what
 /// `overrides::parse` refuses as a control or format character: controls
@@ -71,6 +98,7 @@ pub const NOT_EXPRESSED: &[&str] = &[
     "`authorized-by` names every rule that covers a removed finalizer, where the webhook names the first",
     "`removed-finalizers` lists a finalizer the old list repeats as often as it repeats it; the webhook lists it once",
     "the denial's wording: the same facts, and the override annotation's value is not quoted back",
+    "a change of a finalizer list longer than 128 names (before or after the write): refused here, whoever asks; judged by the webhook",
     "Unicode: the API server's tables (Go's) decide what a control, format or visible character is; a character newer than them is refused in an override, which the webhook may accept",
 ];
 
@@ -87,12 +115,24 @@ pub enum ExportError {
     )]
     BlocksBuiltinControllers(String),
     #[error(
-        "{what} would be {size} characters of CEL, more than the {limit} kube-apiserver accepts in one expression: split the policy, or use prefixes (example.com/*) for long lists of names"
+        "{what} would be {size} characters of CEL, more than the {limit} kube-apiserver accepts in one expression: use prefixes (example.com/*) for long lists of names, or fewer rules"
     )]
     TooLarge {
         what: String,
         size: usize,
         limit: usize,
+    },
+    #[error(
+        "rules: {rules} rules can cover one requester (those naming groups, and the most that name one user), with {prefixes} prefixes among them: \
+         judging {max} removed finalizers against them would cost kube-apiserver about {cost}, over its limit of {limit} for one expression, \
+         and such a write would be refused. Name fewer groups in more rules, merge rules, or use fewer prefixes"
+    )]
+    TooCostly {
+        rules: usize,
+        prefixes: usize,
+        max: usize,
+        cost: u64,
+        limit: u64,
     },
 }
 
@@ -129,6 +169,16 @@ pub fn export(policy: &Policy) -> Result<Export, ExportError> {
                 limit: MAX_EXPRESSION_CODE_POINTS,
             });
         }
+    }
+    let cost = estimated_cost(policy);
+    if cost.cost > PER_CALL_COST_LIMIT {
+        return Err(ExportError::TooCostly {
+            rules: cost.rules,
+            prefixes: cost.prefixes,
+            max: MAX_FINALIZERS,
+            cost: cost.cost,
+            limit: PER_CALL_COST_LIMIT,
+        });
     }
     let spec = ValidatingAdmissionPolicySpec {
         failure_policy: Some("Fail".into()),
@@ -195,6 +245,60 @@ pub fn export(policy: &Policy) -> Result<Export, ExportError> {
     })
 }
 
+/// The worst case of the most expensive expression: every removed
+/// finalizer tested against every rule that can cover one requester.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cost {
+    /// The rules that can cover one requester: every rule that names a
+    /// group (a requester may be in all of them), and the most rules that
+    /// name one username.
+    pub rules: usize,
+    /// The prefixes of those rules.
+    pub prefixes: usize,
+    /// What kube-apiserver would charge, at most.
+    pub cost: u64,
+}
+
+/// What kube-apiserver would charge, at most, for the most expensive
+/// expression: `authorized-by`, which tests each removed finalizer of both
+/// lists, up to [`MAX_FINALIZERS`] each, against each rule covering the
+/// requester (`unauthorizedFinalizers` tests one list).
+pub fn estimated_cost(policy: &Policy) -> Cost {
+    let mut worst: Vec<&Rule> = policy
+        .rules
+        .iter()
+        .filter(|r| !r.groups.is_empty())
+        .collect();
+    let mut by_user: BTreeMap<&str, Vec<&Rule>> = BTreeMap::new();
+    for rule in policy.rules.iter().filter(|r| r.groups.is_empty()) {
+        let mut users: Vec<&str> = rule
+            .users
+            .iter()
+            .chain(&rule.service_accounts)
+            .map(String::as_str)
+            .collect();
+        users.sort_unstable();
+        users.dedup();
+        for user in users {
+            by_user.entry(user).or_default().push(rule);
+        }
+    }
+    if let Some(most) = by_user.into_values().max_by_key(Vec::len) {
+        worst.extend(most);
+    }
+    let prefixes = worst
+        .iter()
+        .flat_map(|r| &r.finalizers)
+        .filter(|p| matches!(p, FinalizerPattern::Prefix(_)))
+        .count();
+    let per_finalizer = COST_PER_RULE * worst.len() as u64 + COST_PER_PREFIX * prefixes as u64;
+    Cost {
+        rules: worst.len(),
+        prefixes,
+        cost: 2 * MAX_FINALIZERS as u64 * per_finalizer,
+    }
+}
+
 /// A change of `metadata.finalizers`, or of a Namespace's `spec.finalizers`
 /// through `namespaces/finalize`: the only writes the validations are
 /// evaluated for. Cheaper than the webhook's condition (a list comparison,
@@ -254,10 +358,6 @@ fn variables(policy: &Policy) -> Vec<Variable> {
              object.metadata.finalizers : []",
         ),
         var(
-            "removedFinalizers",
-            "variables.oldFinalizers.filter(f, !(f in variables.newFinalizers))",
-        ),
-        var(
             "namespaceFinalize",
             "// A Namespace's spec.finalizers, written through namespaces/finalize, is guarded the same way.\n\
              request.resource.group == '' && request.resource.resource == 'namespaces' && request.subResource == 'finalize'",
@@ -273,8 +373,24 @@ fn variables(policy: &Policy) -> Vec<Variable> {
              object.spec.finalizers != null ? object.spec.finalizers : []",
         ),
         var(
+            "tooManyFinalizers",
+            format!(
+                "// Longer lists are refused, not judged: comparing two lists costs kube-apiserver\n\
+                 // time that grows with the product of their lengths, and its CEL cost limit does not stop it.\n\
+                 size(variables.oldFinalizers) > {max} || size(variables.newFinalizers) > {max} ||\n  \
+                 size(variables.oldSpecFinalizers) > {max} || size(variables.newSpecFinalizers) > {max}",
+                max = MAX_FINALIZERS
+            ),
+        ),
+        var(
+            "removedFinalizers",
+            "variables.tooManyFinalizers ? [] :\n  \
+             variables.oldFinalizers.filter(f, !(f in variables.newFinalizers))",
+        ),
+        var(
             "removedSpecFinalizers",
-            "variables.oldSpecFinalizers.filter(f, !(f in variables.newSpecFinalizers))",
+            "variables.tooManyFinalizers ? [] :\n  \
+             variables.oldSpecFinalizers.filter(f, !(f in variables.newSpecFinalizers))",
         ),
         var(
             "resource",
@@ -319,22 +435,41 @@ fn variables(policy: &Policy) -> Vec<Variable> {
         ),
         var("rules", rules_literal(&policy.rules)),
         var(
+            "policyGroups",
+            format!(
+                "// Every group a rule names, for one lookup per group of the requester.\n{}",
+                set_literal(
+                    policy
+                        .rules
+                        .iter()
+                        .flat_map(|r| r.groups.iter().map(String::as_str))
+                )
+            ),
+        ),
+        var(
+            "requesterGroups",
+            "request.userInfo.groups.filter(g, g in variables.policyGroups)",
+        ),
+        var(
             "requesterRules",
             "// The rules covering this requester, namespace and resource.\n\
              variables.rules.filter(r,\n  \
-             (request.userInfo.username in r.users || request.userInfo.groups.exists(g, g in r.groups)) &&\n  \
+             ((has(r.users) && request.userInfo.username in r.users) ||\n    \
+             (has(r.groups) && r.groups.exists(g, g in variables.requesterGroups))) &&\n  \
              (!has(r.namespaces) || variables.objectNamespace in r.namespaces) &&\n  \
              (!has(r.resources) || variables.resource in r.resources))",
         ),
         var(
             "unauthorizedFinalizers",
             "variables.removedFinalizers.filter(f, !(f in variables.builtinFinalizers ||\n  \
-             variables.requesterRules.exists(r, f in r.finalizers || r.prefixes.exists(p, f.startsWith(p)))))",
+             variables.requesterRules.exists(r, (has(r.finalizers) && f in r.finalizers) ||\n    \
+             (has(r.prefixes) && r.prefixes.exists(p, f.startsWith(p))))))",
         ),
         var(
             "unauthorizedSpecFinalizers",
             "variables.removedSpecFinalizers.filter(f, !(f in variables.builtinSpecFinalizers ||\n  \
-             variables.requesterRules.exists(r, f in r.finalizers || r.prefixes.exists(p, f.startsWith(p)))))",
+             variables.requesterRules.exists(r, (has(r.finalizers) && f in r.finalizers) ||\n    \
+             (has(r.prefixes) && r.prefixes.exists(p, f.startsWith(p))))))",
         ),
         var(
             "overrideValue",
@@ -379,10 +514,11 @@ fn variables(policy: &Policy) -> Vec<Variable> {
             "decision",
             format!(
                 "// 3., 4., 5. and 6.: '' when nothing is removed.\n\
+                 variables.tooManyFinalizers ? {denied} :\n\
                  size(variables.removedFinalizers) + size(variables.removedSpecFinalizers) == 0 ? '' :\n\
                  size(variables.unauthorizedFinalizers) + size(variables.unauthorizedSpecFinalizers) == 0 ? 'authorized' :\n\
-                 variables.overrideProblem == '' ? 'override' : {}",
-                lit(denied)
+                 variables.overrideProblem == '' ? 'override' : {denied}",
+                denied = lit(denied)
             ),
         ),
     ]
@@ -393,7 +529,11 @@ fn variables(policy: &Policy) -> Vec<Variable> {
 fn message_expression(policy: &Policy) -> String {
     let settings = &policy.override_settings;
     format!(
-        "'finalizer-guard denied removing ' +\n\
+        "variables.tooManyFinalizers ?\n  \
+         'finalizer-guard refused changing the finalizers of ' + variables.resource + ' ' + strings.quote(request.name) +\n  \
+         (variables.objectNamespace == '' ? '' : ' in namespace ' + strings.quote(variables.objectNamespace)) +\n  \
+         {too_many} :\n\
+         'finalizer-guard denied removing ' +\n\
          (size(variables.unauthorizedFinalizers) == 0 ? '' :\n  \
          (size(variables.unauthorizedFinalizers) == 1 ? 'finalizer ' : 'finalizers ') +\n  \
          variables.unauthorizedFinalizers.map(f, strings.quote(f)).join(', ')) +\n\
@@ -413,6 +553,10 @@ fn message_expression(policy: &Policy) -> String {
          {how}",
         allowed = lit(ALLOWED_CHARACTERS),
         key = lit(&settings.annotation),
+        too_many = lit(&format!(
+            ": it holds more than {MAX_FINALIZERS} finalizers, more than this ValidatingAdmissionPolicy judges; \
+             to change them, take its binding {NAME} out for the time it takes (kube-apiserver's audit log records that)"
+        )),
         how = lit(&format!(
             " To override in an emergency, annotate the object with {}: \"REASON: DETAIL\", REASON one of: {}.",
             settings.annotation,
@@ -429,9 +573,13 @@ fn audit_annotations(policy: &Policy) -> Vec<AuditAnnotation> {
         key: key.into(),
         value_expression: value,
     };
-    let covers = "f in r.finalizers || r.prefixes.exists(p, f.startsWith(p))";
+    let covers = "(has(r.finalizers) && f in r.finalizers) ||\n    (has(r.prefixes) && r.prefixes.exists(p, f.startsWith(p)))";
     vec![
         annotation("decision", "variables.decision".into()),
+        annotation(
+            "too-many-finalizers",
+            format!("variables.tooManyFinalizers ? \"more than {MAX_FINALIZERS}\" : \"\""),
+        ),
         annotation(
             "removed-finalizers",
             "variables.removedFinalizers.join(',')".into(),
@@ -550,39 +698,40 @@ fn table_literal(table: &Table) -> String {
 /// only when the rule is scoped.
 fn rules_literal(rules: &[Rule]) -> String {
     let mut s = String::from(
-        "// 4. The rules: users (service accounts as their usernames) and groups, exact finalizer\n\
-         // names and prefixes (a pattern ending in *), and the namespaces and resources it is scoped to.\n[",
+        "// 4. The rules, one a line: users (service accounts as their usernames), groups, exact\n\
+         // finalizer names and prefixes (patterns ending in *), and the namespaces and resources\n\
+         // a rule is scoped to. A field is left out when empty.\n[",
     );
     for (i, rule) in rules.iter().enumerate() {
         s.push_str(if i == 0 { "\n  {" } else { ",\n  {" });
-        let (exact, prefixes): (Vec<&FinalizerPattern>, Vec<&FinalizerPattern>) = rule
-            .finalizers
-            .iter()
-            .partition(|p| matches!(p, FinalizerPattern::Exact(_)));
-        let names = |patterns: Vec<&FinalizerPattern>| {
-            list_literal(patterns.into_iter().map(|p| match p {
-                FinalizerPattern::Exact(n) | FinalizerPattern::Prefix(n) => n.as_str(),
-            }))
+        let _ = write!(s, "'name': dyn({})", lit(&rule.label));
+        let mut field = |key: &str, names: Vec<&str>| {
+            if !names.is_empty() {
+                let _ = write!(s, ", '{key}': dyn({})", list_literal(names));
+            }
         };
-        let users = rule
+        let users: Vec<&str> = rule
             .users
             .iter()
             .chain(&rule.service_accounts)
-            .map(String::as_str);
-        let _ = write!(
-            s,
-            "\n    'name': dyn({}),\n    'users': dyn({}),\n    'groups': dyn({}),\n    \
-             'finalizers': dyn({}),\n    'prefixes': dyn({})",
-            lit(&rule.label),
-            list_literal(users),
-            list_literal(rule.groups.iter().map(String::as_str)),
-            names(exact),
-            names(prefixes),
-        );
+            .map(String::as_str)
+            .collect();
+        field("users", users);
+        field("groups", rule.groups.iter().map(String::as_str).collect());
+        let (mut exact, mut prefixes) = (Vec::new(), Vec::new());
+        for pattern in &rule.finalizers {
+            match pattern {
+                FinalizerPattern::Exact(n) => exact.push(n.as_str()),
+                FinalizerPattern::Prefix(n) => prefixes.push(n.as_str()),
+            }
+        }
+        field("finalizers", exact);
+        field("prefixes", prefixes);
+        // Scoped to nothing is not the same as not scoped: an empty list stays.
         if let Some(namespaces) = &rule.namespaces {
             let _ = write!(
                 s,
-                ",\n    'namespaces': dyn({})",
+                ", 'namespaces': dyn({})",
                 list_literal(namespaces.iter().map(String::as_str))
             );
         }
@@ -599,13 +748,28 @@ fn rules_literal(rules: &[Rule]) -> String {
                 .collect();
             let _ = write!(
                 s,
-                ",\n    'resources': dyn({})",
+                ", 'resources': dyn({})",
                 list_literal(names.iter().map(String::as_str))
             );
         }
-        s.push_str("\n  }");
+        s.push('}');
     }
     s.push_str(if rules.is_empty() { "]" } else { "\n]" });
+    s
+}
+
+/// `{'a': true, 'b': true}`: a map, so that a membership test costs one
+/// lookup however many names it holds.
+fn set_literal<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
+    let names: std::collections::BTreeSet<&str> = items.into_iter().collect();
+    let mut s = String::from("{");
+    for (i, name) in names.into_iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        let _ = write!(s, "{}: true", lit(name));
+    }
+    s.push('}');
     s
 }
 
@@ -683,10 +847,14 @@ fn render(policy: &Policy, export: &Export) -> String {
     for line in NOT_EXPRESSED {
         let _ = writeln!(out, "#   - {line}");
     }
-    out.push_str(
-        "#\n# Limits: an expression of at most 100000 characters (the export refuses more), and\n\
-         # kube-apiserver's CEL cost budget per write (docs: README, \"Three ways to run the guard\").\n\
-         # A write whose evaluation fails (over budget) is refused: failurePolicy Fail.\n",
+    let cost = estimated_cost(policy);
+    let _ = writeln!(
+        out,
+        "#\n# Limits (README, \"Three ways to run the guard\"): each expression at most {MAX_EXPRESSION_CODE_POINTS} characters,\n\
+         # finalizer lists of at most {MAX_FINALIZERS} names judged (a change of a longer one is refused), and\n\
+         # kube-apiserver's CEL cost limit of {PER_CALL_COST_LIMIT} per expression: for this policy at most about {}\n\
+         # ({} rules can cover one requester). An evaluation that fails is a refused write: failurePolicy Fail.",
+        cost.cost, cost.rules,
     );
     out.push_str("---\n");
     out.push_str(&yaml_in_order(
@@ -751,6 +919,15 @@ mod tests {
         for c in lit("x\u{0}\u{7f}\u{2028}\u{feff}'\"").chars() {
             assert!(c.is_ascii_graphic() || c == ' ', "{c:?}");
         }
+    }
+
+    #[test]
+    fn the_limits_said_in_the_comments_are_the_constants() {
+        assert!(
+            NOT_EXPRESSED
+                .iter()
+                .any(|l| l.contains(&format!("longer than {MAX_FINALIZERS} names")))
+        );
     }
 
     #[test]

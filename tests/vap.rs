@@ -911,6 +911,57 @@ fn other_policies_decide_as_the_webhook_does() {
 }
 
 #[test]
+fn longer_finalizer_lists_are_refused_not_judged() {
+    let policy = fixture_policy("policy.yaml");
+    let vap = Vap::export(&policy);
+    let names =
+        |n: usize| -> Vec<String> { (0..n).map(|i| format!("example.com/f-{i:04}")).collect() };
+    let gc = format!("{SA}kube-system:generic-garbage-collector");
+    for (n, refused) in [
+        (vap::MAX_FINALIZERS, false),
+        (vap::MAX_FINALIZERS + 1, true),
+    ] {
+        // The garbage collector removes its own finalizer from a long list.
+        let mut old = names(n - 1);
+        old.push("foregroundDeletion".into());
+        let review = ReviewBuilder::pod_update(&gc)
+            .finalizers(json!(old), json!(names(n - 1)))
+            .to_value();
+        let body = serde_json::to_vec(&review).unwrap();
+        assert_eq!(
+            admission::review(&policy, &body).unwrap().verdict(),
+            Verdict::Authorized
+        );
+        if !refused {
+            assert_eq!(
+                compare(&vap, &policy, &review),
+                Ok(Agreed::Decided {
+                    allowed: true,
+                    verdict: Verdict::Authorized
+                })
+            );
+            continue;
+        }
+        let evaluation = vap.evaluate(&review).unwrap();
+        assert!(evaluation.denied, "{n}: {evaluation:?}");
+        let message = evaluation.message.unwrap();
+        assert!(
+            message.contains(&format!("more than {} finalizers", vap::MAX_FINALIZERS)),
+            "{message}"
+        );
+        assert_eq!(
+            evaluation.annotations["too-many-finalizers"],
+            format!("more than {}", vap::MAX_FINALIZERS)
+        );
+        // A write that leaves the long list as it is: not judged at all.
+        let unchanged = ReviewBuilder::pod_update("bob")
+            .finalizers(json!(old), json!(old))
+            .to_value();
+        assert!(!vap.evaluate(&unchanged).unwrap().matched);
+    }
+}
+
+#[test]
 fn what_cannot_be_expressed_is_refused_by_name() {
     let two_person = "override:\n  approval:\n    users: [sec-lead]\n    maxAge: 2h\n";
     let policy = Policy::from_yaml(two_person).unwrap();
@@ -930,6 +981,56 @@ fn what_cannot_be_expressed_is_refused_by_name() {
     // In warn mode it blocks nothing: exported.
     assert!(
         vap::export(&Policy::from_yaml("mode: warn\nbuiltinControllers: false\n").unwrap()).is_ok()
+    );
+}
+
+/// One-name rules: all naming one group, or each its own user.
+fn policy_of(rules: usize, shared_group: bool) -> Policy {
+    let mut yaml = String::from("rules:\n");
+    for r in 0..rules {
+        let who = if shared_group {
+            "groups: [g-all]".to_string()
+        } else {
+            format!("users: [u{r}]")
+        };
+        yaml.push_str(&format!(
+            "  - finalizers: [t{r}.example.com/f]\n    {who}\n"
+        ));
+    }
+    Policy::from_yaml(&yaml).unwrap()
+}
+
+#[test]
+fn what_kube_apiserver_would_refuse_or_fail_on_is_refused() {
+    // The cost: rules that can all cover one requester.
+    let cost = vap::estimated_cost(&policy_of(279, true));
+    assert_eq!(cost.rules, 279);
+    assert!(cost.cost <= vap::PER_CALL_COST_LIMIT, "{cost:?}");
+    assert!(vap::export(&policy_of(279, true)).is_ok());
+    let Err(ExportError::TooCostly { rules: 280, .. }) = vap::export(&policy_of(280, true)) else {
+        panic!("280 rules covering one requester are exported")
+    };
+    // Rules for different users never cover one requester together.
+    assert_eq!(vap::estimated_cost(&policy_of(700, false)).rules, 1);
+    // The size of one expression.
+    assert!(vap::export(&policy_of(700, false)).is_ok());
+    let Err(ExportError::TooLarge { what, size, limit }) = vap::export(&policy_of(2000, false))
+    else {
+        panic!("2000 rules are exported")
+    };
+    assert_eq!(
+        (what.as_str(), limit),
+        ("variable rules", vap::MAX_EXPRESSION_CODE_POINTS)
+    );
+    assert!(size > limit);
+    // The YAML says the estimate.
+    let yaml = vap::export_yaml(&policy_of(279, true)).unwrap();
+    assert!(
+        yaml.contains(&format!(
+            "at most about {}\n",
+            vap::estimated_cost(&policy_of(279, true)).cost
+        )),
+        "{yaml}"
     );
 }
 

@@ -773,6 +773,36 @@ fn with_the_webhook_down_the_policy_still_guards() {
     )
     .ok();
     c.kubectl("alice", &strip).refused("DETAIL is empty");
+    // A character newer than kube-apiserver's Unicode tables (U+1FA89 HARP,
+    // Unicode 16; Go's are 15.0) is no visible character there: refused,
+    // where the webhook, on newer tables, takes it.
+    let harp = "node-lost: \u{1FA89}";
+    let policy = finalizer_guard::policy::load(&policy_file).unwrap();
+    let allowed = |value: &str| {
+        let review = finalizer_guard::admission::ReviewBuilder::pod_update("alice")
+            .finalizers(json!(["example.com/cleanup"]), json!([]))
+            .annotate(OVERRIDE, value)
+            .to_vec();
+        finalizer_guard::admission::review(&policy, &review)
+            .unwrap()
+            .allowed()
+    };
+    assert!(allowed(harp), "the webhook takes {harp:?}");
+    c.kubectl(
+        "alice",
+        &[
+            "annotate",
+            "--overwrite",
+            "configmap",
+            "guarded",
+            "-n",
+            ns,
+            &format!("{OVERRIDE}={harp}"),
+        ],
+    )
+    .ok();
+    c.kubectl("alice", &strip)
+        .refused("control or format character");
     // A valid one releases the object, and kube-apiserver's audit log says why.
     c.kubectl(
         "alice",
@@ -826,4 +856,291 @@ fn with_the_webhook_down_the_policy_still_guards() {
     env.cluster
         .admin(&["delete", "namespace", ns, "--wait=false"])
         .ok();
+}
+
+/// A policy of `rules` rules, each one name: all naming the group `g-all`,
+/// or each its own user.
+fn policy_of(rules: usize, shared_group: bool) -> String {
+    let mut yaml = String::from("mode: enforce\nrules:\n");
+    for r in 0..rules {
+        let who = if shared_group {
+            "groups: [g-all]".to_string()
+        } else {
+            format!("users: [user-{r:04}@example.com]")
+        };
+        yaml.push_str(&format!(
+            "  - name: rule-{r:04}\n    finalizers: [team-{r:04}.example.com/finalizer]\n    {who}\n"
+        ));
+    }
+    yaml
+}
+
+/// The most rules of [`policy_of`] the export takes.
+fn largest(shared_group: bool) -> usize {
+    let exports = |n: usize| {
+        finalizer_guard::vap::export(&GuardPolicy::from_yaml(&policy_of(n, shared_group)).unwrap())
+            .is_ok()
+    };
+    let (mut ok, mut refused) = (1, 4096);
+    while refused - ok > 1 {
+        let mid = (ok + refused) / 2;
+        if exports(mid) {
+            ok = mid
+        } else {
+            refused = mid
+        }
+    }
+    ok
+}
+
+#[test]
+#[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
+fn the_largest_policies_the_export_takes_are_accepted_and_decided() {
+    use finalizer_guard::vap::{MAX_EXPRESSION_CODE_POINTS, MAX_FINALIZERS};
+    let mut env = env();
+    env.stop();
+    let c = &env.cluster;
+    let only_policy = OnlyPolicy::new(c);
+    grant(c);
+    let ns = "e2e-vap-limits";
+    c.namespace(ns);
+    let dir = env.work.join("vap-limits");
+    std::fs::create_dir_all(&dir).unwrap();
+    let export = |yaml: &str| {
+        let file = dir.join("policy.yaml");
+        std::fs::write(&file, yaml).unwrap();
+        let out = std::process::Command::new(super::harness::bin())
+            .args(["policy", "export", "--vap"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+
+    // The size of one expression: the largest policy of one-name rules, each
+    // its own user, is accepted; one more character is not, by the export
+    // nor by kube-apiserver.
+    let n = largest(false);
+    let (code, _, stderr) = export(&policy_of(n + 1, false));
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("characters of CEL"), "{stderr}");
+    let (code, yaml, _) = export(&policy_of(n, false));
+    assert_eq!(code, Some(0));
+    c.kubectl_in("admin", &["apply", "-f", "-"], Some(&yaml))
+        .ok();
+    // The same objects, the rules expression grown past the limit by a comment.
+    let mut documents: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&yaml)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let variables = documents[0]["spec"]["variables"].as_array_mut().unwrap();
+    let rules = variables.iter_mut().find(|v| v["name"] == "rules").unwrap();
+    let expression = rules["expression"].as_str().unwrap().to_string();
+    let size = expression.chars().count();
+    assert!(size <= MAX_EXPRESSION_CODE_POINTS);
+    let comment = format!("// {}\n", "x".repeat(MAX_EXPRESSION_CODE_POINTS - size));
+    rules["expression"] = json!(format!("{comment}{expression}"));
+    let padded: Vec<String> = documents
+        .iter()
+        .map(|d| serde_yaml_ng::to_string(d).unwrap())
+        .collect();
+    let padded = padded.join("---\n");
+    let run = c.kubectl_in("admin", &["apply", "-f", "-"], Some(&padded));
+    assert_eq!(run.code, 1, "exit {}", run.code);
+    let why = run
+        .stderr
+        .rsplit("compilation failed: ")
+        .next()
+        .unwrap_or("")
+        .trim();
+    assert!(
+        why.contains("expression code point size exceeds limit"),
+        "{why}"
+    );
+    println!(
+        "largest policy of one-name rules, one user each: {n} rules ({size} characters of CEL); one character more: {why}"
+    );
+
+    // The cost of one expression: the largest policy whose every rule covers
+    // one requester (all name its group), and the longest lists judged.
+    let n = largest(true);
+    let (code, _, stderr) = export(&policy_of(n + 1, true));
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("over its limit"), "{stderr}");
+    let (_, yaml, _) = export(&policy_of(n, true));
+    c.kubectl_in("admin", &["apply", "-f", "-"], Some(&yaml))
+        .ok();
+    let names = |count: usize, tag: &str| -> Vec<String> {
+        (0..count)
+            .map(|i| format!("example.com/{tag}-{i:04}"))
+            .collect()
+    };
+    for count in [MAX_FINALIZERS, MAX_FINALIZERS + 1] {
+        c.apply(&configmap(
+            ns,
+            &format!("cm-{count}"),
+            &names(count, "f")
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        ));
+        c.apply(&json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": format!("{ns}-{count}"), "finalizers": names(count, "m")},
+            // kube-apiserver adds `kubernetes` to spec.finalizers.
+            "spec": {"finalizers": names(count - 1, "s")}}));
+    }
+    let group = format!("--as-group={GROUP}");
+    let strip = |args: &[&str]| {
+        let mut full = args.to_vec();
+        full.extend([
+            "--dry-run=server",
+            "--as=member",
+            "--as-group=g-all",
+            &group,
+        ]);
+        let start = std::time::Instant::now();
+        let run = c.kubectl("admin", &full);
+        (run, start.elapsed())
+    };
+    wait_until("the largest policy to be in force", 30, || {
+        strip(&[
+            "patch",
+            "configmap",
+            &format!("cm-{MAX_FINALIZERS}"),
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            STRIP,
+        ])
+        .0
+        .stderr
+        .contains(&policy_denial())
+    });
+    let (run, took) = strip(&[
+        "patch",
+        "configmap",
+        &format!("cm-{MAX_FINALIZERS}"),
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        STRIP,
+    ]);
+    run.refused(&format!(
+        "{}: finalizer-guard denied removing finalizers",
+        policy_denial()
+    ));
+    println!(
+        "{n} rules covering the requester, {MAX_FINALIZERS} finalizers removed: decided in {took:?} (kubectl included)"
+    );
+    // A namespace's both lists through finalize, the most expensive write.
+    let ns_max = format!("{ns}-{MAX_FINALIZERS}");
+    let mut body = c.get(&["namespace", &ns_max]).unwrap();
+    body["spec"]["finalizers"] = json!([]);
+    body["metadata"]["finalizers"] = json!([]);
+    let path = format!("/api/v1/namespaces/{ns_max}/finalize?dryRun=All");
+    let start = std::time::Instant::now();
+    let run = c.kubectl_in(
+        "admin",
+        &[
+            "replace",
+            "--raw",
+            &path,
+            "-f",
+            "-",
+            "--as=member",
+            "--as-group=g-all",
+            &format!("--as-group={GROUP}"),
+        ],
+        Some(&body.to_string()),
+    );
+    let took = start.elapsed();
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("denied removing finalizers"), "{run:?}");
+    println!(
+        "the same through namespaces/finalize, {MAX_FINALIZERS} metadata and {MAX_FINALIZERS} spec finalizers: decided in {took:?}"
+    );
+    let (run, _) = strip(&[
+        "patch",
+        "configmap",
+        &format!("cm-{}", MAX_FINALIZERS + 1),
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        STRIP,
+    ]);
+    run.refused(&format!("more than {MAX_FINALIZERS} finalizers"));
+
+    // Without the bound on list lengths, the same policy and 4 times as many
+    // finalizers: over kube-apiserver's cost limit, the write is refused
+    // for that, not judged.
+    let unbounded = yaml.replace(&format!("> {MAX_FINALIZERS}"), "> 100000");
+    assert_ne!(unbounded, yaml);
+    c.kubectl_in("admin", &["apply", "-f", "-"], Some(&unbounded))
+        .ok();
+    c.apply(&configmap(
+        ns,
+        "cm-4x",
+        &names(4 * MAX_FINALIZERS, "f")
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    ));
+    wait_until("the unbounded policy to be over its cost limit", 30, || {
+        strip(&[
+            "patch",
+            "configmap",
+            "cm-4x",
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            STRIP,
+        ])
+        .0
+        .stderr
+        .contains("cost limit exceeded")
+    });
+
+    uninstall_policy(c);
+    for count in [MAX_FINALIZERS, MAX_FINALIZERS + 1] {
+        c.admin(&[
+            "patch",
+            "namespace",
+            &format!("{ns}-{count}"),
+            "--type=merge",
+            "-p",
+            STRIP,
+        ]);
+        c.admin(&[
+            "delete",
+            "namespace",
+            &format!("{ns}-{count}"),
+            "--wait=false",
+        ]);
+    }
+    for name in [
+        format!("cm-{MAX_FINALIZERS}"),
+        format!("cm-{}", MAX_FINALIZERS + 1),
+        "cm-4x".to_string(),
+    ] {
+        c.admin(&[
+            "patch",
+            "configmap",
+            &name,
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            STRIP,
+        ]);
+    }
+    c.admin(&["delete", "namespace", ns, "--wait=false"]);
+    drop(only_policy);
+    env.start();
 }
