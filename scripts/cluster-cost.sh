@@ -337,8 +337,9 @@ timed = r["writes"] + r["warmup"] * r["clients"]
 r["control_plane_cpu_us"] = control_plane * 1e6 / hz / timed
 r["webhook_cpu_us"] = webhook * 1e6 / hz / timed if sys.argv[1] != "removed" else None
 r["load"] = open("/proc/loadavg").read().split()[0]
+r["round"] = int(sys.argv[13])
 print(json.dumps(r))' "$current" "$((c1 - c0))" "$((r1 - r0))" "${d0[0]}" "${d1[0]}" "${a0[0]}" "${a1[0]}" \
-    "${e0[*]}" "${e1[*]}" "$hz" "$((p1 - p0))" "$((w1 - w0))" | tee -a "$results" >&2
+    "${e0[*]}" "${e1[*]}" "$hz" "$((p1 - p0))" "$((w1 - w0))" "$round" | tee -a "$results" >&2
 }
 
 order="finalizer-guard floor removed"
@@ -351,6 +352,7 @@ for round in $(seq 1 "$rounds"); do
     for write in $kinds; do run "$write" 1; done
   done
 done
+round=0
 for n in $clients; do
   [ "$n" = 1 ] && continue
   [[ " $kinds " == *" override "* ]] || continue
@@ -400,16 +402,31 @@ for write in WRITES:
         out.append(f"| {write} | {state} | {sum(r['writes'] for r in rs)} | {sum(r['webhook_calls'] for r in rs)} | {s['mean_ms']:.2f} | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | {s['writes_per_second']:.0f} | "
                    + ", ".join(f"{r['p50_ms']:.2f}" for r in rs) + " | " + ", ".join(f"{r['p99_ms']:.2f}" for r in rs) + f" | {s['control_plane_cpu_us']:.0f} | {ev} |")
 out.append("")
-out.append("What each webhook adds over no webhook (medians of the rounds), and finalizer-guard against the floor. Targets: added p50 at most 1.2x the floor's (goal 1.1x); p99 at most the floor's + 1 ms.\n")
-out.append("| write | added p50 ms, finalizer-guard | added p50 ms, floor | p50 added, ratio | added p99 ms, finalizer-guard | added p99 ms, floor | p99, finalizer-guard − floor | added mean ms, finalizer-guard / floor | added API server + etcd CPU µs per write, finalizer-guard / floor |")
-out.append("|---|---:|---:|---:|---:|---:|---:|---|---|")
+out.append("What each webhook adds over no webhook, and finalizer-guard against the floor, paired within each round (the three configurations run back to back): medians of the rounds' figures, their range in brackets. Targets: added p50 at most 1.2x the floor's (goal 1.1x); p99 at most the floor's + 1 ms.\n")
+out.append("| write | added p50 ms, finalizer-guard | added p50 ms, floor | added p50, finalizer-guard / floor | p99 ms, finalizer-guard − floor | added mean ms, finalizer-guard / floor | webhook CPU µs per write, finalizer-guard / floor | added API server + etcd CPU µs per write, finalizer-guard / floor |")
+out.append("|---|---:|---:|---|---|---|---|---|")
+def paired(write, f):
+    by_round = {}
+    for r in rows:
+        if r["write"] == write and r["clients"] == 1:
+            by_round.setdefault(r["round"], {})[r["state"]] = r
+    return [f(x["finalizer-guard"], x["floor"], x["removed"]) for x in by_round.values() if all(s in x for s in STATES)]
+def spread(xs, fmt):
+    xs = [x for x in xs if x is not None]
+    return f"{fmt(median(xs))} ({fmt(min(xs))} to {fmt(max(xs))})" if xs else "-"
 for write in WRITES:
     if not all((write, s) in m for s in STATES):
         continue
-    g, f, r = (m[(write, s)] for s in STATES)
-    gp50, fp50 = g["p50_ms"] - r["p50_ms"], f["p50_ms"] - r["p50_ms"]
-    ratio = f"{gp50 / fp50:.2f}x" if fp50 > 0 else "-"
-    out.append(f"| {write} | {gp50:+.2f} | {fp50:+.2f} | {ratio} | {g['p99_ms'] - r['p99_ms']:+.2f} | {f['p99_ms'] - r['p99_ms']:+.2f} | {g['p99_ms'] - f['p99_ms']:+.2f} | {g['mean_ms'] - r['mean_ms']:+.2f} / {f['mean_ms'] - r['mean_ms']:+.2f} | {g['control_plane_cpu_us'] - r['control_plane_cpu_us']:+.0f} / {f['control_plane_cpu_us'] - r['control_plane_cpu_us']:+.0f} |")
+    gp50 = paired(write, lambda g, f, r: g["p50_ms"] - r["p50_ms"])
+    fp50 = paired(write, lambda g, f, r: f["p50_ms"] - r["p50_ms"])
+    ratio = paired(write, lambda g, f, r: (g["p50_ms"] - r["p50_ms"]) / (f["p50_ms"] - r["p50_ms"]) if f["p50_ms"] > r["p50_ms"] else None)
+    p99 = paired(write, lambda g, f, r: g["p99_ms"] - f["p99_ms"])
+    mean = paired(write, lambda g, f, r: (g["mean_ms"] - r["mean_ms"], f["mean_ms"] - r["mean_ms"]))
+    cpu = paired(write, lambda g, f, r: (g["webhook_cpu_us"], f["webhook_cpu_us"]))
+    plane = paired(write, lambda g, f, r: (g["control_plane_cpu_us"] - r["control_plane_cpu_us"], f["control_plane_cpu_us"] - r["control_plane_cpu_us"]))
+    two = lambda pairs, f: f"{f(median([a for a, _ in pairs]))} / {f(median([b for _, b in pairs]))}"
+    out.append(f"| {write} | {median(gp50):+.2f} | {median(fp50):+.2f} | {spread(ratio, lambda v: f'{v:.2f}x')} | {spread(p99, lambda v: f'{v:+.2f}')} | "
+               f"{two(mean, lambda v: f'{v:+.2f}')} | {two(cpu, lambda v: f'{v:.0f}')} | {two(plane, lambda v: f'{v:+.0f}')} |")
 out.append("")
 out.append("| override writes | configuration | clients | writes | webhook calls | writes/s | mean ms | p50 ms | p99 ms | API server's call to the webhook, mean ms | finalizer-guard's decision, mean ms | webhook CPU µs per write | API server + etcd CPU µs per write | Event writes |")
 out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")

@@ -968,7 +968,7 @@ fn policy_in_the_config_map_parses_and_starts_in_warn_mode() {
 }
 
 #[test]
-fn rbac_grants_only_creating_events() {
+fn rbac_grants_only_creating_and_patching_events() {
     let base = Base::load();
     let role: ClusterRole = base.named("ClusterRole", "finalizer-guard-events");
     let rules = role.rules.clone().unwrap();
@@ -980,7 +980,8 @@ fn rbac_grants_only_creating_events() {
         "the server writes events.k8s.io/v1 Events"
     );
     assert_eq!(rule.resources.as_deref(), Some(&["events".to_string()][..]));
-    assert_eq!(rule.verbs, ["create"]);
+    // Patch: a repeated Event's series count.
+    assert_eq!(rule.verbs, ["create", "patch"]);
     assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none());
     let binding: ClusterRoleBinding = base.one("ClusterRoleBinding");
     assert_eq!(binding.role_ref.name, role.metadata.name.unwrap());
