@@ -1,7 +1,7 @@
 //! The owned view: the request as kube-core's types hold it, for a
 //! recording; and the leak ledger.
 //!
-//! [`owned`] copies what the one reading ([`super::request`]) read, so a
+//! `owned` copies what the one reading ([`super::request`]) read, so a
 //! finalizer list, `spec.finalizers`, an annotation or a uid reads here as a
 //! review reads it, and a body is refused here as it is there. What a
 //! recording keeps beyond what a decision reads (the object's name, labels
@@ -9,7 +9,7 @@
 //! read beside it by the lenient rules: a field of another shape is absent,
 //! never a failure. Off the review's path.
 //!
-//! [`LedgerObject`] reads the few fields of `oldObject` the leak ledger
+//! `LedgerObject` reads the few fields of `oldObject` the leak ledger
 //! reports, by the same lenient rules; it is parsed only for an override,
 //! never on the common path.
 
@@ -24,7 +24,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::request::{IfList, IfObject, IfString, Object, Request, StringMap, timestamp};
+use super::request::{IfList, IfObject, IfString, Object, Request, StringMap, deletion_timestamps};
 use crate::ledger::Ledger;
 
 /// An object as the webhook reads it: the metadata a decision needs and what
@@ -105,9 +105,7 @@ pub(super) fn owned(
     let details = serde_json::from_slice::<Details<'_>>(body)
         .map(|d| d.request.or_default())
         .unwrap_or_default();
-    let deletions = serde_json::from_slice::<Deletions<'_>>(body)
-        .map(|d| d.request.or_default())
-        .unwrap_or_default();
+    let [new_deletion, old_deletion] = deletion_timestamps(body);
     let user = details.user_info.or_default();
     let (kind, resource) = (&request.kind, &request.resource);
     AdmissionRequest {
@@ -140,11 +138,11 @@ pub(super) fn owned(
         object: request
             .object
             .as_ref()
-            .map(|o| LeanObject::new(o, details.object.or_default(), deletions.object)),
+            .map(|o| LeanObject::new(o, details.object.or_default(), new_deletion)),
         old_object: request
             .old_object
             .as_ref()
-            .map(|o| LeanObject::new(o, details.old_object.or_default(), deletions.old_object)),
+            .map(|o| LeanObject::new(o, details.old_object.or_default(), old_deletion)),
         dry_run: request.dry_run,
         options: kube(details.options),
     }
@@ -156,19 +154,11 @@ impl LeanObject {
     fn new(
         object: &Object<'_>,
         identity: Identity<'_>,
-        deleted: IfObject<Deleted<'_>>,
+        deletion: Option<jiff::Timestamp>,
     ) -> LeanObject {
         let meta = identity.metadata.or_default();
-        // The review's reading says whether it is being deleted; this one, since when.
-        let deletion = deleted
-            .or_default()
-            .metadata
-            .or_default()
-            .deletion_timestamp;
-        let deletion_timestamp = deletion
-            .0
-            .and_then(|t| timestamp(&t))
-            .filter(|_| object.deleting);
+        // The review's reading says whether it is being deleted; the other, since when.
+        let deletion_timestamp = deletion.filter(|_| object.deleting);
         let annotations = object.annotations_where(|_| true);
         LeanObject {
             api_version: identity.api_version.0.map(Cow::into_owned),
@@ -248,35 +238,6 @@ struct IdentityMeta<'a> {
     namespace: IfString<'a>,
     resource_version: IfString<'a>,
     labels: IfObject<StringMap>,
-}
-
-/// Each object's `metadata.deletionTimestamp`, read apart from the details:
-/// this read fails only on a body the review refuses too (a key on its path
-/// sent twice, a timestamp that is not UTF-8), so a recording keeps the
-/// timestamp of every object the review read as being deleted.
-#[derive(Deserialize, Default)]
-#[serde(default, bound = "'de: 'a")]
-struct Deletions<'a> {
-    request: IfObject<DeletionsRequest<'a>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
-struct DeletionsRequest<'a> {
-    object: IfObject<Deleted<'a>>,
-    old_object: IfObject<Deleted<'a>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default, bound = "'de: 'a")]
-struct Deleted<'a> {
-    metadata: IfObject<DeletedMeta<'a>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
-struct DeletedMeta<'a> {
-    deletion_timestamp: IfString<'a>,
 }
 
 /// The review, as far as the ledger reads it: `request.oldObject`.

@@ -23,7 +23,7 @@
 //! - `metadata.deletionTimestamp`: a timestamp, or absent.
 //! - a duplicated field a decision reads is refused: neither copy may win.
 //! - fields no decision reads (the identity a recording keeps, the leak
-//!   ledger): [`IfString`], [`IfObject`], [`IfList`] read any other shape
+//!   ledger): `IfString`, `IfObject`, `IfList` read any other shape
 //!   as absent, never as a failure.
 
 use std::borrow::Cow;
@@ -34,7 +34,7 @@ use std::marker::PhantomData;
 use kube_core::admission::Operation;
 use serde::Deserialize;
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 /// An AdmissionReview: its type, and the request.
@@ -250,13 +250,13 @@ struct Timestamp(bool);
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = IfString::deserialize(deserializer)?;
-        Ok(Timestamp(value.0.is_some_and(|t| timestamp(&t).is_some())))
+        Ok(Timestamp(value.0.is_some_and(|t| timestamp(&t).is_ok())))
     }
 }
 
-/// A `metadata.deletionTimestamp`: the timestamp, if the text is one.
-pub(crate) fn timestamp(text: &str) -> Option<jiff::Timestamp> {
-    text.parse().ok()
+/// A `metadata.deletionTimestamp` is set if its text is a timestamp.
+fn timestamp(text: &str) -> Result<jiff::Timestamp, jiff::Error> {
+    text.parse()
 }
 
 /// `metadata.annotations`: keys borrowed, values kept as their JSON text
@@ -582,4 +582,64 @@ impl<'de> Deserialize<'de> for StringMap {
         }
         deserializer.deserialize_map(V)
     }
+}
+
+/// The `metadata.deletionTimestamp` of `request.object` and
+/// `request.oldObject`, for a recording (a review keeps only whether there is
+/// one). Read on their own, they fail only on a body a review refuses too (a
+/// key on the way sent twice, a timestamp that is not UTF-8): a recording
+/// keeps the timestamp of every object a review reads as being deleted.
+pub(crate) fn deletion_timestamps(body: &[u8]) -> [Option<jiff::Timestamp>; 2] {
+    ["object", "oldObject"].map(|object| {
+        let path = ["request", object, "metadata", "deletionTimestamp"];
+        let mut de = serde_json::Deserializer::from_slice(body);
+        let text = At(&path).deserialize(&mut de).ok().flatten();
+        text.and_then(|t| timestamp(&t).ok())
+    })
+}
+
+/// The string at a path of keys; any other shape on the way reads as absent,
+/// and everything off the way is skipped unread.
+struct At<'p>(&'p [&'p str]);
+
+impl<'de> DeserializeSeed<'de> for At<'_> {
+    type Value = Option<Cow<'de, str>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        match self.0 {
+            [] => IfString::deserialize(deserializer).map(|s| s.0),
+            [key, rest @ ..] => deserializer.deserialize_any(AtKey(key, rest)),
+        }
+    }
+}
+
+struct AtKey<'p>(&'p str, &'p [&'p str]);
+
+impl<'de> Visitor<'de> for AtKey<'_> {
+    type Value = Option<Cow<'de, str>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(Text(key)) = map.next_key()? {
+            if key != self.0 {
+                map.next_value::<IgnoredAny>()?;
+            } else if found.is_some() {
+                return Err(de::Error::custom(format_args!(
+                    "duplicate field `{}`",
+                    self.0
+                )));
+            } else {
+                found = Some(map.next_value_seed(At(self.1))?);
+            }
+        }
+        Ok(found.flatten())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    scalars!(None, str);
 }
