@@ -33,18 +33,8 @@ fn a_retry_storm_is_one_event_and_a_few_writes() {
         "metadata": {"name": "stuck", "namespace": NS, "finalizers": ["example.com/storm"]},
         "data": {"k": "v"},
     }));
-    // Repeats update an Event's series: a patch of the Event.
-    c.apply(&json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": "e2e-finalizer-guard-event-series"},
-        "rules": [{"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["patch"]}],
-    }));
-    c.apply(&json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": "e2e-finalizer-guard-event-series"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "e2e-finalizer-guard-event-series"},
-        "subjects": [{"kind": "ServiceAccount", "name": "finalizer-guard", "namespace": NAMESPACE}],
-    }));
+    // Repeats update an Event's series, a patch of the Event: the installed
+    // ClusterRole must grant it, so none is added here.
 
     // The stuck controller: a ServiceAccount of its own, allowed to edit
     // ConfigMaps in the namespace, and not by the policy to remove the finalizer.
