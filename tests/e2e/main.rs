@@ -12,6 +12,7 @@
 
 mod harness;
 mod helm;
+mod install;
 mod oncall;
 mod preflight;
 mod storm;

@@ -1,0 +1,215 @@
+//! `unstick` and `doctor --cluster` find the policy the installed webhook
+//! serves, whatever its Helm release is called: the chart installed as
+//! release `fg`, its policy found from its webhook configuration through its
+//! Service and Deployment to the ConfigMap the pods mount. Two installs
+//! serving different policies are refused by name; a user who may not list
+//! webhook configurations is told so, and the labelled Deployment is
+//! followed instead; with no webhook installed, that is said, and the
+//! embedded default policy judges.
+//!
+//! The `fg` release's pods never run (no kubelet): nothing here needs its
+//! webhook to answer, and in warn mode (failurePolicy Ignore) it refuses
+//! nothing while it is installed.
+
+use std::fs;
+
+use serde_json::{Value, json};
+
+use super::harness::{CONFIG, Cluster, env, wait_until};
+use super::helm::{Helm, chart};
+use super::{configmap, delete_nowait};
+
+const RELEASE: &str = "fg";
+const NS: &str = "e2e-fg";
+const FULLNAME: &str = "fg-finalizer-guard";
+
+/// The `fg` release uninstalled, and `manifests/`' webhook configuration
+/// put back as it was, however the scenario ends.
+struct Restore<'a> {
+    helm: &'a Helm,
+    cluster: &'a Cluster,
+    saved: Option<Value>,
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        self.helm.run(&["uninstall", RELEASE, "-n", NS]);
+        if let Some(mut saved) = self.saved.take() {
+            let meta = saved["metadata"].as_object_mut().unwrap();
+            for key in [
+                "resourceVersion",
+                "uid",
+                "creationTimestamp",
+                "generation",
+                "managedFields",
+            ] {
+                meta.remove(key);
+            }
+            self.cluster
+                .kubectl_in("admin", &["create", "-f", "-"], Some(&saved.to_string()));
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a cluster (FG_E2E_DIR) and helm: see .ci/run"]
+fn the_policy_is_found_whatever_the_release_is_called() {
+    let env = env();
+    let c = &env.cluster;
+    let work = env.work.join("install-fg");
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).unwrap();
+    let helm = Helm::new(c, &work);
+    let ns = "e2e-install-find";
+    c.namespace(ns);
+    c.apply(&configmap(ns, "cache", &["example.com/fg-cleanup"]));
+    delete_nowait(&env, &["configmap", "cache", "-n", ns]);
+
+    // The chart as release fg: a rule of its own lets carol remove
+    // example.com/fg-cleanup, which manifests/' policy does not.
+    let values = work.join("values.yaml");
+    fs::write(
+        &values,
+        "policy:\n  mode: warn\n  rules:\n    - name: fg-only\n      finalizers: [example.com/fg-cleanup]\n      users: [carol]\npolicyCheck:\n  enabled: false\n",
+    )
+    .unwrap();
+    let mut restore = Restore {
+        helm: &helm,
+        cluster: c,
+        saved: None,
+    };
+    let chart = chart();
+    helm.run(&[
+        "install",
+        RELEASE,
+        chart.to_str().unwrap(),
+        "-n",
+        NS,
+        "--create-namespace",
+        "-f",
+        values.to_str().unwrap(),
+    ])
+    .ok();
+    let target = ["unstick", "configmap/cache", "-n", ns];
+
+    // Two installs, two policies: refused, each named with how it was found.
+    let run = c.finalizer_guard("carol", &target);
+    assert_eq!(run.code, 2, "{run:#?}");
+    for needle in [
+        "2 finalizer-guard installs serve different policies",
+        &format!(
+            "validatingwebhookconfiguration/{FULLNAME} -> service/{FULLNAME} -> deployment/{FULLNAME} in namespace {NS} serves configmap {NS}/{FULLNAME}-policy"
+        ),
+        &format!(
+            "validatingwebhookconfiguration/{CONFIG} (calls a url) -> deployment/{CONFIG}, of the same name and labelled app.kubernetes.io/name=finalizer-guard in namespace finalizer-guard serves configmap finalizer-guard/finalizer-guard-policy"
+        ),
+        "--policy FILE",
+    ] {
+        assert!(run.stderr.contains(needle), "{needle:?}: {run:#?}");
+    }
+    let run = c.finalizer_guard("carol", &["doctor", "--cluster"]);
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(run.stderr.contains("serve different policies"), "{run:#?}");
+
+    // manifests/' webhook configuration out of the way: fg's is the one.
+    let saved = c
+        .get(&["validatingwebhookconfiguration", CONFIG])
+        .expect("manifests/' webhook configuration");
+    c.admin(&["delete", "validatingwebhookconfiguration", CONFIG])
+        .ok();
+    restore.saved = Some(saved);
+
+    let run = c.finalizer_guard("carol", &target);
+    assert_eq!(run.code, 0, "{run:#?}");
+    for needle in [
+        &format!("as carol under configmap {NS}/{FULLNAME}-policy (mode warn):"),
+        "you:         yes, authorized by rule fg-only",
+    ] {
+        assert!(run.stdout.contains(needle), "{needle:?}: {run:#?}");
+    }
+    let run = c.finalizer_guard("carol", &["doctor", "--cluster", "-o", "json"]);
+    assert!(matches!(run.code, 0 | 1), "{run:#?}");
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        report["policy"]["name"],
+        format!("configmap {NS}/{FULLNAME}-policy"),
+        "{report:#}"
+    );
+    assert_eq!(
+        report["policy"]["servedBy"],
+        json!([format!(
+            "validatingwebhookconfiguration/{FULLNAME} -> service/{FULLNAME} -> deployment/{FULLNAME} in namespace {NS}"
+        )])
+    );
+
+    // alice (edit rights everywhere) may not list webhook configurations:
+    // the labelled Deployments are followed instead, and here there are
+    // two, serving different policies.
+    let run = c.finalizer_guard("alice", &target);
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "deployment labelled app.kubernetes.io/name=finalizer-guard -> deployment/{FULLNAME} in namespace {NS} serves configmap {NS}/{FULLNAME}-policy"
+        )),
+        "{run:#?}"
+    );
+    // A user bound to nothing: every permission missing is named, and the
+    // embedded default policy judges.
+    let run = c.finalizer_guard("oncall", &target);
+    assert_eq!(run.code, 2, "{run:#?}");
+    for needle in [
+        "you may not list validatingwebhookconfigurations (it needs list on validatingwebhookconfigurations.admissionregistration.k8s.io), and you may not list deployments in all namespaces (it needs list on deployments.apps in all namespaces)",
+        "judged under the embedded default policy (or pass --policy FILE)",
+    ] {
+        assert!(run.stderr.contains(needle), "{needle:?}: {run:#?}");
+    }
+
+    // Nothing installed: said plainly, and judged under the embedded default.
+    helm.run(&["uninstall", RELEASE, "-n", NS]).ok();
+    wait_until("fg's webhook configuration to be gone", 30, || {
+        c.get(&["validatingwebhookconfiguration", FULLNAME])
+            .is_none()
+    });
+    let run = c.finalizer_guard("carol", &target);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stderr.contains("finalizer-guard's webhook (finalizers.finalizer-guard.io) is not installed: no ValidatingWebhookConfiguration holds it; judged under the embedded default policy"),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout
+            .contains("as carol under embedded default (mode enforce):"),
+        "{run:#?}"
+    );
+    // alice, who cannot see that, finds manifests/' Deployment by its label,
+    // and says how she found it.
+    let run = c.finalizer_guard("alice", &target);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stderr.contains("you may not list validatingwebhookconfigurations (it needs list on validatingwebhookconfigurations.admissionregistration.k8s.io): found by the label app.kubernetes.io/name=finalizer-guard, not through the webhook configuration"),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout.contains(
+            "as alice under configmap finalizer-guard/finalizer-guard-policy (mode enforce):"
+        ),
+        "{run:#?}"
+    );
+    drop(restore);
+    assert!(c.get(&["validatingwebhookconfiguration", CONFIG]).is_some());
+    // The configmap: its override releases it under manifests/' policy.
+    let run = c.finalizer_guard(
+        "carol",
+        &[
+            "unstick",
+            "configmap/cache",
+            "-n",
+            ns,
+            "--reason",
+            "controller-uninstalled",
+            "--detail",
+            "e2e cleanup",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+}
