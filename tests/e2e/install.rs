@@ -213,3 +213,169 @@ fn the_policy_is_found_whatever_the_release_is_called() {
     );
     assert_eq!(run.code, 0, "{run:#?}");
 }
+
+const SKIPPED_SA: &str = "system:serviceaccount:storage-system:volume-cleaner";
+const SKIPPED_GROUP: &str = "platform-controllers";
+const SKIP_BINDING: &str = "e2e-skip-identities";
+
+/// examples/kustomize/skip-identities' condition added to the installed
+/// webhook configuration, and edit rights for the identities the scenario
+/// acts as; both taken away however the scenario ends.
+struct Skipping<'a>(&'a Cluster);
+
+impl<'a> Skipping<'a> {
+    fn new(c: &'a Cluster) -> Skipping<'a> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/kustomize/skip-identities/skip-identities.yaml");
+        let ops: Value = serde_yaml_ng::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+        c.admin(&[
+            "patch",
+            "validatingwebhookconfiguration",
+            CONFIG,
+            "--type=json",
+            "-p",
+            &ops.to_string(),
+        ])
+        .ok();
+        c.apply(&json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": SKIP_BINDING},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [
+                {"kind": "ServiceAccount", "namespace": "storage-system", "name": "volume-cleaner"},
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": SKIPPED_GROUP},
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"},
+            ],
+        }));
+        Skipping(c)
+    }
+}
+
+impl Drop for Skipping<'_> {
+    fn drop(&mut self) {
+        let c = self.0;
+        c.admin(&[
+            "delete",
+            "clusterrolebinding",
+            SKIP_BINDING,
+            "--ignore-not-found",
+        ]);
+        let Some(config) = c.get(&["validatingwebhookconfiguration", CONFIG]) else {
+            return;
+        };
+        let conditions = config["webhooks"][0]["matchConditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if let Some(i) = conditions
+            .iter()
+            .position(|c| c["name"] == "not-skipped-identity")
+        {
+            let path = format!("/webhooks/0/matchConditions/{i}");
+            c.admin(&[
+                "patch",
+                "validatingwebhookconfiguration",
+                CONFIG,
+                "--type=json",
+                "-p",
+                &json!([{"op": "test", "path": format!("{path}/name"), "value": "not-skipped-identity"},
+                        {"op": "remove", "path": path}])
+                .to_string(),
+            ]);
+        }
+    }
+}
+
+/// With examples/kustomize/skip-identities' condition installed, a listed
+/// identity (a service account by name, anyone by a listed group) strips
+/// finalizers without the webhook being called; anyone else is still judged
+/// and denied.
+#[test]
+#[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
+fn a_skipped_identity_is_never_sent_and_others_still_are() {
+    let env = env();
+    let c = &env.cluster;
+    let ns = "e2e-skip-identities";
+    c.namespace(ns);
+    let finalizer = "example.com/skip-test";
+    for name in ["by-sa", "by-group", "by-bob"] {
+        c.apply(&configmap(ns, name, &[finalizer]));
+        delete_nowait(&env, &["configmap", name, "-n", ns]);
+    }
+    let _skipping = Skipping::new(c);
+    wait_until("the bindings to take effect", 30, || {
+        c.admin(&[
+            "auth",
+            "can-i",
+            "patch",
+            "configmaps",
+            "-n",
+            ns,
+            "--as",
+            SKIPPED_SA,
+        ])
+        .stdout
+        .trim()
+            == "yes"
+    });
+    let strip = |name: &str, who: &[&str]| {
+        let mut args = vec![
+            "patch",
+            "configmap",
+            name,
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ];
+        args.extend_from_slice(who);
+        c.admin(&args)
+    };
+    let records = |name: &str| {
+        env.audit_records()
+            .into_iter()
+            .filter(|r| r["name"] == name && r["namespace"] == ns)
+            .count()
+    };
+
+    // Listed: allowed, and the webhook never saw it (enforce would deny it:
+    // no rule names them).
+    strip("by-sa", &["--as", SKIPPED_SA]).ok();
+    strip("by-group", &["--as", "dave", "--as-group", SKIPPED_GROUP]).ok();
+    // Not listed: sent, and denied.
+    let run = strip("by-bob", &["--as", "bob"]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr
+            .contains("admission webhook \"finalizers.finalizer-guard.io\" denied the request"),
+        "{run:#?}"
+    );
+    wait_until("the skipped configmaps to be gone", 30, || {
+        c.get(&["configmap", "by-sa", "-n", ns]).is_none()
+            && c.get(&["configmap", "by-group", "-n", ns]).is_none()
+    });
+    assert_eq!(records("by-sa"), 0, "the webhook was called for by-sa");
+    assert_eq!(
+        records("by-group"),
+        0,
+        "the webhook was called for by-group"
+    );
+    assert!(records("by-bob") > 0, "the webhook judged bob's write");
+
+    // bob's configmap released the guarded way.
+    let run = c.finalizer_guard(
+        "carol",
+        &[
+            "unstick",
+            "configmap/by-bob",
+            "-n",
+            ns,
+            "--reason",
+            "controller-uninstalled",
+            "--detail",
+            "e2e cleanup",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+}
