@@ -110,14 +110,7 @@ impl Conditions {
 /// `request` as kube-apiserver binds it: a typed AdmissionRequest, so every
 /// field is there, empty when the review leaves it out.
 fn request_variable(request: &Value) -> Value {
-    let s = |pointer: &str| {
-        json!(
-            request
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-        )
-    };
+    let s = |pointer: &str| string_at(request, pointer);
     let gvk = |key: &str| {
         json!({
             "group": s(&format!("/{key}/group")),
@@ -149,18 +142,21 @@ fn request_variable(request: &Value) -> Value {
     })
 }
 
+/// The string at `pointer`, or `""` where the typed request has it empty.
+fn string_at(request: &Value, pointer: &str) -> Value {
+    json!(
+        request
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    )
+}
+
 /// `request.userInfo` as kube-apiserver hands it to CEL: converted from
 /// the typed request, whose `groups` and `extra` are `omitempty`, so a user
 /// with no groups has no `groups` key (a condition must guard it with has()).
 fn user_info(request: &Value) -> Value {
-    let s = |pointer: &str| {
-        json!(
-            request
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-        )
-    };
+    let s = |pointer: &str| string_at(request, pointer);
     let mut info = json!({"username": s("/userInfo/username"), "uid": s("/userInfo/uid")});
     for key in ["groups", "extra"] {
         if let Some(v) = request.pointer(&format!("/userInfo/{key}")).filter(|v| {

@@ -129,6 +129,25 @@ fn refused(e: kube::Error, what: &str, needs: &str) -> Result<Trouble, ClusterEr
     }
 }
 
+/// One object along the chain, or why not: `missing` when it does not
+/// exist, `what` and `needs` when reading it is forbidden.
+async fn get<K>(
+    api: &Api<K>,
+    name: &str,
+    missing: String,
+    what: String,
+    needs: String,
+) -> Result<Result<K, Trouble>, ClusterError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.get_opt(name).await {
+        Ok(Some(object)) => Ok(Ok(object)),
+        Ok(None) => Ok(Err(Trouble::Broken(missing))),
+        Err(e) => refused(e, &what, &needs).map(Err),
+    }
+}
+
 /// Where a webhook configuration sends its calls.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Target {
@@ -202,21 +221,16 @@ async fn serving(
         Target::Service { namespace, name } => (namespace, name),
     };
     let services: Api<Service> = Api::namespaced(client.clone(), namespace);
-    let service = match services.get_opt(name).await {
-        Ok(Some(s)) => s,
-        Ok(None) => {
-            return Ok(Err(Trouble::Broken(format!(
-                "it calls service {namespace}/{name}, which does not exist"
-            ))));
-        }
-        Err(e) => {
-            return refused(
-                e,
-                &format!("get service {namespace}/{name}"),
-                &format!("get on services in {namespace}"),
-            )
-            .map(Err);
-        }
+    let read = get(
+        &services,
+        name,
+        format!("it calls service {namespace}/{name}, which does not exist"),
+        format!("get service {namespace}/{name}"),
+        format!("get on services in {namespace}"),
+    );
+    let service = match read.await? {
+        Ok(service) => service,
+        Err(trouble) => return Ok(Err(trouble)),
     };
     let selector = service
         .spec
@@ -299,21 +313,18 @@ async fn policies(
         };
         let shown = format!("configmap {namespace}/{config_map}");
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-        let text = match api.get_opt(&config_map).await {
-            Ok(Some(cm)) => cm.data.and_then(|mut d| d.remove(&key)),
-            Ok(None) => {
-                return Ok(Err(Trouble::Broken(format!(
-                    "deployment {namespace}/{deployment_name} mounts {shown}, which does not exist"
-                ))));
-            }
-            Err(e) => {
-                return refused(
-                    e,
-                    &format!("get {shown}"),
-                    &format!("get on configmaps in {namespace}"),
-                )
-                .map(Err);
-            }
+        let read = get(
+            &api,
+            &config_map,
+            format!(
+                "deployment {namespace}/{deployment_name} mounts {shown}, which does not exist"
+            ),
+            format!("get {shown}"),
+            format!("get on configmaps in {namespace}"),
+        );
+        let text = match read.await? {
+            Ok(cm) => cm.data.and_then(|mut d| d.remove(&key)),
+            Err(trouble) => return Ok(Err(trouble)),
         };
         let Some(text) = text else {
             return Err(ClusterError::PolicyKeyMissing { name: shown, key });

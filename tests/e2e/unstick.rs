@@ -7,7 +7,10 @@ use std::process::{Child, Stdio};
 use serde_json::{Value, json};
 
 use super::harness::{Env, OVERRIDE, Policy, env, wait_until};
-use super::{CNI, configmap, dead_node, delete_nowait, finalizers, pod, unavailable_apiservice};
+use super::{
+    CNI, configmap, custom_resource_type, dead_node, delete_nowait, finalizers, pod,
+    unavailable_apiservice,
+};
 
 /// A Node whose kubelet stopped reporting an hour ago.
 pub(super) fn not_ready_node(env: &Env, name: &str) {
@@ -837,25 +840,6 @@ fn unstick_says_when_the_webhook_is_down() {
     for name in ["a", "b"] {
         super::release(&env, "configmap", name, ns);
     }
-}
-
-/// A namespaced custom resource type, established.
-fn custom_resource_type(env: &Env, group: &str, plural: &str, kind: &str) {
-    let c = &env.cluster;
-    let crd = format!("{plural}.{group}");
-    c.apply(&json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": crd},
-        "spec": {
-            "group": group, "scope": "Namespaced",
-            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
-        },
-    }));
-    wait_until(&format!("{crd} to be served"), 60, || {
-        c.admin(&["get", &crd, "-A"]).code == 0
-    });
 }
 
 #[test]
