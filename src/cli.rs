@@ -164,6 +164,10 @@ pub struct UnstickArgs {
     /// finish its deletion with grace period 0.
     #[arg(long, requires = "reason")]
     pub force_delete: bool,
+    /// Release a Namespace's own `kubernetes` finalizer too, orphaning the objects still
+    /// inside it (listed, and counted by type, in the output). Without it unstick leaves it.
+    #[arg(long, requires = "reason")]
+    pub orphan_contents: bool,
     /// How long a node must be NotReady before its pods' owners count as gone.
     #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
     pub not_ready_for: Duration,
@@ -185,6 +189,7 @@ impl UnstickArgs {
             reason,
             detail,
             force_delete,
+            orphan_contents,
             not_ready_for,
             dry_run,
             output,
@@ -198,6 +203,7 @@ impl UnstickArgs {
                 reason,
                 detail,
                 force_delete,
+                orphan_contents,
             }),
             not_ready_for,
         }

@@ -568,6 +568,58 @@ async fn empty_cluster() -> String {
                     "status": {"userInfo": {"username": "carol", "groups": ["sre-oncall"]}},
                 }),
             ),
+            // The installed webhook, as manifests/ installs it: its
+            // configuration, its Service, the Deployment that Service
+            // selects, and the ConfigMap that Deployment mounts.
+            (
+                Method::GET,
+                "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+            ) => json(
+                StatusCode::OK,
+                serde_json::json!({
+                    "apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "ValidatingWebhookConfigurationList", "metadata": {},
+                    "items": [{
+                        "metadata": {"name": "finalizer-guard"},
+                        "webhooks": [{
+                            "name": "finalizers.finalizer-guard.io",
+                            "clientConfig": {"service": {"namespace": "finalizer-guard", "name": "finalizer-guard"}},
+                            "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                        }],
+                    }],
+                }),
+            ),
+            (Method::GET, "/api/v1/namespaces/finalizer-guard/services/finalizer-guard") => json(
+                StatusCode::OK,
+                serde_json::json!({
+                    "apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": "finalizer-guard", "namespace": "finalizer-guard"},
+                    "spec": {"selector": {"app.kubernetes.io/name": "finalizer-guard"}},
+                }),
+            ),
+            (Method::GET, "/apis/apps/v1/namespaces/finalizer-guard/deployments") => json(
+                StatusCode::OK,
+                serde_json::json!({
+                    "apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": {},
+                    "items": [{
+                        "metadata": {"name": "finalizer-guard", "namespace": "finalizer-guard"},
+                        "spec": {
+                            "selector": {"matchLabels": {"app.kubernetes.io/name": "finalizer-guard"}},
+                            "template": {
+                                "metadata": {"labels": {"app.kubernetes.io/name": "finalizer-guard"}},
+                                "spec": {
+                                    "containers": [{
+                                        "name": "finalizer-guard",
+                                        "args": ["serve", "--policy", "/etc/finalizer-guard/policy/policy.yaml"],
+                                        "volumeMounts": [{"name": "policy", "mountPath": "/etc/finalizer-guard/policy"}],
+                                    }],
+                                    "volumes": [{"name": "policy", "configMap": {"name": "finalizer-guard-policy"}}],
+                                },
+                            },
+                        },
+                    }],
+                }),
+            ),
             (
                 Method::GET,
                 "/api/v1/namespaces/finalizer-guard/configmaps/finalizer-guard-policy",
@@ -587,7 +639,7 @@ async fn empty_cluster() -> String {
                     "metadata": {}, "items": [],
                 }),
             ),
-            // Every list is empty: namespaces, APIServices, pods on a node, webhook configurations.
+            // Every other list is empty: namespaces, APIServices, pods on a node.
             (Method::GET, _) => json(
                 StatusCode::OK,
                 serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": []}),

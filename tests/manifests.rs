@@ -1143,7 +1143,7 @@ fn the_runbook_commands_are_what_the_binary_takes() {
                 "--node",
                 "--reason",
                 "--force-delete",
-                "--finalizer",
+                "--orphan-contents",
                 "--dry-run=server",
             ] {
                 if words.iter().any(|w| w == flag) {

@@ -37,6 +37,23 @@ fn crate_root() -> &'static Path {
 struct Conditions(Vec<(String, Program)>);
 
 impl Conditions {
+    /// The shipped conditions, and the one examples/kustomize/skip-identities
+    /// adds (tests/manifests/helm.rs: the chart renders the same for the
+    /// same identities).
+    fn with_skipped_identities() -> Conditions {
+        let path = crate_root().join("examples/kustomize/skip-identities/skip-identities.yaml");
+        let ops: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let condition = &ops[0]["value"];
+        assert_eq!(ops[0]["path"], "/webhooks/0/matchConditions/-");
+        let name = condition["name"].as_str().unwrap().to_string();
+        let expression = condition["expression"].as_str().unwrap();
+        let program = Program::compile(expression)
+            .unwrap_or_else(|e| panic!("matchCondition {name} does not compile: {e}"));
+        let mut conditions = Conditions::load();
+        conditions.0.push((name, program));
+        conditions
+    }
+
     fn load() -> Conditions {
         let path = crate_root().join("manifests/base/webhook.yaml");
         let text = std::fs::read_to_string(&path).unwrap();
@@ -93,14 +110,7 @@ impl Conditions {
 /// `request` as kube-apiserver binds it: a typed AdmissionRequest, so every
 /// field is there, empty when the review leaves it out.
 fn request_variable(request: &Value) -> Value {
-    let s = |pointer: &str| {
-        json!(
-            request
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-        )
-    };
+    let s = |pointer: &str| string_at(request, pointer);
     let gvk = |key: &str| {
         json!({
             "group": s(&format!("/{key}/group")),
@@ -126,15 +136,37 @@ fn request_variable(request: &Value) -> Value {
         "name": s("/name"),
         "namespace": s("/namespace"),
         "operation": s("/operation"),
-        "userInfo": {
-            "username": s("/userInfo/username"),
-            "uid": s("/userInfo/uid"),
-            "groups": request.pointer("/userInfo/groups").cloned().filter(Value::is_array).unwrap_or(json!([])),
-            "extra": request.pointer("/userInfo/extra").cloned().filter(Value::is_object).unwrap_or(json!({})),
-        },
+        "userInfo": user_info(request),
         "dryRun": request.get("dryRun").and_then(Value::as_bool).unwrap_or(false),
         "options": request.get("options").cloned().unwrap_or(Value::Null),
     })
+}
+
+/// The string at `pointer`, or `""` where the typed request has it empty.
+fn string_at(request: &Value, pointer: &str) -> Value {
+    json!(
+        request
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    )
+}
+
+/// `request.userInfo` as kube-apiserver hands it to CEL: converted from
+/// the typed request, whose `groups` and `extra` are `omitempty`, so a user
+/// with no groups has no `groups` key (a condition must guard it with has()).
+fn user_info(request: &Value) -> Value {
+    let s = |pointer: &str| string_at(request, pointer);
+    let mut info = json!({"username": s("/userInfo/username"), "uid": s("/userInfo/uid")});
+    for key in ["groups", "extra"] {
+        if let Some(v) = request.pointer(&format!("/userInfo/{key}")).filter(|v| {
+            v.as_array().is_some_and(|a| !a.is_empty())
+                || v.as_object().is_some_and(|o| !o.is_empty())
+        }) {
+            info[key] = v.clone();
+        }
+    }
+    info
 }
 
 /// Approvers of the two-person override, in [`Policies::load`]'s second policy.
@@ -969,6 +1001,99 @@ fn two_person_table() -> Vec<Case> {
         )
         .two_person("denied"),
     ]
+}
+
+/// The identities examples/kustomize/skip-identities skips, and others.
+const SKIPPED_SA: &str = "system:serviceaccount:storage-system:volume-cleaner";
+const SKIPPED_GROUP: &str = "platform-controllers";
+
+/// With the example's identities skipped: a listed identity (by username or
+/// by a group) is never sent what the shipped conditions send, except a
+/// write of an approval; everyone else is sent exactly what they were.
+#[test]
+fn skipped_identities_are_sent_only_their_approval_writes() {
+    let shipped = Conditions::load();
+    let skipping = Conditions::with_skipped_identities();
+    let policies = Policies::load("policy.yaml");
+    // (username, groups or None for a request without any, skipped?)
+    let identities: [(&str, Option<&[&str]>, bool); 5] = [
+        (
+            SKIPPED_SA,
+            Some(&["system:serviceaccounts", "system:authenticated"]),
+            true,
+        ),
+        ("bob", Some(&["system:authenticated", SKIPPED_GROUP]), true),
+        (
+            "bob",
+            Some(&["system:authenticated", "platform-controllers-2"]),
+            false,
+        ),
+        (
+            "system:serviceaccount:storage-system:volume-cleaner-2",
+            Some(&["system:authenticated"]),
+            false,
+        ),
+        ("anonymous-ish", None, false),
+    ];
+    let (mut withheld, mut approvals_sent, mut compared) = (0, 0, 0);
+    let mut failures = Vec::new();
+    // The rules send only CREATE and UPDATE: nothing else meets a condition.
+    let cases = table()
+        .into_iter()
+        .chain(two_person_table())
+        .filter(|c| matches!(c.review.operation, "CREATE" | "UPDATE"));
+    for case in cases {
+        for (username, groups, skipped) in identities {
+            let mut review = case.review.json();
+            let info = &mut review["request"]["userInfo"];
+            info["username"] = json!(username);
+            match groups {
+                Some(g) => info["groups"] = json!(g),
+                None => {
+                    info.as_object_mut().unwrap().remove("groups");
+                }
+            }
+            let body = serde_json::to_vec(&review).unwrap();
+            let Ok(two_person) = admission::review_with(
+                &policies.two_person,
+                &body,
+                jiff::Timestamp::now(),
+                Some(&seal_key()),
+            ) else {
+                continue;
+            };
+            let writes_approval = matches!(
+                two_person.verdict(),
+                Verdict::ApprovalRecorded | Verdict::ApprovalDenied
+            );
+            let (base, with) = match (shipped.call(&review), skipping.call(&review)) {
+                (Ok(b), Ok(w)) => (b, w),
+                (b, w) => {
+                    failures.push(format!("{} as {username}: {b:?} / {w:?}", case.name));
+                    continue;
+                }
+            };
+            compared += 1;
+            let want = base && (!skipped || writes_approval);
+            if with != want {
+                failures.push(format!(
+                    "{} as {username} {groups:?}: sent {with}, want {want} (shipped conditions: {base})",
+                    case.name
+                ));
+            }
+            withheld += usize::from(base && !with);
+            approvals_sent += usize::from(skipped && with && writes_approval);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The test can fail: skipping withholds writes, and keeps approvals sent.
+    assert!(
+        withheld > 0 && approvals_sent > 0,
+        "{withheld} withheld, {approvals_sent} approvals"
+    );
+    println!(
+        "{compared} reviews: {withheld} withheld from the webhook, {approvals_sent} approval writes still sent"
+    );
 }
 
 #[test]

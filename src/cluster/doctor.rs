@@ -710,6 +710,7 @@ mod tests {
         Report {
             policy: PolicySource {
                 name: "configmap finalizer-guard/finalizer-guard-policy".into(),
+                served_by: Vec::new(),
                 note: None,
             },
             mode: "warn",

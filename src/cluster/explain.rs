@@ -8,9 +8,11 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{NamespaceStatus, Node, Pod};
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::discovery::{Scope, verbs};
 use serde::Serialize;
 
+use super::select::Resolver;
 use super::{Found, Identity, read};
 use crate::admission::lean::ledger_of;
 use crate::ledger::Ledger;
@@ -153,6 +155,11 @@ pub struct FinalizerReport {
 }
 
 impl FinalizerReport {
+    /// A Namespace's own `kubernetes` finalizer (`spec.finalizers`).
+    pub fn is_namespace_finalizer(&self) -> bool {
+        self.field == FinalizerField::Spec && self.name == NAMESPACE_FINALIZER
+    }
+
     /// Whether `unstick` leaves it in place: its owner looks alive and it
     /// was not named with `--finalizer` (`named`).
     pub fn held_back(&self, named: &[String]) -> bool {
@@ -168,6 +175,8 @@ pub struct Probe {
     leases: HashMap<&'static str, Liveness>,
     service_accounts: HashMap<String, Liveness>,
     apiservices: Option<Vec<String>>,
+    /// The namespaced types the API server serves (listable), or why not known.
+    namespaced_types: Option<Result<Vec<ApiResource>, String>>,
 }
 
 impl Probe {
@@ -179,7 +188,78 @@ impl Probe {
             leases: HashMap::new(),
             service_accounts: HashMap::new(),
             apiservices: None,
+            namespaced_types: None,
         }
+    }
+
+    /// Every namespaced type the API server serves that can be listed, by discovery.
+    async fn namespaced_types(&mut self) -> Result<Vec<ApiResource>, String> {
+        if let Some(types) = &self.namespaced_types {
+            return types.clone();
+        }
+        let types = match Resolver::new(&self.client).await {
+            Ok(resolver) => Ok(resolver
+                .served()
+                .into_iter()
+                .filter(|(_, caps)| {
+                    caps.scope == Scope::Namespaced && caps.supports_operation(verbs::LIST)
+                })
+                .map(|(ar, _)| ar)
+                .collect()),
+            Err(e) => Err(chain(&e)),
+        };
+        self.namespaced_types = Some(types.clone());
+        types
+    }
+
+    /// What is still inside the namespace `ns`: every namespaced type
+    /// listed there, metadata only.
+    pub async fn contents(&mut self, ns: &str) -> Contents {
+        let mut contents = Contents::default();
+        let types = match self.namespaced_types().await {
+            Ok(types) => types,
+            Err(why) => {
+                contents
+                    .unread
+                    .push(format!("the API server's types: {why}"));
+                return contents;
+            }
+        };
+        for resource in types {
+            let type_name = type_name(&resource);
+            let api: &Api<DynamicObject> =
+                &Api::namespaced_with(self.client.clone(), ns, &resource);
+            let mut count = 0;
+            let listed = read::pages(
+                &ListParams::default(),
+                |p| async move { api.list_metadata(&p).await },
+                |item| {
+                    count += 1;
+                    let meta = item.metadata;
+                    let finalizers = meta.finalizers.unwrap_or_default();
+                    if finalizers.is_empty() {
+                        return;
+                    }
+                    let name = meta.name.unwrap_or_default();
+                    contents.holding.push(Holding {
+                        command: format!(
+                            "finalizer-guard unstick {type_name}/{name} -n {ns} --reason REASON --detail TEXT"
+                        ),
+                        object: format!("{type_name}/{name}"),
+                        deleting: meta.deletion_timestamp.is_some(),
+                        finalizers,
+                    });
+                },
+            )
+            .await;
+            if count > 0 {
+                contents.remaining.insert(type_name.clone(), count);
+            }
+            if let Err(e) = listed {
+                contents.unread.push(format!("{type_name}: {}", chain(&e)));
+            }
+        }
+        contents
     }
 
     /// A node: gone when absent, or NotReady for longer than `not_ready_for`.
@@ -191,6 +271,10 @@ impl Probe {
         let liveness = match api.get_opt(name).await {
             Ok(None) => Liveness::Gone(format!("node {name} does not exist")),
             Ok(Some(node)) => self.node_liveness(name, &node),
+            Err(kube::Error::Api(status)) if status.code == 403 => Liveness::Unknown(format!(
+                "you may not read node {name} ({}): whether it is dead takes get on nodes (the on-call role grants it)",
+                status.message
+            )),
             Err(e) => Liveness::Unknown(format!("cannot read node {name}: {}", chain(&e))),
         };
         self.nodes.insert(name.to_string(), liveness.clone());
@@ -213,38 +297,12 @@ impl Probe {
                     .map(|t| t.0)
                     .or_else(|| node.metadata.creation_timestamp.as_ref().map(|t| t.0));
                 let state = format!("Ready={}", c.status);
-                self.not_ready(name, &state, since, now)
+                not_ready(self.not_ready_for, name, &state, since, now)
             }
             None => {
                 let since = node.metadata.creation_timestamp.as_ref().map(|t| t.0);
-                self.not_ready(name, "never reported Ready", since, now)
+                not_ready(self.not_ready_for, name, "never reported Ready", since, now)
             }
-        }
-    }
-
-    fn not_ready(
-        &self,
-        name: &str,
-        state: &str,
-        since: Option<Timestamp>,
-        now: Timestamp,
-    ) -> Liveness {
-        let Some(since) = since else {
-            return Liveness::Unknown(format!("node {name} {state}, since an unknown time"));
-        };
-        let for_ = now.duration_since(since).unsigned_abs();
-        if for_ >= self.not_ready_for {
-            Liveness::Gone(format!(
-                "node {name} {state} for {} (past --not-ready-for {})",
-                age(for_),
-                age(self.not_ready_for)
-            ))
-        } else {
-            Liveness::Unknown(format!(
-                "node {name} {state} for only {} (--not-ready-for {})",
-                age(for_),
-                age(self.not_ready_for)
-            ))
         }
     }
 
@@ -375,6 +433,84 @@ impl Probe {
             Owner::Unknown => Liveness::Unknown("no owner is known".into()),
         }
     }
+}
+
+/// A node NotReady (`state`) since `since`: gone once that lasted
+/// `not_ready_for`, else not known to be.
+fn not_ready(
+    not_ready_for: Duration,
+    name: &str,
+    state: &str,
+    since: Option<Timestamp>,
+    now: Timestamp,
+) -> Liveness {
+    let Some(since) = since else {
+        return Liveness::Unknown(format!("node {name} {state}, since an unknown time"));
+    };
+    let for_ = now.duration_since(since).unsigned_abs();
+    if for_ >= not_ready_for {
+        Liveness::Gone(format!(
+            "node {name} {state} for {} (past --not-ready-for {})",
+            age(for_),
+            age(not_ready_for)
+        ))
+    } else {
+        Liveness::Unknown(format!(
+            "node {name} {state} for only {} (--not-ready-for {})",
+            age(for_),
+            age(not_ready_for)
+        ))
+    }
+}
+
+/// What ends a pod's deletion once no finalizer holds it: its kubelet
+/// confirms it, unless its node is dead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", content = "why", rename_all = "kebab-case")]
+pub enum Kubelet {
+    /// The node looks alive: its kubelet finishes the deletion.
+    Finishes(String),
+    /// The node is dead: no kubelet will confirm it; only a deletion with
+    /// grace period 0 (`--force-delete`) ends it.
+    Dead(String),
+    /// Whether the node is dead cannot be told: why, and what would tell.
+    CannotTell(String),
+}
+
+impl Kubelet {
+    /// From what the cluster says about the pod's node.
+    pub fn of(node: &Liveness) -> Kubelet {
+        match node {
+            Liveness::Alive(why) => Kubelet::Finishes(why.clone()),
+            Liveness::Gone(why) => Kubelet::Dead(why.clone()),
+            Liveness::Unknown(why) => Kubelet::CannotTell(why.clone()),
+        }
+    }
+
+    /// What `unstick` does about a pod whose finalizers are all gone:
+    /// `None` when its kubelet will finish it (nothing is left to do),
+    /// else whether it is force-deleted or why it is left Terminating.
+    pub fn finish(&self, force_delete: bool) -> Option<Finish> {
+        Some(match self {
+            Kubelet::Finishes(_) => return None,
+            Kubelet::Dead(_) if force_delete => Finish::ForceDelete,
+            Kubelet::Dead(why) => Finish::Leave(format!(
+                "no finalizer holds it, but its node is dead ({why}): no kubelet will confirm its deletion; --force-delete finishes it (grace period 0)"
+            )),
+            Kubelet::CannotTell(why) => Finish::Leave(format!(
+                "no finalizer holds it, and whether its node is dead cannot be told ({why}): not force-deleted"
+            )),
+        })
+    }
+}
+
+/// What becomes of a pod no finalizer holds whose kubelet will not finish it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finish {
+    /// Delete it with grace period 0.
+    ForceDelete,
+    /// Left Terminating: why.
+    Leave(String),
 }
 
 fn pod_ready(pod: &Pod) -> bool {
@@ -704,6 +840,99 @@ pub fn may_leak(found: &Found) -> Ledger {
     ledger_of(&value)
 }
 
+/// `widgets.example.com`, `configmaps`: a type as `unstick` and kubectl take it.
+fn type_name(resource: &ApiResource) -> String {
+    if resource.group.is_empty() {
+        resource.plural.clone()
+    } else {
+        format!("{}.{}", resource.plural, resource.group)
+    }
+}
+
+/// What is still inside a namespace being deleted: what removing its own
+/// `kubernetes` finalizer would orphan.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Contents {
+    /// Objects still inside, counted by type (`widgets.example.com`).
+    pub remaining: BTreeMap<String, usize>,
+    /// Those that hold finalizers, each with the command that releases it.
+    pub holding: Vec<Holding>,
+    /// What could not be listed: its objects are not counted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unread: Vec<String>,
+}
+
+/// An object inside a stuck namespace that holds finalizers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Holding {
+    /// `widgets.example.com/w1`
+    pub object: String,
+    pub finalizers: Vec<String>,
+    pub deleting: bool,
+    /// `finalizer-guard unstick widgets.example.com/w1 -n NS --reason REASON --detail TEXT`
+    pub command: String,
+}
+
+impl Contents {
+    pub fn total(&self) -> usize {
+        self.remaining.values().sum()
+    }
+
+    /// `3 object(s) (configmaps 2, widgets.example.com 1)`, and what was not read.
+    pub fn summary(&self) -> String {
+        let counted = if self.remaining.is_empty() {
+            "no object".to_string()
+        } else {
+            let each: Vec<String> = self
+                .remaining
+                .iter()
+                .map(|(t, n)| format!("{t} {n}"))
+                .collect();
+            format!("{} object(s) ({})", self.total(), each.join(", "))
+        };
+        if self.unread.is_empty() {
+            counted
+        } else {
+            format!(
+                "{counted}, and what could not be listed: {}",
+                self.unread.join("; ")
+            )
+        }
+    }
+
+    /// The lines that show them, each holder with its command.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = vec![format!("  still inside: {}", self.summary())];
+        if !self.holding.is_empty() {
+            lines.push(format!(
+                "  holding finalizers ({}), each released by its own command:",
+                self.holding.len()
+            ));
+        }
+        for h in &self.holding {
+            let not_deleting = if h.deleting {
+                ""
+            } else {
+                " [not being deleted]"
+            };
+            lines.push(format!(
+                "    {} ({}){not_deleting}: {}",
+                h.object,
+                h.finalizers.join(", "),
+                h.command
+            ));
+        }
+        lines
+    }
+}
+
+/// The namespace's own finalizer in `spec.finalizers`: the namespace
+/// controller removes it once the namespace is empty. Removed by hand, what
+/// is still inside is orphaned.
+pub const NAMESPACE_FINALIZER: &str = "kubernetes";
+
 /// Why a namespace is stuck: its own conditions, and unavailable APIServices.
 pub async fn namespace_blockers(probe: &mut Probe, found: &Found) -> Vec<String> {
     if !found.is_namespace() {
@@ -879,6 +1108,54 @@ mod tests {
             owner(&rules, &found, "other.io/x", FinalizerField::Metadata),
             Owner::Unknown
         ));
+    }
+
+    #[test]
+    fn a_pod_no_finalizer_holds_is_force_deleted_only_when_its_node_is_dead() {
+        let alive = Kubelet::of(&Liveness::Alive("node n1 is Ready".into()));
+        let dead = Kubelet::of(&Liveness::Gone(
+            "node n1 Ready=Unknown for 1h0m (past --not-ready-for 5m)".into(),
+        ));
+        let unknown = Kubelet::of(&Liveness::Unknown(
+            "you may not read node n1 (nodes \"n1\" is forbidden): whether it is dead takes get on nodes (the on-call role grants it)".into(),
+        ));
+        // Alive: its kubelet finishes it, with or without --force-delete.
+        assert_eq!(alive.finish(true), None);
+        assert_eq!(alive.finish(false), None);
+        assert_eq!(dead.finish(true), Some(Finish::ForceDelete));
+        match dead.finish(false) {
+            Some(Finish::Leave(why)) => {
+                assert!(why.contains("its node is dead"), "{why}");
+                assert!(why.contains("--force-delete finishes it"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Cannot tell: never force-deleted, and why is said, permission included.
+        for force in [true, false] {
+            match unknown.finish(force) {
+                Some(Finish::Leave(why)) => {
+                    assert!(why.contains("cannot be told"), "{why}");
+                    assert!(why.contains("get on nodes"), "{why}");
+                    assert!(why.ends_with("not force-deleted"), "{why}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // A node NotReady for less than --not-ready-for cannot be called dead.
+        let five_minutes = Duration::from_secs(300);
+        let now = Timestamp::now();
+        let since = now - jiff::SignedDuration::from_secs(60);
+        let liveness = not_ready(five_minutes, "n1", "Ready=Unknown", Some(since), now);
+        assert!(
+            matches!(Kubelet::of(&liveness), Kubelet::CannotTell(_)),
+            "{liveness:?}"
+        );
+        let since = now - jiff::SignedDuration::from_secs(600);
+        let liveness = not_ready(five_minutes, "n1", "Ready=Unknown", Some(since), now);
+        assert!(
+            matches!(Kubelet::of(&liveness), Kubelet::Dead(_)),
+            "{liveness:?}"
+        );
     }
 
     #[test]

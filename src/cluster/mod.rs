@@ -9,6 +9,7 @@ pub mod approve;
 pub mod doctor;
 mod engine;
 mod explain;
+mod install;
 mod patch;
 mod read;
 mod release;
@@ -21,7 +22,6 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
@@ -34,9 +34,7 @@ pub use select::{Found, Selection};
 
 /// The webhook's name in the ValidatingWebhookConfiguration (CONTRACT.md, "Deployment").
 pub const WEBHOOK_NAME: &str = "finalizers.finalizer-guard.io";
-/// Where `manifests/` installs the policy.
-pub const POLICY_NAMESPACE: &str = "finalizer-guard";
-pub const POLICY_CONFIGMAP: &str = "finalizer-guard-policy";
+/// The policy's key in the ConfigMap the chart and `manifests/` install.
 pub const POLICY_KEY: &str = "policy.yaml";
 /// The field manager of every write these commands make.
 pub const FIELD_MANAGER: &str = "finalizer-guard";
@@ -73,8 +71,8 @@ pub enum ClusterError {
         #[source]
         source: policy::LoadError,
     },
-    #[error("policy {name}: has no key {POLICY_KEY}")]
-    PolicyKeyMissing { name: String },
+    #[error("policy {name}: has no key {key}")]
+    PolicyKeyMissing { name: String, key: String },
     #[error("writing the report")]
     Output(#[source] std::io::Error),
 }
@@ -203,12 +201,16 @@ async fn whoami(client: &Client, server: String) -> Result<Identity, ClusterErro
 pub struct PolicySource {
     /// `FILE`, `configmap NS/NAME`, or `embedded default`.
     pub name: String,
+    /// How it was found: from each webhook configuration holding the
+    /// webhook to what its pods mount.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub served_by: Vec<String>,
     /// Something the operator should know about it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
-/// The policy the cluster runs (its ConfigMap), or `--policy FILE`.
+/// The policy the installed webhook serves ([`install::locate`]), or `--policy FILE`.
 pub async fn cluster_policy(
     client: &Client,
     file: Option<&Path>,
@@ -220,40 +222,56 @@ pub async fn cluster_policy(
             hint: "",
             source,
         })?;
-        return Ok((policy, PolicySource { name, note: None }));
+        let source = PolicySource {
+            name,
+            served_by: Vec::new(),
+            note: None,
+        };
+        return Ok((policy, source));
     }
-    let name = format!("configmap {POLICY_NAMESPACE}/{POLICY_CONFIGMAP}");
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), POLICY_NAMESPACE);
-    let fallback = |note: String| {
-        Ok((
-            Policy::embedded_default(),
-            PolicySource {
+    let (found, others) = match install::locate(client).await? {
+        install::Located::Policy { found, others } => (found, others),
+        install::Located::Ambiguous(found) => return Err(install::ambiguous(&found)),
+        install::Located::NotFound(why) => {
+            let source = PolicySource {
                 name: "embedded default".into(),
-                note: Some(note),
-            },
-        ))
-    };
-    match api.get_opt(POLICY_CONFIGMAP).await {
-        Ok(Some(cm)) => {
-            let Some(text) = cm.data.as_ref().and_then(|d| d.get(POLICY_KEY)) else {
-                return Err(ClusterError::PolicyKeyMissing { name });
+                served_by: Vec::new(),
+                note: Some(install::not_found_note(&why)),
             };
-            let policy = Policy::from_yaml(text).map_err(|e| ClusterError::Policy {
-                name: name.clone(),
-                hint: " (the webhook keeps its last good policy; pass --policy FILE)",
-                source: e.into(),
-            })?;
-            Ok((policy, PolicySource { name, note: None }))
+            return Ok((Policy::embedded_default(), source));
         }
-        Ok(None) => fallback(format!(
-            "no {name}: finalizer-guard's manifests are not installed here; judged under the embedded default policy (or pass --policy FILE)"
-        )),
-        Err(kube::Error::Api(status)) if status.code == 403 => fallback(format!(
-            "you may not read {name} ({}); judged under the embedded default policy (or pass --policy FILE)",
-            status.message
-        )),
-        Err(e) => Err(ClusterError::api(format!("reading {name}"), e)),
+    };
+    let first = &found[0];
+    let policy = match &first.text {
+        Some(text) => Policy::from_yaml(text).map_err(|e| ClusterError::Policy {
+            name: first.name.clone(),
+            hint: " (the webhook keeps its last good policy; pass --policy FILE)",
+            source: e.into(),
+        })?,
+        None => Policy::embedded_default(),
+    };
+    let mut notes = Vec::new();
+    if found.len() > 1 {
+        notes.push(format!("{} installs serve this same policy", found.len()));
     }
+    if first.text.is_none() {
+        notes.push(
+            "the installed webhook runs without --policy: it serves the embedded default policy"
+                .into(),
+        );
+    }
+    if !others.is_empty() {
+        notes.push(format!(
+            "also installed, but not followed to a policy: {}",
+            others.join("; ")
+        ));
+    }
+    let source = PolicySource {
+        name: first.name.clone(),
+        served_by: found.iter().map(|f| f.via.clone()).collect(),
+        note: (!notes.is_empty()).then(|| notes.join("; ")),
+    };
+    Ok((policy, source))
 }
 
 /// Whether the webhook is installed: `Some(true)` when a ValidatingWebhookConfiguration

@@ -17,9 +17,12 @@ use kube::api::{Api, DynamicObject};
 
 use super::WriteError;
 use super::engine::{Engine, OverrideValue};
-use super::explain::{self, FinalizerReport, Liveness, Probe, Proposed, Removable};
+use super::explain::{
+    self, Contents, FinalizerReport, Finish, Kubelet, Liveness, NAMESPACE_FINALIZER, Probe,
+    Proposed, Removable,
+};
 use super::patch;
-use super::report::{End, Left, ObjectReport};
+use super::report::{End, Left, ObjectReport, Orphaned};
 use super::select::Found;
 use crate::output::chain;
 use crate::policy::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
@@ -69,9 +72,10 @@ struct Plans {
 }
 
 impl Plans {
-    fn of(finalizers: &[FinalizerReport], named: &[String]) -> Plans {
-        let (metadata, mut left) = plan(finalizers, named, FinalizerField::Metadata);
-        let (spec, spec_left) = plan(finalizers, named, FinalizerField::Spec);
+    /// `held`: why the namespace's own finalizer stays, unless `--orphan-contents`.
+    fn of(finalizers: &[FinalizerReport], named: &[String], held: Option<&str>) -> Plans {
+        let (metadata, mut left) = plan(finalizers, named, held, FinalizerField::Metadata);
+        let (spec, spec_left) = plan(finalizers, named, held, FinalizerField::Spec);
         left.extend(spec_left);
         Plans {
             metadata,
@@ -96,15 +100,32 @@ impl Plans {
 }
 
 /// The finalizers of `field` this run removes, in list order, and those it
-/// leaves because their owner looks alive and they were not named.
+/// leaves: because their owner looks alive and they were not named, or,
+/// for a Namespace's own `kubernetes` finalizer, because removing it
+/// orphans what is still inside and `--orphan-contents` was not given
+/// (`held`: why).
 fn plan(
     finalizers: &[FinalizerReport],
     named: &[String],
+    held: Option<&str>,
     field: FinalizerField,
 ) -> (Vec<String>, Vec<Left>) {
     let mut remove = Vec::new();
     let mut left = Vec::new();
     for f in finalizers.iter().filter(|f| f.field == field) {
+        // Named by --orphan-contents, whatever its owner's state: a namespace
+        // controller that runs may still never empty the namespace.
+        if f.is_namespace_finalizer() {
+            match held {
+                Some(why) => left.push(Left {
+                    name: f.name.clone(),
+                    field,
+                    why: why.to_string(),
+                }),
+                None => remove.push(f.name.clone()),
+            }
+            continue;
+        }
         match &f.owner_alive {
             Liveness::Alive(why) if f.held_back(named) => left.push(Left {
                 name: f.name.clone(),
@@ -127,6 +148,17 @@ pub struct Releaser<'a> {
     pub override_value: Option<OverrideValue>,
     /// `--finalizer`: named, so removed even when its owner looks alive.
     pub named: Vec<String>,
+    /// `--orphan-contents`: a Namespace's own `kubernetes` finalizer may go,
+    /// orphaning what is still inside.
+    pub orphan_contents: bool,
+}
+
+/// Why a Namespace's own `kubernetes` finalizer stays without `--orphan-contents`.
+fn orphan_refusal(contents: Option<&Contents>) -> String {
+    let inside = contents.map_or_else(|| "what is still inside".to_string(), Contents::summary);
+    format!(
+        "the namespace's own finalizer: removing it orphans what is still inside ({inside}), left in etcd with no namespace; release those objects first (each with its own command), or pass --orphan-contents to remove it anyway"
+    )
 }
 
 /// Why the writes to one object stopped before its plan was done: the
@@ -148,6 +180,10 @@ enum Stopped {
     NoLongerDeleting,
     #[error("reading it again: {}", chain(.0.as_ref()))]
     Reread(Box<kube::Error>),
+    #[error(
+        "it is stored, but its namespace {0} no longer exists (it was orphaned), and the API server refuses every write to it as not found: create the namespace again (kubectl create namespace {0}), run this again, then delete the namespace"
+    )]
+    Orphaned(String),
 }
 
 /// What a write loop came to.
@@ -169,7 +205,8 @@ impl Releaser<'_> {
     /// Releases one stuck object, explained in `report`: what this run
     /// removed, what others had, what it left, and what became of it.
     pub async fn release(&mut self, mut found: Found, mut report: ObjectReport) -> ObjectReport {
-        let plans = Plans::of(&report.finalizers, &self.named);
+        let held = (!self.orphan_contents).then(|| orphan_refusal(report.contents.as_ref()));
+        let plans = Plans::of(&report.finalizers, &self.named, held.as_deref());
         report.left = plans.left.clone();
         if plans.metadata.is_empty() && plans.spec.is_empty() {
             return report.settle(End::Finished);
@@ -188,7 +225,12 @@ impl Releaser<'_> {
         let end = self
             .write(&api, &uid, &mut found, &plans, &authority, &mut report)
             .await;
-        let report = report.settle(end);
+        let mut report = report.settle(end);
+        let namespace_finalizer_removed = plans.spec.iter().any(|f| f == NAMESPACE_FINALIZER)
+            && report.removed.iter().any(|f| f == NAMESPACE_FINALIZER);
+        if namespace_finalizer_removed {
+            report.orphaned = report.contents.clone().map(Orphaned::from);
+        }
         if !report.still_ours() {
             return report;
         }
@@ -318,9 +360,11 @@ impl Releaser<'_> {
             .chain(found.spec_finalizers())
             .collect();
         // A pod on a dead node waits for a kubelet that will never come.
-        if self.force_delete && is_pod(found) {
-            match self.force_delete(api, found).await {
-                Ok(deleted) => report.force_deleted = deleted,
+        if self.force_delete && found.is_pod() {
+            match self.finish_pod(api, found).await {
+                Ok(PodEnd::ForceDeleted) => report.force_deleted = true,
+                Ok(PodEnd::Left(why)) => report.left_terminating = Some(why),
+                Ok(PodEnd::KubeletFinishes) => {}
                 Err(why) => {
                     return report
                         .not_released(format!("finalizers removed, but not force-deleted: {why}"));
@@ -404,24 +448,25 @@ impl Releaser<'_> {
         .await
     }
 
-    /// Grace period 0 for a pod whose node is gone; `Ok(false)` when its node lives.
-    async fn force_delete(
+    /// A pod no finalizer holds, being deleted: deleted with grace period
+    /// 0 when its node is dead and `--force-delete` was given, else why it
+    /// is left Terminating, or nothing when its kubelet will finish it.
+    pub async fn finish_pod(
         &mut self,
         api: &Api<DynamicObject>,
         found: &Found,
-    ) -> Result<bool, WriteError> {
-        let gone = found.object.metadata.deletion_timestamp.is_some()
-            && found.metadata_finalizers().is_empty();
-        let node = found.object.data["spec"]["nodeName"].as_str();
-        let Some(node) = node.filter(|n| gone && !n.is_empty()) else {
-            return Ok(false);
+    ) -> Result<PodEnd, WriteError> {
+        let Some(node) = found.node().filter(|_| found.awaits_kubelet()) else {
+            return Ok(PodEnd::KubeletFinishes);
         };
-        if !matches!(self.probe.node(node).await, Liveness::Gone(_)) {
-            return Ok(false);
-        }
-        match self.engine.delete_now(api, found).await {
-            Ok(()) | Err(WriteError::NotFound) => Ok(true),
-            Err(other) => Err(other),
+        let kubelet = Kubelet::of(&self.probe.node(node).await);
+        match kubelet.finish(self.force_delete) {
+            None => Ok(PodEnd::KubeletFinishes),
+            Some(Finish::Leave(why)) => Ok(PodEnd::Left(why)),
+            Some(Finish::ForceDelete) => match self.engine.delete_now(api, found).await {
+                Ok(()) | Err(WriteError::NotFound) => Ok(PodEnd::ForceDeleted),
+                Err(other) => Err(other),
+            },
         }
     }
 
@@ -467,6 +512,17 @@ impl Releaser<'_> {
     }
 }
 
+/// What became of a pod no finalizer holds any more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodEnd {
+    /// Its node looks alive: its kubelet finishes the deletion.
+    KubeletFinishes,
+    /// Deleted with grace period 0 (or gone meanwhile).
+    ForceDeleted,
+    /// Left Terminating: why.
+    Left(String),
+}
+
 /// Folds a write loop's result into the report: `Some` when the writes end there.
 fn absorb(wrote: Result<Wrote, Stopped>, report: &mut ObjectReport) -> Option<End> {
     match wrote {
@@ -479,10 +535,6 @@ fn absorb(wrote: Result<Wrote, Stopped>, report: &mut ObjectReport) -> Option<En
         Ok(Wrote::Replaced(other)) => Some(End::Replaced(other)),
         Err(why) => Some(End::Failed(why.to_string())),
     }
-}
-
-fn is_pod(found: &Found) -> bool {
-    found.resource.group.is_empty() && found.resource.plural == "pods"
 }
 
 fn distinct(names: impl Iterator<Item = String>) -> Vec<String> {
@@ -563,7 +615,16 @@ async fn read_again(
 ) -> Result<Reread, Stopped> {
     match error {
         WriteError::Conflict | WriteError::Unprocessable(_) => {}
-        WriteError::NotFound => return Ok(Reread::Gone),
+        // Not found, yet perhaps still stored: an object whose namespace
+        // is gone (orphaned) is refused as not found. Read it to tell.
+        WriteError::NotFound => {
+            return match api.get_opt(name).await {
+                Ok(Some(o)) if o.metadata.uid.as_deref() == Some(uid) => {
+                    Err(Stopped::Orphaned(o.metadata.namespace.unwrap_or_default()))
+                }
+                _ => Ok(Reread::Gone),
+            };
+        }
         other => return Err(Stopped::Refused(other)),
     }
     let seen = found.object.metadata.resource_version.clone();
@@ -626,6 +687,47 @@ mod tests {
     }
 
     #[test]
+    fn the_namespace_finalizer_goes_only_with_orphan_contents() {
+        let mut kubernetes = explained(
+            "kubernetes",
+            Liveness::Alive("kube-controller-manager holds its lease (renewed 3s ago)".into()),
+        );
+        kubernetes.field = FinalizerField::Spec;
+        let finalizers = [
+            kubernetes,
+            explained(
+                "example.com/x",
+                Liveness::Unknown("no owner is known".into()),
+            ),
+        ];
+        let contents = Contents {
+            remaining: [
+                ("widgets.example.com".to_string(), 1),
+                ("configmaps".to_string(), 2),
+            ]
+            .into_iter()
+            .collect(),
+            ..Contents::default()
+        };
+        let why = orphan_refusal(Some(&contents));
+        assert!(
+            why.contains("(3 object(s) (configmaps 2, widgets.example.com 1))"),
+            "{why}"
+        );
+        assert!(why.contains("pass --orphan-contents"), "{why}");
+        let held = Plans::of(&finalizers, &[], Some(&why));
+        assert_eq!(held.metadata, ["example.com/x"]);
+        assert!(held.spec.is_empty());
+        assert_eq!(held.left.len(), 1);
+        assert_eq!(held.left[0].name, "kubernetes");
+        assert_eq!(held.left[0].why, why);
+        // With --orphan-contents it goes, though its controller holds its lease.
+        let orphaning = Plans::of(&finalizers, &[], None);
+        assert_eq!(orphaning.spec, ["kubernetes"]);
+        assert!(orphaning.left.is_empty());
+    }
+
+    #[test]
     fn a_finalizer_whose_owner_is_alive_goes_only_when_named() {
         let finalizers = [
             explained(
@@ -638,7 +740,7 @@ mod tests {
             ),
             explained("cni", Liveness::Gone("node lost-1 does not exist".into())),
         ];
-        let (remove, left) = plan(&finalizers, &[], FinalizerField::Metadata);
+        let (remove, left) = plan(&finalizers, &[], None, FinalizerField::Metadata);
         assert_eq!(remove, ["example.com/snapshot", "cni"]);
         assert_eq!(
             left,
@@ -651,6 +753,7 @@ mod tests {
         let (remove, left) = plan(
             &finalizers,
             &["kubernetes.io/pvc-protection".into()],
+            None,
             FinalizerField::Metadata,
         );
         assert_eq!(
@@ -664,10 +767,10 @@ mod tests {
         assert!(left.is_empty());
         // Another field's finalizers are another plan.
         assert_eq!(
-            plan(&finalizers, &[], FinalizerField::Spec),
+            plan(&finalizers, &[], None, FinalizerField::Spec),
             (vec![], vec![])
         );
-        let plans = Plans::of(&finalizers, &[]);
+        let plans = Plans::of(&finalizers, &[], None);
         assert_eq!(plans.left.len(), 1);
         assert!(plans.contains(&finalizers[0]) && !plans.contains(&finalizers[1]));
     }

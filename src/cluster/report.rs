@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::explain::{self, FinalizerReport};
+use super::explain::{self, Contents, FinalizerReport, Kubelet};
 use super::select::{self, Found, Missing};
 use super::{Identity, PolicySource};
 use crate::ledger::Ledger;
@@ -34,6 +34,9 @@ pub enum Fate {
     /// The object was deleted and a new one (`replacedByUid`) took its
     /// name before this run's write: the new one was left alone.
     Replaced,
+    /// A pod no finalizer held, waiting for the kubelet of a dead node:
+    /// this run deleted it with grace period 0.
+    ForceDeleted,
 }
 
 /// A finalizer this run left in place.
@@ -64,9 +67,19 @@ pub struct ObjectReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stuck_for: Option<String>,
     pub finalizers: Vec<FinalizerReport>,
+    /// A pod no finalizer holds: whether its node's kubelet will finish it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<Kubelet>,
     pub may_leak: Ledger,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blocked_by: Vec<String>,
+    /// A Namespace being deleted: what is still inside, and what holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contents: Option<Contents>,
+    /// This run removed the Namespace's own `kubernetes` finalizer
+    /// (`--orphan-contents`): what it orphaned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub orphaned: Option<Orphaned>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<Fate>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,6 +105,11 @@ pub struct ObjectReport {
     pub r#override: Option<String>,
     pub override_cleared: bool,
     pub force_deleted: bool,
+    /// A pod with no finalizer left that this run left Terminating, though
+    /// asked to finish it (`--force-delete`), or that waits for a dead
+    /// node's kubelet: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left_terminating: Option<String>,
 }
 
 impl ObjectReport {
@@ -112,8 +130,11 @@ impl ObjectReport {
             stuck_for: deleted
                 .map(|t| explain::age(Timestamp::now().duration_since(t).unsigned_abs())),
             finalizers: Vec::new(),
+            kubelet: None,
             may_leak: explain::may_leak(found),
             blocked_by: Vec::new(),
+            contents: None,
+            orphaned: None,
             result: None,
             why: None,
             removed: Vec::new(),
@@ -124,6 +145,7 @@ impl ObjectReport {
             r#override: None,
             override_cleared: false,
             force_deleted: false,
+            left_terminating: None,
         }
     }
 
@@ -162,11 +184,22 @@ impl ObjectReport {
             End::Failed(why) if self.removed.is_empty() => (Fate::NotReleased, Some(why)),
             End::Failed(why) => (Fate::PartlyReleased, Some(why)),
             End::Finished if !self.left.is_empty() => {
-                let names: Vec<&str> = self.left.iter().map(|l| l.name.as_str()).collect();
-                let why = format!(
-                    "left {}: the owner is alive (name it with --finalizer to remove it)",
-                    names.join(", ")
-                );
+                let (alive, held): (Vec<&Left>, Vec<&Left>) = self
+                    .left
+                    .iter()
+                    .partition(|l| l.why.starts_with("owner alive"));
+                let mut whys = Vec::new();
+                if !alive.is_empty() {
+                    let names: Vec<&str> = alive.iter().map(|l| l.name.as_str()).collect();
+                    whys.push(format!(
+                        "left {}: the owner is alive (name it with --finalizer to remove it)",
+                        names.join(", ")
+                    ));
+                }
+                for l in held {
+                    whys.push(format!("left {}: {}", l.name, l.why));
+                }
+                let why = whys.join("; ");
                 if self.removed.is_empty() {
                     (Fate::NotReleased, Some(why))
                 } else {
@@ -224,15 +257,58 @@ impl ObjectReport {
             Some(Fate::AlreadyReleased) => format!("{label} already released{suffix}: {why}"),
             Some(Fate::Gone) => format!("{label} gone{suffix}: {why}"),
             Some(Fate::Replaced) => format!("{label} replaced: {why}"),
+            Some(Fate::ForceDeleted) => format!("{label} force-deleted{suffix}: {why}"),
             Some(Fate::NotReleased) | None => format!("{label} not released: {why}"),
         }];
         for left in &self.left {
             lines.push(format!("{label} left: {} ({})", left.name, left.why));
         }
-        if self.force_deleted {
+        let namespace_held = self
+            .left
+            .iter()
+            .any(|l| l.field == FinalizerField::Spec && l.name == explain::NAMESPACE_FINALIZER);
+        if let Some(contents) = self.contents.as_ref().filter(|_| namespace_held) {
+            lines.extend(contents.lines());
+        }
+        if let Some(orphaned) = &self.orphaned {
+            lines.push(format!("{label} orphaned{suffix}: {}", orphaned.summary));
+        }
+        if self.force_deleted && self.result != Some(Fate::ForceDeleted) {
             lines.push(format!("{label} force-deleted{suffix}"));
         }
+        if let Some(why) = self
+            .left_terminating
+            .as_ref()
+            .filter(|_| self.result != Some(Fate::NotReleased))
+        {
+            lines.push(format!("{label} left Terminating: {why}"));
+        }
         lines
+    }
+}
+
+/// What removing a Namespace's own `kubernetes` finalizer orphaned: the
+/// objects still inside, counted by type, left in etcd with no namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Orphaned {
+    pub objects: usize,
+    pub by_type: std::collections::BTreeMap<String, usize>,
+    /// What could not be listed, and so is not counted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unread: Vec<String>,
+    /// The same, in words.
+    pub summary: String,
+}
+
+impl From<Contents> for Orphaned {
+    fn from(c: Contents) -> Orphaned {
+        Orphaned {
+            objects: c.total(),
+            summary: c.summary(),
+            by_type: c.remaining,
+            unread: c.unread,
+        }
     }
 }
 
@@ -301,6 +377,9 @@ pub struct Summary {
     pub gone: usize,
     pub replaced: usize,
     pub force_deleted: usize,
+    /// Pods left Terminating with no finalizer, their node dead or not
+    /// known to be alive (`leftTerminating` on each).
+    pub left_terminating: usize,
 }
 
 impl Summary {
@@ -317,18 +396,24 @@ impl Summary {
                 Some(Fate::NotReleased) => summary.not_released += 1,
                 Some(Fate::Gone) => summary.gone += 1,
                 Some(Fate::Replaced) => summary.replaced += 1,
-                None => {}
+                Some(Fate::ForceDeleted) | None => {}
             }
             summary.force_deleted += usize::from(r.force_deleted);
+            summary.left_terminating += usize::from(r.left_terminating.is_some());
         }
         summary
     }
 
     /// 0 when every object selected is released (by this run, already by
     /// someone else, or gone), 1 when any is not: still held, partly
-    /// released, replaced by a new object, or not found.
+    /// released, replaced by a new object, left Terminating, or not found.
     pub fn exit_code(&self, missing: usize) -> i32 {
-        let failed = self.not_released + self.partly_released + self.replaced + missing > 0;
+        let failed = self.not_released
+            + self.partly_released
+            + self.replaced
+            + self.left_terminating
+            + missing
+            > 0;
         i32::from(failed)
     }
 }
@@ -346,7 +431,26 @@ impl ObjectReport {
         for b in &self.blocked_by {
             lines.push(format!("  blocked by: {b}"));
         }
+        if let Some(contents) = &self.contents {
+            lines.extend(contents.lines());
+        }
         lines.push(format!("  may leak:  {}", self.may_leak.summary()));
+        if let Some(kubelet) = &self.kubelet {
+            lines.push(
+                "  no finalizer holds it: it waits for its node's kubelet to confirm the deletion"
+                    .into(),
+            );
+            lines.push(match kubelet {
+                Kubelet::Finishes(why) => format!("    node alive:  yes: {why}"),
+                Kubelet::Dead(why) => format!("    node alive:  no: {why}"),
+                Kubelet::CannotTell(why) => format!("    node alive:  cannot tell: {why}"),
+            });
+            lines.push(match kubelet {
+                Kubelet::Finishes(_) => "    unstick:     leaves it: its kubelet finishes it".into(),
+                Kubelet::Dead(_) => "    unstick:     --reason R --detail T --force-delete deletes it with grace period 0".into(),
+                Kubelet::CannotTell(_) => "    unstick:     leaves it: force-deletes a pod only when its node is known to be dead".into(),
+            });
+        }
         for f in &self.finalizers {
             let field = if f.field == FinalizerField::Spec {
                 " (spec.finalizers)"
@@ -357,7 +461,12 @@ impl ObjectReport {
             lines.push(format!("    owner:       {}", f.owner));
             lines.push(format!("    owner alive: {}", f.owner_alive));
             lines.push(format!("    you:         {}", f.removable));
-            if f.held_back(named) {
+            if f.is_namespace_finalizer() {
+                lines.push(
+                    "    unstick:     removes it only with --orphan-contents: the namespace controller removes it once the namespace is empty; removed by hand, what is still inside is orphaned"
+                        .into(),
+                );
+            } else if f.held_back(named) {
                 lines.push(
                     "    unstick:     leaves it, its owner being alive: name it with --finalizer to remove it"
                         .into(),
@@ -402,6 +511,7 @@ impl Report {
         };
         let mut more = String::new();
         for (n, what) in [
+            (summary.left_terminating, "left Terminating"),
             (summary.partly_released, "partly released"),
             (summary.already_released, "already released by someone else"),
             (summary.replaced, "replaced by a new object (left alone)"),
@@ -441,16 +551,28 @@ impl crate::output::Report for Report {
                 )
             })
             .collect();
-        if failed.is_empty() && self.not_found.is_empty() {
-            return Ok(());
+        if !failed.is_empty() || !self.not_found.is_empty() {
+            writeln!(out, "not released:")?;
+            for r in &failed {
+                let why = r.why.as_deref().unwrap_or_default();
+                writeln!(out, "  {}: {why}", r.label())?;
+            }
+            for m in &self.not_found {
+                writeln!(out, "  {}: {}", m.target, m.why)?;
+            }
         }
-        writeln!(out, "not released:")?;
-        for r in failed {
-            let why = r.why.as_deref().unwrap_or_default();
+        // Released, but still Terminating: what the operator must still see to.
+        let terminating = self
+            .objects
+            .iter()
+            .filter(|r| r.left_terminating.is_some() && r.result != Some(Fate::NotReleased));
+        let mut said = false;
+        for r in terminating {
+            if !std::mem::replace(&mut said, true) {
+                writeln!(out, "left Terminating:")?;
+            }
+            let why = r.left_terminating.as_deref().unwrap_or_default();
             writeln!(out, "  {}: {why}", r.label())?;
-        }
-        for m in &self.not_found {
-            writeln!(out, "  {}: {}", m.target, m.why)?;
         }
         Ok(())
     }
@@ -529,6 +651,7 @@ mod tests {
             user: Identity::default(),
             policy: PolicySource {
                 name: "embedded default".into(),
+                served_by: Vec::new(),
                 note: None,
             },
             webhook_installed: Some(true),
@@ -635,6 +758,85 @@ mod tests {
         let r = r.settle(End::Finished);
         assert_eq!(r.result, Some(Fate::NotReleased));
         assert_eq!(Summary::of(&[r]).exit_code(0), 1);
+    }
+
+    #[test]
+    fn a_pod_left_terminating_is_counted_and_fails_the_run() {
+        let mut r = report();
+        r.removed = vec!["example.com/cleanup".into()];
+        r.left_terminating = Some("no finalizer holds it, and whether its node is dead cannot be told (you may not read node n1): not force-deleted".into());
+        let r = r.settle(End::Finished);
+        assert_eq!(r.result, Some(Fate::Released));
+        let lines = r.progress("");
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[1].starts_with("configmap/cache -n shop left Terminating: no finalizer holds it"),
+            "{lines:?}"
+        );
+        let run = run("release", vec![r], Vec::new());
+        assert_eq!(run.summary.left_terminating, 1);
+        assert_eq!(run.exit_code(), 1);
+        let t = text(&run);
+        assert!(t.contains(", 1 left Terminating"), "{t}");
+        assert!(
+            t.contains("left Terminating:\n  configmap/cache -n shop: no finalizer holds it"),
+            "{t}"
+        );
+        // Force-deleted: counted, and the run succeeds.
+        let mut r = report();
+        r.result = Some(Fate::ForceDeleted);
+        r.force_deleted = true;
+        r.why = Some("no finalizer held it; its node is dead (node n1 does not exist)".into());
+        assert_eq!(
+            r.progress(""),
+            [
+                "configmap/cache -n shop force-deleted: no finalizer held it; its node is dead (node n1 does not exist)"
+            ]
+        );
+        let summary = Summary::of(&[r]);
+        assert_eq!((summary.force_deleted, summary.exit_code(0)), (1, 0));
+    }
+
+    #[test]
+    fn what_removing_the_namespace_finalizer_orphans_is_said_by_type() {
+        let contents = Contents {
+            remaining: [("widgets.example.com".to_string(), 1), ("configmaps".to_string(), 2)]
+                .into_iter()
+                .collect(),
+            holding: vec![explain::Holding {
+                object: "widgets.example.com/w1".into(),
+                finalizers: vec!["example.com/cleanup".into()],
+                deleting: true,
+                command: "finalizer-guard unstick widgets.example.com/w1 -n shop --reason REASON --detail TEXT".into(),
+            }],
+            unread: Vec::new(),
+        };
+        let mut r = report();
+        r.removed = vec!["kubernetes".into()];
+        r.orphaned = Some(Orphaned::from(contents.clone()));
+        let r = r.settle(End::Finished);
+        let j = json_of(&r);
+        assert_eq!(j["orphaned"]["objects"], 3);
+        assert_eq!(j["orphaned"]["byType"]["configmaps"], 2);
+        assert_eq!(
+            r.progress("")[1],
+            "configmap/cache -n shop orphaned: 3 object(s) (configmaps 2, widgets.example.com 1)"
+        );
+        let lines = contents.lines();
+        assert_eq!(
+            lines[0],
+            "  still inside: 3 object(s) (configmaps 2, widgets.example.com 1)"
+        );
+        assert_eq!(
+            lines[2],
+            "    widgets.example.com/w1 (example.com/cleanup): finalizer-guard unstick widgets.example.com/w1 -n shop --reason REASON --detail TEXT"
+        );
+        let mut unread = Contents::default();
+        unread.unread.push("metrics.k8s.io: 503".into());
+        assert_eq!(
+            unread.summary(),
+            "no object, and what could not be listed: metrics.k8s.io: 503"
+        );
     }
 
     #[test]

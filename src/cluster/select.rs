@@ -97,6 +97,29 @@ impl Found {
         self.object.metadata.finalizers.clone().unwrap_or_default()
     }
 
+    /// The node a pod is bound to.
+    pub fn node(&self) -> Option<&str> {
+        if !self.is_pod() {
+            return None;
+        }
+        self.object.data["spec"]["nodeName"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+    }
+
+    pub fn is_pod(&self) -> bool {
+        self.resource.group.is_empty() && self.resource.plural == "pods"
+    }
+
+    /// A pod being deleted that no finalizer holds, bound to a node: it
+    /// waits for its kubelet to confirm the deletion, which a dead node's
+    /// never will. Stuck when the node is dead.
+    pub fn awaits_kubelet(&self) -> bool {
+        self.object.metadata.deletion_timestamp.is_some()
+            && self.metadata_finalizers().is_empty()
+            && self.node().is_some()
+    }
+
     /// Being deleted, and held by finalizers: what `unstick` is for.
     pub fn is_stuck(&self) -> bool {
         self.object.metadata.deletion_timestamp.is_some()
@@ -379,15 +402,18 @@ struct Listing<'a> {
 impl Listing<'_> {
     /// Lists the type's metadata a page at a time; only the objects that
     /// may be stuck (being deleted, with finalizers, or a Namespace, whose
-    /// `spec.finalizers` the metadata does not show) are read whole, for
-    /// what explains them. The rest are counted as not stuck.
+    /// `spec.finalizers` the metadata does not show, or a pod, which waits
+    /// for its node's kubelet) are read whole, for what explains them. The
+    /// rest are counted as not stuck.
     async fn stuck(&self, params: &ListParams, selected: &mut Selected) -> kube::Result<()> {
         let api = object_api(
             self.client,
             &self.resource,
             self.namespace.filter(|_| self.namespaced),
         );
-        let is_namespace = self.resource.group.is_empty() && self.resource.plural == "namespaces";
+        let core = self.resource.group.is_empty();
+        let is_namespace = core && self.resource.plural == "namespaces";
+        let is_pod = core && self.resource.plural == "pods";
         let mut candidates = Vec::new();
         let api = &api;
         read::pages(
@@ -395,7 +421,9 @@ impl Listing<'_> {
             |p| async move { api.list_metadata(&p).await },
             |item| {
                 let meta = item.metadata;
-                let held = meta.finalizers.as_ref().is_some_and(|f| !f.is_empty()) || is_namespace;
+                let held = meta.finalizers.as_ref().is_some_and(|f| !f.is_empty())
+                    || is_namespace
+                    || is_pod;
                 if meta.deletion_timestamp.is_some() && held {
                     candidates.push((meta.namespace, meta.name.unwrap_or_default()));
                 } else {
@@ -429,7 +457,7 @@ fn push_listed(
         namespaced,
         object,
     };
-    if found.is_stuck() {
+    if found.is_stuck() || found.awaits_kubelet() {
         selected.objects.push(found);
     } else {
         selected.not_stuck += 1;

@@ -12,9 +12,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::engine::{Engine, Targets};
-use super::explain::{self, Probe};
-use super::release::Releaser;
-use super::report::{MissingReport, ObjectReport, Report, Summary};
+use super::explain::{self, Kubelet, Probe};
+use super::release::{PodEnd, Releaser};
+use super::report::{Fate, MissingReport, ObjectReport, Report, Summary};
 use super::select::Found;
 use super::{ClusterError, WEBHOOK_NAME};
 
@@ -37,6 +37,8 @@ pub struct Release {
     pub reason: String,
     pub detail: String,
     pub force_delete: bool,
+    /// `--orphan-contents`: a Namespace's own `kubernetes` finalizer may go.
+    pub orphan_contents: bool,
 }
 
 /// Explains, or releases, each selected object: exit 0 when every one is
@@ -75,8 +77,10 @@ pub async fn run(config: Unstick) -> Result<i32, ClusterError> {
             force_delete: release.as_ref().is_some_and(|r| r.force_delete),
             override_value,
             named: finalizers,
+            orphan_contents: release.as_ref().is_some_and(|r| r.orphan_contents),
         },
         releasing: release.is_some(),
+        not_stuck: 0,
     };
     let mut objects = Vec::new();
     for found in selected.objects {
@@ -104,7 +108,7 @@ pub async fn run(config: Unstick) -> Result<i32, ClusterError> {
             .into_iter()
             .map(MissingReport::from)
             .collect(),
-        not_stuck: selected.not_stuck,
+        not_stuck: selected.not_stuck + run.not_stuck,
     };
     engine.out.report(&report).map_err(ClusterError::Output)?;
     Ok(report.exit_code())
@@ -115,15 +119,79 @@ struct Run<'a> {
     releaser: Releaser<'a>,
     /// `--reason` given: release, not only explain.
     releasing: bool,
+    /// Listed pods found not stuck on a closer look: their kubelet finishes them.
+    not_stuck: usize,
 }
 
 impl Run<'_> {
+    /// A pod being deleted that no finalizer holds: stuck when its node is
+    /// dead (no kubelet will confirm the deletion), and then finished with
+    /// `--force-delete`; left, and counted, when whether the node is dead
+    /// cannot be told.
+    async fn waiting_pod(
+        &mut self,
+        found: Found,
+        mut report: ObjectReport,
+    ) -> Option<ObjectReport> {
+        let engine = self.releaser.engine;
+        let node = found.node().unwrap_or_default().to_string();
+        let kubelet = Kubelet::of(&self.releaser.probe.node(&node).await);
+        report.kubelet = Some(kubelet.clone());
+        if let Kubelet::Finishes(why) = &kubelet {
+            if !engine.names_objects() {
+                self.not_stuck += 1;
+                return None;
+            }
+            let report = report.not_released(format!(
+                "not stuck: no finalizer holds it, and its kubelet finishes the deletion ({why})"
+            ));
+            engine.out.progress(format_args!(
+                "{} {}",
+                report.label(),
+                report.why.as_deref().unwrap_or_default()
+            ));
+            return Some(report);
+        }
+        if !self.releasing {
+            for line in report.explanation(&[]) {
+                engine.out.text(line);
+            }
+            return Some(report);
+        }
+        let api = found.api(&engine.session.client);
+        let report = match self.releaser.finish_pod(&api, &found).await {
+            Ok(PodEnd::ForceDeleted) => {
+                report.force_deleted = true;
+                report.result = Some(Fate::ForceDeleted);
+                let why = match &kubelet {
+                    Kubelet::Dead(why) => why.as_str(),
+                    _ => "",
+                };
+                report.why = Some(format!("no finalizer held it; its node is dead ({why})"));
+                report
+            }
+            Ok(PodEnd::Left(why)) => {
+                report.left_terminating = Some(why.clone());
+                report.not_released(why)
+            }
+            Ok(PodEnd::KubeletFinishes) => report.not_released("its kubelet finishes it"),
+            Err(e) => report.not_released(format!("not force-deleted: {e}")),
+        };
+        for line in report.progress(engine.suffix()) {
+            engine.out.progress(line);
+        }
+        Some(report)
+    }
+
     /// Explains one object and, when releasing, releases it; `None` for a
     /// listed object that holds none of the `--finalizer`s (not its business).
     async fn one(&mut self, found: Found) -> Option<ObjectReport> {
         let engine = self.releaser.engine;
         let named = &self.releaser.named;
         let mut report = ObjectReport::new(&found);
+        if found.awaits_kubelet() {
+            return self.waiting_pod(found, report).await;
+        }
         let carries = |name: &String| {
             found.metadata_finalizers().contains(name) || found.spec_finalizers().contains(name)
         };
@@ -151,6 +219,9 @@ impl Run<'_> {
         let probe = &mut self.releaser.probe;
         report.finalizers = explain::explain(probe, policy, &found, named, identity).await;
         report.blocked_by = explain::namespace_blockers(probe, &found).await;
+        if found.is_namespace() {
+            report.contents = Some(probe.contents(found.name()).await);
+        }
         if !self.releasing {
             for line in report.explanation(named) {
                 engine.out.text(line);

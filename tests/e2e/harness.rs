@@ -204,6 +204,21 @@ impl Cluster {
     }
 }
 
+/// An object read with `kubectl get -o json`, made fit to create again:
+/// without what the API server set on it.
+pub fn to_create_again(object: &mut Value) {
+    let meta = object["metadata"].as_object_mut().unwrap();
+    for key in [
+        "resourceVersion",
+        "uid",
+        "creationTimestamp",
+        "generation",
+        "managedFields",
+    ] {
+        meta.remove(key);
+    }
+}
+
 /// Polls `done` every 200 ms for up to `seconds`.
 #[track_caller]
 pub fn wait_until(what: &str, seconds: u64, mut done: impl FnMut() -> bool) {

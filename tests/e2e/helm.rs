@@ -51,7 +51,7 @@ const RELEASE_NS: &str = "e2e-helm-release";
 const CNI: &str = "pod.beta1.sigma.ali/cni-allocated";
 const STRIP: &str = r#"{"metadata":{"finalizers":null}}"#;
 
-fn chart() -> PathBuf {
+pub(super) fn chart() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/finalizer-guard")
 }
 
@@ -79,14 +79,14 @@ fn helm_binary() -> Option<PathBuf> {
 }
 
 /// Helm, run as the cluster's admin, with a configuration of its own.
-struct Helm {
+pub(super) struct Helm {
     binary: PathBuf,
     kubeconfig: PathBuf,
     home: PathBuf,
 }
 
 impl Helm {
-    fn new(cluster: &Cluster, work: &Path) -> Helm {
+    pub(super) fn new(cluster: &Cluster, work: &Path) -> Helm {
         let binary = helm_binary()
             .expect("no helm: set FG_HELM, or build it with e2e/helm/build.sh (.ci/run does)");
         Helm {
@@ -96,7 +96,7 @@ impl Helm {
         }
     }
 
-    fn run(&self, args: &[&str]) -> harness::Run {
+    pub(super) fn run(&self, args: &[&str]) -> harness::Run {
         let out = Command::new(&self.binary)
             .args(args)
             .env("KUBECONFIG", &self.kubeconfig)

@@ -12,6 +12,7 @@
 
 mod harness;
 mod helm;
+mod install;
 mod oncall;
 mod preflight;
 mod storm;
@@ -369,6 +370,25 @@ fn a_configmap_finalizer_is_refused_through_every_path() {
     c.admin(&["delete", "namespace", ns, "--timeout=120s"]).ok();
 }
 
+/// A namespaced custom resource type, served.
+fn custom_resource_type(env: &Env, group: &str, plural: &str, kind: &str) {
+    let c = &env.cluster;
+    let crd = format!("{plural}.{group}");
+    c.apply(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd},
+        "spec": {
+            "group": group, "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }));
+    wait_until(&format!("{crd} to be served"), 60, || {
+        c.admin(&["get", &crd, "-A"]).code == 0
+    });
+}
+
 /// Removes the APIService when the scenario ends, however it ends: while it
 /// is unavailable no namespace in the cluster can finish deleting.
 struct ApiService<'a>(&'a Env, String);
@@ -550,24 +570,7 @@ fn builtin_controllers_complete(env: &Env, tag: &str) {
     // A CRD with instances: kube-apiserver's own finalizer controller.
     let group = format!("{tag}.e2e.example.com");
     let crd = format!("widgets.{group}");
-    c.apply(&json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": crd},
-        "spec": {
-            "group": group, "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
-        },
-    }));
-    wait_until("the CRD to be established", 60, || {
-        c.get(&["crd", &crd]).unwrap()["status"]["conditions"]
-            .as_array()
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Established" && c["status"] == "True")
-            })
-    });
+    custom_resource_type(env, &group, "widgets", "Widget");
     for i in 0..3 {
         let widget = json!({
             "apiVersion": format!("{group}/v1"), "kind": "Widget",

@@ -204,8 +204,7 @@ fn the_oncall_role_alone_runs_doctor_unstick_and_approve() {
             &[
                 "unstick",
                 &target,
-                "--finalizer",
-                "kubernetes",
+                "--orphan-contents",
                 "--reason",
                 "apiservice-unavailable",
                 "--detail",

@@ -7,7 +7,10 @@ use std::process::{Child, Stdio};
 use serde_json::{Value, json};
 
 use super::harness::{Env, OVERRIDE, Policy, env, wait_until};
-use super::{CNI, configmap, dead_node, delete_nowait, finalizers, pod, unavailable_apiservice};
+use super::{
+    CNI, configmap, custom_resource_type, dead_node, delete_nowait, finalizers, pod,
+    unavailable_apiservice,
+};
 
 /// A Node whose kubelet stopped reporting an hour ago.
 pub(super) fn not_ready_node(env: &Env, name: &str) {
@@ -598,6 +601,7 @@ fn a_namespace_stuck_on_an_unavailable_apiservice_is_released_through_finalize()
         assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
     }
 
+    // The namespace's own finalizer stays without --orphan-contents.
     let release = [
         "unstick",
         &target,
@@ -606,6 +610,16 @@ fn a_namespace_stuck_on_an_unavailable_apiservice_is_released_through_finalize()
         "--detail",
         "INC-4802 the metrics API has no backend",
     ];
+    let run = c.finalizer_guard("admin", &release);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stdout.contains("left: kubernetes (the namespace's own finalizer: removing it orphans what is still inside")
+            && run.stdout.contains("pass --orphan-contents to remove it anyway"),
+        "{}",
+        run.stdout
+    );
+    let mut release = release.to_vec();
+    release.push("--orphan-contents");
     let mut dry = release.to_vec();
     dry.push("--dry-run=server");
     let run = c.finalizer_guard("admin", &dry);
@@ -623,7 +637,7 @@ fn a_namespace_stuck_on_an_unavailable_apiservice_is_released_through_finalize()
     assert!(!annotations(&still).contains_key(OVERRIDE));
 
     // As a kubectl plugin, the way the README installs it.
-    let mut plugin = release.to_vec();
+    let mut plugin = release.clone();
     plugin.remove(0);
     let mut args = vec!["unstick"];
     args.extend(plugin);
@@ -826,4 +840,301 @@ fn unstick_says_when_the_webhook_is_down() {
     for name in ["a", "b"] {
         super::release(&env, "configmap", name, ns);
     }
+}
+
+#[test]
+#[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
+fn a_namespace_held_by_a_custom_resource_lists_it_and_orphans_only_when_asked() {
+    let env = env();
+    let c = &env.cluster;
+    let (group, ns) = ("contents.e2e.example.com", "e2e-unstick-contents");
+    let type_name = format!("gadgets.{group}");
+    custom_resource_type(&env, group, "gadgets", "Gadget");
+    c.namespace(ns);
+    // A Gadget whose controller is gone: nothing will ever remove its finalizer.
+    let finalizer = "contents.e2e.example.com/teardown";
+    c.apply(&json!({
+        "apiVersion": format!("{group}/v1"), "kind": "Gadget",
+        "metadata": {"name": "g1", "namespace": ns, "finalizers": [finalizer]},
+    }));
+    c.admin(&["delete", "namespace", ns, "--wait=false"]).ok();
+    wait_until(
+        "the namespace to wait on the Gadget's finalizer",
+        90,
+        || {
+            c.get(&["namespace", ns]).unwrap()["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["type"] == "NamespaceFinalizersRemaining" && c["status"] == "True"
+                    })
+                })
+        },
+    );
+    let target = format!("namespace/{ns}");
+    let command =
+        format!("finalizer-guard unstick {type_name}/g1 -n {ns} --reason REASON --detail TEXT");
+
+    // Explained: what is inside, what holds it, and the command for each.
+    // As admin: carol's edit rights do not read custom resources, and what
+    // cannot be listed is not counted (it would be said).
+    let run = c.finalizer_guard("admin", &["unstick", &target]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    for needle in [
+        &format!("  still inside: 1 object(s) ({type_name} 1)"),
+        "  holding finalizers (1), each released by its own command:",
+        &format!("    {type_name}/g1 ({finalizer}): {command}"),
+        "unstick:     removes it only with --orphan-contents",
+    ] {
+        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
+    }
+    let run = c.finalizer_guard("admin", &["unstick", &target, "-o", "json"]);
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    let contents = &report["objects"][0]["contents"];
+    assert_eq!(
+        contents["remaining"],
+        json!({type_name.clone(): 1}),
+        "{report:#}"
+    );
+    assert_eq!(contents["holding"][0]["object"], format!("{type_name}/g1"));
+    assert_eq!(contents["holding"][0]["finalizers"], json!([finalizer]));
+    assert_eq!(contents["holding"][0]["command"], command);
+
+    // Released without --orphan-contents: the namespace's own finalizer stays.
+    let release = [
+        "unstick",
+        target.as_str(),
+        "--reason",
+        "controller-uninstalled",
+        "--detail",
+        "INC-4810 the gadget operator was uninstalled",
+    ];
+    let run = c.finalizer_guard("admin", &release);
+    assert_eq!(run.code, 1, "{run:#?}");
+    for needle in [
+        &format!(
+            "{target} left: kubernetes (the namespace's own finalizer: removing it orphans what is still inside (1 object(s) ({type_name} 1))"
+        ),
+        "pass --orphan-contents to remove it anyway",
+        &format!("    {type_name}/g1 ({finalizer}): {command}"),
+    ] {
+        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
+    }
+    let still = c.get(&["namespace", ns]).unwrap();
+    assert_eq!(still["spec"]["finalizers"], json!(["kubernetes"]));
+
+    // With it: released, and what it orphaned is said, counted by type.
+    let mut orphaning = release.to_vec();
+    orphaning.extend(["--orphan-contents", "-o", "json"]);
+    let run = c.finalizer_guard("admin", &orphaning);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stderr
+            .contains(&format!("{target} orphaned: 1 object(s) ({type_name} 1)")),
+        "{}",
+        run.stderr
+    );
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    let object = &report["objects"][0];
+    assert_eq!(object["result"], "released", "{report:#}");
+    assert_eq!(object["orphaned"]["objects"], 1);
+    assert_eq!(object["orphaned"]["byType"], json!({type_name.clone(): 1}));
+    wait_until("the namespace to be gone", 30, || {
+        c.get(&["namespace", ns]).is_none()
+    });
+    // Orphaned indeed: the Gadget outlives its namespace.
+    let gadget = c
+        .get(&[&type_name, "g1", "-n", ns])
+        .expect("the orphaned Gadget is still stored");
+    assert_eq!(finalizers(&gadget), [finalizer]);
+
+    // The listed command (a reason and a detail filled in) cannot write to
+    // an orphan, and says what to do: the namespace again, then the release.
+    let listed = [
+        "unstick",
+        &format!("{type_name}/g1"),
+        "-n",
+        ns,
+        "--reason",
+        "controller-uninstalled",
+        "--detail",
+        "INC-4810 the gadget operator was uninstalled",
+    ];
+    let run = c.finalizer_guard("admin", &listed);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stdout.contains(&format!(
+            "its namespace {ns} no longer exists (it was orphaned), and the API server refuses every write to it as not found: create the namespace again (kubectl create namespace {ns})"
+        )),
+        "{run:#?}"
+    );
+    c.admin(&["create", "namespace", ns]).ok();
+    let run = c.finalizer_guard("admin", &listed);
+    assert_eq!(run.code, 0, "{run:#?}");
+    wait_until("the Gadget to be gone", 30, || {
+        c.get(&[&type_name, "g1", "-n", ns]).is_none()
+    });
+    c.admin(&["delete", "namespace", ns, "--wait=false"]).ok();
+    c.admin(&["delete", "crd", &format!("gadgets.{group}")])
+        .ok();
+}
+
+/// `oncall` bound to what `unstick` needs to release pods, but not to read
+/// nodes: it cannot tell a dead node from a live one.
+struct NoNodeReads<'a>(&'a Env);
+
+const NO_NODES: &str = "e2e-oncall-no-node-reads";
+
+impl<'a> NoNodeReads<'a> {
+    fn new(env: &'a Env) -> NoNodeReads<'a> {
+        let c = &env.cluster;
+        c.apply(&json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": NO_NODES},
+            "rules": [
+                {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+                {"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*"], "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["pods", "configmaps", "services"], "verbs": ["get", "list"]},
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch", "delete"]},
+                {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list"]},
+                {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"], "verbs": ["get", "list"]},
+            ],
+        }));
+        c.apply(&json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": NO_NODES},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NO_NODES},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "oncall"}],
+        }));
+        wait_until("the binding to take effect", 30, || {
+            c.kubectl("oncall", &["auth", "can-i", "patch", "pods", "-A"])
+                .stdout
+                .trim()
+                == "yes"
+        });
+        NoNodeReads(env)
+    }
+}
+
+impl Drop for NoNodeReads<'_> {
+    fn drop(&mut self) {
+        let c = &self.0.cluster;
+        c.admin(&[
+            "delete",
+            "clusterrolebinding",
+            NO_NODES,
+            "--ignore-not-found",
+        ]);
+        c.admin(&["delete", "clusterrole", NO_NODES, "--ignore-not-found"]);
+    }
+}
+
+#[test]
+#[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
+fn no_pod_of_a_dead_node_is_left_behind_and_who_cannot_tell_is_told_why() {
+    let env = env();
+    let c = &env.cluster;
+    let (ns, node) = ("e2e-unstick-seed-000", "lost-node-000");
+    c.namespace(ns);
+    not_ready_node(&env, node);
+    // Three pods held by the CNI's finalizer, two no finalizer holds: all
+    // five wait for a kubelet that will never confirm their deletion.
+    let held = ["web-0", "web-1", "web-2"];
+    let free = ["job-0", "job-1"];
+    for name in held {
+        c.apply(&pod(ns, name, Some(node), &[CNI]));
+    }
+    for name in free {
+        c.apply(&pod(ns, name, Some(node), &[]));
+    }
+    for name in held.iter().chain(&free) {
+        delete_nowait(&env, &["pod", name, "-n", ns]);
+    }
+    let release = |user: &str| {
+        c.finalizer_guard(
+            user,
+            &[
+                "unstick",
+                "--node",
+                node,
+                "-n",
+                ns,
+                "--reason",
+                "node-lost",
+                "--detail",
+                "INC-0000 lost-node-000 powered off",
+                "--force-delete",
+            ],
+        )
+    };
+    let pods_left = || {
+        held.iter()
+            .chain(&free)
+            .filter(|name| c.get(&["pod", name, "-n", ns]).is_some())
+            .count()
+    };
+
+    // An on-call user who may not read nodes: the finalizers go, nothing is
+    // force-deleted, and every pod left is counted, with why.
+    let bound = NoNodeReads::new(&env);
+    let cannot_tell =
+        format!("whether its node is dead cannot be told (you may not read node {node}");
+    let run = release("oncall");
+    assert_eq!(run.code, 1, "{run:#?}");
+    for needle in [
+        &format!("pod/web-0 -n {ns} released: removed {CNI}"),
+        &format!("pod/web-0 -n {ns} left Terminating: no finalizer holds it, and {cannot_tell}"),
+        "whether it is dead takes get on nodes (the on-call role grants it)): not force-deleted",
+        &format!("pod/job-0 -n {ns} not released: no finalizer holds it, and {cannot_tell}"),
+        "released 3 of 5 object(s), 0 already gone, 0 force-deleted, 5 left Terminating",
+    ] {
+        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
+    }
+    assert_eq!(pods_left(), 5);
+    // Run again: no finalizer left on any, and still stuck for the person on call.
+    let run = release("oncall");
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stdout.contains(
+            "released 0 of 5 object(s), 0 already gone, 0 force-deleted, 5 left Terminating"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("no stuck objects found"),
+        "{}",
+        run.stdout
+    );
+    drop(bound);
+
+    // Explained to carol, who reads nodes: dead, and how to finish them.
+    let run = c.finalizer_guard("carol", &["unstick", "--node", node, "-n", ns]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    for needle in [
+        "no finalizer holds it: it waits for its node's kubelet to confirm the deletion",
+        &format!("node alive:  no: node {node} Ready=Unknown for 60m (past --not-ready-for 5m)"),
+        "--force-delete deletes it with grace period 0",
+        "5 stuck object(s)",
+    ] {
+        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
+    }
+    // carol's release leaves none behind.
+    let run = release("carol");
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stdout
+            .contains(&format!("pod/web-0 -n {ns} force-deleted: no finalizer held it; its node is dead (node {node} Ready=Unknown")),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("released 0 of 5 object(s), 0 already gone, 5 force-deleted"),
+        "{}",
+        run.stdout
+    );
+    wait_until("every pod of the dead node to be gone", 30, || {
+        pods_left() == 0
+    });
 }

@@ -548,15 +548,7 @@ impl<'a> OnlyPolicy<'a> {
         let mut saved = cluster
             .get(&["validatingwebhookconfiguration", CONFIG])
             .unwrap();
-        for key in [
-            "resourceVersion",
-            "uid",
-            "creationTimestamp",
-            "generation",
-            "managedFields",
-        ] {
-            saved["metadata"].as_object_mut().unwrap().remove(key);
-        }
+        super::harness::to_create_again(&mut saved);
         cluster
             .admin(&["delete", "validatingwebhookconfiguration", CONFIG])
             .ok();
