@@ -145,12 +145,6 @@ fn a_retry_storm_is_one_event_and_a_few_writes() {
         "{described:#?}"
     );
 
-    c.admin(&[
-        "delete",
-        "clusterrolebinding,clusterrole",
-        "e2e-finalizer-guard-event-series",
-    ])
-    .ok();
     release(&env, "configmap", "stuck", NS);
     c.admin(&["delete", "namespace", NS, "--timeout=120s"]).ok();
 }
