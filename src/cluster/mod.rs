@@ -343,7 +343,7 @@ impl std::fmt::Display for WriteError {
 
 /// What the operator can do while the webhook is unreachable.
 pub const WEBHOOK_DOWN_HELP: &str = "The webhook's failurePolicy is Fail, so no finalizer can be removed until it answers again. \
-Bring it back: the Service it calls is named in the message above (NAME.NAMESPACE.svc); \
+Bring it back: the message above names the address it calls (for a Service, NAME.NAMESPACE.svc); \
 kubectl -n NAMESPACE get pods,endpoints -l app.kubernetes.io/name=finalizer-guard,app.kubernetes.io/component=webhook; \
 kubectl -n NAMESPACE rollout restart deployment -l app.kubernetes.io/name=finalizer-guard,app.kubernetes.io/component=webhook. \
 This command never deletes or disables the ValidatingWebhookConfiguration: if the webhook cannot come back, that is a decision for a cluster admin, on the record.";

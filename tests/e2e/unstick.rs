@@ -815,7 +815,10 @@ fn unstick_says_when_the_webhook_is_down() {
     env.start();
     assert_eq!(run.code, 1, "{run:#?}");
     assert!(
-        run.stderr.contains("finalizer-guard fails closed"),
+        run.stderr.contains("failurePolicy is Fail")
+            && run.stderr.contains(
+                "rollout restart deployment -l app.kubernetes.io/name=finalizer-guard,app.kubernetes.io/component=webhook"
+            ),
         "{run:#?}"
     );
     assert!(
