@@ -422,7 +422,7 @@ fn variables(policy: &Policy) -> Vec<Variable> {
     all
 }
 
-/// 2. Which finalizers the write removes, from `metadata.finalizers` and,
+/// Step 2, which finalizers the write removes, from `metadata.finalizers` and,
 /// through `namespaces/finalize`, a Namespace's `spec.finalizers`.
 fn removed_variables() -> Vec<Variable> {
     vec![
@@ -475,7 +475,7 @@ fn removed_variables() -> Vec<Variable> {
     ]
 }
 
-/// 4. Kubernetes' own controllers: the finalizers the requester may remove
+/// Step 4, Kubernetes' own controllers: the finalizers the requester may remove
 /// as one of them.
 fn builtin_variables(policy: &Policy) -> Vec<Variable> {
     let (builtin_metadata, builtin_spec) = builtin_tables(policy);
@@ -513,7 +513,7 @@ fn builtin_variables(policy: &Policy) -> Vec<Variable> {
     ]
 }
 
-/// 4. The rules covering the requester, the object's namespace and its
+/// Step 4, the rules covering the requester, the object's namespace and its
 /// resource, and the removed finalizers that neither they nor the built-in
 /// table authorize.
 fn rule_variables(policy: &Policy) -> Vec<Variable> {
@@ -570,7 +570,7 @@ fn rule_variables(policy: &Policy) -> Vec<Variable> {
     ]
 }
 
-/// 5. The override annotation, and why it does not apply ('' when it does).
+/// Step 5, the override annotation, and why it does not apply ('' when it does).
 fn override_variables(policy: &Policy) -> Vec<Variable> {
     let settings = &policy.override_settings;
     let deletion = if settings.require_deletion {
@@ -624,7 +624,7 @@ fn override_variables(policy: &Policy) -> Vec<Variable> {
     ]
 }
 
-/// 3. to 6.: '' when nothing is removed, else the webhook's verdict.
+/// Steps 3 to 6: '' when nothing is removed, else the webhook's verdict.
 fn decision_variable(mode: Mode) -> Variable {
     let denied = denied_word(mode);
     var(

@@ -1425,22 +1425,27 @@ fn kubectl_kustomize_builds_the_base_and_both_overlays() {
     println!("kubectl kustomize built manifests/, base and both overlays");
 }
 
+/// The first YAML block of docs/deployment.md holding `needle`.
+fn deployment_guide_example(needle: &str) -> String {
+    let guide =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deployment.md"))
+            .unwrap();
+    guide
+        .split("```yaml\n")
+        .skip(1)
+        .map(|block| block.split("```").next().unwrap().to_string())
+        .find(|block| block.contains(needle))
+        .unwrap_or_else(|| panic!("docs/deployment.md shows no overlay with {needle:?}"))
+}
+
 /// The overlay docs/deployment.md shows for enforcing builds, over a copy of
 /// `manifests/` where its `resources:` line expects it: the policy it is
 /// given, and a webhook that fails closed.
 #[test]
 #[ignore = "needs kubectl (FG_KUBECTL): see .ci/run"]
 fn the_documented_enforce_overlay_fails_closed() {
-    let guide =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deployment.md"))
-            .unwrap();
-    let example = guide
-        .split("```yaml\n")
-        .skip(1)
-        .map(|block| block.split("```").next().unwrap())
-        .find(|block| block.contains("path: /webhooks/0/failurePolicy"))
-        .expect("docs/deployment.md shows an overlay that sets failurePolicy");
-    let documents = documents(example).unwrap();
+    let example = deployment_guide_example("path: /webhooks/0/failurePolicy");
+    let documents = documents(&example).unwrap();
     assert_eq!(documents[0]["kind"], "Kustomization", "{example}");
     assert_eq!(
         documents[0]["resources"][0],
@@ -1453,7 +1458,7 @@ fn the_documented_enforce_overlay_fails_closed() {
     std::fs::rename(copy.path().join("manifests"), checkout.join("manifests")).unwrap();
     let overlay = copy.path().join("my-finalizer-guard");
     std::fs::create_dir_all(&overlay).unwrap();
-    std::fs::write(overlay.join("kustomization.yaml"), example).unwrap();
+    std::fs::write(overlay.join("kustomization.yaml"), &example).unwrap();
     std::fs::write(
         overlay.join("policy.yaml"),
         "mode: enforce\nrules:\n  - name: cleanup\n    finalizers: [example.com/cleanup]\n    serviceAccounts: [ops:cleanup]\n",
@@ -1584,21 +1589,13 @@ fn backstop_overlays_install_the_export_of_their_policy_beside_a_webhook_failing
 
     // A policy of your own: docs/deployment.md's overlay, with the export
     // made as it says.
-    let guide =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deployment.md"))
-            .unwrap();
-    let example = guide
-        .split("```yaml\n")
-        .skip(1)
-        .map(|block| block.split("```").next().unwrap())
-        .find(|block| block.contains("- validatingadmissionpolicy.yaml"))
-        .expect("docs/deployment.md shows an overlay with the backstop");
+    let example = deployment_guide_example("- validatingadmissionpolicy.yaml");
     let checkout = copy.path().join("finalizer-guard");
     std::fs::create_dir_all(&checkout).unwrap();
     std::fs::rename(&root, checkout.join("manifests")).unwrap();
     let mine = copy.path().join("my-finalizer-guard");
     std::fs::create_dir_all(&mine).unwrap();
-    std::fs::write(mine.join("kustomization.yaml"), example).unwrap();
+    std::fs::write(mine.join("kustomization.yaml"), &example).unwrap();
     let policy_yaml = "mode: enforce\nrules:\n  - name: cleanup\n    finalizers: [example.com/cleanup]\n    serviceAccounts: [ops:cleanup]\n";
     std::fs::write(mine.join("policy.yaml"), policy_yaml).unwrap();
     let export = |policy: &str| {

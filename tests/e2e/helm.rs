@@ -453,6 +453,43 @@ fn serve_release(c: &Cluster, work: &Path) -> (Server, String) {
     (server, url)
 }
 
+/// The values of the scenarios' releases: enforcing, with the address the
+/// local server listens on in the generated certificate.
+fn enforcing_values(work: &Path) -> PathBuf {
+    let values = work.join("values.yaml");
+    fs::write(
+        &values,
+        "policy:\n  mode: enforce\ncertificates:\n  generated:\n    extraIPAddresses: [127.0.0.1]\n",
+    )
+    .unwrap();
+    values
+}
+
+/// `helm install` of the release with `values` and `extra`, its policy
+/// check's pods run: what helm printed (it must succeed), and the pods run.
+fn install_release(
+    c: &Cluster,
+    helm: &Helm,
+    work: &Path,
+    values: &Path,
+    extra: &[&str],
+) -> (harness::Run, Vec<Ran>) {
+    let chart = chart();
+    let mut args = vec![
+        "install",
+        RELEASE,
+        chart.to_str().unwrap(),
+        "-n",
+        RELEASE_NS,
+        "--create-namespace",
+        "-f",
+        values.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (run, ran) = helm_with_hooks(c, helm, work, &args);
+    (run.ok(), ran)
+}
+
 /// `helm ARGS` with the policy check's pods run ([`HookKubelet`]): what
 /// helm printed, and the pods run.
 fn helm_with_hooks(
@@ -739,33 +776,13 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
 
     // helm install, enforcing, with the address the local server listens on
     // in the generated certificate.
-    let values = work.join("values.yaml");
-    fs::write(
-        &values,
-        "policy:\n  mode: enforce\ncertificates:\n  generated:\n    extraIPAddresses: [127.0.0.1]\n",
-    )
-    .unwrap();
+    let values = enforcing_values(&work);
     let _cleanup = ReleaseCleanup {
         helm: &helm,
         cluster: c,
     };
     // The policy check runs first: Helm waits for its Job.
-    let (run, ran) = helm_with_hooks(
-        c,
-        &helm,
-        &work,
-        &[
-            "install",
-            RELEASE,
-            chart,
-            "-n",
-            RELEASE_NS,
-            "--create-namespace",
-            "-f",
-            values.to_str().unwrap(),
-        ],
-    );
-    let run = run.ok();
+    let (run, ran) = install_release(c, &helm, &work, &values, &[]);
     assert!(run.stdout.contains("STATUS: deployed"), "{run:#?}");
     assert!(
         run.stdout.contains("ENFORCE mode"),
@@ -1236,13 +1253,8 @@ fn helm_backstop(env: &harness::Env) {
     let ns = "e2e-helm-backstop";
     c.namespace(ns);
     release_namespace_gone(c);
-    let values = work.join("values.yaml");
-    fs::write(
-        &values,
-        "policy:\n  mode: enforce\ncertificates:\n  generated:\n    extraIPAddresses: [127.0.0.1]\n",
-    )
-    .unwrap();
-    let values = values.to_str().unwrap();
+    let values_file = enforcing_values(&work);
+    let values = values_file.to_str().unwrap();
     let vap = export_chart_policy(&helm, &work, "vap.yaml", &["-f", values]);
     let set_vap = |file: &Path| format!("backstop.validatingAdmissionPolicy={}", file.display());
 
@@ -1250,26 +1262,19 @@ fn helm_backstop(env: &harness::Env) {
         helm: &helm,
         cluster: c,
     };
-    let (run, ran) = helm_with_hooks(
+    let (run, ran) = install_release(
         c,
         &helm,
         &work,
+        &values_file,
         &[
-            "install",
-            RELEASE,
-            chart,
-            "-n",
-            RELEASE_NS,
-            "--create-namespace",
-            "-f",
-            values,
             "--set",
             "backstop.enabled=true",
             "--set-file",
             &set_vap(&vap),
         ],
     );
-    assert!(run.ok().stdout.contains("STATUS: deployed"));
+    assert!(run.stdout.contains("STATUS: deployed"));
     assert_eq!(ran.len(), 1, "{ran:#?}");
     assert_eq!(ran[0].code, 0, "the check took the export: {ran:#?}");
     let kinds: Vec<String> = release_objects(&helm)

@@ -280,35 +280,29 @@ fn strips_are_refused_through_every_path(env: &Env, ns: &str, denied: &str) {
     .ok();
     delete_nowait(env, &["configmap", "stuck", "-n", ns]);
 
-    c.kubectl(
-        "alice",
-        &[
-            "patch",
-            "configmap",
-            "stuck",
-            "-n",
-            ns,
-            "--type=merge",
-            "-p",
-            STRIP,
-        ],
-    )
-    .refused(denied);
-    c.kubectl(
-        "alice",
-        &[
-            "patch",
-            "configmap",
-            "stuck",
-            "-n",
-            ns,
-            "--type",
-            "json",
-            "-p",
+    for (patch_type, patch) in [
+        ("--type=merge", STRIP),
+        (
+            "--type=json",
             r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-        ],
-    )
-    .refused(denied);
+        ),
+    ] {
+        c.kubectl(
+            "alice",
+            &[
+                "patch",
+                "configmap",
+                "stuck",
+                "-n",
+                ns,
+                patch_type,
+                "-p",
+                patch,
+            ],
+        )
+        .refused(denied);
+    }
+
     let mut current = c.get(&["configmap", "stuck", "-n", ns]).unwrap();
     current["metadata"]
         .as_object_mut()

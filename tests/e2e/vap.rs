@@ -883,41 +883,40 @@ fn with_the_webhook_down_the_policy_still_guards() {
 }
 
 /// The seed's strips through every path, and Kubernetes' own controllers
-/// at work, with the policy alone: no webhook configuration at all.
+/// at work: with the policy alone (no webhook configuration at all), then
+/// with the backstop, the webhook failing open and down.
 #[test]
 #[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
-fn with_only_the_policy_every_path_is_guarded_and_every_controller_completes() {
+fn with_the_policy_alone_and_as_the_backstop_every_path_is_guarded_and_every_controller_completes()
+{
     let mut env = env();
-    let policy_file = env.work.join("only-policy.yaml");
+    let policy_file = env.work.join("every-path-policy.yaml");
     std::fs::write(&policy_file, env.policy(Policy::default())).unwrap();
-    env.stop();
-    let only_policy = OnlyPolicy::new(&env.cluster);
-    install_policy(&env.cluster, &policy_file);
-    wait_until("the policy to be in force", 30, || {
-        probe(&env.cluster).stderr.contains(&policy_denial())
-    });
-    strips_are_refused_through_every_path(&env, "e2e-vap-paths", &policy_denial());
-    builtin_controllers_complete(&env, "vap");
-    drop(only_policy);
-    env.start();
-}
-
-/// The same with the backstop, the webhook failing open and down.
-#[test]
-#[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
-fn with_the_backstop_and_the_webhook_down_every_path_is_guarded_and_every_controller_completes() {
-    let mut env = env();
-    let policy_file = env.work.join("backstop-paths-policy.yaml");
-    std::fs::write(&policy_file, env.policy(Policy::default())).unwrap();
-    env.stop();
-    let backstop = Backstop::new(&env.cluster, &policy_file);
-    wait_until("the policy to be in force", 30, || {
-        probe(&env.cluster).stderr.contains(&policy_denial())
-    });
-    strips_are_refused_through_every_path(&env, "e2e-backstop-paths", &policy_denial());
-    builtin_controllers_complete(&env, "backstop");
-    drop(backstop);
-    env.start();
+    for backstop in [false, true] {
+        env.stop();
+        {
+            let c = &env.cluster;
+            let (mut only_policy, mut with_webhook) = (None, None);
+            if backstop {
+                with_webhook = Some(Backstop::new(c, &policy_file));
+            } else {
+                only_policy = Some(OnlyPolicy::new(c));
+                install_policy(c, &policy_file);
+            }
+            wait_until("the policy to be in force", 30, || {
+                probe(c).stderr.contains(&policy_denial())
+            });
+            let tag = if backstop { "backstop" } else { "vap" };
+            strips_are_refused_through_every_path(
+                &env,
+                &format!("e2e-{tag}-paths"),
+                &policy_denial(),
+            );
+            builtin_controllers_complete(&env, tag);
+            drop((only_policy, with_webhook));
+        }
+        env.start();
+    }
 }
 
 /// A policy of `rules` rules, each one name: all naming the group `g-all`,
