@@ -490,6 +490,35 @@ fn install_release(
     (run.ok(), ran)
 }
 
+/// `helm upgrade --reuse-values` of the release with `extra`, its policy
+/// check's pods run: what helm printed, and the pods run.
+fn upgrade_release(
+    c: &Cluster,
+    helm: &Helm,
+    work: &Path,
+    extra: &[&str],
+) -> (harness::Run, Vec<Ran>) {
+    let chart = chart();
+    let mut args = vec![
+        "upgrade",
+        RELEASE,
+        chart.to_str().unwrap(),
+        "-n",
+        RELEASE_NS,
+        "--reuse-values",
+    ];
+    args.extend_from_slice(extra);
+    helm_with_hooks(c, helm, work, &args)
+}
+
+/// A rule letting the developers (alice's group) remove the CNI finalizer,
+/// for `helm --set-json`.
+fn developers_rule() -> String {
+    format!(
+        r#"policy.rules=[{{"name":"developers-release-cni","finalizers":["{CNI}"],"groups":["developers"]}}]"#
+    )
+}
+
 /// `helm ARGS` with the policy check's pods run ([`HookKubelet`]): what
 /// helm printed, and the pods run.
 fn helm_with_hooks(
@@ -767,8 +796,6 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
     let _ = fs::remove_dir_all(&work);
     fs::create_dir_all(&work).unwrap();
     let helm = Helm::new(c, &work);
-    let chart = chart();
-    let chart = chart.to_str().unwrap();
     let ns = "e2e-helm-dead-node";
     c.namespace(ns);
     release_namespace_gone(c);
@@ -944,20 +971,12 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
     let config_map_before = before("configmap", &format!("{FULLNAME}-policy"));
     let deployment_before = before("deployment", FULLNAME);
     let webhook_before = before("validatingwebhookconfiguration", FULLNAME);
-    let developers_rule = format!(
-        r#"policy.rules=[{{"name":"developers-release-cni","finalizers":["{CNI}"],"groups":["developers"]}}]"#
-    );
-    let (run, ran) = helm_with_hooks(
+    let developers_rule = developers_rule();
+    let (run, ran) = upgrade_release(
         c,
         &helm,
         &work,
         &[
-            "upgrade",
-            RELEASE,
-            chart,
-            "-n",
-            RELEASE_NS,
-            "--reuse-values",
             "--set",
             "policy.builtinControllers=false",
             "--set-json",
@@ -1051,21 +1070,7 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
         .get(&["secret", &format!("{FULLNAME}-ca"), "-n", RELEASE_NS])
         .unwrap();
     point_client_config(c, None);
-    let (run, ran) = helm_with_hooks(
-        c,
-        &helm,
-        &work,
-        &[
-            "upgrade",
-            RELEASE,
-            chart,
-            "-n",
-            RELEASE_NS,
-            "--reuse-values",
-            "--set-json",
-            &developers_rule,
-        ],
-    );
+    let (run, ran) = upgrade_release(c, &helm, &work, &["--set-json", &developers_rule]);
     let run = run.ok();
     assert!(run.stdout.contains("STATUS: deployed"), "{run:#?}");
     assert_eq!(ran.len(), 1, "{ran:#?}");
@@ -1248,8 +1253,6 @@ fn helm_backstop(env: &harness::Env) {
     let _ = fs::remove_dir_all(&work);
     fs::create_dir_all(&work).unwrap();
     let helm = Helm::new(c, &work);
-    let chart = chart();
-    let chart = chart.to_str().unwrap();
     let ns = "e2e-helm-backstop";
     c.namespace(ns);
     release_namespace_gone(c);
@@ -1377,25 +1380,14 @@ fn helm_backstop(env: &harness::Env) {
     // helm upgrade with a rule for the developers, the export left as it
     // was: the policy check refuses it, and nothing changes.
     point_client_config(c, None);
-    let rule = format!(
-        r#"policy.rules=[{{"name":"developers-release-cni","finalizers":["{CNI}"],"groups":["developers"]}}]"#
-    );
+    let rule = developers_rule();
     let policy_before = c
         .get(&["validatingadmissionpolicy", "finalizer-guard"])
         .unwrap();
     let upgrade = |extra: &[&str]| {
-        let mut args = vec![
-            "upgrade",
-            RELEASE,
-            chart,
-            "-n",
-            RELEASE_NS,
-            "--reuse-values",
-            "--set-json",
-            &rule,
-        ];
+        let mut args = vec!["--set-json", rule.as_str()];
         args.extend_from_slice(extra);
-        helm_with_hooks(c, &helm, &work, &args)
+        upgrade_release(c, &helm, &work, &args)
     };
     let (run, ran) = upgrade(&[]);
     assert_ne!(run.code, 0, "{run:#?}");
