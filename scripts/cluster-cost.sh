@@ -26,9 +26,11 @@
 #                 the webhook
 #
 # each with the ValidatingWebhookConfiguration pointed at finalizer-guard,
-# pointed at the floor, and removed, in rounds (the order reversed every
-# other round); then override writes with more concurrent clients, through
-# each webhook. Around every run the webhook's review counter and the API
+# pointed at the floor, and removed; with the policy exported as a
+# ValidatingAdmissionPolicy (`finalizer-guard policy export --vap`) and no
+# webhook (vap); and with both, the backstop (backstop), in rounds (the
+# order reversed every other round); then override writes with more
+# concurrent clients, through each webhook. Around every run the webhook's review counter and the API
 # server's count of webhook calls are read: a run that reached the wrong
 # webhook, or one not at all when it should, fails the script.
 #
@@ -37,7 +39,9 @@
 #
 # Environment: WRITES (1000 per run and per client count), ROUNDS (3),
 # CLIENTS ("1 10"), KINDS (the writes timed; default
-# "override override-new guarded label"), FG_ARGS (more `serve` flags, e.g.
+# "override override-new guarded label"), STATES (the configurations, in
+# the order of the odd rounds; default "finalizer-guard floor removed vap
+# backstop"), FG_ARGS (more `serve` flags, e.g.
 # "--events=false"), DIR (the cluster's folder; default a new one under
 # /tmp, removed at the end), REPORT (the markdown tables; default
 # $TARGET/cluster-cost.md). Everything listens on 127.0.0.1; the cluster
@@ -48,6 +52,7 @@ writes=${WRITES:-1000}
 rounds=${ROUNDS:-3}
 clients=${CLIENTS:-"1 10"}
 kinds=${KINDS:-"override override-new guarded label"}
+order=${STATES:-"finalizer-guard floor removed vap backstop"}
 read -r -a fg_args <<< "${FG_ARGS:-}"
 
 echo "== building (release): finalizer-guard, examples/cluster_load, examples/minimal_server" >&2
@@ -135,6 +140,32 @@ override:
   # The measured objects are not being deleted.
   requireDeletion: false
 EOF
+# The same policy as a ValidatingAdmissionPolicy and its binding, for the
+# vap and backstop states; a probe object that only the policy (or the
+# webhook) keeps a stranger from stripping, and a group that may write it,
+# so that RBAC never answers in the policy's place.
+"$fg" policy export --vap "$work/policy.yaml" > "$work/vap.yaml"
+kubectl create namespace cost > /dev/null
+kubectl apply -f - > /dev/null << 'EOF'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: vap-probe, namespace: cost, finalizers: [probe.example.org/hold]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: cost-vap-probe}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects:
+  - {apiGroup: rbac.authorization.k8s.io, kind: Group, name: cost-vap-probe}
+EOF
+# Whether the ValidatingAdmissionPolicy is in force: a dry-run strip by a
+# stranger is refused by it.
+policy_in_force() {
+  local said
+  said=$(kubectl patch configmap vap-probe -n cost --type=merge -p '{"metadata":{"finalizers":null}}' \
+    --dry-run=server --as=cost-prober --as-group=cost-vap-probe 2>&1 || true)
+  grep -q "ValidatingAdmissionPolicy 'finalizer-guard'" <<< "$said"
+}
 
 # start_server NAME COMMAND...: starts a server on fresh ports ($port, and
 # $admin_port for finalizer-guard), retrying when a port was taken before
@@ -196,7 +227,6 @@ c["metadata"] = {k: v for k, v in c["metadata"].items() if k in ("name", "labels
 json.dump(c, open(sys.argv[1], "w"))
 c["webhooks"][0]["clientConfig"]["url"] = "https://127.0.0.1:%s/validate" % sys.argv[3]
 json.dump(c, open(sys.argv[2], "w"))' "$work/config-finalizer-guard.json" "$work/config-floor.json" "$floor_port"
-kubectl create namespace cost > /dev/null
 
 # Reviews finalizer-guard has answered so far.
 reviews() {
@@ -250,28 +280,50 @@ probe() {
   "$load" --kubeconfig "$dir/admin.kubeconfig" --write guarded --writes 1 --warmup 0 \
     --prefix probe --first "$probes" > /dev/null
 }
-# state finalizer-guard|floor|removed: changes the configuration and waits
-# (bounded) until the API server acts on it: probes reach the webhook meant,
-# twice in a row, or none. The configuration starts pointed at finalizer-guard.
+# The webhook configuration of a state (none: removed), and whether it has
+# the ValidatingAdmissionPolicy.
+webhook_of() {
+  case $1 in
+    finalizer-guard | backstop) echo finalizer-guard ;;
+    floor) echo floor ;;
+    *) echo none ;;
+  esac
+}
+has_policy() { [ "$1" = vap ] || [ "$1" = backstop ]; }
+# state finalizer-guard|floor|removed|vap|backstop: changes the
+# configuration and waits (bounded) until the API server acts on it: probes
+# reach the webhook meant, twice in a row, or none; and the policy refuses
+# a stranger's strip, or does not. It starts pointed at finalizer-guard,
+# with no policy.
 current=finalizer-guard
 state() {
-  local want=$1 r0 c0 r1 c1 seen=0
+  local want=$1 r0 c0 r1 c1 seen=0 from to
   [ "$want" = "$current" ] && return 0
-  if [ "$current" != removed ]; then
-    kubectl delete validatingwebhookconfiguration finalizer-guard > /dev/null
+  from=$(webhook_of "$current"); to=$(webhook_of "$want")
+  if [ "$from" != "$to" ]; then
+    if [ "$from" != none ]; then
+      kubectl delete validatingwebhookconfiguration finalizer-guard > /dev/null
+    fi
+    if [ "$to" != none ]; then kubectl create -f "$work/config-$to.json" > /dev/null; fi
   fi
-  if [ "$want" != removed ]; then kubectl create -f "$work/config-$want.json" > /dev/null; fi
+  if has_policy "$want" && ! has_policy "$current"; then kubectl apply -f "$work/vap.yaml" > /dev/null; fi
+  if has_policy "$current" && ! has_policy "$want"; then kubectl delete -f "$work/vap.yaml" > /dev/null; fi
   current=$want
   for _ in $(seq 1 200); do
     r0=$(reviews); c0=$(calls)
     probe
     r1=$(reviews); c1=$(calls)
-    case $want in
+    case $to in
       finalizer-guard) [ "$r1" -gt "$r0" ] && [ $((c1 - c0)) -eq $((r1 - r0)) ] && seen=$((seen + 1)) || seen=0 ;;
       floor) [ "$r1" -eq "$r0" ] && [ "$c1" -gt "$c0" ] && seen=$((seen + 1)) || seen=0 ;;
-      removed) [ "$r1" -eq "$r0" ] && [ "$c1" -eq "$c0" ] && seen=$((seen + 1)) || seen=0 ;;
+      none) [ "$r1" -eq "$r0" ] && [ "$c1" -eq "$c0" ] && seen=$((seen + 1)) || seen=0 ;;
     esac
-    [ "$seen" -ge 2 ] && return 0
+    # (The policy's probe is a dry run the webhook judges too: outside the
+    # counted probe.)
+    if [ "$seen" -ge 2 ]; then
+      if has_policy "$want"; then policy_in_force && return 0
+      else policy_in_force || return 0; fi
+    fi
     sleep 0.1
   done
   echo "the API server did not act on the configuration: $want" >&2
@@ -287,18 +339,21 @@ run() {
   local write=$1 n=$2 r0 r1 c0 c1 out want judged
   local d0 d1 a0 a1 e0 e1 p0 p1 w0 w1 webhook
   webhook=$webhook_pid
-  if [ "$current" = floor ]; then webhook=$floor_pid; fi
+  case $(webhook_of "$current") in
+    floor) webhook=$floor_pid ;;
+    none) webhook= ;;
+  esac
   read -r -a d0 < <(decided)
   read -r -a a0 < <(called)
   read -r -a e0 < <(event_counts)
   r0=$(reviews)
   runs=$((runs + 1))
   # shellcheck disable=SC2086 # one pid per word
-  p0=$(ticks $control_plane); w0=$(ticks "$webhook")
+  p0=$(ticks $control_plane); w0=$(ticks $webhook)
   out=$("$load" --kubeconfig "$dir/admin.kubeconfig" --write "$write" --writes "$((writes / n))" \
     --clients "$n" --prefix "$write-$n-$runs")
   # shellcheck disable=SC2086
-  p1=$(ticks $control_plane); w1=$(ticks "$webhook")
+  p1=$(ticks $control_plane); w1=$(ticks $webhook)
   r1=$(reviews)
   read -r -a d1 < <(decided)
   read -r -a a1 < <(called)
@@ -308,7 +363,7 @@ run() {
   # is retried.
   want=$(echo "$out" | python3 -c 'import json, sys; r = json.load(sys.stdin); print(r["writes"] + r["warmup"] * r["clients"])')
   judged=$want
-  if [ "$write" = label ] || [ "$current" = removed ]; then judged=0; fi
+  if [ "$write" = label ] || [ "$(webhook_of "$current")" = none ]; then judged=0; fi
   c1=${a1[1]}; c0=${a0[1]}
   if [ "$judged" = 0 ] && [ $((c1 - c0)) -ne 0 ]; then
     echo "$current $write: the API server called a webhook $((c1 - c0)) times, want none" >&2; exit 1
@@ -316,10 +371,10 @@ run() {
   if [ "$judged" != 0 ] && [ $((c1 - c0)) -lt "$judged" ]; then
     echo "$current $write: the API server called a webhook $((c1 - c0)) times, want at least $judged" >&2; exit 1
   fi
-  if [ "$current" = finalizer-guard ] && [ $((r1 - r0)) -ne $((c1 - c0)) ]; then
+  if [ "$(webhook_of "$current")" = finalizer-guard ] && [ $((r1 - r0)) -ne $((c1 - c0)) ]; then
     echo "$current $write: finalizer-guard judged $((r1 - r0)) of $((c1 - c0)) calls" >&2; exit 1
   fi
-  if [ "$current" != finalizer-guard ] && [ $((r1 - r0)) -ne 0 ]; then
+  if [ "$(webhook_of "$current")" != finalizer-guard ] && [ $((r1 - r0)) -ne 0 ]; then
     echo "$current $write: finalizer-guard judged $((r1 - r0)) writes, want none" >&2; exit 1
   fi
   echo "$out" | python3 -c 'import json, sys
@@ -335,14 +390,13 @@ r["events"] = dict(zip(("sent", "updated", "repeated", "failed"), (b - a for a, 
 hz, control_plane, webhook = (int(x) for x in sys.argv[10:13])
 timed = r["writes"] + r["warmup"] * r["clients"]
 r["control_plane_cpu_us"] = control_plane * 1e6 / hz / timed
-r["webhook_cpu_us"] = webhook * 1e6 / hz / timed if sys.argv[1] != "removed" else None
+r["webhook_cpu_us"] = webhook * 1e6 / hz / timed if sys.argv[1] not in ("removed", "vap") else None
 r["load"] = open("/proc/loadavg").read().split()[0]
 r["round"] = int(sys.argv[13])
 print(json.dumps(r))' "$current" "$((c1 - c0))" "$((r1 - r0))" "${d0[0]}" "${d1[0]}" "${a0[0]}" "${a1[0]}" \
     "${e0[*]}" "${e1[*]}" "$hz" "$((p1 - p0))" "$((w1 - w0))" "$round" | tee -a "$results" >&2
 }
 
-order="finalizer-guard floor removed"
 for round in $(seq 1 "$rounds"); do
   states=$order
   if [ $((round % 2)) = 0 ]; then states=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' '); fi
@@ -372,6 +426,7 @@ import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 writes, rounds = sys.argv[2], sys.argv[3]
 STATES = ("finalizer-guard", "floor", "removed")
+ALL_STATES = STATES + ("vap", "backstop")
 WRITES = ("override", "override-new", "guarded", "label")
 def runs(state, write, clients=1):
     return [r for r in rows if r["state"] == state and r["write"] == write and r["clients"] == clients]
@@ -387,51 +442,72 @@ def events(rs):
     total = {k: sum(r["events"][k] for r in rs) for k in ("sent", "updated", "repeated", "failed")}
     return f"{total['sent']} + {total['updated']} ({total['repeated']} repeats counted, {total['failed']} failed)"
 loads = sorted(float(r["load"]) for r in rows)
-out = [f"Writes per run: {writes} (one client), {rounds} rounds, the webhook configuration pointed at finalizer-guard, at the floor and removed; medians of the rounds, each round's own figure after them. CPU: kube-apiserver and etcd together, per write (timed and warm-up), from /proc. Load average during the runs: {loads[0]:.1f} to {loads[-1]:.1f}.\n"]
+present = [s for s in ALL_STATES if any(r["state"] == s for r in rows)]
+out = [f"Writes per run: {writes} (one client), {rounds} rounds, configurations {', '.join(present)}; medians of the rounds, each round's own figure after them. CPU: kube-apiserver and etcd together, per write (timed and warm-up), from /proc. Load average during the runs: {loads[0]:.1f} to {loads[-1]:.1f}.\n"]
 out.append("| write | configuration | writes | webhook calls | mean ms | p50 ms | p99 ms | writes/s | p50 ms of each round | p99 ms of each round | API server + etcd CPU µs per write | Event writes: created + series updates |")
 out.append("|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|")
 m = {}
 for write in WRITES:
-    for state in STATES:
+    for state in ALL_STATES:
         rs = runs(state, write)
         if not rs:
             continue
         m[(write, state)] = merged(rs)
         s = m[(write, state)]
-        ev = events(rs) if state == "finalizer-guard" and write != "label" else "-"
+        ev = events(rs) if state in ("finalizer-guard", "backstop") and write != "label" else "-"
         out.append(f"| {write} | {state} | {sum(r['writes'] for r in rs)} | {sum(r['webhook_calls'] for r in rs)} | {s['mean_ms']:.2f} | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | {s['writes_per_second']:.0f} | "
                    + ", ".join(f"{r['p50_ms']:.2f}" for r in rs) + " | " + ", ".join(f"{r['p99_ms']:.2f}" for r in rs) + f" | {s['control_plane_cpu_us']:.0f} | {ev} |")
-out.append("")
-out.append("What each webhook adds over no webhook, and finalizer-guard against the floor, paired within each round (the three configurations run back to back): medians of the rounds' figures, their range in brackets. Targets: added p50 at most 1.2x the floor's (goal 1.1x); p99 at most the floor's + 1 ms.\n")
-out.append("| write | added p50 ms, finalizer-guard | added p50 ms, floor | added p50, finalizer-guard / floor | p99 ms, finalizer-guard − floor | added mean ms, finalizer-guard / floor | webhook CPU µs per write, finalizer-guard / floor | added API server + etcd CPU µs per write, finalizer-guard / floor |")
-out.append("|---|---:|---:|---|---|---|---|---|")
-def paired(write, f):
-    by_round = {}
-    for r in rows:
-        if r["write"] == write and r["clients"] == 1:
-            by_round.setdefault(r["round"], {})[r["state"]] = r
-    return [f(x["finalizer-guard"], x["floor"], x["removed"]) for x in by_round.values() if all(s in x for s in STATES)]
 def spread(xs, fmt):
     xs = [x for x in xs if x is not None]
     return f"{fmt(median(xs))} ({fmt(min(xs))} to {fmt(max(xs))})" if xs else "-"
-for write in WRITES:
-    if not all((write, s) in m for s in STATES):
-        continue
-    gp50 = paired(write, lambda g, f, r: g["p50_ms"] - r["p50_ms"])
-    fp50 = paired(write, lambda g, f, r: f["p50_ms"] - r["p50_ms"])
-    ratio = paired(write, lambda g, f, r: (g["p50_ms"] - r["p50_ms"]) / (f["p50_ms"] - r["p50_ms"]) if f["p50_ms"] > r["p50_ms"] else None)
-    p99 = paired(write, lambda g, f, r: g["p99_ms"] - f["p99_ms"])
-    mean = paired(write, lambda g, f, r: (g["mean_ms"] - r["mean_ms"], f["mean_ms"] - r["mean_ms"]))
-    cpu = paired(write, lambda g, f, r: (g["webhook_cpu_us"], f["webhook_cpu_us"]))
-    plane = paired(write, lambda g, f, r: (g["control_plane_cpu_us"] - r["control_plane_cpu_us"], f["control_plane_cpu_us"] - r["control_plane_cpu_us"]))
-    two = lambda pairs, f: f"{f(median([a for a, _ in pairs]))} / {f(median([b for _, b in pairs]))}"
-    out.append(f"| {write} | {median(gp50):+.2f} | {median(fp50):+.2f} | {spread(ratio, lambda v: f'{v:.2f}x')} | {spread(p99, lambda v: f'{v:+.2f}')} | "
-               f"{two(mean, lambda v: f'{v:+.2f}')} | {two(cpu, lambda v: f'{v:.0f}')} | {two(plane, lambda v: f'{v:+.0f}')} |")
+if all(s in present for s in STATES):
+    out.append("")
+    out.append("What each webhook adds over no webhook, and finalizer-guard against the floor, paired within each round (the three configurations run back to back): medians of the rounds' figures, their range in brackets. Targets: added p50 at most 1.2x the floor's (goal 1.1x); p99 at most the floor's + 1 ms.\n")
+    out.append("| write | added p50 ms, finalizer-guard | added p50 ms, floor | added p50, finalizer-guard / floor | p99 ms, finalizer-guard − floor | added mean ms, finalizer-guard / floor | webhook CPU µs per write, finalizer-guard / floor | added API server + etcd CPU µs per write, finalizer-guard / floor |")
+    out.append("|---|---:|---:|---|---|---|---|---|")
+    def paired(write, f):
+        by_round = {}
+        for r in rows:
+            if r["write"] == write and r["clients"] == 1:
+                by_round.setdefault(r["round"], {})[r["state"]] = r
+        return [f(x["finalizer-guard"], x["floor"], x["removed"]) for x in by_round.values() if all(s in x for s in STATES)]
+    for write in WRITES:
+        if not all((write, s) in m for s in STATES):
+            continue
+        gp50 = paired(write, lambda g, f, r: g["p50_ms"] - r["p50_ms"])
+        fp50 = paired(write, lambda g, f, r: f["p50_ms"] - r["p50_ms"])
+        ratio = paired(write, lambda g, f, r: (g["p50_ms"] - r["p50_ms"]) / (f["p50_ms"] - r["p50_ms"]) if f["p50_ms"] > r["p50_ms"] else None)
+        p99 = paired(write, lambda g, f, r: g["p99_ms"] - f["p99_ms"])
+        mean = paired(write, lambda g, f, r: (g["mean_ms"] - r["mean_ms"], f["mean_ms"] - r["mean_ms"]))
+        cpu = paired(write, lambda g, f, r: (g["webhook_cpu_us"], f["webhook_cpu_us"]))
+        plane = paired(write, lambda g, f, r: (g["control_plane_cpu_us"] - r["control_plane_cpu_us"], f["control_plane_cpu_us"] - r["control_plane_cpu_us"]))
+        two = lambda pairs, f: f"{f(median([a for a, _ in pairs]))} / {f(median([b for _, b in pairs]))}"
+        out.append(f"| {write} | {median(gp50):+.2f} | {median(fp50):+.2f} | {spread(ratio, lambda v: f'{v:.2f}x')} | {spread(p99, lambda v: f'{v:+.2f}')} | "
+                   f"{two(mean, lambda v: f'{v:+.2f}')} | {two(cpu, lambda v: f'{v:.0f}')} | {two(plane, lambda v: f'{v:+.0f}')} |")
 out.append("")
+guards = ("finalizer-guard", "vap", "backstop")
+if any((w, "vap") in m for w in WRITES):
+    out.append("The guard in kube-apiserver against the webhook (README.md, \"Three ways to run the guard\"): what each adds over no guard at all (removed), paired within each round; medians of the rounds, their range in brackets. finalizer-guard: the webhook alone; vap: the ValidatingAdmissionPolicy alone; backstop: both.\n")
+    out.append("| write | added p50 ms, webhook | added p50 ms, vap | added p50 ms, backstop | added p99 ms, webhook | added p99 ms, vap | added p99 ms, backstop | added API server + etcd CPU µs per write, webhook / vap / backstop |")
+    out.append("|---|---|---|---|---|---|---|---|")
+    for write in WRITES:
+        by_round = {}
+        for r in rows:
+            if r["write"] == write and r["clients"] == 1:
+                by_round.setdefault(r["round"], {})[r["state"]] = r
+        full = [x for x in by_round.values() if all(s in x for s in guards + ("removed",))]
+        if not full:
+            continue
+        added = lambda g, f: [x[g][f] - x["removed"][f] for x in full]
+        cells = [spread(added(g, "p50_ms"), lambda v: f"{v:+.2f}") for g in guards]
+        cells += [spread(added(g, "p99_ms"), lambda v: f"{v:+.2f}") for g in guards]
+        cells.append(" / ".join(f"{median(added(g, 'control_plane_cpu_us')):+.0f}" for g in guards))
+        out.append(f"| {write} | " + " | ".join(cells) + " |")
+    out.append("")
 out.append("| override writes | configuration | clients | writes | webhook calls | writes/s | mean ms | p50 ms | p99 ms | API server's call to the webhook, mean ms | finalizer-guard's decision, mean ms | webhook CPU µs per write | API server + etcd CPU µs per write | Event writes |")
 out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 fmt = lambda v: "-" if v is None else f"{v:.3f}"
-for r in sorted((r for r in rows if r["write"] == "override" and r["state"] != "removed"), key=lambda r: (r["clients"], r["state"])):
+for r in sorted((r for r in rows if r["write"] == "override" and r["state"] in ("finalizer-guard", "floor")), key=lambda r: (r["clients"], r["state"])):
     ev = events([r]) if r["state"] == "finalizer-guard" else "-"
     out.append(f"| | {r['state']} | {r['clients']} | {r['writes']} | {r['webhook_calls']} | {r['writes_per_second']:.0f} | {r['mean_ms']:.2f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {fmt(r['apiserver_call_ms_mean'])} | {fmt(r['decide_ms_mean'])} | {r['webhook_cpu_us']:.0f} | {r['control_plane_cpu_us']:.0f} | {ev} |")
 print("\n".join(out))

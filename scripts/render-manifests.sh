@@ -13,8 +13,13 @@
 #                                      kustomization.yaml listing them
 #   overlays/cert-manager/certificates.yaml
 #                                      the chart's cert-manager objects
+#   vap/validatingadmissionpolicy.yaml the chart's backstop (backstop.yaml) for
+#                                      base/configmap.yaml's policy: its
+#                                      `finalizer-guard policy export --vap`,
+#                                      proven so by `policy validate --vap`
 # What stays by hand: base/namespace.yaml (the chart installs into a
-# namespace, it makes none) and the overlays' kustomization.yaml files.
+# namespace, it makes none), the overlays' kustomization.yaml files, and
+# those of vap/ and components/backstop/.
 #
 # Helm's bookkeeping labels (app.kubernetes.io/instance, version,
 # managed-by, helm.sh/chart) are left out: these objects are no Helm
@@ -22,10 +27,16 @@
 # one manifests/ shipped before they were rendered.
 #
 # Helm: FG_HELM, else the one e2e/helm/build.sh builds and caches.
+# finalizer-guard: FG_BIN, else this checkout's, built with cargo.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/manifests}
 helm=${FG_HELM:-$("$root/e2e/helm/build.sh")}
+bin=${FG_BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --quiet --locked --manifest-path "$root/Cargo.toml" --bin finalizer-guard
+  bin=$root/target/debug/finalizer-guard
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -83,3 +94,17 @@ EOF
 render --set certificates.source=cert-manager --show-only templates/certificates.yaml \
   > "$work/certificates.yaml"
 keep certificates.yaml "$out/overlays/cert-manager/certificates.yaml"
+
+# The backstop: the base's policy (the ConfigMap's policy.yaml, a block
+# indented by four), exported by the binary and rendered by the chart, whose
+# policy check's own command must take it.
+awk '/^  policy.yaml: \|$/ {on=1; next} on && /^    / {print substr($0, 5); next} on {exit}' \
+  "$out/base/configmap.yaml" > "$work/policy.yaml"
+"$bin" policy export --vap "$work/policy.yaml" > "$work/vap.yaml"
+"$bin" policy validate --vap "$work/vap.yaml" "$work/policy.yaml" > /dev/null
+"$helm" template finalizer-guard "$root/charts/finalizer-guard" --namespace finalizer-guard \
+  --set certificates.source=external --set backstop.enabled=true \
+  --set-file backstop.validatingAdmissionPolicy="$work/vap.yaml" \
+  --show-only templates/backstop.yaml > "$work/backstop.yaml"
+mkdir -p "$out/vap"
+keep backstop.yaml "$out/vap/validatingadmissionpolicy.yaml"

@@ -92,6 +92,11 @@ pub struct SuggestArgs {
 pub struct ValidateArgs {
     #[command(flatten)]
     pub output: OutputFlag,
+    /// Also check that this file is `policy export --vap` of the policy (the
+    /// ValidatingAdmissionPolicy and binding a backstop installs): exit 1 when it
+    /// is not, naming the first field that differs.
+    #[arg(long, value_name = "FILE")]
+    pub vap: Option<PathBuf>,
     /// The policy file.
     pub file: PathBuf,
 }
@@ -717,6 +722,13 @@ impl Validation {
         v
     }
 
+    /// Valid as a policy, refused for what goes with it.
+    fn refuse(&mut self, error: String) {
+        self.valid = false;
+        self.policy = None;
+        self.errors.push(error);
+    }
+
     fn refused(file: &std::path::Path, errors: Vec<String>) -> Validation {
         Validation {
             file: file.display().to_string(),
@@ -754,9 +766,23 @@ impl Report for Validation {
 /// cannot be read. It refuses what `serve` refuses, through the same checks:
 /// the policy parser, then [`crate::doctor::servable`].
 pub fn validate(args: ValidateArgs) -> Result<i32> {
-    let ValidateArgs { output, file } = args;
+    let ValidateArgs { output, vap, file } = args;
     let report = match policy::load(&file) {
-        Ok(policy) => Validation::of(&file, &policy),
+        Ok(policy) => {
+            let mut report = Validation::of(&file, &policy);
+            if let Some(vap) = vap.filter(|_| report.valid) {
+                let bytes = crate::error::read(&vap)?;
+                let yaml = String::from_utf8_lossy(&bytes);
+                if let Err(e) = crate::vap::verify(&policy, &yaml) {
+                    report.refuse(format!(
+                        "{}: not `finalizer-guard policy export --vap {}`: {e}; export it again from this policy",
+                        vap.display(),
+                        file.display()
+                    ));
+                }
+            }
+            report
+        }
         Err(LoadError::Invalid(invalid)) => {
             Validation::refused(&file, invalid.0.iter().map(ToString::to_string).collect())
         }

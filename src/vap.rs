@@ -245,6 +245,85 @@ pub fn export(policy: &Policy) -> Result<Export, ExportError> {
     })
 }
 
+/// Why a file is not the export of a policy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("the policy is not exported: {0}")]
+    Export(#[from] ExportError),
+    #[error("not YAML: {0}")]
+    Yaml(String),
+    #[error(
+        "it holds {found} objects where the export has 2 (the ValidatingAdmissionPolicy and its binding)"
+    )]
+    Count { found: usize },
+    #[error("the {object} differs from the export of this policy at {at}")]
+    Differs { object: String, at: String },
+}
+
+/// Whether `yaml` is `policy export --vap` of `policy`: the same objects,
+/// field for field (comments and formatting aside). A policy changed but not
+/// exported again leaves kube-apiserver deciding the old one; this is how
+/// the chart's policy check (and a CI job over an overlay) catches that.
+pub fn verify(policy: &Policy, yaml: &str) -> Result<(), VerifyError> {
+    use serde::Deserialize;
+    let export = export(policy)?;
+    let want = [
+        ("ValidatingAdmissionPolicy", to_json(&export.policy)),
+        ("ValidatingAdmissionPolicyBinding", to_json(&export.binding)),
+    ];
+    let mut found = Vec::new();
+    for document in serde_yaml_ng::Deserializer::from_str(yaml) {
+        let value = serde_json::Value::deserialize(document)
+            .map_err(|e| VerifyError::Yaml(e.to_string()))?;
+        if !value.is_null() {
+            found.push(value);
+        }
+    }
+    if found.len() != want.len() {
+        return Err(VerifyError::Count { found: found.len() });
+    }
+    for ((kind, want), found) in want.iter().zip(&found) {
+        if let Some(at) = first_difference(want, found, "") {
+            return Err(VerifyError::Differs {
+                object: format!("{kind} {NAME}"),
+                at: if at.is_empty() { "the top".into() } else { at },
+            });
+        }
+    }
+    Ok(())
+}
+
+fn to_json<T: serde::Serialize>(object: &T) -> serde_json::Value {
+    serde_json::to_value(object).expect("Kubernetes objects serialize")
+}
+
+/// The path of the first field where `a` and `b` differ (`spec.variables[3].expression`).
+fn first_difference(a: &serde_json::Value, b: &serde_json::Value, at: &str) -> Option<String> {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let path = if at.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{at}.{k}")
+                };
+                match (a.get(k), b.get(k)) {
+                    (Some(x), Some(y)) => first_difference(x, y, &path),
+                    _ => Some(path),
+                }
+            })
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .find_map(|(i, (x, y))| first_difference(x, y, &format!("{at}[{i}]"))),
+        _ => (a != b).then(|| at.to_string()),
+    }
+}
+
 /// The worst case of the most expensive expression: every removed
 /// finalizer tested against every rule that can cover one requester.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -332,19 +411,20 @@ fn var(name: &str, expression: impl Into<String>) -> Variable {
     }
 }
 
-/// The decision, step by step (README, "How a review is decided").
+/// The decision, step by step (README, "How a review is decided"): each
+/// step's variables may read those of the steps before it.
 fn variables(policy: &Policy) -> Vec<Variable> {
-    let settings = &policy.override_settings;
-    let (builtin_metadata, builtin_spec) = builtin_tables(policy);
-    let denied = denied_word(policy.mode);
-    let deletion = if settings.require_deletion {
-        "\n// override.requireDeletion: an override releases only an object being deleted.\n\
-         !(has(oldObject.metadata) && has(oldObject.metadata.deletionTimestamp) &&\n  \
-         oldObject.metadata.deletionTimestamp != null) ?\n  \
-         'the object is not being deleted: an override only releases an object stuck in Terminating (delete it first)' :"
-    } else {
-        ""
-    };
+    let mut all = removed_variables();
+    all.extend(builtin_variables(policy));
+    all.extend(rule_variables(policy));
+    all.extend(override_variables(policy));
+    all.push(decision_variable(policy.mode));
+    all
+}
+
+/// Step 2, which finalizers the write removes, from `metadata.finalizers` and,
+/// through `namespaces/finalize`, a Namespace's `spec.finalizers`.
+fn removed_variables() -> Vec<Variable> {
     vec![
         var(
             "oldFinalizers",
@@ -392,17 +472,14 @@ fn variables(policy: &Policy) -> Vec<Variable> {
             "variables.tooManyFinalizers ? [] :\n  \
              variables.oldSpecFinalizers.filter(f, !(f in variables.newSpecFinalizers))",
         ),
-        var(
-            "resource",
-            "// RESOURCE or RESOURCE.GROUP, as rules name resources.\n\
-             request.resource.group == '' ? request.resource.resource :\n  \
-             request.resource.resource + '.' + request.resource.group",
-        ),
-        var(
-            "objectNamespace",
-            "// '' for a cluster-scoped object; a Namespace is cluster-scoped, whatever request.namespace says.\n\
-             variables.resource == 'namespaces' ? '' : request.namespace",
-        ),
+    ]
+}
+
+/// Step 4, Kubernetes' own controllers: the finalizers the requester may remove
+/// as one of them.
+fn builtin_variables(policy: &Policy) -> Vec<Variable> {
+    let (builtin_metadata, builtin_spec) = builtin_tables(policy);
+    vec![
         var(
             "builtinTable",
             format!(
@@ -433,6 +510,25 @@ fn variables(policy: &Policy) -> Vec<Variable> {
             "request.userInfo.username in variables.builtinSpecTable ?\n  \
              variables.builtinSpecTable[request.userInfo.username] : {}",
         ),
+    ]
+}
+
+/// Step 4, the rules covering the requester, the object's namespace and its
+/// resource, and the removed finalizers that neither they nor the built-in
+/// table authorize.
+fn rule_variables(policy: &Policy) -> Vec<Variable> {
+    vec![
+        var(
+            "resource",
+            "// RESOURCE or RESOURCE.GROUP, as rules name resources.\n\
+             request.resource.group == '' ? request.resource.resource :\n  \
+             request.resource.resource + '.' + request.resource.group",
+        ),
+        var(
+            "objectNamespace",
+            "// '' for a cluster-scoped object; a Namespace is cluster-scoped, whatever request.namespace says.\n\
+             variables.resource == 'namespaces' ? '' : request.namespace",
+        ),
         var("rules", rules_literal(&policy.rules)),
         var(
             "policyGroups",
@@ -448,7 +544,9 @@ fn variables(policy: &Policy) -> Vec<Variable> {
         ),
         var(
             "requesterGroups",
-            "request.userInfo.groups.filter(g, g in variables.policyGroups)",
+            "// kube-apiserver leaves out an empty groups list.\n\
+             has(request.userInfo.groups) ?\n  \
+             request.userInfo.groups.filter(g, g in variables.policyGroups) : []",
         ),
         var(
             "requesterRules",
@@ -471,6 +569,21 @@ fn variables(policy: &Policy) -> Vec<Variable> {
              variables.requesterRules.exists(r, (has(r.finalizers) && f in r.finalizers) ||\n    \
              (has(r.prefixes) && r.prefixes.exists(p, f.startsWith(p))))))",
         ),
+    ]
+}
+
+/// Step 5, the override annotation, and why it does not apply ('' when it does).
+fn override_variables(policy: &Policy) -> Vec<Variable> {
+    let settings = &policy.override_settings;
+    let deletion = if settings.require_deletion {
+        "\n// override.requireDeletion: an override releases only an object being deleted.\n\
+         !(has(oldObject.metadata) && has(oldObject.metadata.deletionTimestamp) &&\n  \
+         oldObject.metadata.deletionTimestamp != null) ?\n  \
+         'the object is not being deleted: an override only releases an object stuck in Terminating (delete it first)' :"
+    } else {
+        ""
+    };
+    vec![
         var(
             "overrideValue",
             format!(
@@ -510,18 +623,23 @@ fn variables(policy: &Policy) -> Vec<Variable> {
                 visible = lit(VISIBLE_CHARACTER),
             ),
         ),
-        var(
-            "decision",
-            format!(
-                "// 3., 4., 5. and 6.: '' when nothing is removed.\n\
-                 variables.tooManyFinalizers ? {denied} :\n\
-                 size(variables.removedFinalizers) + size(variables.removedSpecFinalizers) == 0 ? '' :\n\
-                 size(variables.unauthorizedFinalizers) + size(variables.unauthorizedSpecFinalizers) == 0 ? 'authorized' :\n\
-                 variables.overrideProblem == '' ? 'override' : {denied}",
-                denied = lit(denied)
-            ),
-        ),
     ]
+}
+
+/// Steps 3 to 6: '' when nothing is removed, else the webhook's verdict.
+fn decision_variable(mode: Mode) -> Variable {
+    let denied = denied_word(mode);
+    var(
+        "decision",
+        format!(
+            "// 3., 4., 5. and 6.: '' when nothing is removed.\n\
+             variables.tooManyFinalizers ? {denied} :\n\
+             size(variables.removedFinalizers) + size(variables.removedSpecFinalizers) == 0 ? '' :\n\
+             size(variables.unauthorizedFinalizers) + size(variables.unauthorizedSpecFinalizers) == 0 ? 'authorized' :\n\
+             variables.overrideProblem == '' ? 'override' : {denied}",
+            denied = lit(denied)
+        ),
+    )
 }
 
 /// The denial, naming what the webhook's names: the finalizers, the
@@ -928,6 +1046,27 @@ mod tests {
                 .iter()
                 .any(|l| l.contains(&format!("longer than {MAX_FINALIZERS} names")))
         );
+    }
+
+    #[test]
+    fn verify_takes_the_export_and_names_where_another_differs() {
+        let p = Policy::from_yaml("mode: enforce\n").unwrap();
+        let yaml = export_yaml(&p).unwrap();
+        assert_eq!(verify(&p, &yaml), Ok(()));
+        let warn = Policy::from_yaml("mode: warn\n").unwrap();
+        assert_eq!(
+            verify(&warn, &yaml),
+            Err(VerifyError::Differs {
+                object: "ValidatingAdmissionPolicy finalizer-guard".into(),
+                at: "spec.auditAnnotations[9].valueExpression".into(),
+            })
+        );
+        let policy_only = yaml.rsplit_once("---").unwrap().0;
+        assert_eq!(
+            verify(&p, policy_only),
+            Err(VerifyError::Count { found: 1 })
+        );
+        assert!(matches!(verify(&p, "a: [b"), Err(VerifyError::Yaml(_))));
     }
 
     #[test]

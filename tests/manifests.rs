@@ -24,7 +24,8 @@ use finalizer_guard::cli::{self, Cli};
 use finalizer_guard::policy::config::{DEFAULT_OVERRIDE_ANNOTATION, DEFAULT_OVERRIDE_REASONS};
 use finalizer_guard::policy::{Mode, Policy, approval, builtin};
 use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingWebhook, ValidatingWebhookConfiguration,
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingWebhook,
+    ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
@@ -250,6 +251,12 @@ fn check_object(object: &Value) -> Result<(), String> {
         ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
             round_trip::<ValidatingWebhookConfiguration>(object)
         }
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
+            round_trip::<ValidatingAdmissionPolicy>(object)
+        }
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding") => {
+            round_trip::<ValidatingAdmissionPolicyBinding>(object)
+        }
         ("cert-manager.io/v1", _) => check_cert_manager(object),
         (api_version, kind) => Err(format!(
             "apiVersion {api_version:?} kind {kind:?} is not a kind these manifests should hold"
@@ -264,6 +271,8 @@ fn is_cluster_scoped(kind: &str) -> bool {
             | "ClusterRole"
             | "ClusterRoleBinding"
             | "ValidatingWebhookConfiguration"
+            | "ValidatingAdmissionPolicy"
+            | "ValidatingAdmissionPolicyBinding"
             | "ClusterIssuer"
     )
 }
@@ -1416,22 +1425,27 @@ fn kubectl_kustomize_builds_the_base_and_both_overlays() {
     println!("kubectl kustomize built manifests/, base and both overlays");
 }
 
+/// The first YAML block of docs/deployment.md holding `needle`.
+fn deployment_guide_example(needle: &str) -> String {
+    let guide =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deployment.md"))
+            .unwrap();
+    guide
+        .split("```yaml\n")
+        .skip(1)
+        .map(|block| block.split("```").next().unwrap().to_string())
+        .find(|block| block.contains(needle))
+        .unwrap_or_else(|| panic!("docs/deployment.md shows no overlay with {needle:?}"))
+}
+
 /// The overlay docs/deployment.md shows for enforcing builds, over a copy of
 /// `manifests/` where its `resources:` line expects it: the policy it is
 /// given, and a webhook that fails closed.
 #[test]
 #[ignore = "needs kubectl (FG_KUBECTL): see .ci/run"]
 fn the_documented_enforce_overlay_fails_closed() {
-    let guide =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deployment.md"))
-            .unwrap();
-    let example = guide
-        .split("```yaml\n")
-        .skip(1)
-        .map(|block| block.split("```").next().unwrap())
-        .find(|block| block.contains("path: /webhooks/0/failurePolicy"))
-        .expect("docs/deployment.md shows an overlay that sets failurePolicy");
-    let documents = documents(example).unwrap();
+    let example = deployment_guide_example("path: /webhooks/0/failurePolicy");
+    let documents = documents(&example).unwrap();
     assert_eq!(documents[0]["kind"], "Kustomization", "{example}");
     assert_eq!(
         documents[0]["resources"][0],
@@ -1444,7 +1458,7 @@ fn the_documented_enforce_overlay_fails_closed() {
     std::fs::rename(copy.path().join("manifests"), checkout.join("manifests")).unwrap();
     let overlay = copy.path().join("my-finalizer-guard");
     std::fs::create_dir_all(&overlay).unwrap();
-    std::fs::write(overlay.join("kustomization.yaml"), example).unwrap();
+    std::fs::write(overlay.join("kustomization.yaml"), &example).unwrap();
     std::fs::write(
         overlay.join("policy.yaml"),
         "mode: enforce\nrules:\n  - name: cleanup\n    finalizers: [example.com/cleanup]\n    serviceAccounts: [ops:cleanup]\n",
@@ -1471,6 +1485,158 @@ fn the_documented_enforce_overlay_fails_closed() {
     for object in &built {
         check_object(object).unwrap_or_else(|e| panic!("{}: {e}", describe(object)));
     }
+}
+
+/// The shipped policy, as the base's ConfigMap holds it.
+fn shipped_policy() -> Policy {
+    let config_map: ConfigMap = Base::load().named("ConfigMap", "finalizer-guard-policy");
+    Policy::from_yaml(&config_map.data.unwrap()["policy.yaml"]).unwrap()
+}
+
+/// The ValidatingAdmissionPolicy and binding of a build, as one YAML stream,
+/// without the namespace an overlay's `namespace:` gives every object
+/// (kube-apiserver drops it from a cluster-scoped one).
+fn backstop_of(built: &[Value]) -> String {
+    let mut yaml = String::new();
+    for kind in [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ] {
+        let mut object = built
+            .iter()
+            .find(|o| text(o, "/kind") == kind)
+            .unwrap_or_else(|| panic!("no {kind}"))
+            .clone();
+        object["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("namespace");
+        yaml.push_str("---\n");
+        yaml.push_str(&serde_yaml_ng::to_string(&object).unwrap());
+    }
+    yaml
+}
+
+/// manifests/vap is the export of the shipped policy: a policy changed in
+/// the chart without the manifests rendered again fails here.
+#[test]
+fn the_shipped_validating_admission_policy_is_the_export_of_the_shipped_policy() {
+    let dir = manifests().join("vap");
+    assert_eq!(
+        kustomization(&dir)["resources"],
+        json!(["validatingadmissionpolicy.yaml"])
+    );
+    let file = dir.join("validatingadmissionpolicy.yaml");
+    let yaml = std::fs::read_to_string(&file).unwrap();
+    finalizer_guard::vap::verify(&shipped_policy(), &yaml)
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    // And the check tells a policy that changed.
+    let mut changed = shipped_policy();
+    changed.mode = Mode::Enforce;
+    assert!(finalizer_guard::vap::verify(&changed, &yaml).is_err());
+    for object in read_documents(&file) {
+        check_object(&object).unwrap_or_else(|e| panic!("{}: {e}", describe(&object)));
+    }
+}
+
+/// An overlay with the backstop component builds the webhook failing open
+/// beside the export of the very policy its ConfigMap holds; docs/deployment.md's
+/// overlay for a policy of your own does the same with yours, and the check
+/// it shows (`policy validate --vap`) refuses an export left stale.
+#[test]
+#[ignore = "needs kubectl (FG_KUBECTL): see .ci/run"]
+fn backstop_overlays_install_the_export_of_their_policy_beside_a_webhook_failing_open() {
+    let kubectl = kubectl();
+    let copy = copy_manifests();
+    let root = copy.path().join("manifests");
+    write_certs(&root.join("overlays/self-managed"));
+    let check = |built: &[Value], what: &str| -> Policy {
+        let webhook = built
+            .iter()
+            .find(|o| text(o, "/kind") == "ValidatingWebhookConfiguration")
+            .unwrap();
+        assert_eq!(
+            text(webhook, "/webhooks/0/failurePolicy"),
+            "Ignore",
+            "{what}"
+        );
+        let config_map = built
+            .iter()
+            .find(|o| text(o, "/kind") == "ConfigMap")
+            .unwrap();
+        let policy = Policy::from_yaml(text(config_map, "/data/policy.yaml")).unwrap();
+        finalizer_guard::vap::verify(&policy, &backstop_of(built))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        for object in built {
+            check_object(object).unwrap_or_else(|e| panic!("{what}: {}: {e}", describe(object)));
+        }
+        policy
+    };
+
+    // The shipped policy: the component.
+    let overlay = root.join("overlays/backstop");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources: [../self-managed]\ncomponents: [../../components/backstop]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        check(&kustomize(&kubectl, &overlay), "the component"),
+        shipped_policy()
+    );
+
+    // A policy of your own: docs/deployment.md's overlay, with the export
+    // made as it says.
+    let example = deployment_guide_example("- validatingadmissionpolicy.yaml");
+    let checkout = copy.path().join("finalizer-guard");
+    std::fs::create_dir_all(&checkout).unwrap();
+    std::fs::rename(&root, checkout.join("manifests")).unwrap();
+    let mine = copy.path().join("my-finalizer-guard");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(mine.join("kustomization.yaml"), &example).unwrap();
+    let policy_yaml = "mode: enforce\nrules:\n  - name: cleanup\n    finalizers: [example.com/cleanup]\n    serviceAccounts: [ops:cleanup]\n";
+    std::fs::write(mine.join("policy.yaml"), policy_yaml).unwrap();
+    let export = |policy: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
+            .args(["policy", "export", "--vap"])
+            .arg(mine.join(policy))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        std::fs::write(mine.join("validatingadmissionpolicy.yaml"), out.stdout).unwrap();
+    };
+    export("policy.yaml");
+    let policy = check(&kustomize(&kubectl, &mine), "docs/deployment.md's overlay");
+    assert_eq!(policy.mode, Mode::Enforce);
+    assert_eq!(policy.rules.len(), 1);
+    let validate = || {
+        Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
+            .args(["policy", "validate", "--vap"])
+            .arg(mine.join("validatingadmissionpolicy.yaml"))
+            .arg(mine.join("policy.yaml"))
+            .output()
+            .unwrap()
+    };
+    assert!(validate().status.success());
+    // The policy changes; the export does not: refused, and said why.
+    std::fs::write(
+        mine.join("policy.yaml"),
+        policy_yaml.replace("ops:cleanup", "ops:cleanup-v2"),
+    )
+    .unwrap();
+    let stale = validate();
+    assert_eq!(stale.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&stale.stdout);
+    assert!(
+        said.contains("not `finalizer-guard policy export --vap"),
+        "{said}"
+    );
+    assert!(
+        said.contains("differs from the export of this policy at spec.variables"),
+        "{said}"
+    );
 }
 
 #[test]

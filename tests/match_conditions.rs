@@ -18,7 +18,7 @@
 //! the case files in tests/fixtures/cases/ and cases-warn/ (when present),
 //! and a table of our own.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use cel::{Context, Program};
 use finalizer_guard::admission::{self, ReviewBuilder, Reviewed};
@@ -28,6 +28,9 @@ use finalizer_guard::policy::seal::{SealKey, Sealed};
 use finalizer_guard::policy::{Operation, Policy, Verdict};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use serde_json::{Value, json};
+
+mod common;
+use common::cel::{bind_request, json_files, review_in};
 
 fn crate_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -80,21 +83,7 @@ impl Conditions {
     fn call(&self, review: &Value) -> Result<bool, String> {
         let request = &review["request"];
         let mut context = Context::default();
-        context
-            .add_variable(
-                "object",
-                request.get("object").cloned().unwrap_or(Value::Null),
-            )
-            .unwrap();
-        context
-            .add_variable(
-                "oldObject",
-                request.get("oldObject").cloned().unwrap_or(Value::Null),
-            )
-            .unwrap();
-        context
-            .add_variable("request", request_variable(request))
-            .unwrap();
+        bind_request(&mut context, request);
         for (name, program) in &self.0 {
             match program.execute(&context) {
                 Ok(cel::Value::Bool(true)) => {}
@@ -105,68 +94,6 @@ impl Conditions {
         }
         Ok(true)
     }
-}
-
-/// `request` as kube-apiserver binds it: a typed AdmissionRequest, so every
-/// field is there, empty when the review leaves it out.
-fn request_variable(request: &Value) -> Value {
-    let s = |pointer: &str| string_at(request, pointer);
-    let gvk = |key: &str| {
-        json!({
-            "group": s(&format!("/{key}/group")),
-            "version": s(&format!("/{key}/version")),
-            "kind": s(&format!("/{key}/kind")),
-        })
-    };
-    let gvr = |key: &str| {
-        json!({
-            "group": s(&format!("/{key}/group")),
-            "version": s(&format!("/{key}/version")),
-            "resource": s(&format!("/{key}/resource")),
-        })
-    };
-    json!({
-        "uid": s("/uid"),
-        "kind": gvk("kind"),
-        "resource": gvr("resource"),
-        "subResource": s("/subResource"),
-        "requestKind": gvk("requestKind"),
-        "requestResource": gvr("requestResource"),
-        "requestSubResource": s("/requestSubResource"),
-        "name": s("/name"),
-        "namespace": s("/namespace"),
-        "operation": s("/operation"),
-        "userInfo": user_info(request),
-        "dryRun": request.get("dryRun").and_then(Value::as_bool).unwrap_or(false),
-        "options": request.get("options").cloned().unwrap_or(Value::Null),
-    })
-}
-
-/// The string at `pointer`, or `""` where the typed request has it empty.
-fn string_at(request: &Value, pointer: &str) -> Value {
-    json!(
-        request
-            .pointer(pointer)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    )
-}
-
-/// `request.userInfo` as kube-apiserver hands it to CEL: converted from
-/// the typed request, whose `groups` and `extra` are `omitempty`, so a user
-/// with no groups has no `groups` key (a condition must guard it with has()).
-fn user_info(request: &Value) -> Value {
-    let s = |pointer: &str| string_at(request, pointer);
-    let mut info = json!({"username": s("/userInfo/username"), "uid": s("/userInfo/uid")});
-    for key in ["groups", "extra"] {
-        if let Some(v) = request.pointer(&format!("/userInfo/{key}")).filter(|v| {
-            v.as_array().is_some_and(|a| !a.is_empty())
-                || v.as_object().is_some_and(|o| !o.is_empty())
-        }) {
-            info[key] = v.clone();
-        }
-    }
-    info
 }
 
 /// Approvers of the two-person override, in [`Policies::load`]'s second policy.
@@ -1149,39 +1076,6 @@ fn conditions_agree_with_the_webhook_on_our_table() {
     );
 }
 
-/// Every file under `dir` ending in `.json`, sorted.
-fn json_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for entry in entries {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            out.extend(json_files(&path));
-        } else if path.extension().is_some_and(|e| e == "json") {
-            out.push(path);
-        }
-    }
-    out.sort();
-    out
-}
-
-/// The AdmissionReview in a file: the file itself, or the `review` (or a
-/// `raw` body that is JSON) of an apiserver-sim case file.
-fn review_in(value: Value) -> Option<Value> {
-    if value.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
-        return Some(value);
-    }
-    if let Some(review) = value.get("review") {
-        return Some(review.clone());
-    }
-    value
-        .get("raw")
-        .and_then(Value::as_str)
-        .and_then(|raw| serde_json::from_str(raw).ok())
-}
-
 /// Checks every review in `dir` under a policy file of tests/fixtures;
 /// returns (checked, sent, not decided).
 fn check_folder(dir: &Path, policy: &str) -> (usize, usize, Vec<String>) {
@@ -1193,7 +1087,7 @@ fn check_folder(dir: &Path, policy: &str) -> (usize, usize, Vec<String>) {
         let Some(review) = std::fs::read(&path)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
-            .and_then(review_in)
+            .and_then(|v| review_in(&v))
         else {
             undecided.push(format!("{name} (no AdmissionReview)"));
             continue;

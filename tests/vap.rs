@@ -16,7 +16,7 @@
 //! real control plane (tests/e2e/vap.rs).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use cel::{Context, Env, Program, Value as Cel, extensions};
@@ -30,6 +30,9 @@ use k8s_openapi::api::admissionregistration::v1::{
 use proptest::prelude::*;
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+mod common;
+use common::cel::{bind_request, json_files, review_in};
 
 fn crate_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -144,21 +147,7 @@ impl Vap {
             return Ok(evaluation);
         }
         let mut context = Context::with_env(self.env.clone());
-        context
-            .add_variable(
-                "object",
-                request.get("object").cloned().unwrap_or(Value::Null),
-            )
-            .unwrap();
-        context
-            .add_variable(
-                "oldObject",
-                request.get("oldObject").cloned().unwrap_or(Value::Null),
-            )
-            .unwrap();
-        context
-            .add_variable("request", request_variable(request))
-            .unwrap();
+        bind_request(&mut context, request);
         for (name, program) in &self.conditions {
             match program.execute(&context) {
                 Ok(Cel::Bool(true)) => {}
@@ -206,42 +195,6 @@ impl Vap {
         }
         Ok(evaluation)
     }
-}
-
-/// `request` as kube-apiserver binds it: a typed AdmissionRequest, so every
-/// field is there, empty when the review leaves it out.
-fn request_variable(request: &Value) -> Value {
-    let s = |pointer: &str| {
-        json!(
-            request
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-        )
-    };
-    let gvr = |key: &str| {
-        json!({
-            "group": s(&format!("/{key}/group")),
-            "version": s(&format!("/{key}/version")),
-            "resource": s(&format!("/{key}/resource")),
-        })
-    };
-    json!({
-        "uid": s("/uid"),
-        "resource": gvr("resource"),
-        "subResource": s("/subResource"),
-        "requestResource": gvr("requestResource"),
-        "requestSubResource": s("/requestSubResource"),
-        "name": s("/name"),
-        "namespace": s("/namespace"),
-        "operation": s("/operation"),
-        "userInfo": {
-            "username": s("/userInfo/username"),
-            "uid": s("/userInfo/uid"),
-            "groups": request.pointer("/userInfo/groups").cloned().filter(Value::is_array).unwrap_or(json!([])),
-        },
-        "dryRun": request.get("dryRun").and_then(Value::as_bool).unwrap_or(false),
-    })
 }
 
 /// The names in a comma-separated audit annotation, each once.
@@ -365,26 +318,6 @@ fn compare(vap: &Vap, policy: &Policy, review: &Value) -> Result<Agreed, String>
 
 // ---------------------------------------------------------------------------
 // The case files
-
-fn json_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    out.sort();
-    out
-}
-
-/// The AdmissionReview of a case file: its `review`, or a `raw` body that is JSON.
-fn review_in(case: &Value) -> Option<Value> {
-    if let Some(review) = case.get("review") {
-        return Some(review.clone());
-    }
-    case.get("raw")
-        .and_then(Value::as_str)
-        .and_then(|raw| serde_json::from_str(raw).ok())
-}
 
 /// The case files whose decision the policy cannot express: none decides a
 /// request, the webhook answers 400.

@@ -2,6 +2,8 @@
 //! way kube-apiserver does (the CA bundle only, the Service DNS name).
 #![allow(dead_code)]
 
+pub mod cel;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;

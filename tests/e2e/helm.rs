@@ -407,6 +407,139 @@ fn sync_policy_from_configmap(cluster: &Cluster, work: &Path) -> String {
     policy
 }
 
+/// The release's webhook served here, as the chart's pod runs it: the
+/// chart's policy, the chart's certificate, a token of the chart's
+/// ServiceAccount; the installed configuration's clientConfig pointed at it.
+/// The server and its url.
+fn serve_release(c: &Cluster, work: &Path) -> (Server, String) {
+    let tls = c
+        .get(&["secret", &format!("{FULLNAME}-tls"), "-n", RELEASE_NS])
+        .unwrap();
+    for key in ["tls.crt", "tls.key", "ca.crt"] {
+        write_mounted(&work.join("tls"), key, &b64decode(&tls["data"][key]));
+    }
+    sync_policy_from_configmap(c, work);
+    let token = c
+        .admin(&[
+            "create",
+            "token",
+            FULLNAME,
+            "-n",
+            RELEASE_NS,
+            "--duration",
+            "1h",
+        ])
+        .ok()
+        .stdout;
+    let admin: Value =
+        serde_yaml_ng::from_str(&fs::read_to_string(c.kubeconfig("admin")).unwrap()).unwrap();
+    let kubeconfig = work.join("webhook.kubeconfig");
+    fs::write(
+        &kubeconfig,
+        serde_json::to_string(&json!({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "e2e", "cluster": admin["clusters"][0]["cluster"]}],
+            "users": [{"name": FULLNAME, "user": {"token": token.trim()}}],
+            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": FULLNAME}}],
+            "current-context": "e2e",
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let port = harness::free_port();
+    let server = Server::start(work, port, &kubeconfig);
+    let url = format!("https://127.0.0.1:{port}/validate");
+    point_client_config(c, Some(&url));
+    (server, url)
+}
+
+/// The values of the scenarios' releases: enforcing, with the address the
+/// local server listens on in the generated certificate.
+fn enforcing_values(work: &Path) -> PathBuf {
+    let values = work.join("values.yaml");
+    fs::write(
+        &values,
+        "policy:\n  mode: enforce\ncertificates:\n  generated:\n    extraIPAddresses: [127.0.0.1]\n",
+    )
+    .unwrap();
+    values
+}
+
+/// `helm install` of the release with `values` and `extra`, its policy
+/// check's pods run: what helm printed (it must succeed), and the pods run.
+fn install_release(
+    c: &Cluster,
+    helm: &Helm,
+    work: &Path,
+    values: &Path,
+    extra: &[&str],
+) -> (harness::Run, Vec<Ran>) {
+    let chart = chart();
+    let mut args = vec![
+        "install",
+        RELEASE,
+        chart.to_str().unwrap(),
+        "-n",
+        RELEASE_NS,
+        "--create-namespace",
+        "-f",
+        values.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (run, ran) = helm_with_hooks(c, helm, work, &args);
+    (run.ok(), ran)
+}
+
+/// `helm upgrade --reuse-values` of the release with `extra`, its policy
+/// check's pods run: what helm printed, and the pods run.
+fn upgrade_release(
+    c: &Cluster,
+    helm: &Helm,
+    work: &Path,
+    extra: &[&str],
+) -> (harness::Run, Vec<Ran>) {
+    let chart = chart();
+    let mut args = vec![
+        "upgrade",
+        RELEASE,
+        chart.to_str().unwrap(),
+        "-n",
+        RELEASE_NS,
+        "--reuse-values",
+    ];
+    args.extend_from_slice(extra);
+    helm_with_hooks(c, helm, work, &args)
+}
+
+/// A rule letting the developers (alice's group) remove the CNI finalizer,
+/// for `helm --set-json`.
+fn developers_rule() -> String {
+    format!(
+        r#"policy.rules=[{{"name":"developers-release-cni","finalizers":["{CNI}"],"groups":["developers"]}}]"#
+    )
+}
+
+/// `helm ARGS` with the policy check's pods run ([`HookKubelet`]): what
+/// helm printed, and the pods run.
+fn helm_with_hooks(
+    c: &Cluster,
+    helm: &Helm,
+    work: &Path,
+    args: &[&str],
+) -> (harness::Run, Vec<Ran>) {
+    let kubelet = HookKubelet::start(c, RELEASE_NS, work);
+    let run = helm.run(args);
+    (run, kubelet.stop())
+}
+
+/// Waits until an earlier scenario's release namespace, deleted without
+/// waiting, is gone: Helm cannot install into a namespace being deleted.
+fn release_namespace_gone(c: &Cluster) {
+    wait_until("an earlier release namespace to be gone", 120, || {
+        c.get(&["namespace", RELEASE_NS]).is_none()
+    });
+}
+
 fn webhook_config(cluster: &Cluster) -> Option<Value> {
     cluster.get(&["validatingwebhookconfiguration", FULLNAME])
 }
@@ -663,39 +796,20 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
     let _ = fs::remove_dir_all(&work);
     fs::create_dir_all(&work).unwrap();
     let helm = Helm::new(c, &work);
-    let chart = chart();
-    let chart = chart.to_str().unwrap();
     let ns = "e2e-helm-dead-node";
     c.namespace(ns);
+    release_namespace_gone(c);
     let _excluded = KustomizeWebhookExcluded::new(c, ns);
 
     // helm install, enforcing, with the address the local server listens on
     // in the generated certificate.
-    let values = work.join("values.yaml");
-    fs::write(
-        &values,
-        "policy:\n  mode: enforce\ncertificates:\n  generated:\n    extraIPAddresses: [127.0.0.1]\n",
-    )
-    .unwrap();
+    let values = enforcing_values(&work);
     let _cleanup = ReleaseCleanup {
         helm: &helm,
         cluster: c,
     };
     // The policy check runs first: Helm waits for its Job.
-    let kubelet = HookKubelet::start(c, RELEASE_NS, &work);
-    let run = helm
-        .run(&[
-            "install",
-            RELEASE,
-            chart,
-            "-n",
-            RELEASE_NS,
-            "--create-namespace",
-            "-f",
-            values.to_str().unwrap(),
-        ])
-        .ok();
-    let ran = kubelet.stop();
+    let (run, ran) = install_release(c, &helm, &work, &values, &[]);
     assert!(run.stdout.contains("STATUS: deployed"), "{run:#?}");
     assert!(
         run.stdout.contains("ENFORCE mode"),
@@ -764,51 +878,17 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
     let ca_bundle = installed["webhooks"][0]["clientConfig"]["caBundle"].clone();
     assert!(ca_bundle.is_string(), "the chart filled the caBundle");
 
-    // The server, as the chart's pod runs it: the chart's policy, the
-    // chart's certificate, a token of the chart's ServiceAccount.
+    // The server, as the chart's pod runs it.
     let tls = c
         .get(&["secret", &format!("{FULLNAME}-tls"), "-n", RELEASE_NS])
         .unwrap();
-    for key in ["tls.crt", "tls.key", "ca.crt"] {
-        write_mounted(&work.join("tls"), key, &b64decode(&tls["data"][key]));
-    }
     assert_eq!(
         tls["data"]["ca.crt"], ca_bundle,
         "the caBundle is the Secret's CA"
     );
-    let policy = sync_policy_from_configmap(c, &work);
+    let (server, url) = serve_release(c, &work);
+    let policy = fs::read_to_string(work.join("policy/policy.yaml")).unwrap();
     assert!(policy.contains("mode: enforce"), "{policy}");
-    let token = c
-        .admin(&[
-            "create",
-            "token",
-            FULLNAME,
-            "-n",
-            RELEASE_NS,
-            "--duration",
-            "1h",
-        ])
-        .ok()
-        .stdout;
-    let admin: Value =
-        serde_yaml_ng::from_str(&fs::read_to_string(c.kubeconfig("admin")).unwrap()).unwrap();
-    let kubeconfig = work.join("webhook.kubeconfig");
-    fs::write(
-        &kubeconfig,
-        serde_json::to_string(&json!({
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "e2e", "cluster": admin["clusters"][0]["cluster"]}],
-            "users": [{"name": FULLNAME, "user": {"token": token.trim()}}],
-            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": FULLNAME}}],
-            "current-context": "e2e",
-        }))
-        .unwrap(),
-    )
-    .unwrap();
-    let port = harness::free_port();
-    let server = Server::start(&work, port, &kubeconfig);
-    let url = format!("https://127.0.0.1:{port}/validate");
-    point_client_config(c, Some(&url));
 
     // The dead-node scenario, through the Helm-installed webhook.
     stuck_pod(c, ns, "web-0", "helm-dead-node-1");
@@ -891,23 +971,18 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
     let config_map_before = before("configmap", &format!("{FULLNAME}-policy"));
     let deployment_before = before("deployment", FULLNAME);
     let webhook_before = before("validatingwebhookconfiguration", FULLNAME);
-    let developers_rule = format!(
-        r#"policy.rules=[{{"name":"developers-release-cni","finalizers":["{CNI}"],"groups":["developers"]}}]"#
+    let developers_rule = developers_rule();
+    let (run, ran) = upgrade_release(
+        c,
+        &helm,
+        &work,
+        &[
+            "--set",
+            "policy.builtinControllers=false",
+            "--set-json",
+            &developers_rule,
+        ],
     );
-    let kubelet = HookKubelet::start(c, RELEASE_NS, &work);
-    let run = helm.run(&[
-        "upgrade",
-        RELEASE,
-        chart,
-        "-n",
-        RELEASE_NS,
-        "--reuse-values",
-        "--set",
-        "policy.builtinControllers=false",
-        "--set-json",
-        &developers_rule,
-    ]);
-    let ran = kubelet.stop();
     assert_ne!(
         run.code, 0,
         "helm upgrade passed a refused policy: {run:#?}"
@@ -995,20 +1070,8 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
         .get(&["secret", &format!("{FULLNAME}-ca"), "-n", RELEASE_NS])
         .unwrap();
     point_client_config(c, None);
-    let kubelet = HookKubelet::start(c, RELEASE_NS, &work);
-    let run = helm
-        .run(&[
-            "upgrade",
-            RELEASE,
-            chart,
-            "-n",
-            RELEASE_NS,
-            "--reuse-values",
-            "--set-json",
-            &developers_rule,
-        ])
-        .ok();
-    let ran = kubelet.stop();
+    let (run, ran) = upgrade_release(c, &helm, &work, &["--set-json", &developers_rule]);
+    let run = run.ok();
     assert!(run.stdout.contains("STATUS: deployed"), "{run:#?}");
     assert_eq!(ran.len(), 1, "{ran:#?}");
     assert_eq!(ran[0].code, 0, "the policy check passed it: {ran:#?}");
@@ -1135,4 +1198,251 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
     force_delete(c, ns, "web-2");
     c.admin(&["delete", "namespace", RELEASE_NS, "--wait=false"])
         .ok();
+}
+
+/// `finalizer-guard policy export --vap` of the policy the chart renders
+/// for `args` (its ConfigMap's policy.yaml), written to `work/NAME`: the
+/// steps values.yaml gives for the backstop.
+fn export_chart_policy(helm: &Helm, work: &Path, name: &str, args: &[&str]) -> PathBuf {
+    let chart = chart();
+    let mut full = vec![
+        "template",
+        RELEASE,
+        chart.to_str().unwrap(),
+        "-n",
+        RELEASE_NS,
+    ];
+    full.extend_from_slice(args);
+    full.extend(["--show-only", "templates/configmap.yaml"]);
+    let config_map: Value = serde_yaml_ng::from_str(&helm.run(&full).ok().stdout).unwrap();
+    let policy = work.join(format!("{name}.policy.yaml"));
+    fs::write(&policy, config_map["data"]["policy.yaml"].as_str().unwrap()).unwrap();
+    let out = Command::new(harness::bin())
+        .args(["policy", "export", "--vap"])
+        .arg(&policy)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let vap = work.join(name);
+    fs::write(&vap, out.stdout).unwrap();
+    vap
+}
+
+/// The chart in backstop mode: the ValidatingAdmissionPolicy it is given
+/// installed beside a webhook failing open. Up, the policy refuses the
+/// strips first and the webhook still judges (and warns about) overrides;
+/// down, the strips through every path are still refused, Kubernetes' own
+/// controllers complete, and an override still releases. An upgrade that
+/// changes the policy but not the export is refused by the policy check,
+/// and passes once exported again; uninstall takes the policy away.
+#[test]
+#[ignore = "needs a cluster (FG_E2E_DIR) and helm: see .ci/run"]
+fn helm_backstop_guards_while_the_webhook_is_down_and_refuses_a_stale_export() {
+    let mut env = env();
+    // Only the release guards: the harness's webhook stopped and set aside.
+    env.stop();
+    helm_backstop(&env);
+    env.start();
+}
+
+fn helm_backstop(env: &harness::Env) {
+    use crate::vap::{WebhookAside, policy_denial};
+    let c = &env.cluster;
+    let _aside = WebhookAside::new(c);
+    let work = env.work.join("helm-backstop");
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).unwrap();
+    let helm = Helm::new(c, &work);
+    let ns = "e2e-helm-backstop";
+    c.namespace(ns);
+    release_namespace_gone(c);
+    let values_file = enforcing_values(&work);
+    let values = values_file.to_str().unwrap();
+    let vap = export_chart_policy(&helm, &work, "vap.yaml", &["-f", values]);
+    let set_vap = |file: &Path| format!("backstop.validatingAdmissionPolicy={}", file.display());
+
+    let _cleanup = ReleaseCleanup {
+        helm: &helm,
+        cluster: c,
+    };
+    let (run, ran) = install_release(
+        c,
+        &helm,
+        &work,
+        &values_file,
+        &[
+            "--set",
+            "backstop.enabled=true",
+            "--set-file",
+            &set_vap(&vap),
+        ],
+    );
+    assert!(run.stdout.contains("STATUS: deployed"));
+    assert_eq!(ran.len(), 1, "{ran:#?}");
+    assert_eq!(ran[0].code, 0, "the check took the export: {ran:#?}");
+    let kinds: Vec<String> = release_objects(&helm)
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap().to_string())
+        .collect();
+    for kind in [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "ValidatingWebhookConfiguration",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind}: {kinds:?}");
+    }
+    let binding = c
+        .get(&["validatingadmissionpolicybinding", "finalizer-guard"])
+        .expect("the binding, installed by Helm");
+    assert_eq!(
+        binding["spec"]["validationActions"],
+        json!(["Deny", "Audit"])
+    );
+    assert_eq!(
+        binding["metadata"]["labels"]["app.kubernetes.io/name"],
+        "finalizer-guard"
+    );
+    assert_eq!(
+        webhook_config(c).unwrap()["webhooks"][0]["failurePolicy"],
+        "Ignore",
+        "enforcing with the backstop: the webhook fails open"
+    );
+    let (server, _url) = serve_release(c, &work);
+
+    // Both up: kube-apiserver evaluates the policy before calling the
+    // webhook, so the policy refuses the strip and the webhook is never asked.
+    stuck_pod(c, ns, "web-0", "helm-backstop-node");
+    let strip = |name: &str| {
+        c.kubectl(
+            "alice",
+            &["patch", "pod", name, "-n", ns, "-p", STRIP, "--type=merge"],
+        )
+    };
+    wait_until("the backstop to be in force", 30, || {
+        strip("web-0").stderr.contains(&policy_denial())
+    });
+    let run = strip("web-0").refused(&policy_denial());
+    for needle in [CNI, "alice", "web-0", OVERRIDE, "node-lost"] {
+        assert!(run.stderr.contains(needle), "{needle}: {}", run.stderr);
+    }
+    assert!(
+        !server.audit_records().iter().any(|r| r["name"] == "web-0"),
+        "the webhook judged a write the policy refused"
+    );
+    // An override passes both; the webhook warns, and records it.
+    let annotate = |name: &str| {
+        c.kubectl(
+            "alice",
+            &[
+                "annotate",
+                "pod",
+                name,
+                "-n",
+                ns,
+                &format!("{OVERRIDE}=node-lost: INC-4711 helm-backstop-node powered off"),
+            ],
+        )
+        .ok();
+    };
+    annotate("web-0");
+    let run = strip("web-0").ok();
+    assert!(
+        run.stderr.contains("Warning:") && run.stderr.contains("node-lost"),
+        "{run:#?}"
+    );
+    wait_until("the webhook to record the override", 10, || {
+        server
+            .audit_records()
+            .iter()
+            .any(|r| r["decision"] == "override" && r["name"] == "web-0")
+    });
+    force_delete(c, ns, "web-0");
+
+    // The webhook down: the seed's strips, the controllers, an override.
+    drop(server);
+    super::strips_are_refused_through_every_path(env, "e2e-helm-backstop-paths", &policy_denial());
+    super::builtin_controllers_complete(env, "helm-backstop");
+    stuck_pod(c, ns, "web-1", "helm-backstop-node");
+    strip("web-1").refused(&policy_denial());
+    annotate("web-1");
+    strip("web-1").ok();
+    let overridden = env.apiserver_audit().into_iter().rev().find(|e| {
+        e["objectRef"]["name"] == "web-1"
+            && e["annotations"]["finalizer-guard/decision"] == "override"
+    });
+    let overridden = overridden.expect("kube-apiserver's audit log records the policy's override");
+    assert_eq!(
+        overridden["annotations"]["finalizer-guard/override-reason"],
+        "node-lost"
+    );
+    force_delete(c, ns, "web-1");
+
+    // helm upgrade with a rule for the developers, the export left as it
+    // was: the policy check refuses it, and nothing changes.
+    point_client_config(c, None);
+    let rule = developers_rule();
+    let policy_before = c
+        .get(&["validatingadmissionpolicy", "finalizer-guard"])
+        .unwrap();
+    let upgrade = |extra: &[&str]| {
+        let mut args = vec!["--set-json", rule.as_str()];
+        args.extend_from_slice(extra);
+        upgrade_release(c, &helm, &work, &args)
+    };
+    let (run, ran) = upgrade(&[]);
+    assert_ne!(run.code, 0, "{run:#?}");
+    assert_eq!(ran.len(), 1, "{ran:#?}");
+    assert_eq!(ran[0].code, 1, "{ran:#?}");
+    assert!(
+        ran[0]
+            .output
+            .contains("not `finalizer-guard policy export --vap"),
+        "{ran:#?}"
+    );
+    assert_eq!(
+        c.get(&["validatingadmissionpolicy", "finalizer-guard"])
+            .unwrap()["metadata"]["resourceVersion"],
+        policy_before["metadata"]["resourceVersion"],
+        "a refused upgrade changes nothing"
+    );
+    // Exported again: taken, and kube-apiserver decides the new rule at once.
+    let vap = export_chart_policy(
+        &helm,
+        &work,
+        "vap-2.yaml",
+        &["-f", values, "--set-json", &rule],
+    );
+    let (run, ran) = upgrade(&["--set-file", &set_vap(&vap)]);
+    assert!(run.ok().stdout.contains("STATUS: deployed"));
+    assert_eq!(ran.last().map(|r| r.code), Some(0), "{ran:#?}");
+    stuck_pod(c, ns, "web-2", "helm-backstop-node");
+    wait_until("the new export to be in force", 30, || {
+        strip("web-2").code == 0
+    });
+    let authorized = env.apiserver_audit().into_iter().rev().find(|e| {
+        e["objectRef"]["name"] == "web-2"
+            && e["annotations"]["finalizer-guard/decision"] == "authorized"
+    });
+    assert_eq!(
+        authorized.expect("the policy's decision")["annotations"]["finalizer-guard/authorized-by"],
+        "rule developers-release-cni"
+    );
+    force_delete(c, ns, "web-2");
+
+    // helm uninstall takes the policy and its binding with it.
+    helm.run(&["uninstall", RELEASE, "-n", RELEASE_NS]).ok();
+    for kind in [
+        "validatingadmissionpolicy",
+        "validatingadmissionpolicybinding",
+    ] {
+        wait_until(&format!("the {kind} to be gone"), 60, || {
+            c.get(&[kind, "finalizer-guard"]).is_none()
+        });
+    }
+    stuck_pod(c, ns, "web-3", "helm-backstop-node");
+    wait_until("no guard left", 30, || strip("web-3").code == 0);
+    force_delete(c, ns, "web-3");
+    c.admin(&["delete", "namespace", RELEASE_NS, "--wait=false"])
+        .ok();
+    c.admin(&["delete", "namespace", ns, "--wait=false"]).ok();
 }

@@ -256,8 +256,19 @@ fn dead_node_pods_are_released_only_with_an_override() {
 #[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
 fn a_configmap_finalizer_is_refused_through_every_path() {
     let env = env();
+    strips_are_refused_through_every_path(&env, "e2e-paths", &denied());
+}
+
+/// The seed's strips, each refused with `denied` and changing nothing: as
+/// alice, a merge patch of `{"metadata":{"finalizers":null}}`, a JSON patch
+/// removing /metadata/finalizers, a replace (PUT), a server-side apply
+/// without the finalizer, `kubectl edit`; as cluster-admin, the `/status`
+/// subresource of a Pod and a Service and a Namespace's `finalize`. Then
+/// each object released with an override and `ns` deleted. The webhook's
+/// scenario, and the ValidatingAdmissionPolicy's alone and as a backstop
+/// (tests/e2e/vap.rs, tests/e2e/helm.rs).
+fn strips_are_refused_through_every_path(env: &Env, ns: &str, denied: &str) {
     let c = &env.cluster;
-    let ns = "e2e-paths";
     c.namespace(ns);
     // alice applies it server-side, so her field manager owns the finalizer
     // and a later apply without it removes it.
@@ -268,24 +279,30 @@ fn a_configmap_finalizer_is_refused_through_every_path() {
         Some(&cm.to_string()),
     )
     .ok();
-    delete_nowait(&env, &["configmap", "stuck", "-n", ns]);
-    let denied = denied();
+    delete_nowait(env, &["configmap", "stuck", "-n", ns]);
 
-    c.kubectl(
-        "alice",
-        &[
-            "patch",
-            "configmap",
-            "stuck",
-            "-n",
-            ns,
-            "--type",
-            "json",
-            "-p",
+    for (patch_type, patch) in [
+        ("--type=merge", STRIP),
+        (
+            "--type=json",
             r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-        ],
-    )
-    .refused(&denied);
+        ),
+    ] {
+        c.kubectl(
+            "alice",
+            &[
+                "patch",
+                "configmap",
+                "stuck",
+                "-n",
+                ns,
+                patch_type,
+                "-p",
+                patch,
+            ],
+        )
+        .refused(denied);
+    }
 
     let mut current = c.get(&["configmap", "stuck", "-n", ns]).unwrap();
     current["metadata"]
@@ -293,7 +310,7 @@ fn a_configmap_finalizer_is_refused_through_every_path() {
         .unwrap()
         .remove("finalizers");
     c.kubectl_in("alice", &["replace", "-f", "-"], Some(&current.to_string()))
-        .refused(&denied);
+        .refused(denied);
 
     let mut bare = cm.clone();
     bare["metadata"]
@@ -305,7 +322,7 @@ fn a_configmap_finalizer_is_refused_through_every_path() {
         &["apply", "--server-side", "--force-conflicts", "-f", "-"],
         Some(&bare.to_string()),
     )
-    .refused(&denied);
+    .refused(denied);
 
     // kubectl edit, with an editor that deletes the finalizers block.
     let editor = env.work.join("strip-finalizers.sh");
@@ -325,7 +342,7 @@ fn a_configmap_finalizer_is_refused_through_every_path() {
         None,
         &[("KUBE_EDITOR", editor.to_str().unwrap())],
     );
-    let run = run.refused(&denied);
+    let run = run.refused(denied);
     assert!(run.stderr.contains("could not be patched"), "{run:#?}");
 
     assert_eq!(
@@ -352,7 +369,7 @@ fn a_configmap_finalizer_is_refused_through_every_path() {
             "-p",
             STRIP,
         ])
-        .refused(&denied);
+        .refused(denied);
         assert_eq!(
             finalizers(&c.get(&[kind, name, "-n", ns]).unwrap()),
             ["example.com/cleanup"],
@@ -360,12 +377,31 @@ fn a_configmap_finalizer_is_refused_through_every_path() {
         );
     }
 
+    // A Namespace's spec.finalizers, through its finalize subresource.
+    let live = format!("{ns}-finalize");
+    c.namespace(&live);
+    let mut object = c.get(&["namespace", &live]).unwrap();
+    object["spec"]["finalizers"] = json!([]);
+    let finalize = format!("/api/v1/namespaces/{live}/finalize");
+    c.kubectl_in(
+        "admin",
+        &["replace", "--raw", &finalize, "-f", "-"],
+        Some(&object.to_string()),
+    )
+    .refused(denied);
+    assert_eq!(
+        c.get(&["namespace", &live]).unwrap()["spec"]["finalizers"],
+        json!(["kubernetes"])
+    );
+    c.admin(&["delete", "namespace", &live, "--timeout=120s"])
+        .ok();
+
     for (kind, name) in [
         ("configmap", "stuck"),
         ("pod", "status-pod"),
         ("service", "status-svc"),
     ] {
-        release(&env, kind, name, ns);
+        release(env, kind, name, ns);
     }
     c.admin(&["delete", "namespace", ns, "--timeout=120s"]).ok();
 }

@@ -24,7 +24,10 @@ use finalizer_guard::policy::{Policy as GuardPolicy, Verdict};
 use serde_json::{Value, json};
 
 use super::harness::{CONFIG, Cluster, Conditions, OVERRIDE, Policy, WEBHOOK, env, wait_until};
-use super::{STRIP, configmap, delete_in_foreground, deployment};
+use super::{
+    STRIP, builtin_controllers_complete, configmap, delete_in_foreground, deployment,
+    strips_are_refused_through_every_path,
+};
 
 const POLICY: &str = "finalizer-guard";
 /// The group every replayed requester also gets: it may write everything
@@ -350,7 +353,7 @@ struct Sent {
 fn webhook_denial() -> String {
     format!("admission webhook \"{WEBHOOK}\" denied the request")
 }
-fn policy_denial() -> String {
+pub(crate) fn policy_denial() -> String {
     format!("ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request")
 }
 
@@ -536,15 +539,15 @@ fn install_policy(c: &Cluster, policy_file: &Path) {
         .ok();
 }
 
-/// Only the policy: the webhook's configuration saved and deleted; put
-/// back, and the policy taken out, when the scenario ends, however it ends.
-struct OnlyPolicy<'a> {
+/// The harness's webhook configuration, saved and deleted; put back when
+/// dropped, however the scenario ends.
+pub(crate) struct WebhookAside<'a> {
     cluster: &'a Cluster,
     saved: Value,
 }
 
-impl<'a> OnlyPolicy<'a> {
-    fn new(cluster: &'a Cluster) -> OnlyPolicy<'a> {
+impl<'a> WebhookAside<'a> {
+    pub(crate) fn new(cluster: &'a Cluster) -> WebhookAside<'a> {
         let mut saved = cluster
             .get(&["validatingwebhookconfiguration", CONFIG])
             .unwrap();
@@ -552,18 +555,39 @@ impl<'a> OnlyPolicy<'a> {
         cluster
             .admin(&["delete", "validatingwebhookconfiguration", CONFIG])
             .ok();
-        OnlyPolicy { cluster, saved }
+        WebhookAside { cluster, saved }
+    }
+}
+
+impl Drop for WebhookAside<'_> {
+    fn drop(&mut self) {
+        self.cluster.kubectl_in(
+            "admin",
+            &["create", "-f", "-"],
+            Some(&self.saved.to_string()),
+        );
+    }
+}
+
+/// Only the policy: the webhook's configuration aside; the policy taken out
+/// when the scenario ends, however it ends, and the configuration put back.
+struct OnlyPolicy<'a> {
+    cluster: &'a Cluster,
+    _aside: WebhookAside<'a>,
+}
+
+impl<'a> OnlyPolicy<'a> {
+    fn new(cluster: &'a Cluster) -> OnlyPolicy<'a> {
+        OnlyPolicy {
+            cluster,
+            _aside: WebhookAside::new(cluster),
+        }
     }
 }
 
 impl Drop for OnlyPolicy<'_> {
     fn drop(&mut self) {
         uninstall_policy(self.cluster);
-        self.cluster.kubectl_in(
-            "admin",
-            &["create", "-f", "-"],
-            Some(&self.saved.to_string()),
-        );
     }
 }
 
@@ -848,6 +872,43 @@ fn with_the_webhook_down_the_policy_still_guards() {
     env.cluster
         .admin(&["delete", "namespace", ns, "--wait=false"])
         .ok();
+}
+
+/// The seed's strips through every path, and Kubernetes' own controllers
+/// at work: with the policy alone (no webhook configuration at all), then
+/// with the backstop, the webhook failing open and down.
+#[test]
+#[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
+fn with_the_policy_alone_and_as_the_backstop_every_path_is_guarded_and_every_controller_completes()
+{
+    let mut env = env();
+    let policy_file = env.work.join("every-path-policy.yaml");
+    std::fs::write(&policy_file, env.policy(Policy::default())).unwrap();
+    for backstop in [false, true] {
+        env.stop();
+        {
+            let c = &env.cluster;
+            let (mut only_policy, mut with_webhook) = (None, None);
+            if backstop {
+                with_webhook = Some(Backstop::new(c, &policy_file));
+            } else {
+                only_policy = Some(OnlyPolicy::new(c));
+                install_policy(c, &policy_file);
+            }
+            wait_until("the policy to be in force", 30, || {
+                probe(c).stderr.contains(&policy_denial())
+            });
+            let tag = if backstop { "backstop" } else { "vap" };
+            strips_are_refused_through_every_path(
+                &env,
+                &format!("e2e-{tag}-paths"),
+                &policy_denial(),
+            );
+            builtin_controllers_complete(&env, tag);
+            drop((only_policy, with_webhook));
+        }
+        env.start();
+    }
 }
 
 /// A policy of `rules` rules, each one name: all naming the group `g-all`,

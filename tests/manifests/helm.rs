@@ -179,6 +179,7 @@ fn manifests_are_what_the_chart_renders() {
     let run = Command::new(root.join("scripts/render-manifests.sh"))
         .arg(out.path())
         .env("FG_HELM", &helm)
+        .env("FG_BIN", env!("CARGO_BIN_EXE_finalizer-guard"))
         .output()
         .unwrap();
     assert!(
@@ -189,6 +190,8 @@ fn manifests_are_what_the_chart_renders() {
     let rendered = files_below(out.path());
     let by_hand = [
         "kustomization.yaml",
+        "vap/kustomization.yaml",
+        "components/backstop/kustomization.yaml",
         "base/namespace.yaml",
         "overlays/cert-manager/kustomization.yaml",
         "overlays/self-managed/kustomization.yaml",
@@ -1172,6 +1175,15 @@ fn policy_digest(deployment: &Deployment) -> Option<String> {
 /// read: the Job's arguments, parsed as the binary parses them, with the
 /// file the Job mounts written where the arguments name it.
 fn run_the_check(job: &Job, policy: &str) -> std::process::Output {
+    run_the_check_on(
+        job,
+        &BTreeMap::from([("policy.yaml".to_string(), policy.to_string())]),
+    )
+}
+
+/// The same with every file of the hook's ConfigMap: `policy.yaml`, and
+/// `vap.yaml` with the backstop.
+fn run_the_check_on(job: &Job, files: &BTreeMap<String, String>) -> std::process::Output {
     let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
     let container = &pod.containers[0];
     let args = container.args.clone().unwrap();
@@ -1202,13 +1214,18 @@ fn run_the_check(job: &Job, policy: &str) -> std::process::Output {
         "the Job reads the hook's own copy of the policy"
     );
     let here = tempfile::tempdir().unwrap();
-    let file = here
-        .path()
-        .join(validate.file.strip_prefix(&mount.mount_path).unwrap());
-    std::fs::write(&file, policy).unwrap();
+    for (name, text) in files {
+        std::fs::write(here.path().join(name), text).unwrap();
+    }
+    let local: Vec<String> = args
+        .iter()
+        .map(|a| match a.strip_prefix(&mount.mount_path) {
+            Some(rest) => format!("{}{rest}", here.path().display()),
+            None => a.clone(),
+        })
+        .collect();
     Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
-        .args(&args[..args.len() - 1])
-        .arg(&file)
+        .args(&local)
         .output()
         .unwrap()
 }
@@ -1304,6 +1321,147 @@ fn the_policy_check_validates_what_the_pods_will_read_before_anything_changes() 
     // The check, run: the shipped policy passes.
     let run = run_the_check(&job, c.check_policy.as_deref().unwrap());
     assert!(run.status.success(), "{run:?}");
+}
+
+/// The backstop: the chart installs the export it is given, as given, with
+/// the webhook failing open, and its policy check (the Job's own command, run
+/// here on the files it mounts) takes the export of the release's policy and
+/// refuses any other; without the export, or without the check, the chart
+/// does not render.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn the_backstop_installs_the_export_its_policy_check_proves() {
+    let helm = helm();
+    let dir = tempfile::tempdir().unwrap();
+    let export = |mode: &str| -> PathBuf {
+        let policy = checked(&helm, &["--set", &format!("policy.mode={mode}")]).policy;
+        let file = dir.path().join(format!("policy-{mode}.yaml"));
+        std::fs::write(&file, &policy).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
+            .args(["policy", "export", "--vap"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let vap = dir.path().join(format!("vap-{mode}.yaml"));
+        std::fs::write(&vap, out.stdout).unwrap();
+        vap
+    };
+    let (enforce, warn) = (export("enforce"), export("warn"));
+    let args = |vap: &Path| -> Vec<String> {
+        [
+            "--set",
+            "policy.mode=enforce",
+            "--set",
+            "backstop.enabled=true",
+            "--set-file",
+            &format!("backstop.validatingAdmissionPolicy={}", vap.display()),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    fn arg_refs(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+
+    let full = args(&enforce);
+    let rendered = template(&helm, &arg_refs(&full));
+    check_all(&rendered);
+    let policy = checked(&helm, &["--set", "policy.mode=enforce"]).policy;
+    let policy = Policy::from_yaml(&policy).unwrap();
+    let mut yaml = String::new();
+    for kind in [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ] {
+        let object = rendered
+            .iter()
+            .find(|o| text(o, "/kind") == kind)
+            .unwrap_or_else(|| panic!("no {kind}"));
+        yaml.push_str("---\n");
+        yaml.push_str(&serde_yaml_ng::to_string(object).unwrap());
+    }
+    finalizer_guard::vap::verify(&policy, &yaml).expect("the export, as given");
+    let webhook = find(&rendered, "ValidatingWebhookConfiguration finalizer-guard").unwrap();
+    assert_eq!(
+        text(webhook, "/webhooks/0/failurePolicy"),
+        "Ignore",
+        "enforcing, with the backstop: failing open"
+    );
+    let mut fail = full.clone();
+    fail.extend(["--set", "webhook.failurePolicy=Fail"].map(String::from));
+    let rendered_fail = template(&helm, &arg_refs(&fail));
+    let webhook = find(
+        &rendered_fail,
+        "ValidatingWebhookConfiguration finalizer-guard",
+    )
+    .unwrap();
+    assert_eq!(text(webhook, "/webhooks/0/failurePolicy"), "Fail", "as set");
+
+    // The check, run as the Job runs it, on what its ConfigMap holds.
+    let hook_files = |rendered: &[Value]| -> BTreeMap<String, String> {
+        let cm = find(
+            rendered,
+            &format!("ConfigMap {NAMESPACE}/finalizer-guard-policy-check"),
+        )
+        .unwrap();
+        serde_json::from_value(cm["data"].clone()).unwrap()
+    };
+    let job: Job = serde_json::from_value(
+        find(
+            &rendered,
+            &format!("Job {NAMESPACE}/finalizer-guard-policy-check"),
+        )
+        .unwrap()
+        .clone(),
+    )
+    .unwrap();
+    let files = hook_files(&rendered);
+    assert_eq!(
+        files.get("vap.yaml").map(String::as_str),
+        Some(std::fs::read_to_string(&enforce).unwrap().as_str())
+    );
+    let run = run_the_check_on(&job, &files);
+    assert!(run.status.success(), "{run:?}");
+
+    // The export of another policy (warn mode): refused, and said why.
+    let stale = args(&warn);
+    let files = hook_files(&template(&helm, &arg_refs(&stale)));
+    let run = run_the_check_on(&job, &files);
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    let said = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        said.contains("not `finalizer-guard policy export --vap")
+            && said.contains("differs from the export of this policy"),
+        "{said}"
+    );
+
+    // No export, or no check: not rendered.
+    let chart = chart();
+    for (extra, why) in [
+        (
+            vec!["--set", "backstop.enabled=true"],
+            "backstop.enabled needs backstop.validatingAdmissionPolicy",
+        ),
+        (
+            arg_refs(&full)
+                .into_iter()
+                .chain(["--set", "policyCheck.enabled=false"])
+                .collect(),
+            "backstop.enabled needs policyCheck.enabled",
+        ),
+    ] {
+        let mut cmd = vec!["template", RELEASE, chart.to_str().unwrap()];
+        cmd.extend(extra);
+        let run = run_helm(&helm, &cmd);
+        assert!(!run.ok && run.stderr.contains(why), "{}", run.stderr);
+    }
+    // Off by default.
+    assert!(
+        !template(&helm, &[])
+            .iter()
+            .any(|o| text(o, "/kind").starts_with("ValidatingAdmissionPolicy"))
+    );
 }
 
 /// A policy `serve` would refuse fails the check, with the reason, and the

@@ -46,11 +46,18 @@ The webhook's failurePolicy: webhook.failurePolicy when set, else what the
 policy's mode calls for. Ignore while the policy only warns: a warn-mode
 webhook denies nothing, so failing closed would add an outage's cost (writes
 refused while no pod serves) and protect nothing. Fail once it enforces: an
-unreachable webhook must not become a way around it.
+unreachable webhook must not become a way around it. Ignore with the
+backstop: the ValidatingAdmissionPolicy guards while the webhook cannot.
 */}}
 {{- define "finalizer-guard.failurePolicy" -}}
 {{- $mode := dig "mode" "enforce" .Values.policy -}}
-{{- dig "failurePolicy" "" (.Values.webhook | default dict) | default (ternary "Fail" "Ignore" (eq $mode "enforce")) -}}
+{{- $fail := and (eq $mode "enforce") (not (include "finalizer-guard.backstop" .)) -}}
+{{- dig "failurePolicy" "" (.Values.webhook | default dict) | default (ternary "Fail" "Ignore" $fail) -}}
+{{- end -}}
+
+{{/* Whether the ValidatingAdmissionPolicy backstop is installed (backstop.yaml). */}}
+{{- define "finalizer-guard.backstop" -}}
+{{- if dig "enabled" false (.Values.backstop | default dict) }}true{{ end -}}
 {{- end -}}
 
 {{/*
