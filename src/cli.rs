@@ -48,6 +48,8 @@ pub enum Command {
     Unstick(Box<crate::cluster::unstick::UnstickArgs>),
     /// Two-person rule: approve an override that another person then uses with `unstick`.
     Approve(Box<crate::cluster::approve::ApproveArgs>),
+    /// Watch every type's metadata: gauges and a FinalizerStuck Event for objects stuck on finalizers.
+    Watch(Box<crate::cluster::watch::WatchArgs>),
 }
 
 #[derive(Debug, Subcommand)]

@@ -32,6 +32,10 @@ fn main() {
         },
         Command::Unstick(args) => cluster(finalizer_guard::cluster::unstick::run(*args)),
         Command::Approve(args) => cluster(finalizer_guard::cluster::approve::run(*args)),
+        Command::Watch(args) => {
+            init_logging(args.log_format);
+            long_running(finalizer_guard::cluster::watch::run(*args))
+        }
     };
     std::process::exit(code);
 }
@@ -52,6 +56,21 @@ fn cluster(
         .build()
         .expect("a tokio runtime");
     runtime.block_on(command).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        2
+    })
+}
+
+/// `watch`: a long-running command that talks to a cluster, on every core.
+fn long_running(
+    command: impl std::future::Future<Output = Result<i32, finalizer_guard::cluster::ClusterError>>,
+) -> i32 {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(command).unwrap_or_else(|e| {
+        tracing::error!("{e}");
         eprintln!("error: {e}");
         2
     })

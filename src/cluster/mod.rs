@@ -1,4 +1,5 @@
-//! The commands that talk to a cluster: `unstick`, `approve` and `doctor --cluster`.
+//! The commands that talk to a cluster: `unstick`, `approve`, `doctor --cluster`
+//! and `watch`.
 //!
 //! They read kubeconfig as kubectl does, select objects as kubectl does
 //! (`TYPE/NAME`, `-n`, `-A`, `-l`, `--node`) and write only through the API
@@ -11,6 +12,7 @@ mod explain;
 mod patch;
 mod select;
 pub mod unstick;
+pub mod watch;
 
 use std::path::PathBuf;
 

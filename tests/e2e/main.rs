@@ -14,6 +14,7 @@ mod harness;
 mod helm;
 mod preflight;
 mod unstick;
+mod watch;
 
 use std::time::Duration;
 
