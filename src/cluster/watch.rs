@@ -270,6 +270,10 @@ struct Shared {
     max_finalizers: usize,
     /// Discovery has succeeded once.
     discovered: AtomicBool,
+    /// Ready once: a type added later does not take readiness back (its
+    /// first list would otherwise drop the pod from its endpoints, and its
+    /// scrapes with it).
+    was_ready: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -335,6 +339,7 @@ impl Shared {
             stuck_after: SignedDuration::try_from(stuck_after).unwrap_or(SignedDuration::MAX),
             max_finalizers,
             discovered: AtomicBool::new(false),
+            was_ready: AtomicBool::new(false),
         }
     }
 
@@ -450,8 +455,12 @@ impl Shared {
 
     /// Ready once discovery has succeeded and every type's watch has
     /// listed once or failed (a type that cannot be watched is reported, in
-    /// the logs and `finalizer_guard_unwatchable_types`, not waited for).
+    /// the logs and `finalizer_guard_unwatchable_types`, not waited for);
+    /// then for good.
     fn ready(&self) -> Result<(), String> {
+        if self.was_ready.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         if !self.discovered.load(Ordering::Relaxed) {
             return Err("discovering the API server's types".into());
         }
@@ -464,6 +473,7 @@ impl Shared {
         if waiting > 0 {
             return Err(format!("{waiting} type(s) still listing"));
         }
+        self.was_ready.store(true, Ordering::Relaxed);
         Ok(())
     }
 
@@ -1376,6 +1386,11 @@ mod tests {
         kind_of(ApiResource::from_gvk_with_plural(&gvk, "widgets"), true)
     }
 
+    fn widgets_v2() -> Arc<Kind> {
+        let gvk = kube::core::GroupVersionKind::gvk("example.net", "v2", "Widget");
+        kind_of(ApiResource::from_gvk_with_plural(&gvk, "widgets"), true)
+    }
+
     fn pods() -> Arc<Kind> {
         kind_of(ApiResource::erase::<Pod>(&()), true)
     }
@@ -1449,6 +1464,9 @@ mod tests {
         shared.discovered.store(true, Ordering::Relaxed);
         assert_eq!(shared.ready(), Err("1 type(s) still listing".into()));
         shared.listed(&w, &HashSet::from(["u-b".to_string()]));
+        assert_eq!(shared.ready(), Ok(()));
+        // A type added later: ready still.
+        shared.watching(&widgets_v2());
         assert_eq!(shared.ready(), Ok(()));
         let state = lock(&shared.state);
         let mut keys: Vec<&String> = state.objects.keys().collect();
