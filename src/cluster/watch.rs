@@ -49,7 +49,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::Registry;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
 
@@ -83,6 +83,9 @@ const ANNOUNCE_PER_TICK: usize = 20;
 const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Objects per page of a first list.
 const PAGE: u32 = 500;
+/// Types whose first list runs at once: a page each in memory, and an API
+/// server not asked for every type at the same moment.
+const FIRST_LISTS: usize = 4;
 /// Kubernetes refuses Event notes longer than this.
 const MAX_NOTE_BYTES: usize = 1024;
 /// After a CRD or an APIService changes, how long to let the next changes
@@ -836,6 +839,7 @@ pub async fn run(args: WatchArgs) -> Result<i32, ClusterError> {
         policy: policy.clone(),
         policy_file,
         interval: discovery_interval,
+        first_lists: Arc::new(Semaphore::new(FIRST_LISTS)),
     };
     tasks.spawn(discovery.run());
     let recorder = events.then(|| {
@@ -934,6 +938,8 @@ struct Discoverer {
     policy: Arc<ArcSwap<Policy>>,
     policy_file: Option<PathBuf>,
     interval: Duration,
+    /// Turns for the types' first lists.
+    first_lists: Arc<Semaphore>,
 }
 
 /// A running watch: the version it watches, and how to stop it.
@@ -1031,6 +1037,7 @@ impl Discoverer {
                     kind.clone(),
                     stream,
                     notify,
+                    self.first_lists.clone(),
                 ))
             } else {
                 let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(
@@ -1043,6 +1050,7 @@ impl Discoverer {
                     kind.clone(),
                     watcher(api, config()),
                     notify,
+                    self.first_lists.clone(),
                 ))
             };
             running.insert(
@@ -1081,7 +1089,11 @@ async fn watch_type<K: Observed>(
     kind: Arc<Kind>,
     stream: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send,
     rediscover: Option<Arc<Notify>>,
+    first_lists: Arc<Semaphore>,
 ) {
+    // The first list waits for its turn (nothing is asked before the
+    // stream is polled); the turn ends when it is listed, or has failed.
+    let mut turn = first_lists.acquire_owned().await.ok();
     let stream = stream.default_backoff();
     futures::pin_mut!(stream);
     // The keys a list in progress has shown.
@@ -1110,6 +1122,7 @@ async fn watch_type<K: Observed>(
             }
             Ok(Event::InitDone) => {
                 shared.listed(&kind, &listing.take().unwrap_or_default());
+                drop(turn.take());
             }
             Ok(Event::Apply(object)) => {
                 shared.observe(&kind, object.meta(), object.spec_finalizers());
@@ -1128,6 +1141,7 @@ async fn watch_type<K: Observed>(
                     .inc();
                 let why = escape(&super::chain(&e)).into_owned();
                 failing = true;
+                drop(turn.take());
                 if shared.failed(&kind, why.clone()) {
                     tracing::warn!(resource = %escape(&kind.name), error = %why, "cannot watch; retrying with backoff");
                 }
