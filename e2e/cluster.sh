@@ -13,8 +13,11 @@
 #   alice.kubeconfig   user alice, group developers  (edit rights, cluster-wide)
 #   carol.kubeconfig   user carol, group sre-oncall  (edit rights, cluster-wide; reads
 #                      nodes, leases, APIServices and webhook configurations)
+#   oncall.kubeconfig  user oncall, no group, bound to nothing: a scenario
+#                      grants it the chart's on-call ClusterRole, and only that
 #   audit.log          kube-apiserver's audit log: UPDATE, PATCH and DELETE at
-#                      Metadata level, webhook audit annotations included
+#                      Metadata level, webhook audit annotations included, and
+#                      Event creates
 #   bin/               kubectl, kube-apiserver, kube-controller-manager, etcd
 #   ca.crt             the CA of the API server's serving certificate
 #   logs/              each process's output
@@ -152,18 +155,21 @@ up() {
 
   # Static tokens: TOKEN,USER,UID,"GROUPS". Random, so a cluster left up
   # on a shared machine is no open door.
-  local admin alice carol kcm
+  local admin alice carol oncall kcm
   admin=$(openssl rand -hex 16); alice=$(openssl rand -hex 16)
-  carol=$(openssl rand -hex 16); kcm=$(openssl rand -hex 16)
+  carol=$(openssl rand -hex 16); oncall=$(openssl rand -hex 16)
+  kcm=$(openssl rand -hex 16)
   cat > "$dir/pki/tokens.csv" <<EOF
 $admin,admin,admin,"system:masters"
 $alice,alice,alice,"developers"
 $carol,carol,carol,"sre-oncall"
+$oncall,oncall,oncall,""
 $kcm,system:kube-controller-manager,system:kube-controller-manager,""
 EOF
   kubeconfig "$dir/admin.kubeconfig" admin "$admin"
   kubeconfig "$dir/alice.kubeconfig" alice "$alice"
   kubeconfig "$dir/carol.kubeconfig" carol "$carol"
+  kubeconfig "$dir/oncall.kubeconfig" oncall "$oncall"
   kubeconfig "$dir/pki/kube-controller-manager.kubeconfig" kube-controller-manager "$kcm"
 
   cat > "$dir/audit-policy.yaml" <<EOF
@@ -173,6 +179,12 @@ omitStages: [RequestReceived]
 rules:
   - level: Metadata
     verbs: [update, patch, delete]
+  # Event writes, creates included: what repeated Events cost the API server.
+  - level: Metadata
+    verbs: [create]
+    resources:
+      - {group: "", resources: [events]}
+      - {group: events.k8s.io, resources: [events]}
   - level: None
 EOF
 

@@ -5,9 +5,14 @@
 //! after the other; clients run at once. A `guarded` write replaces the
 //! object's one finalizer with a new name (a merge patch of
 //! `metadata.finalizers`): every write removes a finalizer, so with the
-//! webhook installed every write is sent to it and judged. A `label` write
-//! changes a label and keeps the finalizers: an ordinary UPDATE, which the
-//! webhook configuration's matchConditions keep from the webhook.
+//! webhook installed every write is sent to it and judged. An `override`
+//! write swaps the object's finalizer between two names no rule covers, on an
+//! object carrying the override annotation: every write is an override, and
+//! from the third on each repeats an earlier one (same removal, same Event
+//! note). `override-new` removes a new name each time: every override, and
+//! every Event, is new. A `label` write changes a label and keeps the
+//! finalizers: an ordinary UPDATE, which the webhook configuration's
+//! matchConditions keep from the webhook.
 //!
 //! Prints one JSON object: writes, errors, seconds, writes/s and latency
 //! percentiles in milliseconds, as the client saw them.
@@ -27,9 +32,17 @@ use serde_json::json;
 enum Write {
     /// Replace the one finalizer with a new name: a finalizer removed per write.
     Guarded,
+    /// Swap the finalizer between two names no rule covers, by override.
+    Override,
+    /// Replace the finalizer with a new name no rule covers, by override.
+    OverrideNew,
     /// Change a label, keep the finalizers.
     Label,
 }
+
+/// The override every `override` write carries: requireDeletion must be off
+/// in the policy, as the object is not being deleted.
+const OVERRIDE: &str = "controller-uninstalled: cost measurement";
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -124,7 +137,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{}",
         json!({
-            "write": format!("{write:?}").to_lowercase(),
+            "write": write.to_possible_value().map(|v| v.get_name().to_string()),
             "clients": clients,
             "warmup": warmup,
             "writes": times.len(),
@@ -170,6 +183,14 @@ async fn patch(
         Write::Guarded => {
             json!({"metadata": {"finalizers": [format!("example.com/cost-{client}-{i}")]}})
         }
+        Write::Override => json!({"metadata": {
+            "annotations": {"finalizer-guard.io/override": OVERRIDE},
+            "finalizers": [format!("override.example.org/cost-{client}-{}", i % 2)],
+        }}),
+        Write::OverrideNew => json!({"metadata": {
+            "annotations": {"finalizer-guard.io/override": OVERRIDE},
+            "finalizers": [format!("override.example.org/cost-{client}-{i}")],
+        }}),
         Write::Label => json!({"metadata": {"labels": {"cost": format!("{client}-{i}")}}}),
     };
     api.patch(name, &PatchParams::default(), &Patch::Merge(&body))

@@ -10,7 +10,10 @@
 //!
 //! ANSWER.json, when given, is the body of every answer (scripts/load.sh
 //! passes what finalizer-guard answered, so both put the same bytes on the
-//! wire); otherwise a short "allowed" review.
+//! wire); otherwise a short "allowed" review. `echo-uid` instead of a file
+//! answers each review "allowed" with its own `request.uid`, which is all
+//! kube-apiserver asks of a webhook: the floor scripts/cluster-cost.sh puts
+//! beside finalizer-guard.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,18 +38,45 @@ use tokio_rustls::TlsAcceptor;
 /// What every request gets without ANSWER.json: a v1 response allowing it.
 const ALLOWED: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002","allowed":true}}"#;
 
+/// What every request is answered with.
+#[derive(Clone)]
+enum Answer {
+    Fixed(Bytes),
+    /// "Allowed", with the request's uid.
+    EchoUid,
+}
+
+/// The one field of a review the floor reads; serde skips the rest unparsed.
+#[derive(serde::Deserialize)]
+struct Review {
+    request: UidOnly,
+}
+
+#[derive(serde::Deserialize)]
+struct UidOnly {
+    uid: String,
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (addr, cert, key, answer) = match args.as_slice() {
-        [addr, cert, key] => (addr, cert, key, Bytes::from_static(ALLOWED.as_bytes())),
+        [addr, cert, key] => (
+            addr,
+            cert,
+            key,
+            Answer::Fixed(Bytes::from_static(ALLOWED.as_bytes())),
+        ),
+        [addr, cert, key, echo] if echo == "echo-uid" => (addr, cert, key, Answer::EchoUid),
         [addr, cert, key, answer] => (
             addr,
             cert,
             key,
-            Bytes::from(std::fs::read(answer).expect("ANSWER.json readable")),
+            Answer::Fixed(Bytes::from(
+                std::fs::read(answer).expect("ANSWER.json readable"),
+            )),
         ),
         _ => {
-            eprintln!("usage: minimal_server ADDR TLS_CERT TLS_KEY [ANSWER.json]");
+            eprintln!("usage: minimal_server ADDR TLS_CERT TLS_KEY [ANSWER.json | echo-uid]");
             std::process::exit(2);
         }
     };
@@ -73,7 +103,7 @@ fn main() {
         .block_on(serve(addr, acceptor, answer));
 }
 
-async fn serve(addr: SocketAddr, acceptor: TlsAcceptor, answer: Bytes) {
+async fn serve(addr: SocketAddr, acceptor: TlsAcceptor, answer: Answer) {
     let listener = TcpListener::bind(addr).await.expect("bind");
     let router = Router::new()
         .route("/validate", post(validate))
@@ -97,10 +127,26 @@ async fn serve(addr: SocketAddr, acceptor: TlsAcceptor, answer: Bytes) {
     }
 }
 
-async fn validate(State(answer): State<Bytes>, request: Request) -> Response {
-    // Read the whole body, as any webhook must, then answer without looking.
+async fn validate(State(answer): State<Answer>, request: Request) -> Response {
+    // Read the whole body, as any webhook must, then answer without looking
+    // (or looking only for the uid).
     let body = request.into_body().collect().await.map(|c| c.to_bytes());
-    let mut response = Response::new(Body::from(if body.is_ok() { answer } else { Bytes::new() }));
+    let answer = match (answer, body) {
+        (_, Err(_)) => Bytes::new(),
+        (Answer::Fixed(answer), Ok(_)) => answer,
+        (Answer::EchoUid, Ok(body)) => match serde_json::from_slice::<Review>(&body) {
+            Ok(review) => Bytes::from(
+                serde_json::json!({
+                    "apiVersion": "admission.k8s.io/v1",
+                    "kind": "AdmissionReview",
+                    "response": {"uid": review.request.uid, "allowed": true},
+                })
+                .to_string(),
+            ),
+            Err(_) => Bytes::new(),
+        },
+    };
+    let mut response = Response::new(Body::from(answer));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),

@@ -1,44 +1,61 @@
 #!/usr/bin/env bash
-# What finalizer-guard costs a cluster, measured through a real API server.
+# What finalizer-guard costs a cluster, measured through a real API server,
+# beside the floor: a webhook that only answers "allowed" with the request's
+# uid (examples/minimal_server.rs `echo-uid`: the same runtime, TLS and HTTP
+# stack, no decision, no audit record, no Events).
 #
 # Starts the real control plane (e2e/cluster.sh: etcd, kube-apiserver,
 # kube-controller-manager on 127.0.0.1), installs the webhook from
 # manifests/ as tests/e2e does (the self-managed overlay, its clientConfig
-# pointed at a local `finalizer-guard serve` by url), and times writes with
-# examples/cluster_load.rs (kube-rs, one ConfigMap per client, each write
-# timed by the client):
+# pointed at a local `finalizer-guard serve` by url; Events on, written with
+# the token of the ServiceAccount the manifests install), and times writes
+# with examples/cluster_load.rs (kube-rs, one ConfigMap per client, each
+# write timed by the client):
 #
-#   guarded   a merge patch replacing the ConfigMap's one finalizer with a new
-#             name: every write removes a finalizer, authorized by a policy
-#             rule for the admin user, so every write is allowed, and with
-#             the configuration installed every write is sent to the webhook
-#   label     a merge patch of a label, finalizers kept: an ordinary UPDATE,
-#             which the configuration's matchConditions keep from the webhook
+#   override      swaps the ConfigMap's finalizer between two names no rule
+#                 covers, on an object carrying the override annotation:
+#                 every write is an override, judged, audited and reported
+#                 by an Event; from the third on each repeats an earlier one,
+#                 so the Events are two, their series counting the rest
+#   override-new  the same with a new name each time: every override is a
+#                 new Event (a create per write)
+#   guarded       replaces the finalizer with a new name a policy rule lets
+#                 the admin user remove: judged and allowed, no Event
+#   label         a merge patch of a label, finalizers kept: an ordinary
+#                 UPDATE, which the configuration's matchConditions keep from
+#                 the webhook
 #
-# each with the ValidatingWebhookConfiguration installed and removed, in
-# alternating rounds; then guarded writes/s with 1 and 10 concurrent clients,
-# installed. The webhook's own review counter is read around every run: an
-# installed guarded run must have been judged once per write, every other
-# run not at all, or the script fails.
+# each with the ValidatingWebhookConfiguration pointed at finalizer-guard,
+# pointed at the floor, and removed, in rounds (the order reversed every
+# other round); then override writes with more concurrent clients, through
+# each webhook. Around every run the webhook's review counter and the API
+# server's count of webhook calls are read: a run that reached the wrong
+# webhook, or one not at all when it should, fails the script.
 #
-#   scripts/cluster-cost.sh                    # 1000 writes per run, 2 rounds
-#   WRITES=2000 ROUNDS=3 scripts/cluster-cost.sh
+#   scripts/cluster-cost.sh                    # 1000 writes per run, 3 rounds
+#   WRITES=2000 ROUNDS=5 scripts/cluster-cost.sh
 #
-# Environment: WRITES (1000 per run and per client count), ROUNDS (2),
-# CLIENTS ("1 10"), DIR (the cluster's folder; default a new one under
-# /tmp, removed at the end), REPORT (the markdown table; default
-# $TARGET/cluster-cost.md). The cluster is always stopped on exit.
+# Environment: WRITES (1000 per run and per client count), ROUNDS (3),
+# CLIENTS ("1 10"), KINDS (the writes timed; default
+# "override override-new guarded label"), FG_ARGS (more `serve` flags, e.g.
+# "--events=false"), DIR (the cluster's folder; default a new one under
+# /tmp, removed at the end), REPORT (the markdown tables; default
+# $TARGET/cluster-cost.md). Everything listens on 127.0.0.1; the cluster
+# and both webhooks are always stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 writes=${WRITES:-1000}
-rounds=${ROUNDS:-2}
+rounds=${ROUNDS:-3}
 clients=${CLIENTS:-"1 10"}
+kinds=${KINDS:-"override override-new guarded label"}
+read -r -a fg_args <<< "${FG_ARGS:-}"
 
-echo "== building (release): finalizer-guard, examples/cluster_load" >&2
-cargo build --release --locked --bin finalizer-guard --example cluster_load >&2
+echo "== building (release): finalizer-guard, examples/cluster_load, examples/minimal_server" >&2
+cargo build --release --locked --bin finalizer-guard --example cluster_load --example minimal_server >&2
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 fg=$target/release/finalizer-guard
 load=$target/release/examples/cluster_load
+floor=$target/release/examples/minimal_server
 report=${REPORT:-$target/cluster-cost.md}
 
 own_dir=
@@ -48,12 +65,13 @@ if [ -z "${DIR:-}" ]; then
 fi
 dir=$DIR
 webhook_pid=
+floor_pid=
 cleanup() {
-  if [ -n "$webhook_pid" ]; then
-    kill "$webhook_pid" 2> /dev/null || true
-    wait "$webhook_pid" 2> /dev/null || true
-    rm -f "$dir/run/finalizer-guard.pid"
-  fi
+  for pid in $webhook_pid $floor_pid; do
+    kill "$pid" 2> /dev/null || true
+    wait "$pid" 2> /dev/null || true
+  done
+  rm -f "$dir/run/finalizer-guard.pid"
   e2e/cluster.sh down "$dir" || true
   if [ -n "$own_dir" ]; then rm -rf "$dir"; fi
 }
@@ -78,51 +96,123 @@ mkdir -p "$work"
 cp -r manifests "$work/manifests"
 cp "$work/certs/ca.crt" "$work/certs/tls.crt" "$work/certs/tls.key" "$work/manifests/overlays/self-managed/"
 kubectl apply --server-side -k "$work/manifests/overlays/self-managed" > /dev/null
+# Repeated Events update their series: a patch of the Event, which the
+# manifests' role may not grant.
+kubectl apply -f - > /dev/null << 'EOF'
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: cost-finalizer-guard-event-series}
+rules:
+  - {apiGroups: [events.k8s.io], resources: [events], verbs: [patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: cost-finalizer-guard-event-series}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cost-finalizer-guard-event-series}
+subjects:
+  - {kind: ServiceAccount, name: finalizer-guard, namespace: finalizer-guard}
+EOF
+# The server's credentials for Events: a token of the installed ServiceAccount.
+token=$(kubectl create token finalizer-guard -n finalizer-guard --duration 2h)
+python3 - "$dir/admin.kubeconfig" "$token" > "$work/webhook.kubeconfig" << 'EOF'
+import json, sys
+admin, token = open(sys.argv[1]).read(), sys.argv[2]
+server = next(l.split(": ", 1)[1].strip() for l in admin.splitlines() if l.strip().startswith("server:"))
+ca = next(l.split(": ", 1)[1].strip() for l in admin.splitlines() if l.strip().startswith("certificate-authority:"))
+json.dump({"apiVersion": "v1", "kind": "Config",
+  "clusters": [{"name": "e2e", "cluster": {"server": server, "certificate-authority": ca}}],
+  "users": [{"name": "finalizer-guard", "user": {"token": token}}],
+  "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "finalizer-guard"}}],
+  "current-context": "e2e"}, sys.stdout)
+EOF
 cat > "$work/policy.yaml" << 'EOF'
 mode: enforce
 rules:
   - name: cost-measurement
     finalizers: ["example.com/*"]
     users: ["admin"]
+override:
+  # The measured objects are not being deleted.
+  requireDeletion: false
 EOF
-# A free port can be taken by someone's outgoing connection before the
-# server binds it: a few tries.
+
+# start_server NAME COMMAND...: starts a server on fresh ports ($port, and
+# $admin_port for finalizer-guard), retrying when a port was taken before
+# the bind; sets ${NAME}_pid.
+ready() {
+  if [ "$1" = webhook ]; then
+    curl -sf "http://127.0.0.1:$admin_port/readyz" > /dev/null
+  else
+    curl -sfk "https://127.0.0.1:$floor_port/validate" -d '{"request":{"uid":"probe"}}' | grep -q probe
+  fi
+}
 for attempt in 1 2 3 4 5; do
   read -r port admin_port < <(free_ports 2)
-  "$fg" serve --policy "$work/policy.yaml" \
+  KUBECONFIG=$work/webhook.kubeconfig "$fg" serve --policy "$work/policy.yaml" \
     --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
     --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin_port" \
-    --events false --shutdown-delay 0s \
+    --shutdown-delay 0s "${fg_args[@]}" \
     > "$work/audit.jsonl" 2> "$work/server.log" &
   webhook_pid=$!
   echo "$webhook_pid" > "$dir/run/finalizer-guard.pid"
   for _ in $(seq 1 100); do
-    curl -sf "http://127.0.0.1:$admin_port/readyz" > /dev/null && break
+    ready webhook && break
     kill -0 "$webhook_pid" 2> /dev/null || break
     sleep 0.1
   done
-  curl -sf "http://127.0.0.1:$admin_port/readyz" > /dev/null && break
+  ready webhook && break
   kill "$webhook_pid" 2> /dev/null || true
   wait "$webhook_pid" 2> /dev/null || true
   webhook_pid=
   if [ "$attempt" = 5 ]; then cat "$work/server.log" >&2; exit 1; fi
 done
+for attempt in 1 2 3 4 5; do
+  read -r floor_port < <(free_ports 1)
+  "$floor" "127.0.0.1:$floor_port" "$work/certs/tls.crt" "$work/certs/tls.key" echo-uid \
+    > /dev/null 2> "$work/floor.log" &
+  floor_pid=$!
+  for _ in $(seq 1 100); do
+    ready floor && break
+    kill -0 "$floor_pid" 2> /dev/null || break
+    sleep 0.1
+  done
+  ready floor && break
+  kill "$floor_pid" 2> /dev/null || true
+  wait "$floor_pid" 2> /dev/null || true
+  floor_pid=
+  if [ "$attempt" = 5 ]; then cat "$work/floor.log" >&2; exit 1; fi
+done
+
 kubectl patch validatingwebhookconfiguration finalizer-guard --type=json -p "[
   {\"op\": \"test\", \"path\": \"/webhooks/0/name\", \"value\": \"finalizers.finalizer-guard.io\"},
   {\"op\": \"remove\", \"path\": \"/webhooks/0/clientConfig/service\"},
   {\"op\": \"add\", \"path\": \"/webhooks/0/clientConfig/url\", \"value\": \"https://127.0.0.1:$port/validate\"}]" > /dev/null
-# What `installed` re-creates after `removed` deleted it.
+# What each state re-creates: the configuration as installed, pointed at
+# finalizer-guard or at the floor (same rules, matchConditions, timeouts).
 kubectl get validatingwebhookconfiguration finalizer-guard -o json \
   | python3 -c 'import json, sys
 c = json.load(sys.stdin)
 c["metadata"] = {k: v for k, v in c["metadata"].items() if k in ("name", "labels", "annotations")}
-json.dump(c, sys.stdout)' > "$work/webhook-configuration.json"
+json.dump(c, open(sys.argv[1], "w"))
+c["webhooks"][0]["clientConfig"]["url"] = "https://127.0.0.1:%s/validate" % sys.argv[3]
+json.dump(c, open(sys.argv[2], "w"))' "$work/config-finalizer-guard.json" "$work/config-floor.json" "$floor_port"
 kubectl create namespace cost > /dev/null
 
-# Reviews the webhook has answered so far.
+# Reviews finalizer-guard has answered so far.
 reviews() {
   curl -sf "http://127.0.0.1:$admin_port/metrics" \
     | awk '/^finalizer_guard_reviews_total\{/ { n += $NF } END { print n + 0 }'
+}
+# finalizer-guard's Event counters: sent updated repeated failed.
+event_counts() {
+  curl -sf "http://127.0.0.1:$admin_port/metrics" | awk '
+    /^finalizer_guard_events_total\{/ {
+      if (index($0, "\"sent\"")) s += $NF
+      if (index($0, "\"updated\"")) u += $NF
+      if (index($0, "\"repeated\"")) r += $NF
+      if (index($0, "\"failed\"")) f += $NF
+    }
+    END { printf "%d %d %d %d\n", s, u, r, f }'
 }
 # The sum (seconds) and count of histogram $1 in Prometheus text on stdin,
 # over its series whose line holds $2 (all when empty).
@@ -132,14 +222,26 @@ histogram() {
     (f == "" || index($0, f)) && index($0, m "_count") == 1 { c += $NF }
     END { printf "%.9f %d\n", s, c }'
 }
-# What the webhook spent deciding, and what the API server spent calling it
-# (apiserver_admission_webhook_admission_duration_seconds: the whole call,
-# as the API server times it).
+# What finalizer-guard spent deciding, and what the API server spent calling
+# whichever webhook is installed (apiserver_admission_webhook_admission_duration_seconds:
+# the whole call, as the API server times it).
 decided() { curl -sf "http://127.0.0.1:$admin_port/metrics" | histogram finalizer_guard_review_duration_seconds; }
 called() {
   kubectl get --raw /metrics \
     | histogram apiserver_admission_webhook_admission_duration_seconds 'name="finalizers.finalizer-guard.io"'
 }
+calls() { called | awk '{ print $2 }'; }
+# CPU time (clock ticks, user + system) processes $@ have used so far.
+ticks() {
+  local pid total=0
+  for pid in "$@"; do
+    total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat")))
+  done
+  echo "$total"
+}
+# The control plane's processes that serve a write: kube-apiserver and etcd.
+control_plane=$(cat "$dir/run/kube-apiserver.pid" "$dir/run/etcd.pid" | tr '\n' ' ')
+hz=$(getconf CLK_TCK)
 
 # A guarded write of a probe object, untimed, removing the last probe's finalizer.
 probes=0
@@ -148,120 +250,190 @@ probe() {
   "$load" --kubeconfig "$dir/admin.kubeconfig" --write guarded --writes 1 --warmup 0 \
     --prefix probe --first "$probes" > /dev/null
 }
-# state installed|removed: changes the configuration and waits (bounded)
-# until the API server acts on it: probes reach the webhook, or stop to.
+# state finalizer-guard|floor|removed: changes the configuration and waits
+# (bounded) until the API server acts on it: probes reach the webhook meant,
+# twice in a row, or none. The configuration starts pointed at finalizer-guard.
+current=finalizer-guard
 state() {
-  local want=$1 before tries
-  if [ "$want" = installed ]; then
-    kubectl create -f "$work/webhook-configuration.json" > /dev/null
-  else
+  local want=$1 r0 c0 r1 c1 seen=0
+  [ "$want" = "$current" ] && return 0
+  if [ "$current" != removed ]; then
     kubectl delete validatingwebhookconfiguration finalizer-guard > /dev/null
   fi
-  for tries in $(seq 1 100); do
-    before=$(reviews)
+  if [ "$want" != removed ]; then kubectl create -f "$work/config-$want.json" > /dev/null; fi
+  current=$want
+  for _ in $(seq 1 200); do
+    r0=$(reviews); c0=$(calls)
     probe
-    if [ "$want" = installed ] && [ "$(reviews)" -gt "$before" ]; then return 0; fi
-    if [ "$want" = removed ] && [ "$(reviews)" -eq "$before" ]; then
-      # Twice in a row, so a late call cannot land inside a timed run.
-      before=$(reviews); probe
-      [ "$(reviews)" -eq "$before" ] && return 0
-    fi
+    r1=$(reviews); c1=$(calls)
+    case $want in
+      finalizer-guard) [ "$r1" -gt "$r0" ] && [ $((c1 - c0)) -eq $((r1 - r0)) ] && seen=$((seen + 1)) || seen=0 ;;
+      floor) [ "$r1" -eq "$r0" ] && [ "$c1" -gt "$c0" ] && seen=$((seen + 1)) || seen=0 ;;
+      removed) [ "$r1" -eq "$r0" ] && [ "$c1" -eq "$c0" ] && seen=$((seen + 1)) || seen=0 ;;
+    esac
+    [ "$seen" -ge 2 ] && return 0
     sleep 0.1
   done
-  echo "the API server did not act on the configuration being $want" >&2
+  echo "the API server did not act on the configuration: $want" >&2
   exit 1
 }
 
 results=$work/results.jsonl
 : > "$results"
 runs=0
-# run STATE WRITE CLIENTS: one timed run, checked against the webhook's counter.
+# run WRITE CLIENTS: one timed run in the current state, checked against
+# both counters.
 run() {
-  local state=$1 write=$2 n=$3 before after calls want out
-  local d0 d1 c0 c1
+  local write=$1 n=$2 r0 r1 c0 c1 out want judged
+  local d0 d1 a0 a1 e0 e1 p0 p1 w0 w1 webhook
+  webhook=$webhook_pid
+  if [ "$current" = floor ]; then webhook=$floor_pid; fi
   read -r -a d0 < <(decided)
-  read -r -a c0 < <(called)
-  before=$(reviews)
+  read -r -a a0 < <(called)
+  read -r -a e0 < <(event_counts)
+  r0=$(reviews)
   runs=$((runs + 1))
+  # shellcheck disable=SC2086 # one pid per word
+  p0=$(ticks $control_plane); w0=$(ticks "$webhook")
   out=$("$load" --kubeconfig "$dir/admin.kubeconfig" --write "$write" --writes "$((writes / n))" \
-    --clients "$n" --prefix "$write-$n" --first "$((runs * 100000))")
-  after=$(reviews)
+    --clients "$n" --prefix "$write-$n-$runs")
+  # shellcheck disable=SC2086
+  p1=$(ticks $control_plane); w1=$(ticks "$webhook")
+  r1=$(reviews)
   read -r -a d1 < <(decided)
-  read -r -a c1 < <(called)
-  calls=$((after - before))
+  read -r -a a1 < <(called)
+  read -r -a e1 < <(event_counts)
   # Each timed write and each warm-up write once at least: the API server
   # runs admission again when its cached object was stale and the update
   # is retried.
-  if [ "$state" = installed ] && [ "$write" = guarded ]; then
-    want=$(echo "$out" | python3 -c 'import json, sys; r = json.load(sys.stdin); print(r["writes"] + r["warmup"] * r["clients"])')
-    if [ "$calls" -lt "$want" ]; then
-      echo "$state $write: the webhook judged $calls writes, want at least $want" >&2
-      exit 1
-    fi
-  elif [ "$calls" -ne 0 ]; then
-    echo "$state $write: the webhook judged $calls writes, want none" >&2
-    exit 1
+  want=$(echo "$out" | python3 -c 'import json, sys; r = json.load(sys.stdin); print(r["writes"] + r["warmup"] * r["clients"])')
+  judged=$want
+  if [ "$write" = label ] || [ "$current" = removed ]; then judged=0; fi
+  c1=${a1[1]}; c0=${a0[1]}
+  if [ "$judged" = 0 ] && [ $((c1 - c0)) -ne 0 ]; then
+    echo "$current $write: the API server called a webhook $((c1 - c0)) times, want none" >&2; exit 1
+  fi
+  if [ "$judged" != 0 ] && [ $((c1 - c0)) -lt "$judged" ]; then
+    echo "$current $write: the API server called a webhook $((c1 - c0)) times, want at least $judged" >&2; exit 1
+  fi
+  if [ "$current" = finalizer-guard ] && [ $((r1 - r0)) -ne $((c1 - c0)) ]; then
+    echo "$current $write: finalizer-guard judged $((r1 - r0)) of $((c1 - c0)) calls" >&2; exit 1
+  fi
+  if [ "$current" != finalizer-guard ] && [ $((r1 - r0)) -ne 0 ]; then
+    echo "$current $write: finalizer-guard judged $((r1 - r0)) writes, want none" >&2; exit 1
   fi
   echo "$out" | python3 -c 'import json, sys
-r = json.load(sys.stdin); r["state"] = sys.argv[1]; r["webhook_calls"] = int(sys.argv[2])
-d0, d1, c0, c1 = (float(x) for x in sys.argv[3:7])
-n = int(float(sys.argv[7]) - float(sys.argv[8]))
-r["decide_ms_mean"] = (d1 - d0) * 1000 / r["webhook_calls"] if r["webhook_calls"] else None
-r["apiserver_call_ms_mean"] = (c1 - c0) * 1000 / n if n else None
-print(json.dumps(r))' "$state" "$calls" "${d0[0]}" "${d1[0]}" "${c0[0]}" "${c1[0]}" "${c1[1]}" "${c0[1]}" | tee -a "$results" >&2
+r = json.load(sys.stdin)
+state, calls, judged = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+d0, d1, c0, c1 = (float(x) for x in sys.argv[4:8])
+e0, e1 = [int(x) for x in sys.argv[8].split()], [int(x) for x in sys.argv[9].split()]
+r["state"] = state
+r["webhook_calls"] = calls
+r["decide_ms_mean"] = (d1 - d0) * 1000 / judged if judged else None
+r["apiserver_call_ms_mean"] = (c1 - c0) * 1000 / calls if calls else None
+r["events"] = dict(zip(("sent", "updated", "repeated", "failed"), (b - a for a, b in zip(e0, e1))))
+hz, control_plane, webhook = (int(x) for x in sys.argv[10:13])
+timed = r["writes"] + r["warmup"] * r["clients"]
+r["control_plane_cpu_us"] = control_plane * 1e6 / hz / timed
+r["webhook_cpu_us"] = webhook * 1e6 / hz / timed if sys.argv[1] != "removed" else None
+r["load"] = open("/proc/loadavg").read().split()[0]
+r["round"] = int(sys.argv[13])
+print(json.dumps(r))' "$current" "$((c1 - c0))" "$((r1 - r0))" "${d0[0]}" "${d1[0]}" "${a0[0]}" "${a1[0]}" \
+    "${e0[*]}" "${e1[*]}" "$hz" "$((p1 - p0))" "$((w1 - w0))" "$round" | tee -a "$results" >&2
 }
 
-current=installed
+order="finalizer-guard floor removed"
 for round in $(seq 1 "$rounds"); do
-  for s in installed removed; do
-    if [ "$s" != "$current" ]; then state "$s"; current=$s; fi
+  states=$order
+  if [ $((round % 2)) = 0 ]; then states=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' '); fi
+  for s in $states; do
+    state "$s"
     echo "== round $round: $s" >&2
-    run "$s" guarded 1
-    run "$s" label 1
+    for write in $kinds; do run "$write" 1; done
   done
 done
-if [ "$current" != installed ]; then state installed; fi
+round=0
 for n in $clients; do
   [ "$n" = 1 ] && continue
-  echo "== $n clients: installed" >&2
-  run installed guarded "$n"
+  [[ " $kinds " == *" override "* ]] || continue
+  for s in finalizer-guard floor; do
+    state "$s"
+    echo "== $n clients: $s" >&2
+    run override "$n"
+  done
 done
+if grep -q '"level":"WARN"\|WARN' "$work/server.log"; then
+  echo "finalizer-guard warned during the runs:" >&2
+  grep 'WARN' "$work/server.log" | tail -n 5 >&2
+fi
 
 python3 - "$results" "$writes" "$rounds" > "$report" << 'EOF'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 writes, rounds = sys.argv[2], sys.argv[3]
+STATES = ("finalizer-guard", "floor", "removed")
+WRITES = ("override", "override-new", "guarded", "label")
 def runs(state, write, clients=1):
     return [r for r in rows if r["state"] == state and r["write"] == write and r["clients"] == clients]
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
 def merged(rs):
-    # Percentiles of the pooled runs are not derivable from per-run ones:
-    # the median run is shown, with the range across runs.
-    key = lambda f: sorted(r[f] for r in rs)
-    mid = lambda f: key(f)[len(rs) // 2] if len(rs) % 2 else sum(key(f)[len(rs) // 2 - 1:len(rs) // 2 + 1]) / 2
-    return {f: mid(f) for f in ("mean_ms", "p50_ms", "p99_ms", "writes_per_second")}, rs
-out = []
-out.append(f"Writes per run: {writes} (one client), {rounds} rounds alternating installed and removed; medians of the rounds, each round's own figure after the slash list.\n")
-out.append("| write | configuration | writes | webhook calls | mean ms | p50 ms | p99 ms | writes/s | p50 ms of each round | p99 ms of each round |")
-out.append("|---|---|---:|---:|---:|---:|---:|---:|---|---|")
-summary = {}
-for write in ("guarded", "label"):
-    for state in ("installed", "removed"):
-        m, rs = merged(runs(state, write))
-        summary[(write, state)] = m
-        out.append(f"| {write} | {state} | {sum(r['writes'] for r in rs)} | {sum(r['webhook_calls'] for r in rs)} | {m['mean_ms']:.2f} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} | {m['writes_per_second']:.0f} | "
-                   + ", ".join(f"{r['p50_ms']:.2f}" for r in rs) + " | " + ", ".join(f"{r['p99_ms']:.2f}" for r in rs) + " |")
+    # Percentiles of pooled runs are not derivable from per-run ones: the
+    # median over the rounds is shown, each round's own after it.
+    fields = ("mean_ms", "p50_ms", "p99_ms", "writes_per_second", "control_plane_cpu_us")
+    return {f: median([r[f] for r in rs]) for f in fields}
+def events(rs):
+    total = {k: sum(r["events"][k] for r in rs) for k in ("sent", "updated", "repeated", "failed")}
+    return f"{total['sent']} + {total['updated']} ({total['repeated']} repeats counted, {total['failed']} failed)"
+loads = sorted(float(r["load"]) for r in rows)
+out = [f"Writes per run: {writes} (one client), {rounds} rounds, the webhook configuration pointed at finalizer-guard, at the floor and removed; medians of the rounds, each round's own figure after them. CPU: kube-apiserver and etcd together, per write (timed and warm-up), from /proc. Load average during the runs: {loads[0]:.1f} to {loads[-1]:.1f}.\n"]
+out.append("| write | configuration | writes | webhook calls | mean ms | p50 ms | p99 ms | writes/s | p50 ms of each round | p99 ms of each round | API server + etcd CPU µs per write | Event writes: created + series updates |")
+out.append("|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|")
+m = {}
+for write in WRITES:
+    for state in STATES:
+        rs = runs(state, write)
+        if not rs:
+            continue
+        m[(write, state)] = merged(rs)
+        s = m[(write, state)]
+        ev = events(rs) if state == "finalizer-guard" and write != "label" else "-"
+        out.append(f"| {write} | {state} | {sum(r['writes'] for r in rs)} | {sum(r['webhook_calls'] for r in rs)} | {s['mean_ms']:.2f} | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | {s['writes_per_second']:.0f} | "
+                   + ", ".join(f"{r['p50_ms']:.2f}" for r in rs) + " | " + ", ".join(f"{r['p99_ms']:.2f}" for r in rs) + f" | {s['control_plane_cpu_us']:.0f} | {ev} |")
 out.append("")
-out.append("| write | added mean ms | added p50 ms | added p99 ms |")
-out.append("|---|---:|---:|---:|")
-for write in ("guarded", "label"):
-    i, r = summary[(write, "installed")], summary[(write, "removed")]
-    out.append(f"| {write} | {i['mean_ms'] - r['mean_ms']:+.2f} | {i['p50_ms'] - r['p50_ms']:+.2f} | {i['p99_ms'] - r['p99_ms']:+.2f} |")
+out.append("What each webhook adds over no webhook, and finalizer-guard against the floor, paired within each round (the three configurations run back to back): medians of the rounds' figures, their range in brackets. Targets: added p50 at most 1.2x the floor's (goal 1.1x); p99 at most the floor's + 1 ms.\n")
+out.append("| write | added p50 ms, finalizer-guard | added p50 ms, floor | added p50, finalizer-guard / floor | p99 ms, finalizer-guard − floor | added mean ms, finalizer-guard / floor | webhook CPU µs per write, finalizer-guard / floor | added API server + etcd CPU µs per write, finalizer-guard / floor |")
+out.append("|---|---:|---:|---|---|---|---|---|")
+def paired(write, f):
+    by_round = {}
+    for r in rows:
+        if r["write"] == write and r["clients"] == 1:
+            by_round.setdefault(r["round"], {})[r["state"]] = r
+    return [f(x["finalizer-guard"], x["floor"], x["removed"]) for x in by_round.values() if all(s in x for s in STATES)]
+def spread(xs, fmt):
+    xs = [x for x in xs if x is not None]
+    return f"{fmt(median(xs))} ({fmt(min(xs))} to {fmt(max(xs))})" if xs else "-"
+for write in WRITES:
+    if not all((write, s) in m for s in STATES):
+        continue
+    gp50 = paired(write, lambda g, f, r: g["p50_ms"] - r["p50_ms"])
+    fp50 = paired(write, lambda g, f, r: f["p50_ms"] - r["p50_ms"])
+    ratio = paired(write, lambda g, f, r: (g["p50_ms"] - r["p50_ms"]) / (f["p50_ms"] - r["p50_ms"]) if f["p50_ms"] > r["p50_ms"] else None)
+    p99 = paired(write, lambda g, f, r: g["p99_ms"] - f["p99_ms"])
+    mean = paired(write, lambda g, f, r: (g["mean_ms"] - r["mean_ms"], f["mean_ms"] - r["mean_ms"]))
+    cpu = paired(write, lambda g, f, r: (g["webhook_cpu_us"], f["webhook_cpu_us"]))
+    plane = paired(write, lambda g, f, r: (g["control_plane_cpu_us"] - r["control_plane_cpu_us"], f["control_plane_cpu_us"] - r["control_plane_cpu_us"]))
+    two = lambda pairs, f: f"{f(median([a for a, _ in pairs]))} / {f(median([b for _, b in pairs]))}"
+    out.append(f"| {write} | {median(gp50):+.2f} | {median(fp50):+.2f} | {spread(ratio, lambda v: f'{v:.2f}x')} | {spread(p99, lambda v: f'{v:+.2f}')} | "
+               f"{two(mean, lambda v: f'{v:+.2f}')} | {two(cpu, lambda v: f'{v:.0f}')} | {two(plane, lambda v: f'{v:+.0f}')} |")
 out.append("")
-out.append("| guarded writes, installed | clients | writes | webhook calls | writes/s | mean ms | p50 ms | p99 ms | API server's call to the webhook, mean ms | webhook's decision, mean ms |")
-out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+out.append("| override writes | configuration | clients | writes | webhook calls | writes/s | mean ms | p50 ms | p99 ms | API server's call to the webhook, mean ms | finalizer-guard's decision, mean ms | webhook CPU µs per write | API server + etcd CPU µs per write | Event writes |")
+out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 fmt = lambda v: "-" if v is None else f"{v:.3f}"
-for r in sorted((r for r in rows if r["state"] == "installed" and r["write"] == "guarded"), key=lambda r: r["clients"]):
-    out.append(f"| | {r['clients']} | {r['writes']} | {r['webhook_calls']} | {r['writes_per_second']:.0f} | {r['mean_ms']:.2f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {fmt(r['apiserver_call_ms_mean'])} | {fmt(r['decide_ms_mean'])} |")
+for r in sorted((r for r in rows if r["write"] == "override" and r["state"] != "removed"), key=lambda r: (r["clients"], r["state"])):
+    ev = events([r]) if r["state"] == "finalizer-guard" else "-"
+    out.append(f"| | {r['state']} | {r['clients']} | {r['writes']} | {r['webhook_calls']} | {r['writes_per_second']:.0f} | {r['mean_ms']:.2f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {fmt(r['apiserver_call_ms_mean'])} | {fmt(r['decide_ms_mean'])} | {r['webhook_cpu_us']:.0f} | {r['control_plane_cpu_us']:.0f} | {ev} |")
 print("\n".join(out))
 EOF
 cat "$report"

@@ -1,19 +1,27 @@
 //! The command line: `serve`, `certs`, `check`, `test`, `policy validate`, `doctor`,
-//! and the commands that talk to a cluster, `unstick` and `approve` ([`crate::cluster`]).
+//! and the commands that talk to a cluster, `unstick`, `approve` and `watch` ([`crate::cluster`]).
 //!
 //! Each command's arguments are destructured exhaustively in its `run`, so a
 //! new flag cannot be silently ignored.
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Serialize;
 
 use crate::admission;
 use crate::certs;
+use crate::cluster::approve::Approve;
+use crate::cluster::doctor::DoctorCluster;
+use crate::cluster::unstick::{Release, Unstick};
+use crate::cluster::watch::Watch;
+use crate::cluster::{Connection, DryRunFlag, Selection, Targets};
 use crate::error::{Error, Result, TlsError};
+use crate::flags::{POLICY_ENV, PolicyFlag, parse_duration};
+use crate::output::{Format, OutputFlag, Printer, Report};
 use crate::policy::seal::SealKey;
 use crate::policy::{self, LoadError, Policy, Verdict};
 use crate::server::{self, EventsTarget, Limits, RecordConfig, ServeConfig};
@@ -45,11 +53,11 @@ pub enum Command {
     /// Check that a policy lets every built-in controller remove its own finalizers.
     Doctor(DoctorArgs),
     /// Explain what holds stuck objects; with --reason, release them through the webhook.
-    Unstick(Box<crate::cluster::unstick::UnstickArgs>),
+    Unstick(Box<UnstickArgs>),
     /// Two-person rule: approve an override that another person then uses with `unstick`.
-    Approve(Box<crate::cluster::approve::ApproveArgs>),
+    Approve(Box<ApproveArgs>),
     /// Watch every type's metadata: gauges and a FinalizerStuck Event for objects stuck on finalizers.
-    Watch(Box<crate::cluster::watch::WatchArgs>),
+    Watch(Box<WatchArgs>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -58,6 +66,18 @@ pub enum PolicyCommand {
     Validate(ValidateArgs),
     /// Rules for the controllers seen in warn mode's would-deny evidence, as policy YAML.
     Suggest(SuggestArgs),
+    /// Print the policy as a ValidatingAdmissionPolicy and binding (YAML for kubectl apply).
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A ValidatingAdmissionPolicy and its binding: kube-apiserver decides what CEL can
+    /// express of the policy. Exit 1 when the policy cannot be exported faithfully.
+    #[arg(long, required = true)]
+    pub vap: bool,
+    /// The policy file.
+    pub file: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -73,52 +93,43 @@ pub struct SuggestArgs {
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
+    #[command(flatten)]
+    pub output: OutputFlag,
     /// The policy file.
     pub file: PathBuf,
 }
 
 #[derive(Debug, Args)]
 pub struct TestArgs {
-    /// Decide every case under this policy instead of the suites' own (shadow replay).
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
+    /// Shadow replay: every case is decided under --policy instead of its suite's own.
+    #[command(flatten)]
+    pub policy: PolicyFlag,
+    #[command(flatten)]
+    pub output: OutputFlag,
     /// Suite files (YAML), recordings or case files (JSON), or folders of them.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 }
 
-/// The environment variable of `serve --policy` (and `check --policy`).
-pub const POLICY_ENV: &str = "FINALIZER_GUARD_POLICY";
-
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
-    /// Policy file (YAML). Without --cluster: default $FINALIZER_GUARD_POLICY, then the
-    /// embedded default policy. With --cluster: default the cluster's policy (its
-    /// ConfigMap); $FINALIZER_GUARD_POLICY is not read there, only --policy replaces it.
-    #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
+    #[command(flatten)]
+    pub policy: PolicyFlag,
     /// Read every finalizer living in the cluster and say who may remove each under the
     /// policy. Exit 0 when every type was read and enforce would block none; 1 when it
     /// would, or when the read is incomplete (a type or APIService could not be read);
     /// 2 on usage or connection errors.
     #[arg(long)]
     pub cluster: bool,
-    /// Output format (with --cluster).
-    #[arg(
-        short = 'o',
-        long,
-        value_enum,
-        value_name = "FORMAT",
-        requires = "cluster"
-    )]
-    pub output: Option<crate::cluster::doctor::OutputFormat>,
     #[command(flatten)]
-    pub connection: crate::cluster::Connection,
+    pub output: OutputFlag,
+    #[command(flatten)]
+    pub connection: Connection,
 }
 
 impl DoctorArgs {
-    /// `doctor --cluster`'s arguments; `None` for the offline check.
-    pub fn cluster(self) -> std::result::Result<crate::cluster::doctor::DoctorCluster, DoctorArgs> {
+    /// `doctor --cluster`'s settings; `Err` (the arguments back) for the offline check.
+    pub fn cluster(self) -> std::result::Result<DoctorCluster, DoctorArgs> {
         if !self.cluster {
             return Err(self);
         }
@@ -128,11 +139,223 @@ impl DoctorArgs {
             output,
             connection,
         } = self;
-        Ok(crate::cluster::doctor::DoctorCluster {
-            policy,
-            output,
+        Ok(DoctorCluster {
+            // Not `or_env()`: the cluster's policy is judged, whatever the environment says.
+            policy: policy.file,
+            format: output.format,
             connection,
         })
+    }
+}
+
+/// `unstick`: kubectl's way of naming objects, and what to do with them.
+#[derive(Debug, Args)]
+pub struct UnstickArgs {
+    #[command(flatten)]
+    pub selection: Selection,
+    /// Only this finalizer (repeatable). Default: every finalizer of each stuck object,
+    /// except that one whose owner looks alive is removed only when named here.
+    #[arg(long = "finalizer", value_name = "NAME")]
+    pub finalizers: Vec<String>,
+    /// Release: the override's reason, one of the policy's approved reasons.
+    #[arg(long, requires = "detail", value_name = "REASON")]
+    pub reason: Option<String>,
+    /// Release: what happened (an incident id, the node).
+    #[arg(long, requires = "reason", value_name = "TEXT")]
+    pub detail: Option<String>,
+    /// After releasing a pod on a node that is gone (or NotReady past --not-ready-for),
+    /// finish its deletion with grace period 0.
+    #[arg(long, requires = "reason")]
+    pub force_delete: bool,
+    /// How long a node must be NotReady before its pods' owners count as gone.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub not_ready_for: Duration,
+    #[command(flatten)]
+    pub dry_run: DryRunFlag,
+    #[command(flatten)]
+    pub output: OutputFlag,
+    #[command(flatten)]
+    pub policy: PolicyFlag,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+impl UnstickArgs {
+    pub fn into_config(self) -> Unstick {
+        let UnstickArgs {
+            selection,
+            finalizers,
+            reason,
+            detail,
+            force_delete,
+            not_ready_for,
+            dry_run,
+            output,
+            policy,
+            connection,
+        } = self;
+        Unstick {
+            targets: targets(selection, connection, policy, dry_run, output),
+            finalizers,
+            release: reason.zip(detail).map(|(reason, detail)| Release {
+                reason,
+                detail,
+                force_delete,
+            }),
+            not_ready_for,
+        }
+    }
+}
+
+/// `approve`: the objects, the override and how long the approval stands.
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    #[command(flatten)]
+    pub selection: Selection,
+    /// The override's reason, one of the policy's approved reasons.
+    #[arg(long, value_name = "REASON")]
+    pub reason: String,
+    /// What happened (an incident id, the node).
+    #[arg(long, value_name = "TEXT")]
+    pub detail: String,
+    /// How long the approval stands; at most the policy's override.approval.maxAge.
+    #[arg(long = "for", value_parser = parse_duration, value_name = "DURATION")]
+    pub for_: Duration,
+    #[command(flatten)]
+    pub dry_run: DryRunFlag,
+    #[command(flatten)]
+    pub output: OutputFlag,
+    #[command(flatten)]
+    pub policy: PolicyFlag,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+impl ApproveArgs {
+    pub fn into_config(self) -> Approve {
+        let ApproveArgs {
+            selection,
+            reason,
+            detail,
+            for_,
+            dry_run,
+            output,
+            policy,
+            connection,
+        } = self;
+        Approve {
+            targets: targets(selection, connection, policy, dry_run, output),
+            reason,
+            detail,
+            for_,
+        }
+    }
+}
+
+/// What `unstick` and `approve` share. The cluster's policy is judged
+/// unless `--policy` names another: the environment is not read.
+fn targets(
+    selection: Selection,
+    connection: Connection,
+    policy: PolicyFlag,
+    dry_run: DryRunFlag,
+    output: OutputFlag,
+) -> Targets {
+    Targets {
+        selection,
+        connection,
+        policy: policy.file,
+        dry_run: dry_run.dry_run,
+        format: output.format,
+    }
+}
+
+/// `watch`: what counts as stuck, where the metrics are served, and whether
+/// Events are written.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// An object deleting with finalizers for longer than this is stuck: counted in
+    /// the gauges, and given a FinalizerStuck Event.
+    #[arg(long, env = "FINALIZER_GUARD_STUCK_AFTER", default_value = "10m", value_parser = parse_duration, value_name = "DURATION")]
+    pub stuck_after: Duration,
+    /// Admin address (plain HTTP): /metrics, /healthz, /readyz.
+    #[arg(
+        long,
+        env = "FINALIZER_GUARD_ADMIN_LISTEN",
+        default_value = "0.0.0.0:9091",
+        value_name = "ADDR"
+    )]
+    pub admin_listen: SocketAddr,
+    /// Write a FinalizerStuck Event on each stuck object (`--events=false`: metrics and logs only).
+    #[arg(long, env = "FINALIZER_GUARD_EVENTS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub events: bool,
+    /// Most Events waiting to be written; past it they are dropped (counted in
+    /// finalizer_guard_dropped_total{queue="events"}).
+    #[arg(
+        long,
+        env = "FINALIZER_GUARD_EVENTS_QUEUE",
+        default_value_t = 1024,
+        value_name = "N"
+    )]
+    pub events_queue: usize,
+    /// How often the API server's types are discovered again. A new CRD or APIService
+    /// is picked up at once anyway; watches resume where they left off and are never
+    /// listed again on a timer.
+    #[arg(long, env = "FINALIZER_GUARD_DISCOVERY_INTERVAL", default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub discovery_interval: Duration,
+    /// Most distinct finalizer names given a label value of their own; stuck objects'
+    /// other finalizers are counted under `other`.
+    #[arg(
+        long,
+        env = "FINALIZER_GUARD_MAX_FINALIZERS",
+        default_value_t = 100,
+        value_name = "N"
+    )]
+    pub max_finalizers: usize,
+    /// How long a node must be NotReady before its pods' owners count as gone (as unstick).
+    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub not_ready_for: Duration,
+    #[command(flatten)]
+    pub policy: PolicyFlag,
+    /// Log format on standard error.
+    #[arg(
+        long,
+        env = "FINALIZER_GUARD_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        value_name = "FORMAT"
+    )]
+    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+impl WatchArgs {
+    pub fn into_config(self) -> Watch {
+        let WatchArgs {
+            stuck_after,
+            admin_listen,
+            events,
+            events_queue,
+            discovery_interval,
+            max_finalizers,
+            not_ready_for,
+            policy,
+            log_format: _,
+            connection,
+        } = self;
+        Watch {
+            stuck_after,
+            admin_listen,
+            events,
+            events_queue,
+            discovery_interval,
+            max_finalizers,
+            not_ready_for,
+            // Not `or_env()`: the cluster's policy is judged, as by `unstick`.
+            policy: policy.file,
+            connection,
+        }
     }
 }
 
@@ -143,10 +366,10 @@ pub enum LogFormat {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("policy", |a| a.env(POLICY_ENV)))]
 pub struct ServeArgs {
-    /// Policy file (YAML). Default: the embedded default policy.
-    #[arg(long, env = "FINALIZER_GUARD_POLICY")]
-    pub policy: Option<PathBuf>,
+    #[command(flatten)]
+    pub policy: PolicyFlag,
     /// Serving certificate (PEM). Without --tls-cert and --tls-key: dev mode, a generated certificate.
     #[arg(long, env = "FINALIZER_GUARD_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -265,12 +488,15 @@ pub struct CertsArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("policy", |a| a.env(POLICY_ENV)))]
 pub struct CheckArgs {
-    /// Policy file (YAML). Default: the embedded default policy.
-    #[arg(long, env = "FINALIZER_GUARD_POLICY")]
-    pub policy: Option<PathBuf>,
-    /// One JSON object per line instead of text.
-    #[arg(long)]
+    #[command(flatten)]
+    pub policy: PolicyFlag,
+    /// `-o json`: one JSON object per line.
+    #[command(flatten)]
+    pub output: OutputFlag,
+    /// The same as `-o json`, kept for scripts written before `-o`.
+    #[arg(long, hide = true)]
     pub json: bool,
     /// The webhook's serving key (PEM): two-person approvals are sealed and
     /// verified with it as the webhook does. Without it, an approval cannot
@@ -282,24 +508,8 @@ pub struct CheckArgs {
     pub reviews: Vec<PathBuf>,
 }
 
-/// Parses `500ms`, `5s`, `2m`, `1h`, `1h30m` (and ISO 8601 `PT5S`). The error
-/// says what is accepted: it is what a person reads after a typo.
-pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
-    const ACCEPTED: &str = "a number and a unit, ms, s, m or h: e.g. 500ms, 30s, 30m, 2h or 1h30m";
-    let d: jiff::SignedDuration = s.parse().map_err(|_| {
-        if s.parse::<jiff::Span>().is_ok() {
-            format!(
-                "{s:?}: days, weeks, months and years are not accepted (their length varies); give {ACCEPTED}"
-            )
-        } else {
-            format!("{s:?} is not a duration: give {ACCEPTED}")
-        }
-    })?;
-    Duration::try_from(d).map_err(|_| format!("{s:?} is negative: give {ACCEPTED}"))
-}
-
 /// Loads `--policy`, or the embedded default.
-fn policy_flag(path: Option<&std::path::Path>) -> Result<Policy> {
+fn load_policy(path: Option<&std::path::Path>) -> Result<Policy> {
     match path {
         None => Ok(Policy::embedded_default()),
         Some(path) => policy::load(path).map_err(|e| Error::policy(path, e)),
@@ -337,7 +547,7 @@ impl ServeArgs {
             log_format: _,
         } = self;
         ServeConfig {
-            policy,
+            policy: policy.file,
             tls: tls_cert.zip(tls_key),
             client_ca,
             listen,
@@ -421,7 +631,7 @@ pub fn certs(args: CertsArgs) -> Result<()> {
 }
 
 /// What `check` concluded for one file.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CheckLine {
     pub file: String,
     /// `None` when the file could not be decided.
@@ -432,17 +642,25 @@ pub struct CheckLine {
     pub error: Option<String>,
 }
 
-impl CheckLine {
-    fn text(&self) -> String {
+impl Report for CheckLine {
+    fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
         match (&self.error, self.allowed) {
-            (Some(e), _) => format!("{}: error: {e}", self.file),
-            (None, Some(false)) => format!(
+            (Some(e), _) => writeln!(out, "{}: error: {e}", self.file),
+            (None, Some(false)) => writeln!(
+                out,
                 "{}: denied: {}",
                 self.file,
                 self.message.as_deref().unwrap_or_default()
             ),
-            (None, _) => format!("{}: allowed", self.file),
+            (None, _) => writeln!(out, "{}: allowed", self.file),
         }
+    }
+
+    /// One JSON object per line, as the contract says: a line per file
+    /// whatever the format.
+    fn write_json(&self, out: &mut dyn Write) -> io::Result<()> {
+        serde_json::to_writer(&mut *out, self)?;
+        writeln!(out)
     }
 }
 
@@ -478,38 +696,40 @@ pub fn check_file(
     }
 }
 
+/// The webhook's serving key, to verify approvals' seals as it does.
+fn seal_key(path: &std::path::Path) -> Result<SealKey> {
+    let pem = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let key = server::tls::seal_key(&pem).map_err(|e| TlsError::InFile {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    })?;
+    Ok(key)
+}
+
+fn stdout(e: io::Error) -> Error {
+    Error::io("stdout", e)
+}
+
 /// Exit code: 0 all allowed, 1 any denied, 2 any file not decided.
 pub fn check(args: CheckArgs) -> Result<i32> {
     let CheckArgs {
         policy,
+        output,
         json,
         tls_key,
         reviews,
     } = args;
-    let policy = policy_flag(policy.as_deref())?;
-    let seal_key = match tls_key {
-        None => None,
-        Some(path) => {
-            let pem = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-            let key = server::tls::seal_key(&pem).map_err(|e| TlsError::InFile {
-                path: path.clone(),
-                source: Box::new(e),
-            })?;
-            Some(key)
-        }
-    };
-    let mut out = std::io::stdout().lock();
+    let format = if json { Format::Json } else { output.format };
+    // $FINALIZER_GUARD_POLICY reaches `policy` through clap, as for `serve`.
+    let policy = load_policy(policy.path())?;
+    let seal_key = tls_key.as_deref().map(seal_key).transpose()?;
+    let out = Printer::stdio(format);
     let (mut denied, mut errors) = (false, false);
     for path in &reviews {
         let line = check_file(&policy, seal_key.as_ref(), path);
         denied |= line.allowed == Some(false);
         errors |= line.error.is_some();
-        let text = if json {
-            serde_json::to_string(&line).expect("a check line always serializes")
-        } else {
-            line.text()
-        };
-        writeln!(out, "{text}").map_err(|e| Error::io("stdout", e))?;
+        out.report(&line).map_err(stdout)?;
     }
     Ok(if errors {
         2
@@ -523,56 +743,145 @@ pub fn check(args: CheckArgs) -> Result<i32> {
 /// `test`: exit 0 when every case passed, 1 when any failed or changed, 2
 /// when an input could not be read (as `check` and `policy validate`).
 pub fn test(args: TestArgs) -> Result<i32> {
-    let TestArgs { policy, paths } = args;
-    let policy = policy.map(|p| policy_flag(Some(&p))).transpose()?;
-    let outcomes = crate::suite::run(&paths, policy.as_ref());
-    crate::suite::report(&outcomes, &mut std::io::stdout().lock())
+    let TestArgs {
+        policy,
+        output,
+        paths,
+    } = args;
+    let policy = policy.path().map(|p| load_policy(Some(p))).transpose()?;
+    let report = crate::suite::Report::of(crate::suite::run(&paths, policy.as_ref()));
+    Printer::stdio(output.format)
+        .report(&report)
+        .map_err(stdout)?;
+    Ok(report.exit_code())
+}
+
+/// What `policy validate` found.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Validation {
+    pub file: String,
+    pub valid: bool,
+    /// Why it is refused, each naming its field (and line).
+    pub errors: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicySummary>,
+    /// Warn mode: the built-in controllers enforce mode would block.
+    pub would_block: Vec<String>,
+    /// Rules that can match nothing.
+    pub warnings: Vec<String>,
+}
+
+/// A valid policy, in brief.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicySummary {
+    pub mode: &'static str,
+    pub rules: usize,
+    pub builtin_controllers: bool,
+    pub override_annotation: String,
+}
+
+impl Validation {
+    /// Runs the checks `serve` runs on a policy that parsed: [`crate::doctor::servable`].
+    fn of(file: &std::path::Path, policy: &Policy) -> Validation {
+        let mut v = Validation::refused(file, Vec::new());
+        match crate::doctor::servable(policy) {
+            Err(blocked) => v.errors = vec![Error::BlocksBuiltinControllers(blocked).to_string()],
+            Ok(warned) => {
+                v.valid = true;
+                v.would_block = warned.iter().map(ToString::to_string).collect();
+                v.warnings = policy.warnings().iter().map(ToString::to_string).collect();
+                v.policy = Some(PolicySummary {
+                    mode: policy.mode.as_str(),
+                    rules: policy.rules.len(),
+                    builtin_controllers: policy.builtin_controllers,
+                    override_annotation: policy.override_settings.annotation.clone(),
+                });
+            }
+        }
+        v
+    }
+
+    fn refused(file: &std::path::Path, errors: Vec<String>) -> Validation {
+        Validation {
+            file: file.display().to_string(),
+            valid: false,
+            errors,
+            policy: None,
+            would_block: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+impl Report for Validation {
+    fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
+        let file = &self.file;
+        for e in &self.errors {
+            writeln!(out, "{file}: {e}")?;
+        }
+        if let Some(p) = &self.policy {
+            writeln!(
+                out,
+                "{file}: valid (mode {}, {} rules, builtinControllers {}, override annotation {})",
+                p.mode, p.rules, p.builtin_controllers, p.override_annotation
+            )?;
+        }
+        // Valid, but what can match nothing was surely meant to match something.
+        for warning in &self.warnings {
+            writeln!(out, "{file}: warning: {warning}")?;
+        }
+        Ok(())
+    }
 }
 
 /// `policy validate`: exit 0, or 1 with one error per line; 2 when the file
 /// cannot be read. It refuses what `serve` refuses, through the same checks:
 /// the policy parser, then [`crate::doctor::servable`].
 pub fn validate(args: ValidateArgs) -> Result<i32> {
-    let ValidateArgs { file } = args;
+    let ValidateArgs { output, file } = args;
+    let report = match policy::load(&file) {
+        Ok(policy) => Validation::of(&file, &policy),
+        Err(LoadError::Invalid(invalid)) => {
+            Validation::refused(&file, invalid.0.iter().map(ToString::to_string).collect())
+        }
+        Err(e) => return Err(Error::policy(&file, e)),
+    };
+    let out = Printer::stdio(output.format);
+    for b in &report.would_block {
+        out.note(format_args!(
+            "warning: {}: served in warn mode, refused in enforce mode: it would block the {b}",
+            file.display()
+        ));
+    }
+    out.report(&report).map_err(stdout)?;
+    Ok(i32::from(!report.valid))
+}
+
+/// `policy export --vap`: the YAML on standard output. Exit 1 when the policy
+/// is not valid or cannot be exported faithfully (each reason on a line), 2
+/// when the file cannot be read.
+pub fn export(args: ExportArgs) -> Result<i32> {
+    let ExportArgs { vap: _, file } = args;
     let policy = match policy::load(&file) {
         Ok(policy) => policy,
         Err(LoadError::Invalid(invalid)) => {
             for e in &invalid.0 {
-                println!("{}: {e}", file.display());
+                eprintln!("{}: {e}", file.display());
             }
             return Ok(1);
         }
         Err(e) => return Err(Error::policy(&file, e)),
     };
-    match crate::doctor::servable(&policy) {
-        Err(blocked) => {
-            println!(
-                "{}: {}",
-                file.display(),
-                Error::BlocksBuiltinControllers(blocked)
-            );
-            Ok(1)
-        }
-        Ok(warned) => {
-            for b in &warned {
-                eprintln!(
-                    "warning: {}: served in warn mode, refused in enforce mode: it would block the {b}",
-                    file.display()
-                );
-            }
-            println!(
-                "{}: valid (mode {}, {} rules, builtinControllers {}, override annotation {})",
-                file.display(),
-                policy.mode.as_str(),
-                policy.rules.len(),
-                policy.builtin_controllers,
-                policy.override_settings.annotation
-            );
-            // Valid, but what can match nothing was surely meant to match something.
-            for warning in policy.warnings() {
-                println!("{}: warning: {warning}", file.display());
-            }
+    match crate::vap::export_yaml(&policy) {
+        Ok(yaml) => {
+            print!("{yaml}");
             Ok(0)
+        }
+        Err(e) => {
+            eprintln!("{}: not exported: {e}", file.display());
+            Ok(1)
         }
     }
 }
@@ -622,7 +931,7 @@ pub fn doctor(args: DoctorArgs) -> Result<i32> {
     let DoctorArgs {
         policy,
         cluster: _,
-        output: _,
+        output,
         connection,
     } = args;
     if connection.kubeconfig.is_some() || connection.context.is_some() {
@@ -631,62 +940,19 @@ pub fn doctor(args: DoctorArgs) -> Result<i32> {
     }
     // Offline, the environment names the policy as it does for `serve`
     // (clap's `env` is not used: `doctor --cluster` must not read it).
-    let policy = policy.or_else(|| {
-        std::env::var_os(POLICY_ENV)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    });
-    let policy = policy_flag(policy.as_deref())?;
-    let blocked = crate::doctor::check(&policy);
-    let checked = crate::doctor::checked();
-    for b in &blocked {
-        println!("BLOCKED {b}");
-    }
-    if blocked.is_empty() {
-        println!("ok: all {checked} built-in controller removals are authorized");
-        Ok(0)
-    } else {
-        println!(
-            "{} of {checked} built-in controller removals would be blocked: \
-             set builtinControllers: true or add rules for them",
-            blocked.len()
-        );
-        Ok(1)
-    }
+    let path = policy.or_env();
+    let loaded = load_policy(path.as_deref())?;
+    let name = path.map_or_else(|| "embedded default".into(), |p| p.display().to_string());
+    let report = crate::doctor::Report::of(name, &loaded);
+    Printer::stdio(output.format)
+        .report(&report)
+        .map_err(stdout)?;
+    Ok(report.exit_code())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert!(parse_duration("-5s").unwrap_err().contains("negative"));
-        for (typed, said) in [
-            (
-                "soon",
-                "\"soon\" is not a duration: give a number and a unit, ms, s, m or h",
-            ),
-            ("30", "\"30\" is not a duration"),
-            (
-                "1y",
-                "\"1y\": days, weeks, months and years are not accepted",
-            ),
-            (
-                "2d",
-                "\"2d\": days, weeks, months and years are not accepted",
-            ),
-        ] {
-            let e = parse_duration(typed).unwrap_err();
-            assert!(e.starts_with(said), "{typed}: {e}");
-            assert!(e.contains("30m"), "{typed}: {e}");
-            assert!(!e.contains("jiff"), "{typed}: no library talk: {e}");
-        }
-    }
 
     #[test]
     fn cli_is_consistent() {

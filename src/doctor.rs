@@ -14,7 +14,7 @@ use crate::policy::{
 };
 
 /// One built-in removal the policy does not allow.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Blocked {
     pub controller: &'static str,
     pub username: &'static str,
@@ -28,9 +28,60 @@ impl std::fmt::Display for Blocked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} controller ({}) removing finalizer {:?} from {}: {}",
-            self.controller, self.username, self.finalizer, self.resource, self.verdict
+            "{} controller ({}) removing finalizer {} from {}: {}",
+            self.controller,
+            self.username,
+            crate::output::quoted(self.finalizer),
+            self.resource,
+            self.verdict
         )
+    }
+}
+
+/// What the offline `doctor` reports: the built-in removals the policy
+/// would block, of how many it decided.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    /// The policy file judged, or `embedded default`.
+    pub policy: String,
+    pub checked: usize,
+    pub blocked: Vec<Blocked>,
+}
+
+impl Report {
+    pub fn of(policy_name: String, policy: &Policy) -> Report {
+        Report {
+            policy: policy_name,
+            checked: checked(),
+            blocked: check(policy),
+        }
+    }
+
+    /// 0 when every built-in controller may remove its finalizers, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        i32::from(!self.blocked.is_empty())
+    }
+}
+
+impl crate::output::Report for Report {
+    fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let checked = self.checked;
+        for b in &self.blocked {
+            writeln!(out, "BLOCKED {b}")?;
+        }
+        if self.blocked.is_empty() {
+            writeln!(
+                out,
+                "ok: all {checked} built-in controller removals are authorized"
+            )
+        } else {
+            writeln!(
+                out,
+                "{} of {checked} built-in controller removals would be blocked: \
+                 set builtinControllers: true or add rules for them",
+                self.blocked.len()
+            )
+        }
     }
 }
 

@@ -6,6 +6,9 @@
 //! - [`cli`]: `serve`, `certs`, `check`, `test`, `policy validate`, `policy suggest`, `doctor`.
 //! - [`cluster`]: `unstick`, `approve` and `doctor --cluster`, which talk to a cluster.
 //! - [`suggest`]: rules from warn mode's `would-deny` evidence.
+//! - [`output`]: one `-o text|json` vocabulary and printer for every command's report.
+//! - [`flags`]: flags more than one command takes (`--policy`, durations).
+//! - [`vap`]: the policy as a ValidatingAdmissionPolicy (`policy export --vap`).
 #![forbid(unsafe_code)]
 
 pub mod admission;
@@ -17,11 +20,14 @@ pub mod cluster;
 pub mod doctor;
 pub mod error;
 pub mod events;
+pub mod flags;
 pub mod ledger;
 pub mod metrics;
+pub mod output;
 pub mod policy;
 pub mod queue;
 pub mod recording;
 pub mod server;
 pub mod suggest;
 pub mod suite;
+pub mod vap;

@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use finalizer_guard::cli::{self, Cli, Command, LogFormat};
+use finalizer_guard::output::chain;
 
 fn main() {
     let cli = Cli::parse();
@@ -26,15 +27,20 @@ fn main() {
         Command::Test(args) => report(cli::test(args)),
         Command::Policy(cli::PolicyCommand::Validate(args)) => report(cli::validate(args)),
         Command::Policy(cli::PolicyCommand::Suggest(args)) => report(cli::suggest(args)),
+        Command::Policy(cli::PolicyCommand::Export(args)) => report(cli::export(args)),
         Command::Doctor(args) => match args.cluster() {
             Ok(args) => cluster(finalizer_guard::cluster::doctor::run(args)),
             Err(args) => report(cli::doctor(args)),
         },
-        Command::Unstick(args) => cluster(finalizer_guard::cluster::unstick::run(*args)),
-        Command::Approve(args) => cluster(finalizer_guard::cluster::approve::run(*args)),
+        Command::Unstick(args) => {
+            cluster(finalizer_guard::cluster::unstick::run(args.into_config()))
+        }
+        Command::Approve(args) => {
+            cluster(finalizer_guard::cluster::approve::run(args.into_config()))
+        }
         Command::Watch(args) => {
             init_logging(args.log_format);
-            long_running(finalizer_guard::cluster::watch::run(*args))
+            long_running(finalizer_guard::cluster::watch::run(args.into_config()))
         }
     };
     std::process::exit(code);
@@ -42,7 +48,7 @@ fn main() {
 
 fn report(result: finalizer_guard::error::Result<i32>) -> i32 {
     result.unwrap_or_else(|e| {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", chain(&e));
         2
     })
 }
@@ -56,7 +62,7 @@ fn cluster(
         .build()
         .expect("a tokio runtime");
     runtime.block_on(command).unwrap_or_else(|e| {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", chain(&e));
         2
     })
 }

@@ -46,7 +46,9 @@ pub struct VerdictLabels {
     pub decision: Verdict,
 }
 
-/// What became of an Event: `sent` or `failed`.
+/// What became of an Event: `sent` (created), `updated` (its series
+/// written), `repeated` (an occurrence counted in an existing Event's series)
+/// or `failed` (a write refused or timed out).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventLabels {
     pub decision: &'static str,
@@ -147,13 +149,13 @@ impl Metrics {
         let events = Family::<EventLabels, Counter>::default();
         registry.register(
             "events",
-            "Kubernetes Events for denials and overrides, by outcome: sent, failed",
+            "Kubernetes Events for denials and overrides, by outcome: sent (created), updated (a series written), repeated (counted in an existing Event's series), failed (a write refused or timed out)",
             events.clone(),
         );
         let dropped = Family::<QueueLabels, Counter>::default();
         registry.register(
             "dropped",
-            "Items a background writer dropped because its queue was full or it had stopped, by queue: audit, recorder, events",
+            "Items a background writer dropped because its queue was full or it had stopped, by queue: audit, recorder, events (with the unwritten repeats of an Event series forgotten to bound memory)",
             dropped.clone(),
         );
         let build = Family::<BuildLabels, Gauge>::default();

@@ -47,7 +47,8 @@ pub struct Recording {
 }
 
 /// The recording of a judged removal, from the review's body read again
-/// with kube-core's types; `None` when nothing was removed.
+/// (the same reading, into kube-core's owned types); `None` when nothing
+/// was removed.
 pub fn from_reviewed(reviewed: &Reviewed, body: &[u8], policy: &Policy) -> Option<Recording> {
     if !reviewed.decision.audited() {
         return None;

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use crate::admission::{self, Reviewed};
 use crate::cases::{self, CaseFile};
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::policy::{Policy, Verdict};
 use crate::recording::{self, Recording};
 
@@ -83,10 +83,11 @@ impl Expected {
 }
 
 /// The outcome of one case.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Outcome {
     pub name: String,
     /// `None`: passed. `Some(why)`: failed or changed, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
     /// The failure is the input's: a path that cannot be read, or is not a
     /// suite, recording or case file (exit 2, as for `check`), not a case
@@ -249,7 +250,8 @@ fn check_suite_case(case: &SuiteCase, r: &Reviewed) -> Option<String> {
     {
         let _ = write!(
             why,
-            "expected the message to contain {needle:?}, got {}",
+            "expected the message to contain {}, got {}",
+            crate::output::quoted(needle),
             summary(r)
         );
     }
@@ -348,32 +350,57 @@ fn run_json(path: &Path, policy: &Policy) -> Outcome {
     )
 }
 
-/// Prints one line per case and the closing count; returns the exit code:
-/// 0 all passed, 1 any failed or changed, 2 any input unreadable (as `check`).
-pub fn report(outcomes: &[Outcome], out: &mut impl std::io::Write) -> Result<i32> {
-    let unreadable = outcomes.iter().filter(|o| o.unreadable).count();
-    let failed = outcomes.iter().filter(|o| o.failure.is_some()).count() - unreadable;
-    let passed = outcomes.len() - failed - unreadable;
-    let stdout = |e| crate::error::Error::io("stdout", e);
-    for o in outcomes {
-        writeln!(out, "{}", o.line()).map_err(stdout)?;
+/// What `test` reports: every case's outcome, and the counts.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    pub cases: Vec<Outcome>,
+    pub passed: usize,
+    pub failed: usize,
+    /// Inputs that could not be read, or are not a suite, recording or case file.
+    pub unreadable: usize,
+}
+
+impl Report {
+    pub fn of(cases: Vec<Outcome>) -> Report {
+        let unreadable = cases.iter().filter(|o| o.unreadable).count();
+        let failed = cases.iter().filter(|o| o.failure.is_some()).count() - unreadable;
+        let passed = cases.len() - failed - unreadable;
+        Report {
+            cases,
+            passed,
+            failed,
+            unreadable,
+        }
     }
-    if unreadable > 0 {
-        writeln!(
-            out,
-            "{passed} passed, {failed} failed, {unreadable} unreadable"
-        )
-    } else {
-        writeln!(out, "{passed} passed, {failed} failed")
+
+    /// 0 all passed, 1 any failed or changed, 2 any input unreadable (as `check`).
+    pub fn exit_code(&self) -> i32 {
+        if self.unreadable > 0 {
+            2
+        } else if self.failed > 0 {
+            1
+        } else {
+            0
+        }
     }
-    .map_err(stdout)?;
-    Ok(if unreadable > 0 {
-        2
-    } else if failed > 0 {
-        1
-    } else {
-        0
-    })
+}
+
+impl crate::output::Report for Report {
+    /// One line per case and the closing count.
+    fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        for o in &self.cases {
+            writeln!(out, "{}", o.line())?;
+        }
+        let (passed, failed, unreadable) = (self.passed, self.failed, self.unreadable);
+        if unreadable > 0 {
+            writeln!(
+                out,
+                "{passed} passed, {failed} failed, {unreadable} unreadable"
+            )
+        } else {
+            writeln!(out, "{passed} passed, {failed} failed")
+        }
+    }
 }
 
 #[cfg(test)]
@@ -455,7 +482,9 @@ mod tests {
         );
         assert_eq!(outcomes[1].failure, None);
         let mut out = Vec::new();
-        assert_eq!(report(&outcomes, &mut out).unwrap(), 1);
+        let report = Report::of(outcomes);
+        crate::output::Report::write_text(&report, &mut out).unwrap();
+        assert_eq!(report.exit_code(), 1);
         let text = String::from_utf8(out).unwrap();
         assert!(text.ends_with("1 passed, 1 failed\n"), "{text}");
         assert!(text.starts_with("FAIL strip: expected allowed"), "{text}");
@@ -530,10 +559,10 @@ mod tests {
         )
         .unwrap();
         let exit = |paths: &[PathBuf]| {
-            let outcomes = run(paths, None);
+            let report = Report::of(run(paths, None));
             let mut out = Vec::new();
-            let code = report(&outcomes, &mut out).unwrap();
-            (code, String::from_utf8(out).unwrap())
+            crate::output::Report::write_text(&report, &mut out).unwrap();
+            (report.exit_code(), String::from_utf8(out).unwrap())
         };
 
         let (code, out) = exit(std::slice::from_ref(&wrong));

@@ -388,8 +388,86 @@ fn doctor_cluster_exits_2_when_it_cannot_talk_to_a_cluster() {
     let o = run(&["doctor", "--kubeconfig", "/nonexistent/kubeconfig"]);
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(stderr(&o).contains("add --cluster"), "{o:?}");
-    // -o json belongs to --cluster.
-    assert_eq!(run(&["doctor", "-o", "json"]).status.code(), Some(2));
+    // -o json is every report's, the offline one's too.
+    let o = run(&["doctor", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["blocked"], serde_json::json!([]), "{report:#}");
+}
+
+/// `-o json` prints each command's report as JSON on standard output, and
+/// nothing else there; `check --json` (hidden) is `check -o json`.
+#[test]
+fn every_report_has_a_json_form() {
+    let json = |args: &[&str]| -> (Option<i32>, serde_json::Value, String) {
+        let o = run(args);
+        let doc = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not one JSON document ({e}): {}", stdout(&o)));
+        (o.status.code(), doc, stderr(&o))
+    };
+    let review = "examples/reviews/pod-strip-finalizers.json";
+    let (code, line, _) = json(&["check", "-o", "json", review]);
+    assert_eq!(code, Some(1));
+    assert_eq!(line["file"], review);
+    assert_eq!(line["decision"], "denied");
+    assert_eq!(
+        run(&["check", "--json", review]).stdout,
+        run(&["check", "-o", "json", review]).stdout
+    );
+    // A line per file, whatever the format.
+    let o = run(&["check", "-o", "json", review, review]);
+    assert_eq!(stdout(&o).lines().count(), 2, "{}", stdout(&o));
+    assert_eq!(
+        stdout(&run(&["check", "-o", "text", review])),
+        stdout(&run(&["check", review]))
+    );
+
+    let (code, report, _) = json(&["test", "-o", "json", "examples/suite.yaml"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(report["failed"], 0, "{report:#}");
+    assert!(report["passed"].as_u64().unwrap() > 0, "{report:#}");
+    assert!(report["cases"][0]["name"].is_string(), "{report:#}");
+
+    let (code, report, _) = json(&[
+        "policy",
+        "validate",
+        "-o",
+        "json",
+        "tests/fixtures/policy.yaml",
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(report["valid"], true, "{report:#}");
+    assert_eq!(report["policy"]["mode"], "enforce", "{report:#}");
+    let (_dir, bad) = policy_file("rules:\n  - finalizers: [\"a*b\"]\n");
+    let (code, report, _) = json(&["policy", "validate", "-o", "json", bad.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert_eq!(report["valid"], false, "{report:#}");
+    assert!(
+        report["errors"][0].as_str().unwrap().contains("a*b"),
+        "{report:#}"
+    );
+    let (_dir, warn) = policy_file("mode: warn\nbuiltinControllers: false\n");
+    let (code, report, err) = json(&["policy", "validate", "-o", "json", warn.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    assert!(
+        !report["wouldBlock"].as_array().unwrap().is_empty(),
+        "{report:#}"
+    );
+    assert!(
+        err.contains("served in warn mode, refused in enforce mode"),
+        "{err}"
+    );
+
+    let (_dir, blocks) = policy_file("builtinControllers: false\n");
+    let (code, report, _) = json(&["doctor", "-o", "json", "--policy", blocks.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    let blocked = report["blocked"].as_array().unwrap();
+    assert!(
+        blocked
+            .iter()
+            .any(|b| b["controller"] == "namespace" && b["verdict"] == "denied"),
+        "{report:#}"
+    );
 }
 
 #[test]

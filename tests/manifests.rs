@@ -1,17 +1,17 @@
-//! The cluster manifests under `manifests/`.
+//! The cluster manifests under `manifests/`, rendered from the Helm chart
+//! by `scripts/render-manifests.sh` (`tests/manifests/helm.rs` checks that
+//! what is committed is what renders).
 //!
 //! - Every object parses into its k8s-openapi type and serializes back to the
 //!   same JSON: k8s-openapi drops fields it does not know, so a misspelled
 //!   key shows up as a difference. cert-manager objects, which k8s-openapi
 //!   has no types for, are checked against the few spec keys they may use.
-//! - Every kustomization resolves: its resources, patches, generators and
-//!   replacements point at files and objects that exist, and the overlays
-//!   build on the base. The resolution here is this file's own; when
-//!   `kubectl` is on PATH, `kubectl kustomize` builds the base and both
-//!   overlays too, and its output is checked the same way.
 //! - The objects say what CONTRACT.md and issue 4 ask: the webhook's name,
 //!   Service, rules and matchConditions, the Deployment's security settings,
-//!   a policy that parses.
+//!   a policy that parses; and what a `kubectl apply` over the manifests of
+//!   0.1.0 needs (a Deployment's selector cannot change).
+//! - `kubectl kustomize` builds the base and both overlays (`#[ignore]`d:
+//!   it needs kubectl, `FG_KUBECTL`; `.ci/run` runs them with `--ignored`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -27,6 +27,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingWebhook, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, Namespace, PodSpec, ResourceQuota, Secret, Service, ServiceAccount,
 };
@@ -35,7 +36,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 const NAMESPACE: &str = "finalizer-guard";
 const SERVICE: &str = "finalizer-guard";
@@ -244,6 +245,7 @@ fn check_object(object: &Value) -> Result<(), String> {
         ("rbac.authorization.k8s.io/v1", "Role") => round_trip::<Role>(object),
         ("rbac.authorization.k8s.io/v1", "RoleBinding") => round_trip::<RoleBinding>(object),
         ("apps/v1", "Deployment") => round_trip::<Deployment>(object),
+        ("batch/v1", "Job") => round_trip::<Job>(object),
         ("policy/v1", "PodDisruptionBudget") => round_trip::<PodDisruptionBudget>(object),
         ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
             round_trip::<ValidatingWebhookConfiguration>(object)
@@ -267,436 +269,35 @@ fn is_cluster_scoped(kind: &str) -> bool {
 }
 
 // ---------------------------------------------------------------------------
-// Kustomizations, resolved here
+// The objects
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Kustomization {
-    api_version: String,
-    kind: String,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    resources: Vec<String>,
-    #[serde(default)]
-    patches: Vec<Patch>,
-    #[serde(default)]
-    images: Vec<Image>,
-    #[serde(default)]
-    secret_generator: Vec<Generator>,
-    #[serde(default)]
-    replacements: Vec<Replacement>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Patch {
-    #[serde(default)]
-    path: Option<String>,
-    #[serde(default)]
-    patch: Option<String>,
-    #[serde(default)]
-    target: Option<Selector>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Selector {
-    #[serde(default)]
-    group: Option<String>,
-    #[serde(default)]
-    version: Option<String>,
-    #[serde(default)]
-    kind: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-}
-
-impl Selector {
-    fn selects(&self, object: &Value) -> bool {
-        let api_version = text(object, "/apiVersion");
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let matches = |want: &Option<String>, have: &str| want.as_ref().is_none_or(|w| w == have);
-        matches(&self.group, group)
-            && matches(&self.version, version)
-            && matches(&self.kind, text(object, "/kind"))
-            && matches(&self.name, text(object, "/metadata/name"))
-            && matches(&self.namespace, text(object, "/metadata/namespace"))
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Image {
-    name: String,
-    #[serde(default)]
-    new_name: Option<String>,
-    #[serde(default)]
-    new_tag: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Generator {
-    name: String,
-    #[serde(default, rename = "type")]
-    secret_type: Option<String>,
-    #[serde(default)]
-    files: Vec<String>,
-    #[serde(default)]
-    options: Option<GeneratorOptions>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct GeneratorOptions {
-    #[serde(default)]
-    disable_name_suffix_hash: bool,
-    #[serde(default)]
-    labels: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Replacement {
-    source: Source,
-    targets: Vec<ReplacementTarget>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Source {
-    kind: String,
-    name: String,
-    field_path: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ReplacementTarget {
-    select: Selector,
-    field_paths: Vec<String>,
-    #[serde(default)]
-    options: Option<Value>,
-}
-
-fn load_kustomization(dir: &Path) -> Kustomization {
+/// A kustomization.yaml, as YAML.
+fn kustomization(dir: &Path) -> Value {
     let path = dir.join("kustomization.yaml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let k: Kustomization =
+    let k: Value =
         serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(
-        k.api_version,
-        "kustomize.config.k8s.io/v1beta1",
-        "{}",
-        path.display()
-    );
-    assert_eq!(k.kind, "Kustomization", "{}", path.display());
+    assert_eq!(k["kind"], "Kustomization", "{}", path.display());
     k
 }
 
-/// A kustomization, resolved: its objects and the resource files it read.
-#[derive(Debug, Default)]
-struct Resolved {
-    objects: Vec<Value>,
-    files: BTreeSet<PathBuf>,
-    /// Generator files that do not exist (the self-managed overlay's
-    /// certificates, before `finalizer-guard certs` is run).
-    missing_files: Vec<PathBuf>,
-}
-
-/// Resolves the kustomization in `dir` the way kustomize does, as far as
-/// these manifests use it: resources (files and folders), generators,
-/// namespace, images, patches (map merges) and replacements.
-fn resolve(dir: &Path) -> Resolved {
-    let k = load_kustomization(dir);
-    let mut out = Resolved::default();
-    let here = dir.display().to_string();
-
-    for resource in &k.resources {
-        let path = dir.join(resource);
-        if path.is_dir() {
-            assert!(
-                path.join("kustomization.yaml").is_file(),
-                "{here}: resource {resource} is a folder without kustomization.yaml"
-            );
-            let sub = resolve(&path);
-            out.objects.extend(sub.objects);
-            out.files.extend(sub.files);
-            out.missing_files.extend(sub.missing_files);
-        } else {
-            assert!(path.is_file(), "{here}: resource {resource} does not exist");
-            assert!(
-                !resource.contains(".."),
-                "{here}: resource file {resource} is outside the kustomization's folder (kustomize refuses it)"
-            );
-            out.objects.extend(read_documents(&path));
-            out.files.insert(path.canonicalize().unwrap());
-        }
-    }
-
-    for generator in &k.secret_generator {
-        let mut data = Map::new();
-        for file in &generator.files {
-            assert!(
-                !file.contains('/') && !file.contains('='),
-                "{here}: generator file {file}: keep generated files in the overlay folder"
-            );
-            let path = dir.join(file);
-            match std::fs::read(&path) {
-                Ok(bytes) => {
-                    let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
-                    data.insert(file.clone(), Value::String(encoded));
-                }
-                Err(_) => out.missing_files.push(path),
-            }
-        }
-        let mut secret = json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": generator.name},
-            "data": data,
-        });
-        if let Some(t) = &generator.secret_type {
-            secret["type"] = json!(t);
-        }
-        if let Some(options) = &generator.options {
-            assert!(
-                options.disable_name_suffix_hash,
-                "{here}: {} would get a hashed name, and the Deployment mounts it by its plain name",
-                generator.name
-            );
-            if !options.labels.is_empty() {
-                secret["metadata"]["labels"] = json!(options.labels);
-            }
-        }
-        out.objects.push(secret);
-    }
-
-    if let Some(namespace) = &k.namespace {
-        for object in &mut out.objects {
-            if !is_cluster_scoped(text(object, "/kind")) {
-                object["metadata"]["namespace"] = json!(namespace);
-            }
-        }
-    }
-
-    for image in &k.images {
-        for object in &mut out.objects {
-            let Some(containers) = object
-                .pointer_mut("/spec/template/spec/containers")
-                .and_then(Value::as_array_mut)
-            else {
-                continue;
-            };
-            for container in containers {
-                let current = text(container, "/image").to_string();
-                let (name, _) = current.split_once(':').unwrap_or((&current, ""));
-                if name == image.name {
-                    let name = image.new_name.as_deref().unwrap_or(name);
-                    let tag = image.new_tag.as_deref().map(|t| format!(":{t}"));
-                    container["image"] = json!(format!("{name}{}", tag.unwrap_or_default()));
-                }
-            }
-        }
-    }
-
-    for patch in &k.patches {
-        let body = match (&patch.path, &patch.patch) {
-            (Some(path), None) => {
-                let file = dir.join(path);
-                assert!(file.is_file(), "{here}: patch {path} does not exist");
-                out.files.insert(file.canonicalize().unwrap());
-                std::fs::read_to_string(file).unwrap()
-            }
-            (None, Some(inline)) => inline.clone(),
-            _ => panic!("{here}: a patch needs exactly one of path and patch"),
-        };
-        let docs = documents(&body).unwrap_or_else(|e| panic!("{here}: patch: {e}"));
-        assert_eq!(docs.len(), 1, "{here}: one object per patch");
-        let doc = &docs[0];
-        let selector = patch.target.as_ref().map_or_else(
-            || Selector {
-                kind: Some(text(doc, "/kind").to_string()),
-                name: Some(text(doc, "/metadata/name").to_string()),
-                ..Selector::default()
-            },
-            |t| Selector {
-                group: t.group.clone(),
-                version: t.version.clone(),
-                kind: t.kind.clone(),
-                name: t.name.clone(),
-                namespace: t.namespace.clone(),
-            },
-        );
-        let mut hits = 0;
-        for object in out.objects.iter_mut().filter(|o| selector.selects(o)) {
-            assert_eq!(
-                text(object, "/kind"),
-                text(doc, "/kind"),
-                "{here}: patch kind"
-            );
-            merge(object, doc, &here);
-            hits += 1;
-        }
-        assert!(hits > 0, "{here}: patch {selector:?} selects no object");
-    }
-
-    for replacement in &k.replacements {
-        let source = &replacement.source;
-        let object = out
-            .objects
-            .iter()
-            .find(|o| text(o, "/kind") == source.kind && text(o, "/metadata/name") == source.name)
-            .unwrap_or_else(|| {
-                panic!(
-                    "{here}: replacement source {} {} does not exist",
-                    source.kind, source.name
-                )
-            });
-        let value = field(object, &source.field_path).cloned();
-        if value.is_none() {
-            assert!(
-                !out.missing_files.is_empty(),
-                "{here}: replacement source field {} is not in {}",
-                source.field_path,
-                describe(object)
-            );
-        }
-        for target in &replacement.targets {
-            let mut hits = 0;
-            let create = target
-                .options
-                .as_ref()
-                .is_some_and(|o| o["create"] == json!(true));
-            for object in out.objects.iter_mut().filter(|o| target.select.selects(o)) {
-                for path in &target.field_paths {
-                    match &value {
-                        Some(value) => {
-                            let slot = field_mut(object, path, create).unwrap_or_else(|| {
-                                panic!("{here}: replacement target {path} is not in the object")
-                            });
-                            *slot = value.clone();
-                        }
-                        // No value before the certificate files exist: the
-                        // place it goes to must still be there.
-                        None => {
-                            let (parent, _) = path.rsplit_once('.').unwrap_or(("", path));
-                            assert!(
-                                field(object, parent).is_some(),
-                                "{here}: replacement target {path} is not in the object"
-                            );
-                        }
-                    }
-                }
-                hits += 1;
-            }
-            assert!(
-                hits > 0,
-                "{here}: replacement target {:?} selects no object",
-                target.select
-            );
-        }
-    }
-    out
-}
-
-/// A strategic merge patch made only of maps is a JSON merge.
-fn merge(object: &mut Value, patch: &Value, here: &str) {
-    match (object, patch) {
-        (Value::Object(object), Value::Object(patch)) => {
-            for (key, value) in patch {
-                match object.get_mut(key) {
-                    Some(existing) if value.is_object() => merge(existing, value, here),
-                    _ => {
-                        assert!(
-                            !value.is_array(),
-                            "{here}: patches here merge maps only; a list needs kustomize's merge keys"
-                        );
-                        object.insert(key.clone(), value.clone());
-                    }
-                }
-            }
-        }
-        (object, patch) => *object = patch.clone(),
-    }
-}
-
-/// The segments of a kustomize field path: `a.b`, `data.[ca.crt]`, `list.[name=x].c`.
-fn segments(path: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = path;
-    while !rest.is_empty() {
-        if let Some(inner) = rest.strip_prefix('[') {
-            let end = inner.find(']').expect("a closing ]");
-            out.push(format!("[{}]", &inner[..end]));
-            rest = inner[end + 1..].trim_start_matches('.');
-        } else {
-            let end = rest.find('.').unwrap_or(rest.len());
-            out.push(rest[..end].to_string());
-            rest = rest[end..].trim_start_matches('.');
-        }
-    }
-    out
-}
-
-fn step<'a>(value: &'a Value, segment: &str) -> Option<&'a Value> {
-    match segment.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
-        Some(inner) => match inner.split_once('=') {
-            Some((key, want)) => value
-                .as_array()?
-                .iter()
-                .find(|item| item.get(key).and_then(Value::as_str) == Some(want)),
-            None => value.get(inner),
-        },
-        None => value.get(segment),
-    }
-}
-
-fn field<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
-    segments(path).iter().try_fold(value, |v, s| step(v, s))
-}
-
-fn field_mut<'a>(value: &'a mut Value, path: &str, create: bool) -> Option<&'a mut Value> {
-    let mut current = value;
-    for segment in segments(path) {
-        let bracketed = segment.strip_prefix('[').and_then(|s| s.strip_suffix(']'));
-        current = match bracketed.and_then(|inner| inner.split_once('=')) {
-            Some((key, want)) => current
-                .as_array_mut()?
-                .iter_mut()
-                .find(|item| item.get(key).and_then(Value::as_str) == Some(want))?,
-            None => {
-                let key = bracketed.unwrap_or(&segment).to_string();
-                let map = current.as_object_mut()?;
-                if !map.contains_key(&key) {
-                    if !create {
-                        return None;
-                    }
-                    map.insert(key.clone(), Value::Null);
-                }
-                map.get_mut(&key)?
-            }
-        };
-    }
-    Some(current)
-}
-
-// ---------------------------------------------------------------------------
-// The objects
-
-/// The base, resolved, and its objects by kind.
+/// The base's objects: the files its kustomization lists. The rendered
+/// files carry their namespace already; the base's kustomization repeats it.
 struct Base {
     objects: Vec<Value>,
 }
 
 impl Base {
     fn load() -> Base {
-        Base {
-            objects: resolve(&manifests().join("base")).objects,
+        let dir = manifests().join("base");
+        let k = kustomization(&dir);
+        assert_eq!(k["namespace"], NAMESPACE);
+        let mut objects = Vec::new();
+        for resource in k["resources"].as_array().expect("resources") {
+            let file = dir.join(resource.as_str().expect("a file name"));
+            objects.extend(read_documents(&file));
         }
+        Base { objects }
     }
 
     fn one<T: DeserializeOwned>(&self, kind: &str) -> T {
@@ -707,6 +308,15 @@ impl Base {
             .collect();
         assert_eq!(found.len(), 1, "the base holds one {kind}");
         serde_json::from_value(found[0].clone()).unwrap()
+    }
+
+    fn named<T: DeserializeOwned>(&self, kind: &str, name: &str) -> T {
+        let found = self
+            .objects
+            .iter()
+            .find(|o| text(o, "/kind") == kind && text(o, "/metadata/name") == name)
+            .unwrap_or_else(|| panic!("the base holds no {kind} {name}"));
+        serde_json::from_value(found.clone()).unwrap()
     }
 
     fn webhook(&self) -> (ValidatingWebhookConfiguration, ValidatingWebhook) {
@@ -779,59 +389,92 @@ fn round_trip_catches_a_misspelled_field() {
     );
 }
 
+/// The base lists every file in its folder, and each object is where the
+/// overlays expect it: namespaced ones in the namespace, the rest cluster-wide.
 #[test]
-fn every_manifest_file_is_used_and_every_kustomization_resolves() {
-    let root = manifests();
-    let top = resolve(&root);
-    let base = resolve(&root.join("base"));
-    let ids = |objects: &[Value]| -> Vec<String> { objects.iter().map(describe).collect() };
-    assert_eq!(
-        ids(&top.objects),
-        ids(&base.objects),
-        "manifests/ builds the base"
-    );
-    assert!(base.missing_files.is_empty());
-
-    let mut used = top.files.clone();
-    for overlay in ["cert-manager", "self-managed"] {
-        let dir = root.join("overlays").join(overlay);
-        let k = load_kustomization(&dir);
-        assert!(
-            k.resources.iter().any(|r| r == "../../base"),
-            "overlay {overlay} builds on the base"
-        );
-        assert_eq!(k.namespace.as_deref(), Some(NAMESPACE));
-        let resolved = resolve(&dir);
-        used.extend(resolved.files);
-        for object in &resolved.objects {
-            if let Err(e) = check_object(object) {
-                panic!("overlay {overlay}: {}: {e}", describe(object));
-            }
-        }
-        // The base's objects are all there, with one caBundle source added.
-        for id in ids(&base.objects) {
-            assert!(
-                ids(&resolved.objects).contains(&id),
-                "overlay {overlay} lost {id}"
-            );
-        }
-    }
-
-    let all: BTreeSet<PathBuf> = yaml_files(&root)
-        .into_iter()
-        .filter(|p| !is_kustomization(p))
-        .map(|p| p.canonicalize().unwrap())
+fn the_base_lists_every_file_and_names_its_namespace() {
+    let dir = manifests().join("base");
+    let listed: BTreeSet<String> = kustomization(&dir)["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_string())
         .collect();
-    let unused: Vec<_> = all.difference(&used).collect();
-    assert!(unused.is_empty(), "not in any kustomization: {unused:?}");
-
-    for object in &base.objects {
+    let files: BTreeSet<String> = yaml_files(&dir)
+        .iter()
+        .filter(|p| !is_kustomization(p))
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        listed, files,
+        "manifests/base/kustomization.yaml lists every file"
+    );
+    for object in &Base::load().objects {
         let kind = text(object, "/kind");
         let namespace = text(object, "/metadata/namespace");
         if is_cluster_scoped(kind) {
             assert_eq!(namespace, "", "{} is cluster-scoped", describe(object));
         } else {
             assert_eq!(namespace, NAMESPACE, "{}", describe(object));
+        }
+    }
+    for overlay in ["cert-manager", "self-managed"] {
+        let k = kustomization(&manifests().join("overlays").join(overlay));
+        assert_eq!(k["namespace"], NAMESPACE, "{overlay}");
+        assert!(
+            k["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r == "../../base"),
+            "overlay {overlay} builds on the base"
+        );
+    }
+}
+
+/// `kubectl apply -k` over the manifests of 0.1.0 must not change what it
+/// cannot: a Deployment's selector is immutable, and the Service and the
+/// PodDisruptionBudget select the same pods. So the rendered objects carry
+/// none of Helm's bookkeeping labels, and select as 0.1.0 did.
+#[test]
+fn the_selectors_are_those_of_0_1_0_and_no_helm_labels_are_shipped() {
+    let base = Base::load();
+    let selector = BTreeMap::from([
+        (
+            "app.kubernetes.io/name".to_string(),
+            "finalizer-guard".to_string(),
+        ),
+        (
+            "app.kubernetes.io/component".to_string(),
+            "webhook".to_string(),
+        ),
+    ]);
+    let (deployment, _, _) = base.pod();
+    assert_eq!(
+        deployment.spec.selector.match_labels.as_ref(),
+        Some(&selector),
+        "the Deployment's selector of 0.1.0"
+    );
+    let service: Service = base.one("Service");
+    assert_eq!(service.spec.unwrap().selector.as_ref(), Some(&selector));
+    let pdb: PodDisruptionBudget = base.one("PodDisruptionBudget");
+    assert_eq!(
+        pdb.spec.unwrap().selector.unwrap().match_labels.as_ref(),
+        Some(&selector)
+    );
+    for path in yaml_files(&manifests()) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for label in [
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/version",
+            "app.kubernetes.io/managed-by",
+            "helm.sh/chart",
+        ] {
+            assert!(
+                !text.contains(label),
+                "{}: {label}: these objects are no Helm release",
+                path.display()
+            );
         }
     }
 }
@@ -854,11 +497,12 @@ fn no_key_material_is_shipped() {
             );
         }
     }
-    let sm = load_kustomization(&manifests().join("overlays/self-managed"));
-    let files: Vec<&str> = sm.secret_generator[0]
-        .files
+    let sm = kustomization(&manifests().join("overlays/self-managed"));
+    let files: Vec<&str> = sm["secretGenerator"][0]["files"]
+        .as_array()
+        .unwrap()
         .iter()
-        .map(String::as_str)
+        .map(|f| f.as_str().unwrap())
         .collect();
     assert_eq!(files, ["tls.crt", "tls.key", "ca.crt"], "never ca.key");
 }
@@ -1324,9 +968,9 @@ fn policy_in_the_config_map_parses_and_starts_in_warn_mode() {
 }
 
 #[test]
-fn rbac_grants_only_creating_events() {
+fn rbac_grants_only_creating_and_patching_events() {
     let base = Base::load();
-    let role: ClusterRole = base.one("ClusterRole");
+    let role: ClusterRole = base.named("ClusterRole", "finalizer-guard-events");
     let rules = role.rules.clone().unwrap();
     assert_eq!(rules.len(), 1);
     let rule = &rules[0];
@@ -1336,7 +980,8 @@ fn rbac_grants_only_creating_events() {
         "the server writes events.k8s.io/v1 Events"
     );
     assert_eq!(rule.resources.as_deref(), Some(&["events".to_string()][..]));
-    assert_eq!(rule.verbs, ["create"]);
+    // Patch: a repeated Event's series count.
+    assert_eq!(rule.verbs, ["create", "patch"]);
     assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none());
     let binding: ClusterRoleBinding = base.one("ClusterRoleBinding");
     assert_eq!(binding.role_ref.name, role.metadata.name.unwrap());
@@ -1359,10 +1004,162 @@ fn rbac_grants_only_creating_events() {
     );
 }
 
+/// A ClusterRole's rule: API groups, resources, non-resource URLs, verbs.
+type Rule = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+
+/// The on-call role (docs/runbook.md) grants what `unstick`, `approve` and
+/// `doctor --cluster` call (src/cluster/), rule by rule, and nothing more:
+/// a rule added here is added on purpose. tests/e2e/oncall.rs runs the
+/// three commands as a user bound to it and nothing else.
 #[test]
-fn cert_manager_overlay_issues_the_mounted_secret_for_the_service_names() {
-    let dir = manifests().join("overlays/cert-manager");
-    let objects = resolve(&dir).objects;
+fn oncall_role_grants_what_the_cluster_commands_call_and_no_more() {
+    let base = Base::load();
+    let role: ClusterRole = base.named("ClusterRole", "finalizer-guard-oncall");
+    assert!(role.aggregation_rule.is_none());
+    let rules: Vec<Rule> = role
+        .rules
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            assert!(r.resource_names.is_none());
+            (
+                r.api_groups.unwrap_or_default(),
+                r.resources.unwrap_or_default(),
+                r.non_resource_urls.unwrap_or_default(),
+                r.verbs,
+            )
+        })
+        .collect();
+    let v = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        rules,
+        [
+            // whoami: a SelfSubjectReview.
+            (
+                v(&["authentication.k8s.io"]),
+                v(&["selfsubjectreviews"]),
+                v(&[]),
+                v(&["create"])
+            ),
+            // Discovery.
+            (
+                v(&[]),
+                v(&[]),
+                v(&["/api", "/api/*", "/apis", "/apis/*"]),
+                v(&["get"])
+            ),
+            // Every type read: doctor's lists, the objects named or listed,
+            // nodes, leases, pods, APIServices, the webhook configuration,
+            // the policy ConfigMap.
+            (v(&["*"]), v(&["*"]), v(&[]), v(&["get", "list"])),
+            // The JSON patches of unstick and approve.
+            (v(&["*"]), v(&["*"]), v(&[]), v(&["patch"])),
+            // unstick namespace/NAME.
+            (
+                v(&[""]),
+                v(&["namespaces/finalize"]),
+                v(&[]),
+                v(&["update"])
+            ),
+            // --force-delete.
+            (v(&[""]), v(&["pods"]), v(&[]), v(&["delete"])),
+        ]
+    );
+    for verb in [
+        "watch",
+        "create",
+        "update",
+        "delete",
+        "deletecollection",
+        "escalate",
+        "bind",
+        "impersonate",
+        "*",
+    ] {
+        assert!(
+            !rules[2..4]
+                .iter()
+                .any(|r| r.3.iter().any(|have| have == verb)),
+            "no {verb} on every type"
+        );
+    }
+    // Bound by you, not by the manifests.
+    for binding in base
+        .objects
+        .iter()
+        .filter(|o| text(o, "/kind").ends_with("Binding"))
+    {
+        assert_ne!(text(binding, "/roleRef/name"), "finalizer-guard-oncall");
+    }
+}
+
+/// Words as a POSIX shell splits them, for the plain commands of the docs:
+/// double and single quotes, a trailing comment, a redirection dropped.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quote: Option<char> = None;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.get_or_insert_default().push(c),
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                word.get_or_insert_default();
+            }
+            (None, '#' | '>') if word.is_none() => break,
+            (None, c) if c.is_whitespace() => words.extend(word.take()),
+            (None, c) => word.get_or_insert_default().push(c),
+        }
+    }
+    words.extend(word);
+    words
+}
+
+/// docs/runbook.md's commands are ones the binary takes, and the role it
+/// binds is the one the manifests ship.
+#[test]
+fn the_runbook_commands_are_what_the_binary_takes() {
+    let runbook =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/runbook.md"))
+            .unwrap();
+    let mut commands = Vec::new();
+    for block in runbook.split("```sh\n").skip(1) {
+        let block = block.split("```").next().unwrap().replace("\\\n", " ");
+        commands.extend(
+            block
+                .lines()
+                .filter(|l| l.trim_start().starts_with("finalizer-guard "))
+                .map(shell_words),
+        );
+    }
+    assert!(commands.len() >= 5, "{commands:?}");
+    let mut seen = BTreeSet::new();
+    for words in &commands {
+        let parsed = Cli::try_parse_from(words)
+            .unwrap_or_else(|e| panic!("docs/runbook.md: {}: {e}", words.join(" ")));
+        if let cli::Command::Unstick(_) = parsed.command {
+            for flag in [
+                "--node",
+                "--reason",
+                "--force-delete",
+                "--finalizer",
+                "--dry-run=server",
+            ] {
+                if words.iter().any(|w| w == flag) {
+                    seen.insert(flag);
+                }
+            }
+        }
+    }
+    assert_eq!(seen.len(), 5, "both incidents' releases: {seen:?}");
+    assert!(runbook.contains("--clusterrole=finalizer-guard-oncall"));
+    Base::load().named::<ClusterRole>("ClusterRole", "finalizer-guard-oncall");
+}
+
+/// The cert-manager overlay's output: a CA of its own issues the Secret the
+/// pods mount, for the Service's names, and the CA injector is told which.
+fn check_cert_manager_overlay(objects: &[Value]) {
     let find = |kind: &str, name: &str| {
         objects
             .iter()
@@ -1395,28 +1192,6 @@ fn cert_manager_overlay_issues_the_mounted_secret_for_the_service_names() {
         ),
         format!("{NAMESPACE}/finalizer-guard-serving")
     );
-}
-
-#[test]
-fn self_managed_overlay_reads_the_certificate_files_and_fills_the_ca_bundle() {
-    let copy = copy_manifests();
-    let overlay = copy.path().join("manifests/overlays/self-managed");
-    let before = resolve(&overlay);
-    let mut missing: Vec<String> = before
-        .missing_files
-        .iter()
-        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
-    missing.sort();
-    assert_eq!(
-        missing,
-        ["ca.crt", "tls.crt", "tls.key"],
-        "none are committed"
-    );
-
-    let bundle = write_certs(&overlay);
-    let objects = resolve(&overlay).objects;
-    check_self_managed(&objects, &bundle);
 }
 
 /// The self-managed overlay's output: the Secret holds the serving pair and
@@ -1490,24 +1265,47 @@ fn write_certs(overlay: &Path) -> finalizer_guard::certs::Bundle {
 }
 
 // ---------------------------------------------------------------------------
-// kubectl kustomize, when kubectl is here
+// kubectl kustomize
 
-fn kubectl() -> Option<&'static str> {
-    let found = Command::new("kubectl")
+/// `FG_KUBECTL`, else `kubectl` on PATH, else the one `e2e/build.sh` caches.
+/// The tests that need it are `#[ignore]`d: run with `--ignored`, they fail
+/// without it rather than pass.
+fn kubectl() -> PathBuf {
+    if let Some(path) = std::env::var_os("FG_KUBECTL") {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "FG_KUBECTL={} is not a file",
+            path.display()
+        );
+        return path;
+    }
+    let on_path = Command::new("kubectl")
         .args(["version", "--client"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if found {
-        Some("kubectl")
-    } else {
-        eprintln!(
-            "note: kubectl is not on PATH; `kubectl kustomize` was not run (this file's own resolution was)"
-        );
-        None
+    if on_path {
+        return PathBuf::from("kubectl");
     }
+    let cache = std::env::var_os("FG_E2E_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("finalizer-guard-e2e"))
+        })
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/finalizer-guard-e2e"))
+        });
+    let cached = cache.and_then(|dir| {
+        std::fs::read_dir(dir)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("kubectl"))
+            .find(|p| p.is_file())
+    });
+    cached.expect("no kubectl: set FG_KUBECTL, put kubectl on PATH, or build it with e2e/build.sh (.ci/run does)")
 }
 
-fn kustomize(kubectl: &str, dir: &Path) -> Vec<Value> {
+fn kustomize(kubectl: &Path, dir: &Path) -> Vec<Value> {
     let output = Command::new(kubectl)
         .arg("kustomize")
         .arg(dir)
@@ -1556,29 +1354,33 @@ fn sorted_ids(objects: &[Value]) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs kubectl (FG_KUBECTL): see .ci/run"]
 fn kubectl_kustomize_builds_the_base_and_both_overlays() {
-    let Some(kubectl) = kubectl() else { return };
+    let kubectl = kubectl();
     let copy = copy_manifests();
     let root = copy.path().join("manifests");
     let overlay = root.join("overlays/self-managed");
 
     // Without the certificate files, the self-managed overlay refuses to build:
     // nothing half-installed.
-    let refused = Command::new(kubectl)
+    let refused = Command::new(&kubectl)
         .arg("kustomize")
         .arg(&overlay)
         .output()
         .unwrap();
     assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("tls.crt"), "{said}");
 
     let bundle = write_certs(&overlay);
+    let base = Base::load().objects;
     for dir in [
         root.clone(),
         root.join("base"),
         root.join("overlays/cert-manager"),
         overlay.clone(),
     ] {
-        let built = kustomize(kubectl, &dir);
+        let built = kustomize(&kubectl, &dir);
         for object in &built {
             if let Err(e) = check_object(object) {
                 panic!(
@@ -1588,22 +1390,24 @@ fn kubectl_kustomize_builds_the_base_and_both_overlays() {
                 );
             }
         }
-        let ours = resolve(&dir).objects;
-        assert_eq!(
-            sorted_ids(&built),
-            sorted_ids(&ours),
-            "kubectl kustomize {} and this file's resolution disagree",
-            dir.display()
-        );
-        // Same objects, same content (kustomize only reorders keys and lists of objects).
-        for object in &built {
-            let twin = ours
+        // The base's objects, as committed, in every build: kustomize only
+        // reorders keys and objects, and an overlay adds to them.
+        for object in &base {
+            let built = built
                 .iter()
                 .find(|o| describe(o) == describe(object))
-                .unwrap();
-            if let Some(d) = first_difference(object, twin, "") {
+                .unwrap_or_else(|| panic!("{}: lost {}", dir.display(), describe(object)));
+            let changed_by_overlay = text(object, "/kind") == "ValidatingWebhookConfiguration"
+                && dir.starts_with(root.join("overlays"));
+            if !changed_by_overlay && let Some(d) = first_difference(object, built, "") {
                 panic!("{}: {}: {d}", dir.display(), describe(object));
             }
+        }
+        if dir == root || dir == root.join("base") {
+            assert_eq!(sorted_ids(&built), sorted_ids(&base), "{}", dir.display());
+        }
+        if dir == root.join("overlays/cert-manager") {
+            check_cert_manager_overlay(&built);
         }
         if dir == overlay {
             check_self_managed(&built, &bundle);
@@ -1616,6 +1420,7 @@ fn kubectl_kustomize_builds_the_base_and_both_overlays() {
 /// `manifests/` where its `resources:` line expects it: the policy it is
 /// given, and a webhook that fails closed.
 #[test]
+#[ignore = "needs kubectl (FG_KUBECTL): see .ci/run"]
 fn the_documented_enforce_overlay_fails_closed() {
     let guide =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deployment.md"))
@@ -1632,7 +1437,7 @@ fn the_documented_enforce_overlay_fails_closed() {
         documents[0]["resources"][0],
         "../finalizer-guard/manifests/overlays/cert-manager"
     );
-    let Some(kubectl) = kubectl() else { return };
+    let kubectl = kubectl();
     let copy = copy_manifests();
     let checkout = copy.path().join("finalizer-guard");
     std::fs::create_dir_all(&checkout).unwrap();
@@ -1645,7 +1450,7 @@ fn the_documented_enforce_overlay_fails_closed() {
         "mode: enforce\nrules:\n  - name: cleanup\n    finalizers: [example.com/cleanup]\n    serviceAccounts: [ops:cleanup]\n",
     )
     .unwrap();
-    let built = kustomize(kubectl, &overlay);
+    let built = kustomize(&kubectl, &overlay);
     let webhook = built
         .iter()
         .find(|o| text(o, "/kind") == "ValidatingWebhookConfiguration")

@@ -1,29 +1,35 @@
-//! The lean serde types: an object as the webhook reads it.
+//! The owned view: the request as kube-core's types hold it, for a
+//! recording; and the leak ledger.
 //!
-//! kube-core's admission types carry the envelope; the objects inside are
-//! read as [`LeanObject`], which keeps only what a decision needs: a 3 MiB
-//! ConfigMap's `data` or a Pod's `managedFields` are skipped by the parser,
-//! never built. A field of an unexpected shape reads as absent where the
-//! decision does not depend on it, and is remembered where it does.
+//! `owned` copies what the one reading ([`super::request`]) read, so a
+//! finalizer list, `spec.finalizers`, an annotation or a uid reads here as a
+//! review reads it, and a body is refused here as it is there. What a
+//! recording keeps beyond what a decision reads (the object's name, labels
+//! and resourceVersion, the request's `requestKind` and `options`, ...) is
+//! read beside it by the lenient rules: a field of another shape is absent,
+//! never a failure. Off the review's path.
 //!
-//! [`LedgerObject`] reads the few fields of `oldObject` the leak ledger
-//! reports; it is parsed only for an override, never on the common path.
+//! `LedgerObject` reads the few fields of `oldObject` the leak ledger
+//! reports, by the same lenient rules; it is parsed only for an override,
+//! never on the common path.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fmt;
-use std::marker::PhantomData;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube_core::{DynamicResourceScope, Resource};
-use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use k8s_openapi::api::authentication::v1::UserInfo;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube_core::admission::AdmissionRequest;
+use kube_core::{DynamicResourceScope, GroupVersionKind, GroupVersionResource, Resource, TypeMeta};
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
+use super::request::{IfList, IfObject, IfString, Object, Request, StringMap, deletion_timestamps};
 use crate::ledger::Ledger;
 
-/// An object as the webhook reads it: the metadata a decision needs, and
-/// `spec.finalizers` (a Namespace's). Everything else is skipped unparsed.
+/// An object as the webhook reads it: the metadata a decision needs and what
+/// identifies the object, and `spec.finalizers` (a Namespace's). Everything
+/// else is skipped unparsed.
 #[derive(Debug, Clone, Default)]
 pub struct LeanObject {
     pub api_version: Option<String>,
@@ -87,480 +93,254 @@ impl Resource for LeanObject {
     }
 }
 
-impl<'de> Deserialize<'de> for LeanObject {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Repr {
-            #[serde(default)]
-            api_version: Option<StringOrNothing>,
-            #[serde(default)]
-            kind: Option<StringOrNothing>,
-            #[serde(default)]
-            metadata: Option<LeanMeta>,
-            #[serde(default)]
-            spec: Option<SpecFinalizers>,
-        }
-        let repr = Repr::deserialize(deserializer)?;
-        let meta = repr.metadata.unwrap_or_default();
-        let spec = repr.spec.unwrap_or_default();
-        Ok(LeanObject {
-            api_version: repr.api_version.and_then(|s| s.0),
-            kind: repr.kind.and_then(|s| s.0),
+/// The request `parse` read from `body` (answered in `api_version`), owned,
+/// with what a recording keeps beyond it read from the same body. Where the
+/// lenient rules cannot read the body at all (a key sent twice, a label that
+/// is not UTF-8), the recording keeps only what a decision reads.
+pub(super) fn owned(
+    api_version: &str,
+    request: &Request<'_>,
+    body: &[u8],
+) -> AdmissionRequest<LeanObject> {
+    let details = serde_json::from_slice::<Details<'_>>(body)
+        .map(|d| d.request.or_default())
+        .unwrap_or_default();
+    let [new_deletion, old_deletion] = deletion_timestamps(body);
+    let user = details.user_info.or_default();
+    let (kind, resource) = (&request.kind, &request.resource);
+    AdmissionRequest {
+        types: TypeMeta {
+            api_version: api_version.into(),
+            kind: "AdmissionReview".into(),
+        },
+        uid: request.uid.to_string(),
+        kind: GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind),
+        resource: GroupVersionResource::gvr(&resource.group, &resource.version, &resource.resource),
+        sub_resource: request.sub_resource.as_ref().map(|s| s.0.to_string()),
+        request_kind: kube(details.request_kind),
+        request_resource: kube(details.request_resource).map(|r: GroupVersionResource| {
+            GroupVersionResource::gvr(&r.group, &r.version, &r.resource)
+        }),
+        request_sub_resource: details.request_sub_resource.0.map(Cow::into_owned),
+        name: request.name.to_string(),
+        namespace: request.namespace.as_ref().map(|s| s.0.to_string()),
+        operation: request.operation.clone(),
+        user_info: UserInfo {
+            username: request.user_info.username.as_ref().map(|s| s.0.to_string()),
+            uid: user.uid.0.map(Cow::into_owned),
+            groups: list(&request.user_info.groups),
+            // Values can carry a token's claims: only the keys are read.
+            extra: user
+                .extra
+                .0
+                .map(|extra| extra.into_keys().map(|key| (key, Vec::new())).collect()),
+        },
+        object: request
+            .object
+            .as_ref()
+            .map(|o| LeanObject::new(o, details.object.or_default(), new_deletion)),
+        old_object: request
+            .old_object
+            .as_ref()
+            .map(|o| LeanObject::new(o, details.old_object.or_default(), old_deletion)),
+        dry_run: request.dry_run,
+        options: kube(details.options),
+    }
+}
+
+impl LeanObject {
+    /// `object` as the one reading read it, with what identifies it and
+    /// since when it is being deleted.
+    fn new(
+        object: &Object<'_>,
+        identity: Identity<'_>,
+        deletion: Option<jiff::Timestamp>,
+    ) -> LeanObject {
+        let meta = identity.metadata.or_default();
+        // The review's reading says whether it is being deleted; the other, since when.
+        let deletion_timestamp = deletion.filter(|_| object.deleting);
+        let annotations = object.annotations_where(|_| true);
+        LeanObject {
+            api_version: identity.api_version.0.map(Cow::into_owned),
+            kind: identity.kind.0.map(Cow::into_owned),
             metadata: ObjectMeta {
-                name: meta.name,
-                generate_name: meta.generate_name,
-                namespace: meta.namespace,
-                uid: meta.uid,
-                resource_version: meta.resource_version,
-                deletion_timestamp: meta
-                    .deletion_timestamp
-                    .and_then(|t| t.0)
-                    .and_then(|t| t.parse().ok())
-                    .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
-                labels: meta.labels.map(|l| l.0),
-                finalizers: meta.finalizers,
-                annotations: meta.annotations.map(|a| a.0),
+                name: meta.name.0.map(Cow::into_owned),
+                generate_name: meta.generate_name.0.map(Cow::into_owned),
+                namespace: meta.namespace.0.map(Cow::into_owned),
+                uid: object.uid.as_deref().map(String::from),
+                resource_version: meta.resource_version.0.map(Cow::into_owned),
+                deletion_timestamp: deletion_timestamp.map(Time),
+                labels: meta.labels.0.map(|l| l.0),
+                finalizers: list(&object.finalizers),
+                annotations: (!annotations.is_empty()).then_some(annotations),
                 ..ObjectMeta::default()
             },
-            spec_finalizers: spec.names,
-            spec_finalizers_malformed: spec.malformed,
-        })
+            spec_finalizers: object
+                .spec_finalizers
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            spec_finalizers_malformed: object.spec_finalizers_malformed,
+        }
     }
 }
 
-/// The fields of `metadata` a decision reads, and those that identify the object.
+/// A list of names, owned; `None` where it is empty.
+fn list(names: &[Cow<'_, str>]) -> Option<Vec<String>> {
+    (!names.is_empty()).then(|| names.iter().map(|s| s.to_string()).collect())
+}
+
+/// A field as kube-core's type reads it; absent where it does not.
+fn kube<T: DeserializeOwned>(raw: Option<&RawValue>) -> Option<T> {
+    serde_json::from_str(raw?.get()).ok()
+}
+
+/// What a recording keeps that no decision reads: `request`'s.
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct LeanMeta {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    generate_name: Option<String>,
-    #[serde(default)]
-    resource_version: Option<String>,
-    #[serde(default)]
-    deletion_timestamp: Option<StringOrNothing>,
-    #[serde(default)]
-    labels: Option<Annotations>,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    uid: Option<String>,
-    #[serde(default)]
-    finalizers: Option<Vec<String>>,
-    #[serde(default)]
-    annotations: Option<Annotations>,
+#[serde(default, bound = "'de: 'a")]
+struct Details<'a> {
+    request: IfObject<RequestDetails<'a>>,
 }
 
-/// Annotations or labels, skipping any value that is not a string: the apiserver never
-/// sends one, and a hand-made review should not fail on a field only an
-/// override reads.
-struct Annotations(BTreeMap<String, String>);
-
-impl<'de> Deserialize<'de> for Annotations {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Annotations;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map of annotations")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut out = BTreeMap::new();
-                while let Some((key, value)) = map.next_entry::<String, StringOrNothing>()? {
-                    if let Some(value) = value.0 {
-                        out.insert(key, value);
-                    }
-                }
-                Ok(Annotations(out))
-            }
-        }
-        deserializer.deserialize_map(V)
-    }
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
+struct RequestDetails<'a> {
+    request_kind: Option<&'a RawValue>,
+    request_resource: Option<&'a RawValue>,
+    request_sub_resource: IfString<'a>,
+    user_info: IfObject<UserDetails<'a>>,
+    object: IfObject<Identity<'a>>,
+    old_object: IfObject<Identity<'a>>,
+    options: Option<&'a RawValue>,
 }
 
-/// Visitor methods for scalars: `null` is "nothing here" (the value's
-/// `Default`), and so is any other scalar, unless `other` says what it is
-/// instead (a string is left to the visitor).
-macro_rules! skip_scalars {
-    () => {
-        skip_scalars!(Self::Value::default());
-    };
-    ($other:expr) => {
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(Self::Value::default())
-        }
-        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(Self::Value::default())
-        }
-    };
+#[derive(Deserialize, Default)]
+#[serde(default, bound = "'de: 'a")]
+struct UserDetails<'a> {
+    uid: IfString<'a>,
+    extra: IfObject<BTreeMap<String, IgnoredAny>>,
 }
 
-/// `spec.finalizers` when `spec` is an object holding a list of strings.
-/// Any other shape reads as empty, since a custom resource's `spec` can be
-/// anything, but is remembered as malformed: a Namespace's `spec.finalizers`
-/// is judged, and there a list read as empty could hide a removal.
-#[derive(Default)]
-struct SpecFinalizers {
-    names: Vec<String>,
-    malformed: bool,
+/// What identifies an object, beyond its uid.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
+struct Identity<'a> {
+    api_version: IfString<'a>,
+    kind: IfString<'a>,
+    metadata: IfObject<IdentityMeta<'a>>,
 }
 
-impl SpecFinalizers {
-    fn malformed() -> Self {
-        SpecFinalizers {
-            names: Vec::new(),
-            malformed: true,
-        }
-    }
-}
-
-/// Visitor methods for the scalars a finalizer list is not: `null` is an
-/// empty list (as the apiserver treats it), any other scalar is malformed.
-macro_rules! malformed_scalars {
-    () => {
-        skip_scalars!(SpecFinalizers::malformed());
-        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-            Ok(SpecFinalizers::malformed())
-        }
-    };
-}
-
-impl<'de> Deserialize<'de> for SpecFinalizers {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(SpecVisitor)
-    }
-}
-
-struct SpecVisitor;
-
-impl<'de> Visitor<'de> for SpecVisitor {
-    type Value = SpecFinalizers;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut finalizers: Option<SpecFinalizers> = None;
-        while let Some(key) = map.next_key::<KeyIsFinalizers>()? {
-            if !key.0 {
-                map.next_value::<IgnoredAny>()?;
-            } else if finalizers.is_some() {
-                return Err(de::Error::duplicate_field("finalizers"));
-            } else {
-                finalizers = Some(map.next_value::<FinalizerList>()?.0);
-            }
-        }
-        Ok(finalizers.unwrap_or_default())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(SpecFinalizers::malformed())
-    }
-
-    malformed_scalars!();
-}
-
-/// A map key, compared with `finalizers` without allocating.
-struct KeyIsFinalizers(bool);
-
-impl<'de> Deserialize<'de> for KeyIsFinalizers {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = KeyIsFinalizers;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map key")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(KeyIsFinalizers(v == "finalizers"))
-            }
-        }
-        deserializer.deserialize_identifier(V)
-    }
-}
-
-/// `spec.finalizers`: the strings of a list, malformed for anything else.
-struct FinalizerList(SpecFinalizers);
-
-impl<'de> Deserialize<'de> for FinalizerList {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = SpecFinalizers;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a list of finalizer names")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut out = SpecFinalizers::default();
-                while let Some(item) = seq.next_element::<StringOrNothing>()? {
-                    match item.0 {
-                        Some(name) => out.names.push(name),
-                        None => out.malformed = true,
-                    }
-                }
-                Ok(out)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(SpecFinalizers::malformed())
-            }
-            malformed_scalars!();
-        }
-        deserializer.deserialize_any(V).map(FinalizerList)
-    }
-}
-
-#[derive(Default)]
-pub(crate) struct StringOrNothing(pub(crate) Option<String>);
-
-impl<'de> Deserialize<'de> for StringOrNothing {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = StringOrNothing;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a finalizer name")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(StringOrNothing(Some(v.to_string())))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(StringOrNothing(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(StringOrNothing(None))
-            }
-            skip_scalars!();
-        }
-        deserializer.deserialize_any(V)
-    }
-}
-
-/// A `T` where the value is an object; any other value reads as `T::default()`.
-#[derive(Default)]
-pub(crate) struct ObjectOr<T>(pub(crate) T);
-
-impl<'de, T: Deserialize<'de> + Default> Deserialize<'de> for ObjectOr<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V<T>(PhantomData<T>);
-        impl<'de, T: Deserialize<'de> + Default> Visitor<'de> for V<T> {
-            type Value = ObjectOr<T>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                T::deserialize(MapAccessDeserializer::new(map)).map(ObjectOr)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Self::Value::default())
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(Self::Value::default())
-            }
-            skip_scalars!();
-        }
-        deserializer.deserialize_any(V(PhantomData))
-    }
-}
-
-/// The items of a list; any other value reads as empty.
-pub(crate) struct ListOr<T>(pub(crate) Vec<T>);
-
-impl<T> Default for ListOr<T> {
-    fn default() -> Self {
-        ListOr(Vec::new())
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for ListOr<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V<T>(PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
-            type Value = ListOr<T>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a list")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-                Vec::<T>::deserialize(SeqAccessDeserializer::new(seq)).map(ListOr)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Self::Value::default())
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(Self::Value::default())
-            }
-            skip_scalars!();
-        }
-        deserializer.deserialize_any(V(PhantomData))
-    }
-}
-
-/// Whether the value is an object, whatever it holds.
-#[derive(Default)]
-pub(crate) struct Present(pub(crate) bool);
-
-impl<'de> Deserialize<'de> for Present {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Present;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Present(true))
-            }
-        }
-        deserializer.deserialize_map(V)
-    }
-}
-
-/// A string field of the ledger: absent, empty or of another shape is nothing.
-type Text = StringOrNothing;
-
-fn text(t: Text) -> Option<String> {
-    t.0.filter(|s| !s.is_empty())
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
+struct IdentityMeta<'a> {
+    name: IfString<'a>,
+    generate_name: IfString<'a>,
+    namespace: IfString<'a>,
+    resource_version: IfString<'a>,
+    labels: IfObject<StringMap>,
 }
 
 /// The review, as far as the ledger reads it: `request.oldObject`.
-#[derive(Deserialize)]
-struct LedgerReview {
-    #[serde(default)]
-    request: ObjectOr<LedgerRequest>,
+#[derive(Deserialize, Default)]
+#[serde(default, bound = "'de: 'a")]
+struct LedgerReview<'a> {
+    request: IfObject<LedgerRequest<'a>>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct LedgerRequest {
-    #[serde(default)]
-    old_object: ObjectOr<LedgerObject>,
+#[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
+struct LedgerRequest<'a> {
+    old_object: IfObject<LedgerObject<'a>>,
 }
 
-/// The fields of an object the leak ledger reports.
+/// The fields of an object the leak ledger reports. A string field that is
+/// absent, empty or of another shape is nothing.
 #[derive(Deserialize, Default)]
-pub(crate) struct LedgerObject {
-    #[serde(default)]
-    metadata: ObjectOr<LedgerMeta>,
-    #[serde(default)]
-    spec: ObjectOr<LedgerSpec>,
-    #[serde(default)]
-    status: ObjectOr<LedgerStatus>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct LedgerMeta {
-    #[serde(default)]
-    owner_references: ListOr<ObjectOr<OwnerReference>>,
+#[serde(default, bound = "'de: 'a")]
+pub(crate) struct LedgerObject<'a> {
+    metadata: IfObject<LedgerMeta<'a>>,
+    spec: IfObject<LedgerSpec<'a>>,
+    status: IfObject<LedgerStatus<'a>>,
 }
 
 #[derive(Deserialize, Default)]
-struct OwnerReference {
-    #[serde(default)]
-    kind: Text,
-    #[serde(default)]
-    name: Text,
+#[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
+struct LedgerMeta<'a> {
+    owner_references: IfList<IfObject<OwnerReference<'a>>>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct LedgerSpec {
-    #[serde(default)]
-    node_name: Text,
-    #[serde(default)]
-    volumes: ListOr<ObjectOr<Volume>>,
-    #[serde(default)]
-    csi: ObjectOr<Csi>,
-    #[serde(default)]
-    volume_name: Text,
+#[serde(default, bound = "'de: 'a")]
+struct OwnerReference<'a> {
+    kind: IfString<'a>,
+    name: IfString<'a>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Volume {
-    #[serde(default)]
-    name: Text,
-    #[serde(default)]
-    persistent_volume_claim: ObjectOr<Claim>,
-    #[serde(default)]
-    csi: ObjectOr<Csi>,
-    #[serde(default)]
-    ephemeral: ObjectOr<Present>,
+#[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
+struct LedgerSpec<'a> {
+    node_name: IfString<'a>,
+    volumes: IfList<IfObject<Volume<'a>>>,
+    csi: IfObject<Csi<'a>>,
+    volume_name: IfString<'a>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Claim {
-    #[serde(default)]
-    claim_name: Text,
+#[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
+struct Volume<'a> {
+    name: IfString<'a>,
+    persistent_volume_claim: IfObject<Claim<'a>>,
+    csi: IfObject<Csi<'a>>,
+    ephemeral: IfObject<IgnoredAny>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Csi {
-    #[serde(default)]
-    driver: Text,
-    #[serde(default)]
-    volume_handle: Text,
+#[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
+struct Claim<'a> {
+    claim_name: IfString<'a>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct LedgerStatus {
-    #[serde(default, rename = "podIP")]
-    pod_ip: Text,
-    #[serde(default, rename = "podIPs")]
-    pod_ips: ListOr<ObjectOr<PodIp>>,
-    #[serde(default)]
-    load_balancer: ObjectOr<LoadBalancer>,
+#[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
+struct Csi<'a> {
+    driver: IfString<'a>,
+    volume_handle: IfString<'a>,
 }
 
 #[derive(Deserialize, Default)]
-struct PodIp {
-    #[serde(default)]
-    ip: Text,
+#[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
+struct LedgerStatus<'a> {
+    #[serde(rename = "podIP")]
+    pod_ip: IfString<'a>,
+    #[serde(rename = "podIPs")]
+    pod_ips: IfList<IfObject<PodIp<'a>>>,
+    load_balancer: IfObject<LoadBalancer<'a>>,
 }
 
 #[derive(Deserialize, Default)]
-struct LoadBalancer {
-    #[serde(default)]
-    ingress: ListOr<ObjectOr<Ingress>>,
+#[serde(default, bound = "'de: 'a")]
+struct PodIp<'a> {
+    ip: IfString<'a>,
 }
 
 #[derive(Deserialize, Default)]
-struct Ingress {
-    #[serde(default)]
-    ip: Text,
-    #[serde(default)]
-    hostname: Text,
+#[serde(default, bound = "'de: 'a")]
+struct LoadBalancer<'a> {
+    ingress: IfList<IfObject<Ingress<'a>>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, bound = "'de: 'a")]
+struct Ingress<'a> {
+    ip: IfString<'a>,
+    hostname: IfString<'a>,
 }
 
 /// Reads the ledger of `oldObject` in an AdmissionReview body. Fields of an
 /// unexpected shape are skipped; a body that does not parse yields an empty ledger.
 pub fn read_ledger(body: &[u8]) -> Ledger {
-    match serde_json::from_slice::<LedgerReview>(body) {
-        Ok(review) => review.request.0.old_object.0.into(),
+    match serde_json::from_slice::<LedgerReview<'_>>(body) {
+        Ok(review) => review.request.or_default().old_object.or_default().into(),
         Err(_) => Ledger::default(),
     }
 }
@@ -570,48 +350,59 @@ pub fn ledger_of(object: &serde_json::Value) -> Ledger {
     LedgerObject::deserialize(object).map_or_else(|_| Ledger::default(), Ledger::from)
 }
 
-impl From<LedgerObject> for Ledger {
-    fn from(object: LedgerObject) -> Ledger {
-        let (spec, status) = (object.spec.0, object.status.0);
+impl From<LedgerObject<'_>> for Ledger {
+    fn from(object: LedgerObject<'_>) -> Ledger {
+        let (spec, status) = (object.spec.or_default(), object.status.or_default());
         let mut ledger = Ledger {
-            node: text(spec.node_name),
+            node: spec.node_name.non_empty(),
             ..Ledger::default()
         };
         ledger.pod_ips = status
             .pod_ips
             .0
             .into_iter()
-            .filter_map(|p| text(p.0.ip))
+            .filter_map(|p| p.or_default().ip.non_empty())
             .collect();
         if ledger.pod_ips.is_empty() {
-            ledger.pod_ips.extend(text(status.pod_ip));
+            ledger.pod_ips.extend(status.pod_ip.non_empty());
         }
-        for ObjectOr(volume) in spec.volumes.0 {
-            let name = text(volume.name).unwrap_or_default();
-            if let Some(claim) = text(volume.persistent_volume_claim.0.claim_name) {
+        for volume in spec.volumes.0 {
+            let volume = volume.or_default();
+            let name = volume.name.non_empty().unwrap_or_default();
+            let claim = volume.persistent_volume_claim.or_default().claim_name;
+            if let Some(claim) = claim.non_empty() {
                 ledger.volumes.push(format!("{name} (pvc {claim})"));
-            } else if let Some(driver) = text(volume.csi.0.driver) {
+            } else if let Some(driver) = volume.csi.or_default().driver.non_empty() {
                 ledger.volumes.push(format!("{name} (csi {driver})"));
-            } else if volume.ephemeral.0.0 {
+            } else if volume.ephemeral.0.is_some() {
                 ledger.volumes.push(format!("{name} (ephemeral pvc)"));
             }
         }
-        for ObjectOr(ingress) in status.load_balancer.0.ingress.0 {
-            ledger
-                .load_balancer
-                .extend(text(ingress.ip).into_iter().chain(text(ingress.hostname)));
+        for ingress in status.load_balancer.or_default().ingress.0 {
+            let ingress = ingress.or_default();
+            ledger.load_balancer.extend(
+                ingress
+                    .ip
+                    .non_empty()
+                    .into_iter()
+                    .chain(ingress.hostname.non_empty()),
+            );
         }
-        ledger.csi_driver = text(spec.csi.0.driver);
-        ledger.volume_handle = text(spec.csi.0.volume_handle);
-        ledger.volume_name = text(spec.volume_name);
+        let csi = spec.csi.or_default();
+        ledger.csi_driver = csi.driver.non_empty();
+        ledger.volume_handle = csi.volume_handle.non_empty();
+        ledger.volume_name = spec.volume_name.non_empty();
         if ledger.is_empty() {
             ledger.owners = object
                 .metadata
-                .0
+                .or_default()
                 .owner_references
                 .0
                 .into_iter()
-                .filter_map(|ObjectOr(o)| Some(format!("{}/{}", text(o.kind)?, text(o.name)?)))
+                .filter_map(|o| {
+                    let o = o.or_default();
+                    Some(format!("{}/{}", o.kind.non_empty()?, o.name.non_empty()?))
+                })
                 .collect();
         }
         ledger
@@ -698,5 +489,40 @@ mod ledger_tests {
             read_ledger(&body(Value::Null)).summary(),
             "nothing recorded on the object"
         );
+    }
+}
+
+#[cfg(test)]
+mod owned_tests {
+    use serde_json::json;
+
+    use crate::admission::{ReviewBuilder, parse, parse_owned};
+
+    #[test]
+    fn details_of_another_shape_never_lose_what_decides() {
+        let body = ReviewBuilder::pod_update("alice")
+            .finalizers(json!(["example.com/a"]), json!(null))
+            .to_vec();
+        // In oldObject: a label that is not UTF-8 and a name sent twice.
+        // The review skips both; the details cannot be read.
+        let at = b"\"oldObject\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{";
+        let i = body.windows(at.len()).position(|w| w == at).unwrap() + at.len();
+        let odd = b"\"labels\":{\"app\":\"\xff\"},\"name\":\"twice\",";
+        let body = [&body[..i], odd, &body[i..]].concat();
+        let (_, request) = parse(&body).expect("the review reads it");
+        assert!(request.old_object.as_ref().unwrap().deleting);
+        let owned = parse_owned(&body).expect("and so does the owned request");
+        let old = owned.old_object.unwrap().metadata;
+        assert_eq!(old.finalizers, Some(vec!["example.com/a".to_string()]));
+        assert_eq!(
+            old.deletion_timestamp.map(|t| t.0.to_string()).as_deref(),
+            Some("2026-11-21T07:00:00Z"),
+            "still being deleted, since when the review read"
+        );
+        assert_eq!(
+            old.uid.as_deref(),
+            Some("6f0ad0c1-5d0c-4bd3-9a35-0c6a2b1d7e11")
+        );
+        assert_eq!((old.name, old.labels), (None, None), "the details are lost");
     }
 }

@@ -3,11 +3,13 @@
 //! [`review`] is the one function the server, `check` and the tests call, so
 //! an offline replay is exactly what the server would answer. It runs in
 //! named steps: [`parse`] the body into a request that borrows from it
-//! ([`request`]), read the [`change`], let the policy core decide,
-//! [`respond`] (JSON written straight into one buffer), and render the audit
-//! record ([`crate::audit::AuditEntry`]). kube-core's owned admission types
-//! ([`parse_owned`], over the [`lean`] object type) read the same body where
-//! a whole request is wanted: a recording, or the reason a body is refused.
+//! ([`request`]: the one reading of a body, and its rules), read the
+//! [`change`], let the policy core decide, [`respond`] (JSON written
+//! straight into one buffer), and render the audit record
+//! ([`crate::audit::AuditEntry`]). Where a whole request is wanted, a
+//! recording, [`parse_owned`] copies the same reading into kube-core's owned
+//! admission types ([`lean`]); the reason a body is refused is found by the
+//! same reading, tracking the path.
 
 mod builder;
 pub(crate) mod json;
@@ -16,7 +18,7 @@ pub mod request;
 
 use std::collections::BTreeMap;
 
-use kube_core::admission::{AdmissionRequest, AdmissionReview, Operation as WireOperation};
+use kube_core::admission::{AdmissionRequest, Operation as WireOperation};
 use serde::de::IgnoredAny;
 
 use crate::audit::{self, AuditEntry, AuditRecord, Subject};
@@ -166,7 +168,8 @@ pub fn review_with(
 }
 
 /// Step 1: the body as an AdmissionReview request with a uid, and the
-/// version to answer in.
+/// version to answer in. The one check of the envelope: [`parse_owned`]
+/// reads through it too.
 pub fn parse(body: &[u8]) -> Result<(&'static str, Request<'_>), ReviewError> {
     let parsed: request::Review<'_> = match serde_json::from_slice(body) {
         Ok(parsed) => parsed,
@@ -178,7 +181,10 @@ pub fn parse(body: &[u8]) -> Result<(&'static str, Request<'_>), ReviewError> {
         _ => "",
     };
     if parsed.kind != "AdmissionReview" || version.is_empty() {
-        return Err(not_a_review(&parsed.api_version, &parsed.kind));
+        return Err(ReviewError::NotAdmissionReview(format!(
+            "apiVersion {:?} kind {:?}, want {V1} or {V1BETA1} AdmissionReview",
+            parsed.api_version, parsed.kind
+        )));
     }
     let request = parsed.request.ok_or(ReviewError::NoRequest)?;
     if request.uid.is_empty() {
@@ -187,29 +193,12 @@ pub fn parse(body: &[u8]) -> Result<(&'static str, Request<'_>), ReviewError> {
     Ok((version, request))
 }
 
-fn not_a_review(api_version: &str, kind: &str) -> ReviewError {
-    ReviewError::NotAdmissionReview(format!(
-        "apiVersion {api_version:?} kind {kind:?}, want {V1} or {V1BETA1} AdmissionReview"
-    ))
-}
-
 /// The body as kube-core's owned AdmissionRequest: what a recording keeps.
-/// Never on a review's path.
+/// Read by [`parse`], so refused as a review refuses it, with what a
+/// recording keeps beyond a decision read beside it. Never on a review's path.
 pub fn parse_owned(body: &[u8]) -> Result<AdmissionRequest<LeanObject>, ReviewError> {
-    let parsed: AdmissionReview<LeanObject> = match serde_json::from_slice(body) {
-        Ok(parsed) => parsed,
-        Err(e) => return Err(explain(body, e)),
-    };
-    let version = parsed.types.api_version.as_str();
-    if parsed.types.kind != "AdmissionReview" || (version != V1 && version != V1BETA1) {
-        return Err(not_a_review(&parsed.types.api_version, &parsed.types.kind));
-    }
-    let request: AdmissionRequest<LeanObject> =
-        parsed.try_into().map_err(|_| ReviewError::NoRequest)?;
-    if request.uid.is_empty() {
-        return Err(ReviewError::NoUid);
-    }
-    Ok(request)
+    let (api_version, request) = parse(body)?;
+    Ok(lean::owned(api_version, &request, body))
 }
 
 /// The annotations of `object` and `oldObject` that a decision reads: the
@@ -360,8 +349,8 @@ pub fn respond(
     }
 }
 
-/// Turns a parse failure into a one-line reason that names where it failed.
-/// Only failures pay for the path-tracking second parse.
+/// Turns a parse failure into a one-line reason that names where it failed:
+/// the same reading again, tracking the path. Only failures pay for it.
 fn explain(body: &[u8], error: serde_json::Error) -> ReviewError {
     use serde_json::error::Category;
     let category = error.classify();
@@ -383,7 +372,7 @@ fn explain(body: &[u8], error: serde_json::Error) -> ReviewError {
         return ReviewError::NotJson(one_line(error.to_string()));
     }
     let mut de = serde_json::Deserializer::from_slice(body);
-    let reason = match serde_path_to_error::deserialize::<_, AdmissionReview<LeanObject>>(&mut de) {
+    let reason = match serde_path_to_error::deserialize::<_, request::Review<'_>>(&mut de) {
         Err(e) if e.path().to_string() != "." => format!("{}: {}", e.path(), e.inner()),
         _ => error.to_string(),
     };

@@ -1,21 +1,40 @@
-//! The request as a review reads it: borrowed from the body.
+//! The one reading of an AdmissionReview: the request as a review reads it,
+//! borrowed from the body, and the rules by which each field's shape reads.
 //!
 //! Every string a decision reads (uid, kind, resource, names, requester,
 //! finalizers) points into the body unless JSON escapes make it differ from
 //! its bytes; everything no decision reads (`options`, `requestKind`,
 //! `requestResource`, the objects' `spec`, `status`, `data`,
 //! `managedFields`, labels and most annotations) is skipped by the parser,
-//! never built. kube-core's owned types ([`super::lean`]) read the same body
-//! where a whole request is wanted: a recording, or the reason a body was
-//! refused.
+//! never built. The same reading serves the review, the reason a body is
+//! refused (the same types, tracking the path) and the owned request a
+//! recording keeps ([`super::lean`]): a finalizer list, `spec.finalizers`,
+//! an annotation or a uid reads one way wherever it is read.
+//!
+//! The rules, where a shape is not the expected one:
+//! - `metadata.finalizers`, `userInfo.groups`: `null` is empty; anything
+//!   but a list of strings is refused, since a list read as empty could
+//!   hide a removal.
+//! - `spec.finalizers`: read only where `spec` is an object holding a list;
+//!   any other shape reads as empty but is remembered as malformed (a custom
+//!   resource's `spec` can be anything; a Namespace's is judged).
+//! - annotations: `null` is empty, a value that is not a string reads as
+//!   absent (an override that is simply not there); not a map is refused.
+//! - `metadata.deletionTimestamp`: a timestamp, or absent.
+//! - a duplicated field a decision reads is refused: neither copy may win.
+//! - fields no decision reads (the identity a recording keeps, the leak
+//!   ledger): `IfString`, `IfObject`, `IfList` read any other shape
+//!   as absent, never as a failure.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::marker::PhantomData;
 
 use kube_core::admission::Operation;
 use serde::Deserialize;
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 /// An AdmissionReview: its type, and the request.
@@ -32,7 +51,7 @@ pub struct Review<'a> {
 
 /// `request`, as far as a review reads it.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "struct AdmissionRequest")]
 pub struct Request<'a> {
     #[serde(borrow)]
     pub uid: Cow<'a, str>,
@@ -59,6 +78,7 @@ pub struct Request<'a> {
 
 /// `request.kind`.
 #[derive(Deserialize)]
+#[serde(expecting = "struct GroupVersionKind")]
 pub struct Kind<'a> {
     #[serde(borrow)]
     pub group: Cow<'a, str>,
@@ -70,6 +90,7 @@ pub struct Kind<'a> {
 
 /// `request.resource`.
 #[derive(Deserialize)]
+#[serde(expecting = "struct GroupVersionResource")]
 pub struct Resource<'a> {
     #[serde(borrow)]
     pub group: Cow<'a, str>,
@@ -91,7 +112,7 @@ pub struct UserInfo<'a> {
     _extra: Option<Extra>,
 }
 
-/// An object as a decision reads it: its uid, its finalizers, whether it is
+/// An object as a decision reads it: its uid, its finalizers, when it is
 /// being deleted, its annotations (values unread until asked for), and
 /// `spec.finalizers` (a Namespace's).
 #[derive(Default)]
@@ -111,22 +132,26 @@ pub struct Object<'a> {
 
 impl Object<'_> {
     /// The annotations whose keys `wanted` accepts, decoded. A value that is
-    /// not a string reads as absent, as kube-apiserver never sends one.
+    /// not a string reads as absent, as kube-apiserver never sends one; of a
+    /// key sent twice, the last string wins.
     pub fn annotations_where(&self, wanted: impl Fn(&str) -> bool) -> BTreeMap<String, String> {
         self.annotations
             .iter()
             .filter(|(key, _)| wanted(key))
-            .filter_map(|(key, value)| {
-                let value = serde_json::from_str::<String>(value.get()).ok()?;
-                Some((key.to_string(), value))
-            })
+            .filter_map(|(key, value)| Some((key.to_string(), annotation_value(value)?)))
             .collect()
     }
+}
+
+/// An annotation's value: a string, or absent for any other JSON value.
+fn annotation_value(raw: &RawValue) -> Option<String> {
+    serde_json::from_str::<String>(raw.get()).ok()
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Object<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
+        #[serde(expecting = "an object")]
         struct Repr<'a> {
             #[serde(borrow, default)]
             metadata: Option<Meta<'a>>,
@@ -149,7 +174,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Object<'a> {
 
 /// The fields of `metadata` a decision reads.
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "struct ObjectMeta")]
 struct Meta<'a> {
     #[serde(borrow, default)]
     uid: Option<Text<'a>>,
@@ -224,13 +249,14 @@ struct Timestamp(bool);
 
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = StringOrNothing::deserialize(deserializer)?;
-        Ok(Timestamp(
-            value
-                .0
-                .is_some_and(|t| t.parse::<jiff::Timestamp>().is_ok()),
-        ))
+        let value = IfString::deserialize(deserializer)?;
+        Ok(Timestamp(value.0.is_some_and(|t| timestamp(&t).is_ok())))
     }
+}
+
+/// A `metadata.deletionTimestamp` is set if its text is a timestamp.
+fn timestamp(text: &str) -> Result<jiff::Timestamp, jiff::Error> {
+    text.parse()
 }
 
 /// `metadata.annotations`: keys borrowed, values kept as their JSON text
@@ -328,30 +354,37 @@ impl Spec<'_> {
     }
 }
 
-/// Visitor methods for the scalars that are not a finalizer list: `null` is
-/// an empty list (as the apiserver treats it), any other scalar is malformed.
-macro_rules! malformed_scalars {
+/// Visitor methods for the scalars: `null` is "nothing here" (the value's
+/// `Default`), and so is any other scalar unless `$other` says what it is
+/// instead. A string is left to the visitor unless `str` is named.
+macro_rules! scalars {
     () => {
+        scalars!(Self::Value::default());
+    };
+    ($other:expr) => {
         fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Ok(Spec::malformed())
+            Ok($other)
         }
         fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-            Ok(Spec::malformed())
+            Ok($other)
         }
         fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-            Ok(Spec::malformed())
+            Ok($other)
         }
         fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-            Ok(Spec::malformed())
-        }
-        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-            Ok(Spec::malformed())
+            Ok($other)
         }
         fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(Spec::default())
+            Ok(Self::Value::default())
         }
         fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(Spec::default())
+            Ok(Self::Value::default())
+        }
+    };
+    ($other:expr, str) => {
+        scalars!($other);
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($other)
         }
     };
 }
@@ -381,7 +414,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Spec<'a> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
                 Ok(Spec::malformed())
             }
-            malformed_scalars!();
+            scalars!(Spec::malformed(), str);
         }
         deserializer.deserialize_any(V)
     }
@@ -400,7 +433,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for FinalizerList<'a> {
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 let mut out = Spec::default();
-                while let Some(item) = seq.next_element::<StringOrNothing<'de>>()? {
+                while let Some(item) = seq.next_element::<IfString<'de>>()? {
                     match item.0 {
                         Some(name) => out.names.push(name),
                         None => out.malformed = true,
@@ -412,53 +445,201 @@ impl<'de: 'a, 'a> Deserialize<'de> for FinalizerList<'a> {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 Ok(Spec::malformed())
             }
-            malformed_scalars!();
+            scalars!(Spec::malformed(), str);
         }
         deserializer.deserialize_any(V).map(FinalizerList)
     }
 }
 
-/// A string, or `None` for any other value.
-struct StringOrNothing<'a>(Option<Cow<'a, str>>);
+/// A string, borrowed where it can be, or `None` for any other value.
+#[derive(Default)]
+pub(crate) struct IfString<'a>(pub(crate) Option<Cow<'a, str>>);
 
-impl<'de: 'a, 'a> Deserialize<'de> for StringOrNothing<'a> {
+impl IfString<'_> {
+    /// The string, unless absent, of another shape, or empty.
+    pub(crate) fn non_empty(self) -> Option<String> {
+        self.0.filter(|s| !s.is_empty()).map(Cow::into_owned)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for IfString<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = StringOrNothing<'de>;
+            type Value = IfString<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a finalizer name")
+                f.write_str("a string")
             }
             fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(StringOrNothing(Some(Cow::Borrowed(v))))
+                Ok(IfString(Some(Cow::Borrowed(v))))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(StringOrNothing(Some(Cow::Owned(v.to_string()))))
+                Ok(IfString(Some(Cow::Owned(v.to_string()))))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(StringOrNothing(None))
+                Ok(IfString(None))
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(StringOrNothing(None))
+                Ok(IfString(None))
             }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(StringOrNothing(None))
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(StringOrNothing(None))
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(StringOrNothing(None))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(StringOrNothing(None))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(StringOrNothing(None))
-            }
+            scalars!();
         }
         deserializer.deserialize_any(V)
     }
+}
+
+/// A `T` where the value is an object; `None` for any other value.
+pub(crate) struct IfObject<T>(pub(crate) Option<T>);
+
+impl<T> Default for IfObject<T> {
+    fn default() -> Self {
+        IfObject(None)
+    }
+}
+
+impl<T: Default> IfObject<T> {
+    /// The `T` read, or its default where there was no object.
+    pub(crate) fn or_default(self) -> T {
+        self.0.unwrap_or_default()
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for IfObject<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = IfObject<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(map)).map(|t| IfObject(Some(t)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(IfObject(None))
+            }
+            scalars!(IfObject(None), str);
+        }
+        deserializer.deserialize_any(V(PhantomData))
+    }
+}
+
+/// The items of a list; any other value reads as empty.
+pub(crate) struct IfList<T>(pub(crate) Vec<T>);
+
+impl<T> Default for IfList<T> {
+    fn default() -> Self {
+        IfList(Vec::new())
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for IfList<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = IfList<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                Vec::<T>::deserialize(SeqAccessDeserializer::new(seq)).map(IfList)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(IfList::default())
+            }
+            scalars!(IfList::default(), str);
+        }
+        deserializer.deserialize_any(V(PhantomData))
+    }
+}
+
+/// A map's string values (labels); a value of another shape reads as absent,
+/// as an annotation's does.
+#[derive(Default)]
+pub(crate) struct StringMap(pub(crate) BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for StringMap {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StringMap;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of strings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some((key, value)) = map.next_entry::<String, IfString<'de>>()? {
+                    if let Some(value) = value.0 {
+                        out.insert(key, value.into_owned());
+                    }
+                }
+                Ok(StringMap(out))
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}
+
+/// The `metadata.deletionTimestamp` of `request.object` and
+/// `request.oldObject`, for a recording (a review keeps only whether there is
+/// one). Read on their own, they fail only on a body a review refuses too (a
+/// key on the way sent twice, a timestamp that is not UTF-8): a recording
+/// keeps the timestamp of every object a review reads as being deleted.
+pub(crate) fn deletion_timestamps(body: &[u8]) -> [Option<jiff::Timestamp>; 2] {
+    ["object", "oldObject"].map(|object| {
+        let path = ["request", object, "metadata", "deletionTimestamp"];
+        let mut de = serde_json::Deserializer::from_slice(body);
+        let text = At(&path).deserialize(&mut de).ok().flatten();
+        text.and_then(|t| timestamp(&t).ok())
+    })
+}
+
+/// The string at a path of keys; any other shape on the way reads as absent,
+/// and everything off the way is skipped unread.
+struct At<'p>(&'p [&'p str]);
+
+impl<'de> DeserializeSeed<'de> for At<'_> {
+    type Value = Option<Cow<'de, str>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        match self.0 {
+            [] => IfString::deserialize(deserializer).map(|s| s.0),
+            [key, rest @ ..] => deserializer.deserialize_any(AtKey(key, rest)),
+        }
+    }
+}
+
+struct AtKey<'p>(&'p str, &'p [&'p str]);
+
+impl<'de> Visitor<'de> for AtKey<'_> {
+    type Value = Option<Cow<'de, str>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(Text(key)) = map.next_key()? {
+            if key != self.0 {
+                map.next_value::<IgnoredAny>()?;
+            } else if found.is_some() {
+                return Err(de::Error::custom(format_args!(
+                    "duplicate field `{}`",
+                    self.0
+                )));
+            } else {
+                found = Some(map.next_value_seed(At(self.1))?);
+            }
+        }
+        Ok(found.flatten())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    scalars!(None, str);
 }

@@ -8,7 +8,7 @@
 //! it lives in: a built-in controller, a rule, or nobody but an override.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -20,27 +20,23 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::explain::{self, Owner, RuleOwner, Written};
+use super::read;
 use super::select::Resolver;
 use super::{ClusterError, Connection, PolicySource};
+use crate::output::{Format, Printer, chain};
 use crate::policy::{FinalizerField, Policy};
 
-/// Objects read per list request.
-const PAGE: u32 = 500;
 /// Types listed at once.
 const IN_FLIGHT: usize = 4;
 /// Types named on a finalizer's text line.
 const TYPES_SHOWN: usize = 5;
 
-/// `-o json`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    Json,
-}
-
 /// What `doctor --cluster` is asked.
+#[derive(Debug, Clone, Default)]
 pub struct DoctorCluster {
+    /// `--policy`: judge under this file instead of the cluster's policy.
     pub policy: Option<PathBuf>,
-    pub output: Option<OutputFormat>,
+    pub format: Format,
     pub connection: Connection,
 }
 
@@ -281,31 +277,34 @@ pub fn added_by(meta: &ObjectMeta, finalizer: &str) -> Vec<String> {
 /// Lists one type, a page at a time, metadata only.
 async fn list_type(client: kube::Client, resource: ApiResource, namespaced: bool) -> Listed {
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    let mut params = ListParams::default().limit(PAGE);
     let mut tallies = Tallies::new();
     let mut objects = 0;
-    loop {
-        let page = api.list_metadata(&params).await.map_err(|e| Unreadable {
-            type_name: format!("{} ({})", type_name(&resource), resource.api_version),
-            why: short(&e),
-        })?;
-        for item in &page.items {
+    let api = &api;
+    let listed = read::pages(
+        &ListParams::default(),
+        |p| async move { api.list_metadata(&p).await },
+        |item| {
             objects += 1;
             if let Some(finalizers) = &item.metadata.finalizers {
+                let field = FinalizerField::Metadata;
                 count(
                     &mut tallies,
                     &resource,
                     namespaced,
                     &item.metadata,
-                    FinalizerField::Metadata,
+                    field,
                     finalizers,
                 );
             }
-        }
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok((tallies, objects)),
-        }
+        },
+    )
+    .await;
+    match listed {
+        Ok(()) => Ok((tallies, objects)),
+        Err(e) => Err(Unreadable {
+            type_name: format!("{} ({})", type_name(&resource), resource.api_version),
+            why: chain(&e),
+        }),
     }
 }
 
@@ -313,39 +312,32 @@ async fn list_type(client: kube::Client, resource: ApiResource, namespaced: bool
 async fn namespace_spec(client: kube::Client) -> Listed {
     let api: Api<Namespace> = Api::all(client);
     let resource = ApiResource::erase::<Namespace>(&());
-    let mut params = ListParams::default().limit(PAGE);
     let mut tallies = Tallies::new();
-    loop {
-        let page = api.list(&params).await.map_err(|e| Unreadable {
-            type_name: "namespaces (spec.finalizers)".into(),
-            why: short(&e),
-        })?;
-        for ns in &page.items {
-            let finalizers = ns
-                .spec
-                .as_ref()
-                .and_then(|s| s.finalizers.clone())
-                .unwrap_or_default();
+    let api = &api;
+    let listed = read::pages(
+        &ListParams::default(),
+        |p| async move { api.list(&p).await },
+        |ns| {
+            let spec = ns.spec.as_ref().and_then(|s| s.finalizers.as_deref());
+            let finalizers = spec.unwrap_or_default();
+            let field = FinalizerField::Spec;
             count(
                 &mut tallies,
                 &resource,
                 false,
                 &ns.metadata,
-                FinalizerField::Spec,
-                &finalizers,
+                field,
+                finalizers,
             );
-        }
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok((tallies, 0)),
-        }
-    }
-}
-
-fn short(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
-        other => other.to_string(),
+        },
+    )
+    .await;
+    match listed {
+        Ok(()) => Ok((tallies, 0)),
+        Err(e) => Err(Unreadable {
+            type_name: "namespaces (spec.finalizers)".into(),
+            why: chain(&e),
+        }),
     }
 }
 
@@ -479,40 +471,19 @@ pub fn rule_name(finalizer: &str) -> String {
 
 /// APIServices that are not Available: their groups cannot be read.
 async fn unavailable_apiservices(client: &kube::Client) -> Vec<Unreadable> {
-    let gvk = kube::core::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
-    let resource = ApiResource::from_gvk(&gvk);
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let list = match api.list(&ListParams::default()).await {
-        Ok(list) => list,
-        Err(e) => {
-            return vec![Unreadable {
-                type_name: "apiservices.apiregistration.k8s.io".into(),
-                why: format!("cannot tell which aggregated APIs are down: {}", short(&e)),
-            }];
-        }
-    };
-    list.items
-        .iter()
-        .filter_map(|s| {
-            let available = s.data["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .find(|c| c["type"] == "Available")?;
-            (available["status"] != "True").then(|| Unreadable {
-                type_name: format!(
-                    "{}/{} (APIService {})",
-                    s.data["spec"]["group"].as_str().unwrap_or_default(),
-                    s.data["spec"]["version"].as_str().unwrap_or_default(),
-                    s.metadata.name.as_deref().unwrap_or_default()
-                ),
-                why: format!(
-                    "not Available ({}: {})",
-                    available["reason"].as_str().unwrap_or("no reason"),
-                    available["message"].as_str().unwrap_or("no message")
-                ),
+    match read::unavailable_apiservices(client).await {
+        Ok(down) => down
+            .into_iter()
+            .map(|d| Unreadable {
+                type_name: format!("{} (APIService {})", d.group_version, d.name),
+                why: d.to_string(),
             })
-        })
-        .collect()
+            .collect(),
+        Err(e) => vec![Unreadable {
+            type_name: "apiservices.apiregistration.k8s.io".into(),
+            why: format!("cannot tell which aggregated APIs are down: {}", chain(&e)),
+        }],
+    }
 }
 
 /// Reads the cluster and judges every finalizer in it.
@@ -525,7 +496,7 @@ pub async fn survey(session: &super::Session, policy: &Policy, source: PolicySou
         Err(e) => {
             unreadable.push(Unreadable {
                 type_name: "(discovery)".into(),
-                why: e.to_string(),
+                why: chain(&e),
             });
             Vec::new()
         }
@@ -562,7 +533,7 @@ pub async fn survey(session: &super::Session, policy: &Policy, source: PolicySou
             Some(Err(e)) => absorb(
                 Err(Unreadable {
                     type_name: "(a list)".into(),
-                    why: e.to_string(),
+                    why: chain(&e),
                 }),
                 &mut tallies,
             ),
@@ -595,31 +566,31 @@ pub async fn survey(session: &super::Session, policy: &Policy, source: PolicySou
 pub async fn run(args: DoctorCluster) -> Result<i32, ClusterError> {
     let DoctorCluster {
         policy,
-        output,
+        format,
         connection,
     } = args;
-    if policy.is_none() && std::env::var_os(crate::cli::POLICY_ENV).is_some_and(|v| !v.is_empty()) {
-        eprintln!(
+    let out = Printer::stdio(format);
+    if policy.is_none() && crate::flags::policy_env_is_set() {
+        out.note(format_args!(
             "note: {} is set, and doctor --cluster does not read it: the cluster's policy is judged (pass --policy FILE to judge another)",
-            crate::cli::POLICY_ENV
-        );
+            crate::flags::POLICY_ENV
+        ));
     }
     let session = connection.connect().await?;
     let (policy, source) = super::cluster_policy(&session.client, policy.as_deref()).await?;
     let report = survey(&session, &policy, source).await;
-    let mut out = std::io::stdout().lock();
-    let text = match output {
-        Some(OutputFormat::Json) => {
-            serde_json::to_string_pretty(&report).expect("a report always serializes")
-        }
-        None => render(&report),
-    };
-    writeln!(out, "{text}").map_err(|e| ClusterError::Usage(format!("stdout: {e}")))?;
+    out.report(&report).map_err(ClusterError::Output)?;
     Ok(report.exit_code())
 }
 
-/// The text report.
-pub fn render(report: &Report) -> String {
+impl crate::output::Report for Report {
+    fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "{}", render(self))
+    }
+}
+
+/// The text report, its lines joined ([`crate::output::Report`]'s text form).
+fn render(report: &Report) -> String {
     let mut lines = Vec::new();
     let note = report
         .policy

@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{NamespaceStatus, Node, Pod};
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, ListParams};
 use serde::Serialize;
 
-use super::{Found, Identity};
+use super::{Found, Identity, read};
 use crate::admission::lean::ledger_of;
 use crate::ledger::Ledger;
+use crate::output::chain;
 use crate::policy::builtin::{self, BuiltinController};
 use crate::policy::{
     self, Change, FinalizerField, FinalizerLists, Operation, Outcome, OverrideProblem, Policy,
@@ -152,6 +152,14 @@ pub struct FinalizerReport {
     pub removable: Removable,
 }
 
+impl FinalizerReport {
+    /// Whether `unstick` leaves it in place: its owner looks alive and it
+    /// was not named with `--finalizer` (`named`).
+    pub fn held_back(&self, named: &[String]) -> bool {
+        matches!(self.owner_alive, Liveness::Alive(_)) && !named.contains(&self.name)
+    }
+}
+
 /// What the cluster says about owners, read once per run.
 pub struct Probe {
     client: Client,
@@ -183,7 +191,7 @@ impl Probe {
         let liveness = match api.get_opt(name).await {
             Ok(None) => Liveness::Gone(format!("node {name} does not exist")),
             Ok(Some(node)) => self.node_liveness(name, &node),
-            Err(e) => Liveness::Unknown(format!("cannot read node {name}: {}", short(&e))),
+            Err(e) => Liveness::Unknown(format!("cannot read node {name}: {}", chain(&e))),
         };
         self.nodes.insert(name.to_string(), liveness.clone());
         liveness
@@ -278,7 +286,7 @@ impl Probe {
             Ok(None) => Liveness::Unknown(format!("no lease kube-system/{component}")),
             Err(e) => Liveness::Unknown(format!(
                 "cannot read lease kube-system/{component}: {}",
-                short(&e)
+                chain(&e)
             )),
         };
         self.leases.insert(component, liveness.clone());
@@ -308,7 +316,7 @@ impl Probe {
                     ))
                 }
             }
-            Err(e) => Liveness::Unknown(format!("cannot list pods in {ns}: {}", short(&e))),
+            Err(e) => Liveness::Unknown(format!("cannot list pods in {ns}: {}", chain(&e))),
         };
         self.service_accounts
             .insert(username.to_string(), liveness.clone());
@@ -320,30 +328,12 @@ impl Probe {
         if let Some(list) = &self.apiservices {
             return list.clone();
         }
-        let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
-        let resource = kube::api::ApiResource::from_gvk(&gvk);
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-        let list = match api.list(&ListParams::default()).await {
-            Ok(list) => list
-                .items
+        let list = match read::unavailable_apiservices(&self.client).await {
+            Ok(down) => down
                 .iter()
-                .filter_map(|s| {
-                    let available = s.data["status"]["conditions"]
-                        .as_array()?
-                        .iter()
-                        .find(|c| c["type"] == "Available")?
-                        .clone();
-                    (available["status"] != "True").then(|| {
-                        format!(
-                            "APIService {} is not Available ({}: {})",
-                            s.metadata.name.as_deref().unwrap_or_default(),
-                            available["reason"].as_str().unwrap_or("no reason"),
-                            available["message"].as_str().unwrap_or("no message")
-                        )
-                    })
-                })
+                .map(|d| format!("APIService {} is {d}", d.name))
                 .collect(),
-            Err(e) => vec![format!("cannot list APIServices: {}", short(&e))],
+            Err(e) => vec![format!("cannot list APIServices: {}", chain(&e))],
         };
         self.apiservices = Some(list.clone());
         list
@@ -392,13 +382,6 @@ fn pod_ready(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn short(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// `3d4h`, `12m`, `40s`: as kubectl prints ages.
@@ -622,7 +605,7 @@ pub fn removable(
                 approvers: approval_policy.describe_approvers(),
             },
             other => Removable::No {
-                why: format!("{other:?}"),
+                why: unexpected(&other),
             },
         };
     }
@@ -639,8 +622,24 @@ pub fn removable(
             why: problem.to_string(),
         },
         other => Removable::No {
-            why: format!("{other:?}"),
+            why: unexpected(&other),
         },
+    }
+}
+
+/// A decision that neither authorizes the removal nor asks for an override
+/// or an approval, said plainly.
+fn unexpected(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::NotJudged => "the webhook would not judge this write".into(),
+        Outcome::NothingRemoved => "the write would remove no finalizer".into(),
+        Outcome::Authorized => "authorized".into(),
+        Outcome::Override(o) => format!("allowed by the override ({})", o.reason),
+        Outcome::ApprovalRecorded => "the write would record an approval".into(),
+        Outcome::ApprovalRefused { problem, .. } => {
+            format!("the approval would be refused: {problem}")
+        }
+        Outcome::Denied { problem, .. } => problem.to_string(),
     }
 }
 
@@ -710,18 +709,15 @@ pub async fn namespace_blockers(probe: &mut Probe, found: &Found) -> Vec<String>
     if !found.is_namespace() {
         return Vec::new();
     }
-    let mut out: Vec<String> = found.object.data["status"]["conditions"]
-        .as_array()
+    // A status that does not read as a Namespace's says nothing.
+    let status: NamespaceStatus =
+        serde_json::from_value(found.object.data["status"].clone()).unwrap_or_default();
+    let mut out: Vec<String> = status
+        .conditions
+        .unwrap_or_default()
         .into_iter()
-        .flatten()
-        .filter(|c| c["status"] == "True")
-        .map(|c| {
-            format!(
-                "{}: {}",
-                c["type"].as_str().unwrap_or_default(),
-                c["message"].as_str().unwrap_or_default()
-            )
-        })
+        .filter(|c| c.status == "True")
+        .map(|c| format!("{}: {}", c.type_, c.message.unwrap_or_default()))
         .collect();
     out.extend(probe.unavailable_apiservices().await);
     out

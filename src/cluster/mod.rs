@@ -8,15 +8,19 @@
 
 pub mod approve;
 pub mod doctor;
+mod engine;
 mod explain;
 mod patch;
+mod read;
+mod release;
+mod report;
 mod select;
 pub mod unstick;
 pub mod watch;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -24,8 +28,10 @@ use kube::api::{ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
+use crate::output::api_status;
 use crate::policy::{self, Policy};
 
+pub use engine::{Engine, OverrideValue, Targets};
 pub use select::{Found, Selection};
 
 /// The webhook's name in the ValidatingWebhookConfiguration (CONTRACT.md, "Deployment").
@@ -38,22 +44,41 @@ pub const POLICY_KEY: &str = "policy.yaml";
 pub const FIELD_MANAGER: &str = "finalizer-guard";
 
 /// Why a command could not talk to the cluster, or was asked wrongly: exit 2.
+/// Each keeps its cause as its source; [`crate::output::chain`] says them all.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     #[error("{0}")]
     Usage(String),
-    #[error("kubeconfig: {0}")]
-    Kubeconfig(String),
-    #[error("cannot reach the API server: {0}")]
-    Connect(String),
-    #[error("{what}: {source}")]
+    #[error("kubeconfig{}", path.as_ref().map(|p| format!(": {}", p.display())).unwrap_or_default())]
+    Kubeconfig {
+        path: Option<PathBuf>,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot reach the API server: {server}")]
+    Connect {
+        server: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("{what}")]
     Api {
         what: String,
         #[source]
         source: Box<kube::Error>,
     },
-    #[error("policy {source_name}: {error}")]
-    Policy { source_name: String, error: String },
+    #[error("policy {name}{hint}")]
+    Policy {
+        name: String,
+        /// What to do about it, said before the policy's own errors.
+        hint: &'static str,
+        #[source]
+        source: policy::LoadError,
+    },
+    #[error("policy {name}: has no key {POLICY_KEY}")]
+    PolicyKeyMissing { name: String },
+    #[error("writing the report")]
+    Output(#[source] std::io::Error),
 }
 
 impl ClusterError {
@@ -63,10 +88,20 @@ impl ClusterError {
             source: Box::new(source),
         }
     }
+
+    fn kubeconfig(
+        path: Option<&Path>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        ClusterError::Kubeconfig {
+            path: path.map(Path::to_path_buf),
+            source: Box::new(source),
+        }
+    }
 }
 
 /// kubeconfig and context, read as kubectl reads them.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct Connection {
     /// Path to the kubeconfig file. Default: $KUBECONFIG, then ~/.kube/config, then in-cluster.
     #[arg(long, value_name = "FILE")]
@@ -74,6 +109,24 @@ pub struct Connection {
     /// The kubeconfig context to use. Default: the current context.
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
+}
+
+/// `--dry-run=server`: as kubectl, every write goes through the API server
+/// and the webhook and is not persisted.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct DryRunFlag {
+    /// `server`: every write goes through the API server and the webhook, and nothing is persisted.
+    #[arg(long, value_enum, default_value = "none", value_name = "MODE")]
+    pub dry_run: DryRun,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum DryRun {
+    /// Write for real.
+    #[default]
+    None,
+    /// Send every write through the API server and the webhook without persisting it.
+    Server,
 }
 
 /// Who the commands act as: what `kubectl auth whoami` prints.
@@ -98,29 +151,26 @@ impl Connection {
             cluster: None,
             user: None,
         };
-        let config = match (&self.kubeconfig, &self.context) {
+        let path = self.kubeconfig.as_deref();
+        let config = match (path, &self.context) {
             (Some(path), _) => {
                 let file = Kubeconfig::read_from(path)
-                    .map_err(|e| ClusterError::Kubeconfig(format!("{}: {e}", path.display())))?;
+                    .map_err(|e| ClusterError::kubeconfig(Some(path), e))?;
                 Config::from_custom_kubeconfig(file, &options)
                     .await
-                    .map_err(|e| ClusterError::Kubeconfig(e.to_string()))?
+                    .map_err(|e| ClusterError::kubeconfig(Some(path), e))?
             }
             (None, Some(_)) => Config::from_kubeconfig(&options)
                 .await
-                .map_err(|e| ClusterError::Kubeconfig(e.to_string()))?,
+                .map_err(|e| ClusterError::kubeconfig(None, e))?,
             (None, None) => Config::infer()
                 .await
-                .map_err(|e| ClusterError::Kubeconfig(e.to_string()))?,
+                .map_err(|e| ClusterError::kubeconfig(None, e))?,
         };
         let namespace = config.default_namespace.clone();
         let server = config.cluster_url.to_string();
-        let client =
-            Client::try_from(config).map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
-        let identity = whoami(&client).await.map_err(|e| match e {
-            ClusterError::Connect(why) => ClusterError::Connect(format!("{server}: {why}")),
-            other => other,
-        })?;
+        let client = Client::try_from(config).map_err(|e| ClusterError::kubeconfig(path, e))?;
+        let identity = whoami(&client, server).await?;
         Ok(Session {
             client,
             namespace,
@@ -130,36 +180,23 @@ impl Connection {
 }
 
 /// `kubectl auth whoami`: a SelfSubjectReview. Also proves the connection.
-async fn whoami(client: &Client) -> Result<Identity, ClusterError> {
+async fn whoami(client: &Client, server: String) -> Result<Identity, ClusterError> {
     let api: Api<SelfSubjectReview> = Api::all(client.clone());
     let review = api
         .create(&PostParams::default(), &SelfSubjectReview::default())
         .await
         .map_err(|e| match e {
             kube::Error::Api(_) => ClusterError::api("who am I (SelfSubjectReview)", e),
-            other => ClusterError::Connect(chain(&other)),
+            other => ClusterError::Connect {
+                server,
+                source: Box::new(other),
+            },
         })?;
     let user = review.status.and_then(|s| s.user_info).unwrap_or_default();
     Ok(Identity {
         username: user.username.unwrap_or_default(),
         groups: user.groups.unwrap_or_default(),
     })
-}
-
-/// An error and its causes, on one line: "client error (Connect): tcp
-/// connect error: Connection refused (os error 111)".
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// Where the policy came from, for the report.
@@ -176,18 +213,16 @@ pub struct PolicySource {
 /// The policy the cluster runs (its ConfigMap), or `--policy FILE`.
 pub async fn cluster_policy(
     client: &Client,
-    file: Option<&std::path::Path>,
+    file: Option<&Path>,
 ) -> Result<(Policy, PolicySource), ClusterError> {
     if let Some(path) = file {
-        let policy = policy::load(path).map_err(|e| ClusterError::Policy {
-            source_name: path.display().to_string(),
-            error: e.to_string(),
+        let name = path.display().to_string();
+        let policy = policy::load(path).map_err(|source| ClusterError::Policy {
+            name: name.clone(),
+            hint: "",
+            source,
         })?;
-        let source = PolicySource {
-            name: path.display().to_string(),
-            note: None,
-        };
-        return Ok((policy, source));
+        return Ok((policy, PolicySource { name, note: None }));
     }
     let name = format!("configmap {POLICY_NAMESPACE}/{POLICY_CONFIGMAP}");
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), POLICY_NAMESPACE);
@@ -202,17 +237,13 @@ pub async fn cluster_policy(
     };
     match api.get_opt(POLICY_CONFIGMAP).await {
         Ok(Some(cm)) => {
-            let text = cm
-                .data
-                .as_ref()
-                .and_then(|d| d.get(POLICY_KEY))
-                .ok_or_else(|| ClusterError::Policy {
-                    source_name: name.clone(),
-                    error: format!("has no key {POLICY_KEY}"),
-                })?;
+            let Some(text) = cm.data.as_ref().and_then(|d| d.get(POLICY_KEY)) else {
+                return Err(ClusterError::PolicyKeyMissing { name });
+            };
             let policy = Policy::from_yaml(text).map_err(|e| ClusterError::Policy {
-                source_name: name.clone(),
-                error: format!("{e} (the webhook keeps its last good policy; pass --policy FILE)"),
+                name: name.clone(),
+                hint: " (the webhook keeps its last good policy; pass --policy FILE)",
+                source: e.into(),
             })?;
             Ok((policy, PolicySource { name, note: None }))
         }
@@ -239,7 +270,8 @@ pub async fn webhook_installed(client: &Client) -> Option<bool> {
     )
 }
 
-/// What a refused write means, in words an operator can act on.
+/// What a refused write means, in words an operator can act on: the one
+/// describer of refusals for `unstick` and `approve` (its Display).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteError {
     /// The webhook denied it: its message.
@@ -253,30 +285,42 @@ pub enum WriteError {
     /// 422: a JSON patch `test` failed, or the object is not valid. Which
     /// one, only a second read can tell.
     Unprocessable(String),
-    /// Anything else the API server said (RBAC, validation, ...).
+    /// Anything else the API server said (RBAC, validation, ...), or why it
+    /// could not be asked.
     Other(String),
 }
 
 impl WriteError {
     pub fn from_kube(e: &kube::Error) -> WriteError {
-        match e {
-            kube::Error::Api(status) => {
-                let message = status.message.as_str();
-                if message.contains("failed calling webhook") && message.contains(WEBHOOK_NAME) {
-                    WriteError::WebhookUnreachable(message.to_string())
-                } else if message.contains("admission webhook") && message.contains("denied") {
-                    WriteError::Denied(message.to_string())
-                } else if status.code == 409 {
-                    WriteError::Conflict
-                } else if status.code == 422 {
-                    WriteError::Unprocessable(message.to_string())
-                } else if status.code == 404 {
-                    WriteError::NotFound
-                } else {
-                    WriteError::Other(format!("{} ({})", message, status.code))
-                }
-            }
-            other => WriteError::Other(other.to_string()),
+        let kube::Error::Api(status) = e else {
+            return WriteError::Other(crate::output::chain(e));
+        };
+        let message = status.message.as_str();
+        if message.contains("failed calling webhook") && message.contains(WEBHOOK_NAME) {
+            WriteError::WebhookUnreachable(message.to_string())
+        } else if message.contains("admission webhook") && message.contains("denied") {
+            WriteError::Denied(message.to_string())
+        } else if status.code == 409 {
+            WriteError::Conflict
+        } else if status.code == 422 {
+            WriteError::Unprocessable(message.to_string())
+        } else if status.code == 404 {
+            WriteError::NotFound
+        } else {
+            WriteError::Other(api_status(status))
+        }
+    }
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WriteError::Denied(m) => write!(f, "denied: {m}"),
+            WriteError::WebhookUnreachable(m) => write!(f, "the webhook is unreachable: {m}"),
+            WriteError::Conflict => f.write_str("a conflicting change"),
+            WriteError::NotFound => f.write_str("gone"),
+            WriteError::Unprocessable(m) => write!(f, "{m} (422)"),
+            WriteError::Other(m) => f.write_str(m),
         }
     }
 }
@@ -285,3 +329,39 @@ impl WriteError {
 pub const WEBHOOK_DOWN_HELP: &str = "finalizer-guard fails closed (failurePolicy: Fail), so no finalizer can be removed until the webhook answers again. \
 Bring it back: kubectl -n finalizer-guard get pods,endpoints; kubectl -n finalizer-guard rollout restart deployment/finalizer-guard. \
 This command never deletes or disables the ValidatingWebhookConfiguration: if the webhook cannot come back, that is a decision for a cluster admin, on the record.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: u16, message: &str) -> WriteError {
+        let status = kube::core::Status::failure(message, "").with_code(code);
+        WriteError::from_kube(&kube::Error::Api(status.boxed()))
+    }
+
+    #[test]
+    fn refusals_are_told_apart_and_said_plainly() {
+        let denied = refused(
+            400,
+            "admission webhook \"finalizers.finalizer-guard.io\" denied the request: no",
+        );
+        assert!(matches!(denied, WriteError::Denied(_)));
+        assert!(denied.to_string().starts_with("denied: admission webhook"));
+        let down = refused(
+            500,
+            "Internal error occurred: failed calling webhook \"finalizers.finalizer-guard.io\": connection refused",
+        );
+        assert!(
+            down.to_string()
+                .starts_with("the webhook is unreachable: Internal error"),
+            "{down}"
+        );
+        assert_eq!(refused(409, "conflict"), WriteError::Conflict);
+        assert_eq!(refused(404, "not found").to_string(), "gone");
+        assert_eq!(refused(422, "test failed").to_string(), "test failed (422)");
+        assert_eq!(
+            refused(403, "pods \"a\" is forbidden").to_string(),
+            "pods \"a\" is forbidden (403)"
+        );
+    }
+}

@@ -6,10 +6,10 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::discovery::{ApiCapabilities, ApiResource, Discovery, Scope};
 
-use super::{ClusterError, Session};
+use super::{ClusterError, Session, read};
 
 /// Which objects: kubectl's habits.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct Selection {
     /// Objects as TYPE/NAME (pod/web-0, namespace/team-a, widgets.example.com/w1),
     /// or a TYPE alone for every stuck object of that type.
@@ -58,6 +58,14 @@ impl Found {
         self.object.metadata.name.as_deref().unwrap_or_default()
     }
 
+    /// `pod/web-0 -n team-a`: as a kubectl command names it.
+    pub fn label(&self) -> String {
+        label(
+            &self.display_name(),
+            self.namespace().filter(|_| self.namespaced),
+        )
+    }
+
     pub fn namespace(&self) -> Option<&str> {
         self.object.metadata.namespace.as_deref()
     }
@@ -93,6 +101,14 @@ impl Found {
     pub fn is_stuck(&self) -> bool {
         self.object.metadata.deletion_timestamp.is_some()
             && !(self.metadata_finalizers().is_empty() && self.spec_finalizers().is_empty())
+    }
+}
+
+/// `pod/web-0 -n team-a`, `namespace/legacy`: as a kubectl command names an object.
+pub fn label(object: &str, namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) => format!("{object} -n {ns}"),
+        None => object.to_string(),
     }
 }
 
@@ -203,7 +219,8 @@ impl Resolver {
         matches.sort_by_key(|(ar, _)| !ar.group.is_empty());
         matches.into_iter().next().ok_or_else(|| {
             ClusterError::Usage(format!(
-                "the server doesn't have a resource type {name:?} (kubectl api-resources lists them)"
+                "the server doesn't have a resource type {} (kubectl api-resources lists them)",
+                crate::output::quoted(name)
             ))
         })
     }
@@ -242,89 +259,162 @@ impl Selection {
     /// or not (the command says why it leaves one alone); listed ones only when stuck.
     pub async fn run(&self, session: &Session) -> Result<Selected, ClusterError> {
         self.check()?;
-        let client = &session.client;
         let mut selected = Selected::default();
         let mut params = ListParams::default();
         if let Some(selector) = &self.selector {
             params = params.labels(selector);
         }
         if let Some(node) = &self.node {
-            let ns = self.list_namespace(session, true);
-            let api: Api<Pod> = match ns {
-                Some(ns) => Api::namespaced(client.clone(), ns),
-                None => Api::all(client.clone()),
+            let pods = Listing {
+                client: &session.client,
+                resource: ApiResource::erase::<Pod>(&()),
+                namespaced: true,
+                namespace: self.list_namespace(session, true),
             };
-            let pods = list_all(&api, params.fields(&format!("spec.nodeName={node}")))
+            let params = params.fields(&format!("spec.nodeName={node}"));
+            pods.stuck(&params, &mut selected)
                 .await
                 .map_err(|e| ClusterError::api(format!("listing the pods on node {node}"), e))?;
-            let resource = ApiResource::erase::<Pod>(&());
-            for pod in pods {
-                let object: DynamicObject =
-                    serde_json::from_value(serde_json::to_value(pod).expect("a Pod serializes"))
-                        .expect("a Pod reads as an object");
-                push_listed(&mut selected, resource.clone(), true, object);
-            }
             return Ok(selected);
         }
-        let resolver = Resolver::new(client).await?;
+        let resolver = Resolver::new(&session.client).await?;
         for target in &self.targets {
             let (type_name, name) = match target.split_once('/') {
                 Some((t, n)) if !n.is_empty() && !n.contains('/') => (t, Some(n)),
                 Some(_) => {
                     return Err(ClusterError::Usage(format!(
-                        "{target:?}: write TYPE/NAME, e.g. pod/web-0"
+                        "{}: write TYPE/NAME, e.g. pod/web-0",
+                        crate::output::quoted(target)
                     )));
                 }
                 None => (target.as_str(), None),
             };
             let (resource, caps) = resolver.resolve(type_name)?;
             let namespaced = caps.scope == Scope::Namespaced;
-            let api = |ns: Option<&str>| match ns {
-                Some(ns) if namespaced => Api::namespaced_with(client.clone(), ns, &resource),
-                _ => Api::all_with(client.clone(), &resource),
-            };
             match name {
                 Some(name) => {
-                    if self.selector.is_some() {
-                        return Err(ClusterError::Usage(
-                            "-l selects among listed objects: give a TYPE, not TYPE/NAME".into(),
-                        ));
-                    }
-                    if namespaced && self.all_namespaces {
-                        return Err(ClusterError::Usage(format!(
-                            "{target}: a named object needs one namespace (-n), not -A"
-                        )));
-                    }
-                    let ns = self.namespace.as_deref().unwrap_or(&session.namespace);
-                    match api(Some(ns)).get_opt(name).await {
-                        Ok(Some(object)) => selected.objects.push(Found {
-                            resource: resource.clone(),
-                            namespaced,
-                            object,
-                        }),
-                        Ok(None) => selected.missing.push(Missing {
-                            target: target.clone(),
-                            why: if namespaced {
-                                format!("not found in namespace {ns}")
-                            } else {
-                                "not found".into()
-                            },
-                        }),
-                        Err(e) => return Err(ClusterError::api(format!("reading {target}"), e)),
+                    let found = self.named(session, target, resource, namespaced, name);
+                    match found.await? {
+                        Ok(found) => selected.objects.push(found),
+                        Err(missing) => selected.missing.push(missing),
                     }
                 }
                 None => {
-                    let ns = self.list_namespace(session, false);
-                    let objects = list_all(&api(ns), params.clone())
+                    let listing = Listing {
+                        client: &session.client,
+                        resource,
+                        namespaced,
+                        namespace: self.list_namespace(session, false),
+                    };
+                    listing
+                        .stuck(&params, &mut selected)
                         .await
                         .map_err(|e| ClusterError::api(format!("listing {type_name}"), e))?;
-                    for object in objects {
-                        push_listed(&mut selected, resource.clone(), namespaced, object);
-                    }
                 }
             }
         }
         Ok(selected)
+    }
+
+    /// `TYPE/NAME`: the object, or why there is none.
+    async fn named(
+        &self,
+        session: &Session,
+        target: &str,
+        resource: ApiResource,
+        namespaced: bool,
+        name: &str,
+    ) -> Result<Result<Found, Missing>, ClusterError> {
+        if self.selector.is_some() {
+            return Err(ClusterError::Usage(
+                "-l selects among listed objects: give a TYPE, not TYPE/NAME".into(),
+            ));
+        }
+        if namespaced && self.all_namespaces {
+            return Err(ClusterError::Usage(format!(
+                "{target}: a named object needs one namespace (-n), not -A"
+            )));
+        }
+        let ns = self.namespace.as_deref().unwrap_or(&session.namespace);
+        let api = object_api(&session.client, &resource, namespaced.then_some(ns));
+        match api.get_opt(name).await {
+            Ok(Some(object)) => Ok(Ok(Found {
+                resource,
+                namespaced,
+                object,
+            })),
+            Ok(None) => Ok(Err(Missing {
+                target: target.to_string(),
+                why: if namespaced {
+                    format!("not found in namespace {ns}")
+                } else {
+                    "not found".into()
+                },
+            })),
+            Err(e) => Err(ClusterError::api(format!("reading {target}"), e)),
+        }
+    }
+}
+
+/// The API of one type, in one namespace or (`None`) all.
+fn object_api(
+    client: &Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
+    }
+}
+
+/// One type listed, in a namespace or (`None`) all.
+struct Listing<'a> {
+    client: &'a Client,
+    resource: ApiResource,
+    namespaced: bool,
+    namespace: Option<&'a str>,
+}
+
+impl Listing<'_> {
+    /// Lists the type's metadata a page at a time; only the objects that
+    /// may be stuck (being deleted, with finalizers, or a Namespace, whose
+    /// `spec.finalizers` the metadata does not show) are read whole, for
+    /// what explains them. The rest are counted as not stuck.
+    async fn stuck(&self, params: &ListParams, selected: &mut Selected) -> kube::Result<()> {
+        let api = object_api(
+            self.client,
+            &self.resource,
+            self.namespace.filter(|_| self.namespaced),
+        );
+        let is_namespace = self.resource.group.is_empty() && self.resource.plural == "namespaces";
+        let mut candidates = Vec::new();
+        let api = &api;
+        read::pages(
+            params,
+            |p| async move { api.list_metadata(&p).await },
+            |item| {
+                let meta = item.metadata;
+                let held = meta.finalizers.as_ref().is_some_and(|f| !f.is_empty()) || is_namespace;
+                if meta.deletion_timestamp.is_some() && held {
+                    candidates.push((meta.namespace, meta.name.unwrap_or_default()));
+                } else {
+                    selected.not_stuck += 1;
+                }
+            },
+        )
+        .await?;
+        for (namespace, name) in candidates {
+            let namespace = namespace.as_deref().filter(|_| self.namespaced);
+            // Gone since it was listed: nothing holds it any more.
+            if let Some(object) = object_api(self.client, &self.resource, namespace)
+                .get_opt(&name)
+                .await?
+            {
+                push_listed(selected, self.resource.clone(), self.namespaced, object);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -343,22 +433,5 @@ fn push_listed(
         selected.objects.push(found);
     } else {
         selected.not_stuck += 1;
-    }
-}
-
-/// Lists every page, 500 objects at a time.
-async fn list_all<K>(api: &Api<K>, params: ListParams) -> Result<Vec<K>, kube::Error>
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let mut params = params.limit(500);
-    let mut items = Vec::new();
-    loop {
-        let page = api.list(&params).await?;
-        items.extend(page.items);
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(items),
-        }
     }
 }

@@ -42,6 +42,10 @@ const ADMIN_MAX_CONNECTIONS: usize = 128;
 /// How long a drain waits for queued audit records to be written out.
 const AUDIT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a drain waits for the Event repeats counted since their last
+/// write to be written.
+const EVENTS_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Everything `serve` needs, already resolved from flags and environment.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -173,6 +177,13 @@ impl Handle {
             .is_err()
         {
             tracing::error!(timeout = ?AUDIT_FLUSH_TIMEOUT, "audit records not written out before exit");
+        }
+        if let Some(events) = &self.state.events
+            && tokio::time::timeout(EVENTS_FLUSH_TIMEOUT, events.flush())
+                .await
+                .is_err()
+        {
+            tracing::warn!(timeout = ?EVENTS_FLUSH_TIMEOUT, "Event repeats not written before exit");
         }
         tracing::info!("stopped");
     }

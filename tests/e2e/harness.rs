@@ -57,6 +57,7 @@ impl Run {
 }
 
 /// The cluster `e2e/cluster.sh up DIR` started, named by `FG_E2E_DIR`.
+#[derive(Clone)]
 pub struct Cluster {
     pub dir: PathBuf,
     kubectl: PathBuf,
@@ -78,7 +79,7 @@ impl Cluster {
         self.dir.join(format!("{user}.kubeconfig"))
     }
 
-    /// Runs kubectl as `user` (admin, alice, carol), with `stdin` if given.
+    /// Runs kubectl as `user` (admin, alice, carol, oncall), with `stdin` if given.
     pub fn kubectl_in(&self, user: &str, args: &[&str], stdin: Option<&str>) -> Run {
         self.kubectl_env(user, args, stdin, &[])
     }

@@ -17,6 +17,17 @@
 //! ConfigMap. That the running server then applies it without a restart is
 //! what is proven.
 //!
+//! The policy check (the chart's pre-install and pre-upgrade hook Job) runs
+//! for real as far as the control plane goes: Helm creates the hook, the
+//! Job controller makes its pod, and Helm waits for the Job's outcome. What a
+//! scheduler and a kubelet would do for that pod is done by [`HookKubelet`]:
+//! it binds the pod to a Node, runs its container's command here (this
+//! build's binary, with the Job's arguments and the ConfigMap it mounts),
+//! and writes the pod's status back. So a `helm upgrade` whose policy
+//! `policy validate` refuses is refused by the real Job controller and Helm,
+//! and what is then proven is that nothing the webhook's pods read or run
+//! changed: the ConfigMap, the Deployment, the webhook configuration.
+//!
 //! `#[ignore]`d like every scenario: run with `--ignored`, they fail without
 //! `FG_E2E_DIR` or without helm (`FG_HELM`, or the binary `e2e/helm/build.sh`
 //! caches).
@@ -24,6 +35,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -96,6 +111,198 @@ impl Helm {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
+    }
+}
+
+/// One policy-check pod [`HookKubelet`] ran.
+#[derive(Debug, Clone)]
+struct Ran {
+    pod: String,
+    code: i32,
+    output: String,
+}
+
+/// The scheduler and kubelet of the policy check's pods in one namespace,
+/// which this control plane does not have: each pending pod of the chart's
+/// `policy-check` component is bound to a Node, its container's command run
+/// here, and its status written back as a kubelet writes it, the output's
+/// end as the termination message (`terminationMessagePolicy:
+/// FallbackToLogsOnError`). The Job controller and Helm do the rest.
+struct HookKubelet {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Vec<Ran>>>,
+}
+
+const HOOK_NODE: &str = "helm-e2e-hook-node";
+
+impl HookKubelet {
+    fn start(cluster: &Cluster, ns: &str, work: &Path) -> HookKubelet {
+        cluster
+            .apply(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": HOOK_NODE}}));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (cluster, ns, work) = (cluster.clone(), ns.to_string(), work.join("hooks"));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut ran: Vec<Ran> = Vec::new();
+            while !flag.load(Ordering::SeqCst) {
+                let pods = cluster.admin(&[
+                    "get",
+                    "pods",
+                    "-n",
+                    &ns,
+                    "-l",
+                    "app.kubernetes.io/component=policy-check",
+                    "-o",
+                    "json",
+                ]);
+                let items = serde_json::from_str::<Value>(&pods.stdout)
+                    .ok()
+                    .and_then(|l| l["items"].as_array().cloned())
+                    .unwrap_or_default();
+                for pod in items {
+                    let name = pod["metadata"]["name"].as_str().unwrap().to_string();
+                    let phase = pod["status"]["phase"].as_str().unwrap_or("");
+                    if ran.iter().any(|r| r.pod == name) || matches!(phase, "Succeeded" | "Failed")
+                    {
+                        continue;
+                    }
+                    ran.push(run_hook_pod(&cluster, &ns, &pod, &work));
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            ran
+        });
+        HookKubelet {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops, and says which pods it ran.
+    fn stop(mut self) -> Vec<Ran> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for HookKubelet {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One policy-check pod: bound (the scheduler's part), run and reported
+/// (the kubelet's).
+fn run_hook_pod(cluster: &Cluster, ns: &str, pod: &Value, work: &Path) -> Ran {
+    let name = pod["metadata"]["name"].as_str().unwrap();
+    let binding = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name, "namespace": ns},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": HOOK_NODE},
+    });
+    cluster
+        .kubectl_in(
+            "admin",
+            &[
+                "create",
+                "--raw",
+                &format!("/api/v1/namespaces/{ns}/pods/{name}/binding"),
+                "-f",
+                "-",
+            ],
+            Some(&binding.to_string()),
+        )
+        .ok();
+
+    // The volumes it mounts: ConfigMaps, written where the container reads them.
+    let container = &pod["spec"]["containers"][0];
+    let root = work.join(name);
+    let mut args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    for mount in container["volumeMounts"].as_array().unwrap() {
+        let volume = pod["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .unwrap();
+        let config_map = volume["configMap"]["name"]
+            .as_str()
+            .expect("the policy check mounts ConfigMaps only");
+        let data = cluster
+            .get(&["configmap", config_map, "-n", ns])
+            .expect("the mounted ConfigMap")["data"]
+            .clone();
+        let at = mount["mountPath"].as_str().unwrap();
+        let local = root.join(at.trim_start_matches('/'));
+        fs::create_dir_all(&local).unwrap();
+        for (key, value) in data.as_object().unwrap() {
+            fs::write(local.join(key), value.as_str().unwrap()).unwrap();
+        }
+        for arg in &mut args {
+            if let Some(rest) = arg.strip_prefix(at) {
+                *arg = format!("{}{rest}", local.display());
+            }
+        }
+    }
+    let started = jiff::Timestamp::now().to_string();
+    let out = Command::new(harness::bin())
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    let output = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let message: String = output
+        .chars()
+        .rev()
+        .take(4000)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let status = json!({"status": {
+        "phase": if code == 0 { "Succeeded" } else { "Failed" },
+        "startTime": started,
+        "containerStatuses": [{
+            "name": container["name"], "image": container["image"], "imageID": "",
+            "ready": false, "restartCount": 0, "started": false,
+            "state": {"terminated": {
+                "exitCode": code,
+                "reason": if code == 0 { "Completed" } else { "Error" },
+                "message": if code == 0 { String::new() } else { message },
+                "startedAt": started, "finishedAt": jiff::Timestamp::now().to_string(),
+            }},
+        }],
+    }});
+    cluster
+        .admin(&[
+            "patch",
+            "pod",
+            name,
+            "-n",
+            ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ])
+        .ok();
+    Ran {
+        pod: name.to_string(),
+        code,
+        output,
     }
 }
 
@@ -308,6 +515,33 @@ fn force_delete(cluster: &Cluster, ns: &str, name: &str) {
     });
 }
 
+/// The policy check's Jobs and ConfigMaps left in the release's namespace.
+fn hook_objects(cluster: &Cluster) -> String {
+    cluster
+        .admin(&[
+            "get",
+            "jobs,configmaps",
+            "-n",
+            RELEASE_NS,
+            "-l",
+            "app.kubernetes.io/component=policy-check",
+            "-o",
+            "name",
+        ])
+        .ok()
+        .stdout
+        .trim()
+        .to_string()
+}
+
+fn sha256_hex(text: &str) -> String {
+    ring::digest::digest(&ring::digest::SHA256, text.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Should the scenario fail half-way: the release uninstalled, and its
 /// webhook configuration gone in any case, so it cannot refuse the writes of
 /// the scenarios after it once its server is gone.
@@ -447,6 +681,8 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
         helm: &helm,
         cluster: c,
     };
+    // The policy check runs first: Helm waits for its Job.
+    let kubelet = HookKubelet::start(c, RELEASE_NS, &work);
     let run = helm
         .run(&[
             "install",
@@ -459,10 +695,17 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
             values.to_str().unwrap(),
         ])
         .ok();
+    let ran = kubelet.stop();
     assert!(run.stdout.contains("STATUS: deployed"), "{run:#?}");
     assert!(
         run.stdout.contains("ENFORCE mode"),
         "NOTES.txt says the mode: {run:#?}"
+    );
+    assert_eq!(ran.len(), 1, "one policy check before install: {ran:#?}");
+    assert_eq!(ran[0].code, 0, "{ran:#?}");
+    assert!(
+        hook_objects(c).is_empty(),
+        "a passed check leaves nothing behind"
     );
 
     // Every object the release names exists, with what the chart rendered.
@@ -475,6 +718,7 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
     assert_eq!(
         kinds,
         [
+            "ClusterRole",
             "ClusterRole",
             "ClusterRoleBinding",
             "ConfigMap",
@@ -632,6 +876,116 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
         });
     }
 
+    // helm upgrade with a policy `serve` would refuse: enforcing, with
+    // Kubernetes' own controllers judged (builtinControllers false) and no
+    // rule for them, and a rule for the developers beside. The policy check
+    // refuses it, Helm stops before changing anything, and the webhook goes
+    // on under the policy it had: the developers' strip is still denied.
+    let before = |kind: &str, name: &str| {
+        let mut args = vec![kind, name];
+        if kind != "validatingwebhookconfiguration" {
+            args.extend(["-n", RELEASE_NS]);
+        }
+        c.get(&args).unwrap()
+    };
+    let config_map_before = before("configmap", &format!("{FULLNAME}-policy"));
+    let deployment_before = before("deployment", FULLNAME);
+    let webhook_before = before("validatingwebhookconfiguration", FULLNAME);
+    let developers_rule = format!(
+        r#"policy.rules=[{{"name":"developers-release-cni","finalizers":["{CNI}"],"groups":["developers"]}}]"#
+    );
+    let kubelet = HookKubelet::start(c, RELEASE_NS, &work);
+    let run = helm.run(&[
+        "upgrade",
+        RELEASE,
+        chart,
+        "-n",
+        RELEASE_NS,
+        "--reuse-values",
+        "--set",
+        "policy.builtinControllers=false",
+        "--set-json",
+        &developers_rule,
+    ]);
+    let ran = kubelet.stop();
+    assert_ne!(
+        run.code, 0,
+        "helm upgrade passed a refused policy: {run:#?}"
+    );
+    assert!(
+        run.stderr.contains("pre-upgrade hooks failed")
+            && run.stderr.contains(&format!("{FULLNAME}-policy-check")),
+        "{run:#?}"
+    );
+    assert_eq!(ran.len(), 1, "{ran:#?}");
+    assert_eq!(ran[0].code, 1, "policy validate refused it: {ran:#?}");
+    assert!(
+        ran[0].output.contains("garbage-collector"),
+        "and said which controller it would block: {ran:#?}"
+    );
+    // The Job controller failed the Job, which is kept to say why.
+    let job = c
+        .get(&["job", &format!("{FULLNAME}-policy-check"), "-n", RELEASE_NS])
+        .expect("a failed check is kept");
+    assert!(
+        job["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Failed" && c["status"] == "True"),
+        "{job:#}"
+    );
+    // Nothing of the release changed.
+    let same = |kind: &str, name: &str, was: &Value| {
+        let now = before(kind, name);
+        assert_eq!(
+            now["metadata"]["resourceVersion"], was["metadata"]["resourceVersion"],
+            "{kind} {name} changed: {now:#}"
+        );
+    };
+    same(
+        "configmap",
+        &format!("{FULLNAME}-policy"),
+        &config_map_before,
+    );
+    same("deployment", FULLNAME, &deployment_before);
+    same("validatingwebhookconfiguration", FULLNAME, &webhook_before);
+    let history: Value = serde_json::from_str(
+        &helm
+            .run(&["history", RELEASE, "-n", RELEASE_NS, "-o", "json"])
+            .ok()
+            .stdout,
+    )
+    .unwrap();
+    let statuses: Vec<&str> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["deployed", "failed"], "{history:#}");
+    // kubelet's part: the ConfigMap, unchanged, is what the pods read; the
+    // running server keeps deciding under the policy it had.
+    let policy = sync_policy_from_configmap(c, &work);
+    assert!(!policy.contains("developers-release-cni"), "{policy}");
+    stuck_pod(c, ns, "web-3", "helm-dead-node-1");
+    let run = strip("web-3").refused(&denied());
+    assert!(run.stderr.contains("alice"), "{run:#?}");
+    c.kubectl(
+        "alice",
+        &[
+            "annotate",
+            "pod",
+            "web-3",
+            "-n",
+            ns,
+            &format!("{OVERRIDE}=node-lost: INC-4711 helm-dead-node-1 powered off"),
+        ],
+    )
+    .ok();
+    strip("web-3").ok();
+    force_delete(c, ns, "web-3");
+
     // helm upgrade: a rule lets the developers release CNI finalizers.
     // Helm re-applies the chart's clientConfig (the Service) by a three-way
     // merge, which a url beside it would make invalid: the configuration is
@@ -641,6 +995,7 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
         .get(&["secret", &format!("{FULLNAME}-ca"), "-n", RELEASE_NS])
         .unwrap();
     point_client_config(c, None);
+    let kubelet = HookKubelet::start(c, RELEASE_NS, &work);
     let run = helm
         .run(&[
             "upgrade",
@@ -650,12 +1005,31 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
             RELEASE_NS,
             "--reuse-values",
             "--set-json",
-            &format!(
-                r#"policy.rules=[{{"name":"developers-release-cni","finalizers":["{CNI}"],"groups":["developers"]}}]"#
-            ),
+            &developers_rule,
         ])
         .ok();
+    let ran = kubelet.stop();
     assert!(run.stdout.contains("STATUS: deployed"), "{run:#?}");
+    assert_eq!(ran.len(), 1, "{ran:#?}");
+    assert_eq!(ran[0].code, 0, "the policy check passed it: {ran:#?}");
+    assert!(
+        hook_objects(c).is_empty(),
+        "the failed check's Job was replaced, and the passed one's removed"
+    );
+    // The pods roll to the policy that passed: its digest, in the pod template.
+    let config_map = before("configmap", &format!("{FULLNAME}-policy"));
+    let deployment = before("deployment", FULLNAME);
+    let digest = &deployment["spec"]["template"]["metadata"]["annotations"]["finalizer-guard.io/policy-sha256"];
+    assert_eq!(
+        digest.as_str(),
+        Some(sha256_hex(config_map["data"]["policy.yaml"].as_str().unwrap()).as_str()),
+        "{deployment:#}"
+    );
+    assert_ne!(
+        digest,
+        &deployment_before["spec"]["template"]["metadata"]["annotations"]["finalizer-guard.io/policy-sha256"],
+        "a new pod template: the pods roll"
+    );
     let upgraded = webhook_config(c).unwrap();
     assert_eq!(
         upgraded["webhooks"][0]["clientConfig"]["caBundle"], ca_bundle,

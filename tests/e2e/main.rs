@@ -12,8 +12,11 @@
 
 mod harness;
 mod helm;
+mod oncall;
 mod preflight;
+mod storm;
 mod unstick;
+mod vap;
 mod watch;
 
 use std::time::Duration;

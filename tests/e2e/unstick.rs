@@ -10,7 +10,7 @@ use super::harness::{Env, OVERRIDE, Policy, env, wait_until};
 use super::{CNI, configmap, dead_node, delete_nowait, finalizers, pod, unavailable_apiservice};
 
 /// A Node whose kubelet stopped reporting an hour ago.
-fn not_ready_node(env: &Env, name: &str) {
+pub(super) fn not_ready_node(env: &Env, name: &str) {
     let c = &env.cluster;
     c.apply(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}));
     let an_hour_ago = (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1)).to_string();
@@ -751,8 +751,11 @@ fn two_person_release_with_unstick_and_approve() {
     assert!(finalizers(&db0).is_empty());
     let left = annotations(&db0);
     assert!(
-        !left.contains_key(OVERRIDE) && !left.contains_key("finalizer-guard.io/approved-by"),
-        "{db0:#}"
+        !left.contains_key(OVERRIDE)
+            && !left.contains_key("finalizer-guard.io/approved-by")
+            && !left.contains_key("finalizer-guard.io/override-expires")
+            && !left.contains_key("finalizer-guard.io/approval-seal"),
+        "the approval used is cleared, its seal with it: {db0:#}"
     );
 
     let default = env.policy(Policy::default());

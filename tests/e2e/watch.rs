@@ -281,11 +281,11 @@ fn stuck_objects_are_counted_announced_and_released() {
     // Their Events: what unstick explains, and the command.
     let widget = the_event(c, NS, "stuck-widget-1", widget_deleted);
     for needle in [
-        "Terminating since ",
+        &format!("widget.{GROUP}/stuck-widget-1 -n {NS}: Terminating for "),
         &format!(
-            "{widget_finalizer}: owner unknown: no built-in controller or policy rule names it; owner alive: cannot tell: no owner is known"
+            "{widget_finalizer}; owner: unknown: no built-in controller or policy rule names it; owner alive: cannot tell: no owner is known"
         ),
-        "May leak: nothing recorded on the object",
+        "may leak: nothing recorded on the object",
         &format!(
             "Explain and release: finalizer-guard unstick widget.{GROUP}/stuck-widget-1 -n {NS}"
         ),
@@ -302,8 +302,8 @@ fn stuck_objects_are_counted_announced_and_released() {
     // Events about a cluster-scoped object live in `default`.
     let namespace = the_event(c, "default", STUCK_NS, ns_deleted);
     for needle in [
-        "kubernetes (spec.finalizers): owner built-in controller namespace (kube-controller-manager)",
-        &format!("Blocked by: APIService {} is not Available", api.1),
+        "kubernetes (spec.finalizers); owner: built-in controller namespace (kube-controller-manager)",
+        &format!("blocked by: APIService {} is not Available", api.1),
         &format!("Explain and release: finalizer-guard unstick namespace/{STUCK_NS}"),
     ] {
         assert!(namespace.contains(needle), "{needle:?} in {namespace:?}");

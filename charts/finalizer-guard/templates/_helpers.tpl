@@ -52,3 +52,50 @@ unreachable webhook must not become a way around it.
 {{- $mode := dig "mode" "enforce" .Values.policy -}}
 {{- dig "failurePolicy" "" (.Values.webhook | default dict) | default (ternary "Fail" "Ignore" (eq $mode "enforce")) -}}
 {{- end -}}
+
+{{/*
+The policy file, as the ConfigMap the pods mount holds it and as the policy
+check (policy-check.yaml) validates it: one rendering for both, so what was
+checked is what the pods read.
+*/}}
+{{- define "finalizer-guard.policy" -}}
+{{- toYaml .Values.policy -}}
+{{- end -}}
+
+{{/* The image the webhook's pods and the policy check run: one binary. */}}
+{{- define "finalizer-guard.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) | quote -}}
+{{- end -}}
+
+{{/*
+The pod's securityContext, for the webhook's pods and the policy check's: a
+non-root user, the runtime's default seccomp profile (the restricted Pod
+Security Standard).
+*/}}
+{{- define "finalizer-guard.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+# Group owner of the mounted Secret's files, which are not world-readable.
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* The container's securityContext: nothing to escalate to, nothing to write. */}}
+{{- define "finalizer-guard.containerSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* Whether the policy check runs before install and upgrade (policy-check.yaml). */}}
+{{- define "finalizer-guard.policyCheck" -}}
+{{- if dig "enabled" true (.Values.policyCheck | default dict) }}true{{ end -}}
+{{- end -}}

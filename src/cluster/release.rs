@@ -1,0 +1,674 @@
+//! Releasing one stuck object, as `unstick --reason` does.
+//!
+//! Each object gets one JSON patch that `test`s the uid it explained, the
+//! resourceVersion and each finalizer's value at its index before removing
+//! it, and carries the override annotation when the policy needs one; a
+//! concurrent change makes it read the object again, never overwrite the
+//! change, and an object deleted and created again under the same name (a
+//! new uid) is left alone and reported as replaced. A namespace's
+//! `spec.finalizers` go through `namespaces/finalize`, which takes only a
+//! whole object: its uid and resourceVersion guard that write the same way.
+//!
+//! A finalizer whose owner looks alive (its controller holds its lease, its
+//! node is Ready, a Ready pod runs as its ServiceAccount) is left in place
+//! unless it is named with `--finalizer`.
+
+use kube::api::{Api, DynamicObject};
+
+use super::WriteError;
+use super::engine::{Engine, OverrideValue};
+use super::explain::{self, FinalizerReport, Liveness, Probe, Proposed, Removable};
+use super::patch;
+use super::report::{End, Left, ObjectReport};
+use super::select::Found;
+use crate::output::chain;
+use crate::policy::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
+use crate::policy::seal::APPROVAL_SEAL;
+use crate::policy::{FinalizerField, Outcome};
+
+/// How many times an object that keeps changing is read again.
+const ATTEMPTS: usize = 5;
+
+/// What authorizes a release: nothing more, the override this run writes
+/// (single-person), or the approval on the object (two-person rule).
+#[derive(Debug, Clone)]
+enum Authority {
+    /// Every removal is authorized by a rule or a built-in controller.
+    Authorized,
+    /// The override annotation this run writes, `REASON: DETAIL`.
+    Write(OverrideValue),
+    /// Two-person rule: the approval on the object, `REASON: DETAIL (approved by USER)`.
+    Approval(String),
+}
+
+impl Authority {
+    /// What the report names: the override written, or the approval used.
+    fn shown(&self) -> Option<String> {
+        match self {
+            Authority::Authorized => None,
+            Authority::Write(v) => Some(v.to_string()),
+            Authority::Approval(v) => Some(v.clone()),
+        }
+    }
+
+    /// The override annotation this run writes, if any.
+    fn written(&self) -> Option<&str> {
+        match self {
+            Authority::Write(v) => Some(v.as_str()),
+            _ => None,
+        }
+    }
+}
+
+/// The finalizers this run removes from each field, and those it leaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Plans {
+    metadata: Vec<String>,
+    spec: Vec<String>,
+    left: Vec<Left>,
+}
+
+impl Plans {
+    fn of(finalizers: &[FinalizerReport], named: &[String]) -> Plans {
+        let (metadata, mut left) = plan(finalizers, named, FinalizerField::Metadata);
+        let (spec, spec_left) = plan(finalizers, named, FinalizerField::Spec);
+        left.extend(spec_left);
+        Plans {
+            metadata,
+            spec,
+            left,
+        }
+    }
+
+    fn fields(&self) -> [(FinalizerField, &[String]); 2] {
+        [
+            (FinalizerField::Metadata, &self.metadata),
+            (FinalizerField::Spec, &self.spec),
+        ]
+    }
+
+    fn contains(&self, f: &FinalizerReport) -> bool {
+        match f.field {
+            FinalizerField::Metadata => self.metadata.contains(&f.name),
+            FinalizerField::Spec => self.spec.contains(&f.name),
+        }
+    }
+}
+
+/// The finalizers of `field` this run removes, in list order, and those it
+/// leaves because their owner looks alive and they were not named.
+fn plan(
+    finalizers: &[FinalizerReport],
+    named: &[String],
+    field: FinalizerField,
+) -> (Vec<String>, Vec<Left>) {
+    let mut remove = Vec::new();
+    let mut left = Vec::new();
+    for f in finalizers.iter().filter(|f| f.field == field) {
+        match &f.owner_alive {
+            Liveness::Alive(why) if f.held_back(named) => left.push(Left {
+                name: f.name.clone(),
+                field,
+                why: format!("owner alive: {why}; name it with --finalizer to remove it"),
+            }),
+            _ => remove.push(f.name.clone()),
+        }
+    }
+    (remove, left)
+}
+
+/// `unstick --reason`'s settings over the shared [`Engine`].
+pub struct Releaser<'a> {
+    pub engine: &'a Engine,
+    pub probe: Probe,
+    /// `--force-delete`: finish a released pod's deletion when its node is gone.
+    pub force_delete: bool,
+    /// The override this run writes where one is needed.
+    pub override_value: Option<OverrideValue>,
+    /// `--finalizer`: named, so removed even when its owner looks alive.
+    pub named: Vec<String>,
+}
+
+/// Why the writes to one object stopped before its plan was done: the
+/// report's `why`.
+#[derive(Debug, thiserror::Error)]
+enum Stopped {
+    #[error("the API server sent it without a uid: nothing is written without one")]
+    NoUid,
+    /// What the policy needs first (an approval, a deletion), said by the explanation.
+    #[error("{0}")]
+    Needs(String),
+    #[error("no --reason given")]
+    NoReason,
+    #[error("{0}")]
+    Refused(WriteError),
+    #[error("it kept changing: {ATTEMPTS} attempts each met a newer resourceVersion")]
+    KeptChanging,
+    #[error("read again, it is no longer being deleted: left alone")]
+    NoLongerDeleting,
+    #[error("reading it again: {}", chain(.0.as_ref()))]
+    Reread(Box<kube::Error>),
+}
+
+/// What a write loop came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Wrote {
+    /// The write went through, or there was nothing left to write:
+    /// `removed` by it, and the planned names already `absent`.
+    Done {
+        removed: Vec<String>,
+        absent: Vec<String>,
+    },
+    /// No object holds the name any more.
+    Gone,
+    /// Another object (this uid) holds the name now.
+    Replaced(String),
+}
+
+impl Releaser<'_> {
+    /// Releases one stuck object, explained in `report`: what this run
+    /// removed, what others had, what it left, and what became of it.
+    pub async fn release(&mut self, mut found: Found, mut report: ObjectReport) -> ObjectReport {
+        let plans = Plans::of(&report.finalizers, &self.named);
+        report.left = plans.left.clone();
+        if plans.metadata.is_empty() && plans.spec.is_empty() {
+            return report.settle(End::Finished);
+        }
+        // The object explained, and no other, is what every write tests.
+        let Some(uid) = found.object.metadata.uid.clone().filter(|u| !u.is_empty()) else {
+            return report.settle(End::Failed(Stopped::NoUid.to_string()));
+        };
+        let authority = match self.authority(&found, &plans, &report) {
+            Ok(authority) => authority,
+            Err(why) => return report.settle(End::Failed(why.to_string())),
+        };
+        report.r#override = authority.shown();
+        let api = found.api(&self.engine.session.client);
+        self.pause_before_write(&report).await;
+        let end = self
+            .write(&api, &uid, &mut found, &plans, &authority, &mut report)
+            .await;
+        let report = report.settle(end);
+        if !report.still_ours() {
+            return report;
+        }
+        self.afterwards(&api, &uid, &found, &authority, report)
+            .await
+    }
+
+    /// What authorizes the removal: decided by the webhook's own core.
+    fn authority(
+        &self,
+        found: &Found,
+        plans: &Plans,
+        report: &ObjectReport,
+    ) -> Result<Authority, Stopped> {
+        let policy = &self.engine.policy;
+        let settings = &policy.override_settings;
+        let current = found.annotations();
+        let authorized = plans.fields().iter().all(|(field, plan)| {
+            let proposed = Proposed {
+                found,
+                field: *field,
+                remove: plan,
+                identity: &self.engine.session.identity,
+                annotations: &current,
+            };
+            plan.is_empty() || proposed.decide(policy).outcome == Outcome::Authorized
+        });
+        if authorized {
+            return Ok(Authority::Authorized);
+        }
+        if settings.approval.is_none() {
+            return match &self.override_value {
+                Some(v) => Ok(Authority::Write(v.clone())),
+                None => Err(Stopped::NoReason),
+            };
+        }
+        // Two-person rule: the approval must already be there.
+        let planned = report.finalizers.iter().filter(|f| plans.contains(f));
+        let blocked = planned.clone().find_map(|f| match &f.removable {
+            Removable::NeedsApproval { why, approvers } => Some(format!(
+                "{why}; an approver ({approvers}) runs: finalizer-guard approve {} --reason R --detail T --for 1h",
+                report.label()
+            )),
+            Removable::NotDeleting => Some("the object is not being deleted".into()),
+            Removable::No { why } => Some(why.clone()),
+            _ => None,
+        });
+        if let Some(why) = blocked {
+            return Err(Stopped::Needs(why));
+        }
+        let by = current.get(APPROVED_BY).cloned().unwrap_or_default();
+        let value = current.get(&settings.annotation).cloned();
+        Ok(Authority::Approval(format!(
+            "{} (approved by {by})",
+            value.unwrap_or_default()
+        )))
+    }
+
+    /// `FINALIZER_GUARD_PAUSE_BEFORE_WRITE=DURATION` holds each object
+    /// between its read and its first write, so that a test can change it
+    /// in between and see the change survive.
+    async fn pause_before_write(&self, report: &ObjectReport) {
+        let Some(pause) = std::env::var("FINALIZER_GUARD_PAUSE_BEFORE_WRITE")
+            .ok()
+            .and_then(|v| crate::flags::parse_duration(&v).ok())
+        else {
+            return;
+        };
+        self.engine.out.note(format_args!(
+            "pausing {} before writing {}",
+            explain::age(pause),
+            report.label()
+        ));
+        tokio::time::sleep(pause).await;
+    }
+
+    /// The writes: `metadata.finalizers` in one JSON patch; `spec.finalizers`
+    /// through `namespaces/finalize`, after the override when one is needed.
+    async fn write(
+        &self,
+        api: &Api<DynamicObject>,
+        uid: &str,
+        found: &mut Found,
+        plans: &Plans,
+        authority: &Authority,
+        report: &mut ObjectReport,
+    ) -> End {
+        let override_value = authority.written();
+        if !plans.metadata.is_empty() {
+            let wrote = self
+                .patch_loop(api, uid, found, &plans.metadata, override_value)
+                .await;
+            if let Some(end) = absorb(wrote, report) {
+                return end;
+            }
+        }
+        if plans.spec.is_empty() {
+            return End::Finished;
+        }
+        let key = &self.engine.policy.override_settings.annotation;
+        let annotation_needed =
+            override_value.filter(|v| found.annotations().get(key).is_none_or(|have| have != v));
+        if let Some(value) = annotation_needed {
+            // The override first, on the Namespace itself.
+            let wrote = self.patch_loop(api, uid, found, &[], Some(value)).await;
+            if let Some(end) = absorb(wrote, report) {
+                return end;
+            }
+        }
+        let wrote = self.finalize_loop(api, uid, found, &plans.spec).await;
+        absorb(wrote, report).unwrap_or(End::Finished)
+    }
+
+    /// After the release: force-deletes a pod on a dead node, and removes
+    /// the override (or the approval) this release used.
+    async fn afterwards(
+        &mut self,
+        api: &Api<DynamicObject>,
+        uid: &str,
+        found: &Found,
+        authority: &Authority,
+        mut report: ObjectReport,
+    ) -> ObjectReport {
+        report.kept = found
+            .metadata_finalizers()
+            .into_iter()
+            .chain(found.spec_finalizers())
+            .collect();
+        // A pod on a dead node waits for a kubelet that will never come.
+        if self.force_delete && is_pod(found) {
+            match self.force_delete(api, found).await {
+                Ok(deleted) => report.force_deleted = deleted,
+                Err(why) => {
+                    return report
+                        .not_released(format!("finalizers removed, but not force-deleted: {why}"));
+                }
+            }
+        }
+        // Override hygiene: an override left on an object that still exists is removed.
+        let used = !matches!(authority, Authority::Authorized);
+        if self.engine.dry_run || report.force_deleted || !used {
+            return report;
+        }
+        match self.clear_override(api, uid, found.name(), authority).await {
+            Ok(cleared) => report.override_cleared = cleared,
+            Err(why) => {
+                let also = report
+                    .why
+                    .take()
+                    .map(|w| format!("{w}; "))
+                    .unwrap_or_default();
+                report.why = Some(format!(
+                    "{also}released, but the override was not removed: {why}"
+                ));
+            }
+        }
+        report
+    }
+
+    /// Patches until the plan is removed, reading the object again after a
+    /// concurrent change.
+    async fn patch_loop(
+        &self,
+        api: &Api<DynamicObject>,
+        uid: &str,
+        found: &mut Found,
+        plan: &[String],
+        annotation: Option<&str>,
+    ) -> Result<Wrote, Stopped> {
+        let key = self.engine.policy.override_settings.annotation.as_str();
+        let name = found.name().to_string();
+        retry(api, &name, uid, plan, found, async |found: &Found| {
+            let present = distinct(
+                found
+                    .metadata_finalizers()
+                    .into_iter()
+                    .filter(|f| plan.contains(f)),
+            );
+            let needs_annotation =
+                annotation.filter(|v| found.annotations().get(key).is_none_or(|have| have != v));
+            let annotation = needs_annotation.map(|v| (key, v));
+            let Some(patch) = patch::removal(uid, &found.object, plan, annotation) else {
+                return (present, None);
+            };
+            (present, Some(self.engine.patch(api, &name, patch).await))
+        })
+        .await
+    }
+
+    /// `namespaces/NAME/finalize` with the plan removed from `spec.finalizers`:
+    /// a whole Namespace, carrying the uid explained and the resourceVersion
+    /// read, which the API server holds the write to.
+    async fn finalize_loop(
+        &self,
+        api: &Api<DynamicObject>,
+        uid: &str,
+        found: &mut Found,
+        plan: &[String],
+    ) -> Result<Wrote, Stopped> {
+        let name = found.name().to_string();
+        retry(api, &name, uid, plan, found, async |found: &Found| {
+            let (present, kept): (Vec<String>, Vec<String>) = found
+                .spec_finalizers()
+                .into_iter()
+                .partition(|f| plan.contains(f));
+            let present = distinct(present.into_iter());
+            if present.is_empty() {
+                return (present, None);
+            }
+            let body = patch::finalize_body(&found.object, uid, &kept);
+            (present, Some(self.engine.finalize(api, &name, &body).await))
+        })
+        .await
+    }
+
+    /// Grace period 0 for a pod whose node is gone; `Ok(false)` when its node lives.
+    async fn force_delete(
+        &mut self,
+        api: &Api<DynamicObject>,
+        found: &Found,
+    ) -> Result<bool, WriteError> {
+        let gone = found.object.metadata.deletion_timestamp.is_some()
+            && found.metadata_finalizers().is_empty();
+        let node = found.object.data["spec"]["nodeName"].as_str();
+        let Some(node) = node.filter(|n| gone && !n.is_empty()) else {
+            return Ok(false);
+        };
+        if !matches!(self.probe.node(node).await, Liveness::Gone(_)) {
+            return Ok(false);
+        }
+        match self.engine.delete_now(api, found).await {
+            Ok(()) | Err(WriteError::NotFound) => Ok(true),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Removes the override (or the approval) this release used from an
+    /// object that still exists and is still the one released (`uid`).
+    /// `Ok(false)`: it is gone or replaced, or the annotation changed.
+    async fn clear_override(
+        &self,
+        api: &Api<DynamicObject>,
+        uid: &str,
+        name: &str,
+        authority: &Authority,
+    ) -> Result<bool, Stopped> {
+        let object = match api.get_opt(name).await {
+            Ok(Some(o)) if o.metadata.uid.as_deref() == Some(uid) => o,
+            Ok(_) => return Ok(false),
+            Err(e) => return Err(Stopped::Reread(Box::new(e))),
+        };
+        let key = self.engine.policy.override_settings.annotation.as_str();
+        let keys: &[&str] = match authority {
+            Authority::Write(value) => {
+                let annotations = object.metadata.annotations.as_ref();
+                if annotations.and_then(|a| a.get(key)).map(String::as_str) != Some(value.as_str())
+                {
+                    return Ok(false);
+                }
+                &[key]
+            }
+            Authority::Approval(_) => &[key, APPROVED_BY, OVERRIDE_EXPIRES, APPROVAL_SEAL],
+            Authority::Authorized => return Ok(false),
+        };
+        let Some(patch) = patch::clearing(uid, &object, keys) else {
+            return Ok(false);
+        };
+        match self.engine.patch(api, name, patch).await {
+            Ok(_) => Ok(true),
+            // Gone, changed or replaced since the read: left as it is.
+            Err(WriteError::NotFound | WriteError::Conflict | WriteError::Unprocessable(_)) => {
+                Ok(false)
+            }
+            Err(other) => Err(Stopped::Refused(other)),
+        }
+    }
+}
+
+/// Folds a write loop's result into the report: `Some` when the writes end there.
+fn absorb(wrote: Result<Wrote, Stopped>, report: &mut ObjectReport) -> Option<End> {
+    match wrote {
+        Ok(Wrote::Done { removed, absent }) => {
+            report.removed.extend(removed);
+            report.removed_by_others.extend(absent);
+            None
+        }
+        Ok(Wrote::Gone) => Some(End::Gone),
+        Ok(Wrote::Replaced(other)) => Some(End::Replaced(other)),
+        Err(why) => Some(End::Failed(why.to_string())),
+    }
+}
+
+fn is_pod(found: &Found) -> bool {
+    found.resource.group.is_empty() && found.resource.plural == "pods"
+}
+
+fn distinct(names: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for name in names {
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// Writes until `write` has nothing left to do or a write goes through,
+/// reading the object again after a concurrent change, at most
+/// [`ATTEMPTS`] times. `write` returns the planned names it finds on the
+/// object and the API server's answer, `None` when it wrote nothing.
+async fn retry(
+    api: &Api<DynamicObject>,
+    name: &str,
+    uid: &str,
+    plan: &[String],
+    found: &mut Found,
+    mut write: impl AsyncFnMut(&Found) -> (Vec<String>, Option<Result<DynamicObject, WriteError>>),
+) -> Result<Wrote, Stopped> {
+    for _ in 0..ATTEMPTS {
+        let (present, written) = write(found).await;
+        let absent = distinct(plan.iter().filter(|f| !present.contains(f)).cloned());
+        let removed = match written {
+            None => Vec::new(),
+            Some(Ok(object)) => {
+                found.object = object;
+                present
+            }
+            Some(Err(e)) => match read_again(api, name, uid, found, e).await? {
+                Reread::Again => continue,
+                Reread::Gone => return Ok(Wrote::Gone),
+                Reread::Replaced(other) => return Ok(Wrote::Replaced(other)),
+            },
+        };
+        return Ok(Wrote::Done { removed, absent });
+    }
+    Err(Stopped::KeptChanging)
+}
+
+/// What a second read found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Reread {
+    /// The same object, still being deleted, changed: try again.
+    Again,
+    Gone,
+    /// Another object (this uid) holds the name.
+    Replaced(String),
+}
+
+/// Whether `object`, read again by name, is still the one explained (`uid`)
+/// and still being deleted.
+fn same_and_deleting(uid: &str, object: &DynamicObject) -> Result<Reread, Stopped> {
+    let now = object.metadata.uid.as_deref().unwrap_or_default();
+    if now != uid {
+        return Ok(Reread::Replaced(now.to_string()));
+    }
+    if object.metadata.deletion_timestamp.is_none() {
+        return Err(Stopped::NoLongerDeleting);
+    }
+    Ok(Reread::Again)
+}
+
+/// After a refused write: reads the object again when the refusal may be
+/// a concurrent change (a conflict, or a 422 from a failed `test`), checks
+/// that it is still the object explained and still being deleted, and says
+/// whether to try again.
+async fn read_again(
+    api: &Api<DynamicObject>,
+    name: &str,
+    uid: &str,
+    found: &mut Found,
+    error: WriteError,
+) -> Result<Reread, Stopped> {
+    match error {
+        WriteError::Conflict | WriteError::Unprocessable(_) => {}
+        WriteError::NotFound => return Ok(Reread::Gone),
+        other => return Err(Stopped::Refused(other)),
+    }
+    let seen = found.object.metadata.resource_version.clone();
+    let object = match api.get_opt(name).await {
+        Ok(Some(object)) => object,
+        Ok(None) => return Ok(Reread::Gone),
+        Err(e) => return Err(Stopped::Reread(Box::new(e))),
+    };
+    match same_and_deleting(uid, &object)? {
+        Reread::Again => {}
+        other => return Ok(other),
+    }
+    found.object = object;
+    // Unchanged: the 422 was about the write itself.
+    if found.object.metadata.resource_version == seen {
+        return Err(Stopped::Refused(error));
+    }
+    Ok(Reread::Again)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn read_again_only_the_object_explained_and_still_being_deleted_is_written() {
+        let read = |uid: &str, deleting: bool| -> DynamicObject {
+            let mut meta = json!({"name": "web-0", "uid": uid, "resourceVersion": "43"});
+            if deleting {
+                meta["deletionTimestamp"] = json!("2026-11-21T07:00:00Z");
+            }
+            serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta}))
+                .unwrap()
+        };
+        let reread = |uid: &str, deleting: bool| same_and_deleting("uid-1", &read(uid, deleting));
+        assert!(matches!(reread("uid-1", true), Ok(Reread::Again)));
+        for deleting in [true, false] {
+            assert!(
+                matches!(reread("uid-2", deleting), Ok(Reread::Replaced(uid)) if uid == "uid-2"),
+                "{deleting}"
+            );
+        }
+        let stopped = reread("uid-1", false).unwrap_err();
+        assert!(matches!(stopped, Stopped::NoLongerDeleting));
+        assert_eq!(
+            stopped.to_string(),
+            "read again, it is no longer being deleted: left alone"
+        );
+    }
+
+    fn explained(name: &str, alive: Liveness) -> FinalizerReport {
+        FinalizerReport {
+            name: name.into(),
+            field: FinalizerField::Metadata,
+            owner: explain::Owner::Unknown,
+            owner_alive: alive,
+            removable: Removable::No { why: "-".into() },
+        }
+    }
+
+    #[test]
+    fn a_finalizer_whose_owner_is_alive_goes_only_when_named() {
+        let finalizers = [
+            explained(
+                "example.com/snapshot",
+                Liveness::Unknown("no owner is known".into()),
+            ),
+            explained(
+                "kubernetes.io/pvc-protection",
+                Liveness::Alive("kube-controller-manager holds its lease (renewed 3s ago)".into()),
+            ),
+            explained("cni", Liveness::Gone("node lost-1 does not exist".into())),
+        ];
+        let (remove, left) = plan(&finalizers, &[], FinalizerField::Metadata);
+        assert_eq!(remove, ["example.com/snapshot", "cni"]);
+        assert_eq!(
+            left,
+            [Left {
+                name: "kubernetes.io/pvc-protection".into(),
+                field: FinalizerField::Metadata,
+                why: "owner alive: kube-controller-manager holds its lease (renewed 3s ago); name it with --finalizer to remove it".into(),
+            }]
+        );
+        let (remove, left) = plan(
+            &finalizers,
+            &["kubernetes.io/pvc-protection".into()],
+            FinalizerField::Metadata,
+        );
+        assert_eq!(
+            remove,
+            [
+                "example.com/snapshot",
+                "kubernetes.io/pvc-protection",
+                "cni"
+            ]
+        );
+        assert!(left.is_empty());
+        // Another field's finalizers are another plan.
+        assert_eq!(
+            plan(&finalizers, &[], FinalizerField::Spec),
+            (vec![], vec![])
+        );
+        let plans = Plans::of(&finalizers, &[]);
+        assert_eq!(plans.left.len(), 1);
+        assert!(plans.contains(&finalizers[0]) && !plans.contains(&finalizers[1]));
+    }
+}

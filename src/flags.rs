@@ -1,0 +1,98 @@
+//! Flags more than one command takes, parsed one way: durations and
+//! `--policy`. Both the command line ([`crate::cli`]) and the commands that
+//! talk to a cluster ([`crate::cluster`]) use them; neither imports the other
+//! for them.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+
+/// The environment variable that names the policy file where no `--policy`
+/// is given: read by `serve`, `check` and the offline `doctor`, never by a
+/// command that talks to a cluster (it judges the cluster's own policy).
+pub const POLICY_ENV: &str = "FINALIZER_GUARD_POLICY";
+
+/// Parses `500ms`, `5s`, `2m`, `1h`, `1h30m` (and ISO 8601 `PT5S`). The error
+/// says what is accepted: it is what a person reads after a typo.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    const ACCEPTED: &str = "a number and a unit, ms, s, m or h: e.g. 500ms, 30s, 30m, 2h or 1h30m";
+    let quoted = crate::output::quoted(s);
+    let d: jiff::SignedDuration = s.parse().map_err(|_| {
+        if s.parse::<jiff::Span>().is_ok() {
+            format!(
+                "{quoted}: days, weeks, months and years are not accepted (their length varies); give {ACCEPTED}"
+            )
+        } else {
+            format!("{quoted} is not a duration: give {ACCEPTED}")
+        }
+    })?;
+    Duration::try_from(d).map_err(|_| format!("{quoted} is negative: give {ACCEPTED}"))
+}
+
+/// `--policy FILE`: the policy to judge under, in place of the command's
+/// own (the environment's or the embedded one offline, the cluster's for a
+/// command that talks to a cluster, each suite's own for `test`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct PolicyFlag {
+    /// Policy file (YAML) to decide under. Default: offline, $FINALIZER_GUARD_POLICY, then
+    /// the embedded policy; talking to a cluster, the cluster's own (its ConfigMap; the
+    /// environment is not read); `test`, each suite's own.
+    #[arg(id = "policy", long = "policy", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+impl PolicyFlag {
+    /// The file given, else the one [`POLICY_ENV`] names (offline commands:
+    /// the environment names the policy as it does for `serve`).
+    pub fn or_env(self) -> Option<PathBuf> {
+        self.file.or_else(|| {
+            std::env::var_os(POLICY_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+}
+
+/// Whether [`POLICY_ENV`] is set: a command that does not read it says so.
+pub fn policy_env_is_set() -> bool {
+    std::env::var_os(POLICY_ENV).is_some_and(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("-5s").unwrap_err().contains("negative"));
+        for (typed, said) in [
+            (
+                "soon",
+                "\"soon\" is not a duration: give a number and a unit, ms, s, m or h",
+            ),
+            ("30", "\"30\" is not a duration"),
+            (
+                "1y",
+                "\"1y\": days, weeks, months and years are not accepted",
+            ),
+            (
+                "2d",
+                "\"2d\": days, weeks, months and years are not accepted",
+            ),
+        ] {
+            let e = parse_duration(typed).unwrap_err();
+            assert!(e.starts_with(said), "{typed}: {e}");
+            assert!(e.contains("30m"), "{typed}: {e}");
+            assert!(!e.contains("jiff"), "{typed}: no library talk: {e}");
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! The on-call ClusterRole the chart ships (`manifests/base/oncall.yaml`,
+//! installed with the rest of `manifests/`) is all `doctor --cluster`,
+//! `unstick` and `approve` need: they run as the user `oncall`, whom
+//! `e2e/cluster.sh` gives no group and no binding, bound to that role alone.
+//! The two incidents are docs/runbook.md's, with its commands.
+
+use serde_json::{Value, json};
+
+use super::harness::{Cluster, OVERRIDE, Policy, env, wait_until};
+use super::unstick::not_ready_node;
+use super::{CNI, SEAL, configmap, delete_nowait, finalizers, pod, unavailable_apiservice};
+
+const USER: &str = "oncall";
+const ROLE: &str = "finalizer-guard-oncall";
+const BINDING: &str = "e2e-oncall";
+
+/// The binding of `oncall` to the role, removed when the scenario ends.
+struct Bound<'a>(&'a Cluster);
+
+impl<'a> Bound<'a> {
+    fn new(c: &'a Cluster) -> Bound<'a> {
+        c.apply(&json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": BINDING},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}],
+        }));
+        Bound(c)
+    }
+}
+
+impl Drop for Bound<'_> {
+    fn drop(&mut self) {
+        self.0.admin(&[
+            "delete",
+            "clusterrolebinding",
+            BINDING,
+            "--ignore-not-found",
+        ]);
+    }
+}
+
+/// `kubectl auth can-i VERB RESOURCE -A` as `oncall`.
+fn can_i(c: &Cluster, verb: &str, resource: &str) -> bool {
+    let run = c.kubectl(USER, &["auth", "can-i", verb, resource, "-A"]);
+    run.stdout.trim() == "yes"
+}
+
+/// Whether a line of a report says the API server refused a read.
+fn forbidden(text: &str) -> bool {
+    text.contains("forbidden") || text.contains("(403)")
+}
+
+#[test]
+#[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
+fn the_oncall_role_alone_runs_doctor_unstick_and_approve() {
+    let mut env = env();
+    let c = env.cluster.clone();
+    let c = &c;
+    assert!(
+        c.kubeconfig(USER).is_file(),
+        "{} has no user oncall: it was started by an e2e/cluster.sh that made none; start it afresh (down, then up)",
+        c.dir.display()
+    );
+    c.admin(&[
+        "delete",
+        "clusterrolebinding",
+        BINDING,
+        "--ignore-not-found",
+    ])
+    .ok();
+    assert!(
+        c.get(&["clusterrole", ROLE]).is_some(),
+        "manifests/ installs {ROLE}"
+    );
+    let (ns, node) = ("e2e-oncall", "oncall-lost-1");
+    c.namespace(ns);
+    not_ready_node(&env, node);
+    for name in ["web-0", "web-1"] {
+        c.apply(&pod(ns, name, Some(node), &[CNI]));
+        delete_nowait(&env, &["pod", name, "-n", ns]);
+    }
+
+    // Without the role, oncall may do nothing of this: the role is what grants it.
+    let run = c.finalizer_guard(USER, &["doctor", "--cluster"]);
+    assert_ne!(run.code, 0, "{run:#?}");
+    assert!(
+        forbidden(&format!("{}{}", run.stdout, run.stderr)),
+        "{run:#?}"
+    );
+    let run = c.finalizer_guard(USER, &["unstick", "--node", node]);
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(forbidden(&run.stderr), "{run:#?}");
+
+    let _bound = Bound::new(c);
+    wait_until("the binding to take effect", 30, || {
+        can_i(c, "patch", "pods")
+    });
+    // What it does not grant.
+    for (verb, resource) in [
+        ("create", "pods"),
+        ("update", "configmaps"),
+        ("delete", "configmaps"),
+        ("watch", "pods"),
+        ("impersonate", "users"),
+        ("escalate", "clusterroles"),
+        ("bind", "clusterroles"),
+        ("create", "serviceaccounts/token"),
+        ("create", "pods/exec"),
+    ] {
+        assert!(!can_i(c, verb, resource), "{ROLE} grants {verb} {resource}");
+    }
+
+    // doctor --cluster: every type read, under the cluster's policy.
+    let run = c.finalizer_guard(USER, &["doctor", "--cluster", "-o", "json"]);
+    assert!(matches!(run.code, 0 | 1), "{run:#?}");
+    let report: Value = serde_json::from_str(&run.stdout).expect("a JSON report");
+    assert_eq!(
+        report["policy"]["name"], "configmap finalizer-guard/finalizer-guard-policy",
+        "the policy read through the role: {report:#}"
+    );
+    let unreadable = report["unreadable"].as_array().cloned().unwrap_or_default();
+    assert!(
+        !unreadable.iter().any(|u| forbidden(&u.to_string())),
+        "refused reads: {unreadable:#?}"
+    );
+    assert!(!forbidden(&run.stderr), "{run:#?}");
+
+    // Incident 1: pods stuck Terminating on a dead node, held by a CNI finalizer.
+    let run = c.finalizer_guard(USER, &["unstick", "--node", node]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    for needle in [
+        &format!("pod/web-0 -n {ns}: Terminating for"),
+        CNI,
+        &format!("owner alive: no: node {node} Ready=Unknown"),
+        &format!("may leak:  node {node}"),
+    ] {
+        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
+    }
+    let run = c.finalizer_guard(
+        USER,
+        &[
+            "unstick",
+            "--node",
+            node,
+            "--reason",
+            "node-lost",
+            "--detail",
+            "INC-4900 oncall-lost-1 powered off, pod IPs released by hand",
+            "--force-delete",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stdout
+            .contains("released 2 of 2 object(s), 0 already gone, 2 force-deleted"),
+        "{}",
+        run.stdout
+    );
+    for name in ["web-0", "web-1"] {
+        assert!(c.get(&["pod", name, "-n", ns]).is_none(), "{name} is gone");
+    }
+    let overrides = env
+        .audit_records()
+        .into_iter()
+        .filter(|r| {
+            r["decision"] == "override"
+                && r["user"] == USER
+                && r["namespace"] == ns
+                && r["dryRun"] != true
+        })
+        .count();
+    assert_eq!(overrides, 2, "each release went through the webhook");
+
+    // Incident 2: a namespace stuck Terminating on an unavailable APIService.
+    {
+        let api = unavailable_apiservice(&env, "v1alpha1", "oncall.e2e.example.com");
+        let stuck = "e2e-oncall-stuck";
+        c.namespace(stuck);
+        c.admin(&["delete", "namespace", stuck, "--wait=false"])
+            .ok();
+        wait_until("the namespace to report its discovery failure", 90, || {
+            c.get(&["namespace", stuck]).unwrap()["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["type"] == "NamespaceDeletionDiscoveryFailure" && c["status"] == "True"
+                    })
+                })
+        });
+        let target = format!("namespace/{stuck}");
+        let run = c.finalizer_guard(USER, &["unstick", &target]);
+        assert_eq!(run.code, 0, "{run:#?}");
+        assert!(
+            run.stdout.contains(&format!(
+                "blocked by: APIService {} is not Available",
+                api.1
+            )),
+            "{}",
+            run.stdout
+        );
+        let run = c.finalizer_guard(
+            USER,
+            &[
+                "unstick",
+                &target,
+                "--finalizer",
+                "kubernetes",
+                "--reason",
+                "apiservice-unavailable",
+                "--detail",
+                "INC-4901 v1alpha1.oncall.e2e.example.com has no backend",
+            ],
+        );
+        assert_eq!(run.code, 0, "{run:#?}");
+        assert!(
+            run.stdout
+                .contains(&format!("{target} released: removed kubernetes")),
+            "{}",
+            run.stdout
+        );
+        wait_until("the namespace to be gone", 30, || {
+            c.get(&["namespace", stuck]).is_none()
+        });
+    }
+
+    // The two-person override: oncall approves, someone else releases.
+    let policy = env.policy(Policy {
+        approval: Some(json!({"users": [USER], "maxAge": "2h"})),
+        ..Policy::default()
+    });
+    env.set_policy(&policy);
+    let cleanup = "example.com/cache-cleanup";
+    c.apply(&configmap(ns, "cache", &[cleanup]));
+    delete_nowait(&env, &["configmap", "cache", "-n", ns]);
+    let (reason, detail) = (
+        "controller-uninstalled",
+        "INC-4902 the cache operator was uninstalled",
+    );
+    let run = c.finalizer_guard(
+        USER,
+        &[
+            "approve",
+            "configmap/cache",
+            "-n",
+            ns,
+            "--reason",
+            reason,
+            "--detail",
+            detail,
+            "--for",
+            "30m",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stdout
+            .contains(&format!("configmap/cache -n {ns} approved until")),
+        "{}",
+        run.stdout
+    );
+    let approved = c.get(&["configmap", "cache", "-n", ns]).unwrap();
+    let annotations = &approved["metadata"]["annotations"];
+    assert_eq!(annotations["finalizer-guard.io/approved-by"], USER);
+    assert!(
+        annotations[SEAL].is_string(),
+        "sealed by the webhook: {approved:#}"
+    );
+    assert_eq!(annotations[OVERRIDE], format!("{reason}: {detail}"));
+    let run = c.finalizer_guard(
+        "carol",
+        &[
+            "unstick",
+            "configmap/cache",
+            "-n",
+            ns,
+            "--reason",
+            reason,
+            "--detail",
+            detail,
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stdout.contains("(approved by oncall)"),
+        "{}",
+        run.stdout
+    );
+    wait_until("the ConfigMap to be gone", 30, || {
+        c.get(&["configmap", "cache", "-n", ns])
+            .is_none_or(|cm| finalizers(&cm).is_empty())
+    });
+
+    let default = env.policy(Policy::default());
+    env.set_policy(&default);
+    c.admin(&["delete", "namespace", ns, "--wait=false"]).ok();
+}
