@@ -54,6 +54,14 @@ use super::explain;
 use super::{ClusterError, Connection};
 use crate::events::EventSink;
 
+/// What `watch`'s `/metrics` serves before it has seen anything: every
+/// family it exports, with its `# TYPE` line (the chart's dashboard is
+/// checked against it).
+pub fn exposition() -> String {
+    let shared = Arc::new(Shared::new(Duration::from_secs(600), 1));
+    Metrics::new(shared).encode().unwrap_or_default()
+}
+
 /// `watch`'s settings, from the command line ([`crate::cli::WatchArgs`]).
 #[derive(Debug)]
 pub struct Watch {
