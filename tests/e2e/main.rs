@@ -12,6 +12,7 @@
 
 mod harness;
 mod helm;
+mod monitoring;
 mod oncall;
 mod preflight;
 mod storm;

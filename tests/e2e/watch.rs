@@ -1,8 +1,14 @@
 //! `finalizer-guard watch` on the real control plane: objects stuck on
 //! finalizers show in its gauges and get a FinalizerStuck Event within
 //! `--stuck-after` plus 30 s, a type created after it started included,
-//! and the gauges drop back once `unstick` releases them. It runs as its
-//! own ServiceAccount, with exactly the RBAC of docs/watch-rbac.yaml.
+//! and the gauges drop back once `unstick` releases them.
+//!
+//! It runs as the chart's watch Deployment would run it: the chart is
+//! rendered (`helm template`), its ServiceAccount, ClusterRole and binding
+//! are applied, and the Deployment's container is started here (there is no
+//! kubelet) with the container's arguments and environment, a token of that
+//! ServiceAccount, and the release's policy file where the pod mounts it.
+//! Only the addresses change: `--admin-listen` on a free local port.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -60,16 +66,79 @@ impl Watch {
     }
 }
 
-/// A kubeconfig for `watch`'s ServiceAccount, from a token of it.
-fn service_account_kubeconfig(env: &Env) -> PathBuf {
+/// The chart's objects for `watch` (and the policy ConfigMap its pod mounts),
+/// rendered as release `finalizer-guard` in namespace `finalizer-guard`.
+fn chart_objects(env: &Env) -> Vec<Value> {
+    super::helm::render(
+        &env.work,
+        &[
+            "--set",
+            &format!("watch.stuckAfter={STUCK_AFTER}s"),
+            "--show-only",
+            "templates/watch.yaml",
+            "--show-only",
+            "templates/configmap.yaml",
+        ],
+    )
+}
+
+/// The chart's watch, started as its pod would start: its RBAC applied,
+/// its container's arguments and environment, a token of its ServiceAccount,
+/// and the policy it mounts. `--admin-listen` goes to `port`.
+fn start_chart_watch(env: &Env, port: u16, log: &Path) -> Child {
     let c = &env.cluster;
-    let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/watch-rbac.yaml");
-    c.admin(&["apply", "-f", rbac.to_str().unwrap()]).ok();
+    let objects = chart_objects(env);
+    let mut account = String::new();
+    let mut deployment = None;
+    for object in &objects {
+        match object["kind"].as_str().unwrap() {
+            "ServiceAccount" => {
+                account = object["metadata"]["name"].as_str().unwrap().to_string();
+                c.apply(object).ok();
+            }
+            "ClusterRole" | "ClusterRoleBinding" => {
+                c.apply(object).ok();
+            }
+            "Deployment" => deployment = Some(object.clone()),
+            _ => {}
+        }
+    }
+    assert_eq!(account, "finalizer-guard-watch");
+    let deployment = deployment.expect("the chart's watch Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], account.as_str());
+    let container = &pod["containers"][0];
+
+    // The policy file, where the pod mounts the release's ConfigMap.
+    let policy = objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap")
+        .expect("the policy ConfigMap")["data"]["policy.yaml"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mount = container["volumeMounts"][0]["mountPath"].as_str().unwrap();
+    let policy_file = env.work.join("watch-policy.yaml");
+    fs::write(&policy_file, policy).unwrap();
+    let mut args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let at = |args: &[String], flag: &str| args.iter().position(|a| a == flag).unwrap() + 1;
+    let i = at(&args, "--policy");
+    assert_eq!(args[i], format!("{mount}/policy.yaml"));
+    args[i] = policy_file.to_str().unwrap().to_string();
+    let i = at(&args, "--admin-listen");
+    assert_eq!(args[i], "0.0.0.0:9091");
+    args[i] = format!("127.0.0.1:{port}");
+
     let token = c
         .admin(&[
             "create",
             "token",
-            "finalizer-guard-watch",
+            &account,
             "-n",
             NAMESPACE,
             "--duration",
@@ -80,9 +149,9 @@ fn service_account_kubeconfig(env: &Env) -> PathBuf {
     let admin: Value =
         serde_yaml_ng::from_str(&fs::read_to_string(c.kubeconfig("admin")).unwrap()).unwrap();
     let cluster = &admin["clusters"][0]["cluster"];
-    let path = env.work.join("watch.kubeconfig");
+    let kubeconfig = env.work.join("watch.kubeconfig");
     fs::write(
-        &path,
+        &kubeconfig,
         serde_json::to_string_pretty(&json!({
             "apiVersion": "v1", "kind": "Config",
             "clusters": [{"name": "e2e", "cluster": cluster}],
@@ -93,7 +162,22 @@ fn service_account_kubeconfig(env: &Env) -> PathBuf {
         .unwrap(),
     )
     .unwrap();
-    path
+    let mut command = Command::new(bin());
+    command.args(&args).arg("--kubeconfig").arg(&kubeconfig);
+    for var in container["env"].as_array().into_iter().flatten() {
+        command.env(
+            var["name"].as_str().unwrap(),
+            var["value"].as_str().unwrap_or_default(),
+        );
+    }
+    command
+        .env("NO_COLOR", "1")
+        .env("HOSTNAME", "finalizer-guard-watch-e2e")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
 }
 
 /// A namespaced CRD `PLURAL.e2e-watch.example.com`, established.
@@ -175,6 +259,7 @@ fn the_event(c: &Cluster, ns: &str, name: &str, deleted: Instant) -> String {
     let event = &events[0];
     assert_eq!(event["type"], "Warning");
     assert_eq!(event["reportingComponent"], "finalizer-guard.io/watch");
+    assert_eq!(event["reportingInstance"], "finalizer-guard-watch-e2e");
     event["message"].as_str().unwrap().to_string()
 }
 
@@ -202,26 +287,13 @@ fn terminating_namespaces(c: &Cluster) -> f64 {
 fn stuck_objects_are_counted_announced_and_released() {
     let env = env();
     let c = &env.cluster;
-    let kubeconfig = service_account_kubeconfig(&env);
     // A type that exists before `watch` starts, and one created after.
     crd(c, "widgets", "Widget");
     c.namespace(NS);
 
     let port = free_port();
     let log = env.work.join("watch.log");
-    let child = Command::new(bin())
-        .arg("watch")
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(["--stuck-after", &format!("{STUCK_AFTER}s")])
-        .args(["--admin-listen", &format!("127.0.0.1:{port}")])
-        .args(["--log-format", "json"])
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let child = start_chart_watch(&env, port, &log);
     let watch = Watch { child, port, log };
     wait_until("watch to be ready", 60, || {
         http_get(watch.port, "/readyz").is_some()
