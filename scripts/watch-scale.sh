@@ -25,7 +25,8 @@
 #
 # Environment: TYPES (30), PER_TYPE (3334), STUCK (1000), SINGLE (10),
 # STUCK_AFTER (0s: the figures are the watch's own latency), PERIOD (600
-# seconds), LOADERS (4), FG_BIN (default: a release build of this
+# seconds), LOADERS (4), MAX_RSS_MIB (64: the steady RSS it must stay
+# under, else exit 1, as for any LIST in the steady period), FG_BIN (default: a release build of this
 # checkout), CLUSTER_DIR, KEEP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -114,7 +115,8 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 metrics() { curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null || true; }
 # The scale types' stuck objects, summed over finalizers.
 stuck_now() { metrics | awk '/^finalizer_guard_stuck_objects\{/ && /scale\.example\.com"/ { n += $NF } END { printf "%d\n", n }'; }
-events_sent() { metrics | awk '/^finalizer_guard_stuck_events_total\{outcome="sent"\}/ { n = $NF } END { printf "%d\n", n }'; }
+events_total() { metrics | awk -v d="$1" '$0 ~ "^finalizer_guard_events_total\\{decision=\"" d "\"\\}" { n = $NF } END { printf "%d\n", n }'; }
+events_sent() { events_total sent; }
 rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$watch_pid/status"; }
 hwm_kib() { awk '/^VmHWM/ { print $2 }' "/proc/$watch_pid/status"; }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$watch_pid/stat"; }
@@ -196,6 +198,16 @@ echo "RSS every 10 s (MiB): $rss_list"
 echo "RSS first $(mib "${samples[0]}") MiB, last $(mib "${samples[-1]}") MiB, peak over the whole run $(mib "$(hwm_kib)") MiB"
 echo "CPU over the period: $(( (cpu_1 - cpu_0) * 1000 / hz )) ms"
 echo "scale types, over the period: $((lists_1 - lists_0)) LIST, $((watches_1 - watches_0)) WATCH requests (all clients: watch, and kube-controller-manager's metadata informers)"
-echo "still counted: $(stuck_now) stuck; Events sent $(events_sent), failed $(metrics | awk '/^finalizer_guard_stuck_events_total\{outcome="failed"\}/ { n = $NF } END { printf "%d\n", n }')"
+echo "still counted: $(stuck_now) stuck; Events sent $(events_sent), failed $(events_total failed)"
 echo "watch log: $(grep -c '"stuck"' "$work/watch.log") stuck lines, $(grep -c '"WARN"' "$work/watch.log") warnings"
 grep '"WARN"' "$work/watch.log" | grep -v '"stuck"' | head -5 || true
+
+# What the issue asks of it: steady memory under MAX_RSS_MIB, and no relist.
+max_rss_mib=${MAX_RSS_MIB:-64}
+if [ "$(mib "${samples[-1]}" | cut -d. -f1)" -ge "$max_rss_mib" ]; then
+  echo "FAIL: steady RSS $(mib "${samples[-1]}") MiB, not under $max_rss_mib MiB"; exit 1
+fi
+if [ $((lists_1 - lists_0)) -ne 0 ]; then
+  echo "FAIL: $((lists_1 - lists_0)) LIST requests for the scale types in the steady period: a relist"; exit 1
+fi
+echo "steady RSS under $max_rss_mib MiB, no LIST in the steady period"

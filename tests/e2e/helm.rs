@@ -808,33 +808,7 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
     );
     let policy = sync_policy_from_configmap(c, &work);
     assert!(policy.contains("mode: enforce"), "{policy}");
-    let token = c
-        .admin(&[
-            "create",
-            "token",
-            FULLNAME,
-            "-n",
-            RELEASE_NS,
-            "--duration",
-            "1h",
-        ])
-        .ok()
-        .stdout;
-    let admin: Value =
-        serde_yaml_ng::from_str(&fs::read_to_string(c.kubeconfig("admin")).unwrap()).unwrap();
-    let kubeconfig = work.join("webhook.kubeconfig");
-    fs::write(
-        &kubeconfig,
-        serde_json::to_string(&json!({
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "e2e", "cluster": admin["clusters"][0]["cluster"]}],
-            "users": [{"name": FULLNAME, "user": {"token": token.trim()}}],
-            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": FULLNAME}}],
-            "current-context": "e2e",
-        }))
-        .unwrap(),
-    )
-    .unwrap();
+    let kubeconfig = c.token_kubeconfig(FULLNAME, RELEASE_NS, &work.join("webhook.kubeconfig"));
     let port = harness::free_port();
     let server = Server::start(&work, port, &kubeconfig);
     let url = format!("https://127.0.0.1:{port}/validate");

@@ -134,34 +134,7 @@ fn start_chart_watch(env: &Env, port: u16, log: &Path) -> Child {
     assert_eq!(args[i], "0.0.0.0:9091");
     args[i] = format!("127.0.0.1:{port}");
 
-    let token = c
-        .admin(&[
-            "create",
-            "token",
-            &account,
-            "-n",
-            NAMESPACE,
-            "--duration",
-            "1h",
-        ])
-        .ok()
-        .stdout;
-    let admin: Value =
-        serde_yaml_ng::from_str(&fs::read_to_string(c.kubeconfig("admin")).unwrap()).unwrap();
-    let cluster = &admin["clusters"][0]["cluster"];
-    let kubeconfig = env.work.join("watch.kubeconfig");
-    fs::write(
-        &kubeconfig,
-        serde_json::to_string_pretty(&json!({
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "e2e", "cluster": cluster}],
-            "users": [{"name": "watch", "user": {"token": token.trim()}}],
-            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "watch"}}],
-            "current-context": "e2e",
-        }))
-        .unwrap(),
-    )
-    .unwrap();
+    let kubeconfig = c.token_kubeconfig(&account, NAMESPACE, &env.work.join("watch.kubeconfig"));
     let mut command = Command::new(bin());
     command.args(&args).arg("--kubeconfig").arg(&kubeconfig);
     for var in container["env"].as_array().into_iter().flatten() {

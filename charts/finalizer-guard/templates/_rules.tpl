@@ -12,7 +12,7 @@ alert is scoped to the release's namespace, where its pods are scraped.
 - name: finalizer-guard.webhook
   rules:
     - alert: FinalizerGuardWebhookDown
-      expr: sum(up{namespace="{{ $ns }}", container="finalizer-guard"}) == 0 or absent(up{namespace="{{ $ns }}", container="finalizer-guard"})
+      expr: sum by (namespace, container) (up{namespace="{{ $ns }}", container="finalizer-guard"}) == 0 or absent(up{namespace="{{ $ns }}", container="finalizer-guard"})
       for: 5m
       labels:
         severity: critical
@@ -69,7 +69,7 @@ alert is scoped to the release's namespace, where its pods are scraped.
 - name: finalizer-guard.watch
   rules:
     - alert: FinalizerGuardWatchDown
-      expr: sum(up{namespace="{{ $ns }}", container="watch"}) == 0 or absent(up{namespace="{{ $ns }}", container="watch"})
+      expr: sum by (namespace, container) (up{namespace="{{ $ns }}", container="watch"}) == 0 or absent(up{namespace="{{ $ns }}", container="watch"})
       for: 10m
       labels:
         severity: warning

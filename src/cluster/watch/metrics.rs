@@ -9,12 +9,12 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetri
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 use super::escape;
 use super::tracker::Shared;
-use crate::metrics::{EventLabels, QueueLabels};
+use crate::metrics::{EventLabels, QueueLabels, register_build_info, register_event_writer};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct StuckLabels {
@@ -35,11 +35,6 @@ pub(super) struct OutcomeLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct ResourceLabels {
     pub(super) resource: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct BuildLabels {
-    pub(super) version: &'static str,
 }
 
 /// The gauges are computed from the tracker at each scrape: always what is
@@ -109,21 +104,10 @@ impl Metrics {
         let mut registry = Registry::with_prefix("finalizer_guard");
         registry.register_collector(Box::new(StuckCollector(shared)));
         // The webhook's names: one Event writer, one set of series.
-        let events = Family::<EventLabels, Counter>::default();
-        registry.register(
-            "events",
-            "FinalizerStuck Events, by outcome: sent (created), updated (a series written), repeated (counted in an existing Event's series), failed (a write refused or timed out)",
-            events.clone(),
-        );
-        let dropped = Family::<QueueLabels, Counter>::default();
+        let (events, dropped) = register_event_writer(&mut registry);
         let dropped_events = dropped
             .get_or_create(&QueueLabels { queue: "events" })
             .clone();
-        registry.register(
-            "dropped",
-            "Items a background writer dropped because its queue was full, by queue: events (with the unwritten repeats of an Event series forgotten to bound memory)",
-            dropped,
-        );
         let watch_errors = Family::<ResourceLabels, Counter>::default();
         registry.register(
             "watch_errors",
@@ -136,13 +120,7 @@ impl Metrics {
             "Discoveries of the API server's types, by outcome: success, failure",
             discoveries.clone(),
         );
-        let build = Family::<BuildLabels, Gauge>::default();
-        build
-            .get_or_create(&BuildLabels {
-                version: env!("CARGO_PKG_VERSION"),
-            })
-            .set(1);
-        registry.register("build_info", "The running version", build);
+        register_build_info(&mut registry);
         Metrics {
             registry,
             events,
