@@ -750,17 +750,23 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
         [
             "ClusterRole",
             "ClusterRole",
+            "ClusterRole",
+            "ClusterRoleBinding",
             "ClusterRoleBinding",
             "ConfigMap",
+            "Deployment",
             "Deployment",
             "PodDisruptionBudget",
             "ResourceQuota",
             "Secret",
             "Secret",
             "Service",
+            "Service",
+            "ServiceAccount",
             "ServiceAccount",
             "ValidatingWebhookConfiguration",
-        ]
+        ],
+        "the webhook's and watch's (its Deployment, Service, ServiceAccount, ClusterRole and binding)"
     );
     for object in &objects {
         let args = get_args(object);

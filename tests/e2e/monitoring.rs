@@ -41,13 +41,16 @@ fn monitoring_objects_pass_the_api_servers_validation() {
         let file = dir.join(format!("monitoring.coreos.com_{crd}.yaml"));
         c.admin(&["apply", "--server-side", "-f", file.to_str().unwrap()])
             .ok();
-        c.admin(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            &format!("crd/{crd}.monitoring.coreos.com"),
-        ])
-        .ok();
+        // Polled: `kubectl wait` fails on a CRD whose status is not written yet.
+        wait_until(&format!("CRD {crd} to be established"), 60, || {
+            c.get(&["crd", &format!("{crd}.monitoring.coreos.com")])
+                .and_then(|crd| crd["status"]["conditions"].as_array().cloned())
+                .is_some_and(|conditions| {
+                    conditions
+                        .iter()
+                        .any(|k| k["type"] == "Established" && k["status"] == "True")
+                })
+        });
     }
     let objects = super::helm::render(
         &env.work,
