@@ -1,5 +1,5 @@
 //! The command line: `serve`, `certs`, `check`, `test`, `policy validate`, `doctor`,
-//! and the commands that talk to a cluster, `unstick` and `approve` ([`crate::cluster`]).
+//! and the commands that talk to a cluster, `unstick`, `approve` and `watch` ([`crate::cluster`]).
 //!
 //! Each command's arguments are destructured exhaustively in its `run`, so a
 //! new flag cannot be silently ignored.
@@ -17,6 +17,7 @@ use crate::certs;
 use crate::cluster::approve::Approve;
 use crate::cluster::doctor::DoctorCluster;
 use crate::cluster::unstick::{Release, Unstick};
+use crate::cluster::watch::Watch;
 use crate::cluster::{Connection, DryRunFlag, Selection, Targets};
 use crate::error::{Error, Result, TlsError};
 use crate::flags::{POLICY_ENV, PolicyFlag, parse_duration};
@@ -55,6 +56,8 @@ pub enum Command {
     Unstick(Box<UnstickArgs>),
     /// Two-person rule: approve an override that another person then uses with `unstick`.
     Approve(Box<ApproveArgs>),
+    /// Watch every type's metadata: gauges and a FinalizerStuck Event for objects stuck on finalizers.
+    Watch(Box<WatchArgs>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -275,6 +278,95 @@ fn targets(
         policy: policy.file,
         dry_run: dry_run.dry_run,
         format: output.format,
+    }
+}
+
+/// `watch`: what counts as stuck, where the metrics are served, and whether
+/// Events are written.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// An object deleting with finalizers for longer than this is stuck: counted in
+    /// the gauges, and given a FinalizerStuck Event.
+    #[arg(long, env = "FINALIZER_GUARD_STUCK_AFTER", default_value = "10m", value_parser = parse_duration, value_name = "DURATION")]
+    pub stuck_after: Duration,
+    /// Admin address (plain HTTP): /metrics, /healthz, /readyz.
+    #[arg(
+        long,
+        env = "FINALIZER_GUARD_ADMIN_LISTEN",
+        default_value = "0.0.0.0:9091",
+        value_name = "ADDR"
+    )]
+    pub admin_listen: SocketAddr,
+    /// Write a FinalizerStuck Event on each stuck object (`--events=false`: metrics and logs only).
+    #[arg(long, env = "FINALIZER_GUARD_EVENTS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub events: bool,
+    /// Most Events waiting to be written; past it they are dropped (counted in
+    /// finalizer_guard_dropped_total{queue="events"}).
+    #[arg(
+        long,
+        env = "FINALIZER_GUARD_EVENTS_QUEUE",
+        default_value_t = 1024,
+        value_name = "N"
+    )]
+    pub events_queue: usize,
+    /// How often the API server's types are discovered again. A new CRD or APIService
+    /// is picked up at once anyway; watches resume where they left off and are never
+    /// listed again on a timer.
+    #[arg(long, env = "FINALIZER_GUARD_DISCOVERY_INTERVAL", default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub discovery_interval: Duration,
+    /// Most distinct finalizer names given a label value of their own; stuck objects'
+    /// other finalizers are counted under `other`.
+    #[arg(
+        long,
+        env = "FINALIZER_GUARD_MAX_FINALIZERS",
+        default_value_t = 100,
+        value_name = "N"
+    )]
+    pub max_finalizers: usize,
+    /// How long a node must be NotReady before its pods' owners count as gone (as unstick).
+    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub not_ready_for: Duration,
+    #[command(flatten)]
+    pub policy: PolicyFlag,
+    /// Log format on standard error.
+    #[arg(
+        long,
+        env = "FINALIZER_GUARD_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        value_name = "FORMAT"
+    )]
+    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+impl WatchArgs {
+    pub fn into_config(self) -> Watch {
+        let WatchArgs {
+            stuck_after,
+            admin_listen,
+            events,
+            events_queue,
+            discovery_interval,
+            max_finalizers,
+            not_ready_for,
+            policy,
+            log_format: _,
+            connection,
+        } = self;
+        Watch {
+            stuck_after,
+            admin_listen,
+            events,
+            events_queue,
+            discovery_interval,
+            max_finalizers,
+            not_ready_for,
+            // Not `or_env()`: the cluster's policy is judged, as by `unstick`.
+            policy: policy.file,
+            connection,
+        }
     }
 }
 

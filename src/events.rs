@@ -39,7 +39,7 @@ pub const REPORTING_CONTROLLER: &str = "finalizer-guard.io/webhook";
 /// How long one Event write may take.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// Kubernetes refuses notes longer than this.
-const MAX_NOTE_BYTES: usize = 1024;
+pub const MAX_NOTE_BYTES: usize = 1024;
 /// Most often one Event's series is written: repeats in between are only counted.
 pub const SERIES_INTERVAL: Duration = Duration::from_secs(10);
 /// A series with no repeat for this long has ended (client-go's `finishTime`,
@@ -81,52 +81,115 @@ struct SeriesKey {
     note: String,
 }
 
+/// What an Event says about one object, whoever reports it: the webhook
+/// (a denial, an override) or `watch` (an object stuck on finalizers).
+#[derive(Debug, Clone)]
+pub struct Notice {
+    pub regarding: ObjectReference,
+    /// `Warning` or `Normal`.
+    pub type_: &'static str,
+    pub reason: &'static str,
+    pub action: &'static str,
+    /// At most [`MAX_NOTE_BYTES`] (longer is cut).
+    pub note: String,
+    /// What repeats of this Event share: the note without what differs
+    /// per occurrence. Occurrences of the same object, reason and
+    /// `repeats_as` are one Event with a series.
+    pub repeats_as: String,
+    pub reporting_controller: &'static str,
+}
+
+impl Occurrence {
+    /// The occurrence of `notice`, reported by `instance` (the pod).
+    pub fn new(notice: Notice, instance: &str) -> Occurrence {
+        let Notice {
+            regarding,
+            type_,
+            reason,
+            action,
+            note,
+            repeats_as,
+            reporting_controller,
+        } = notice;
+        // Events about cluster-scoped objects live in `default`, as kubectl expects.
+        let namespace = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let name = regarding.name.clone().unwrap_or_default();
+        let now = jiff::Timestamp::now();
+        let key = SeriesKey {
+            namespace: namespace.clone(),
+            api_version: regarding.api_version.clone().unwrap_or_default(),
+            kind: regarding.kind.clone().unwrap_or_default(),
+            name: name.clone(),
+            uid: regarding.uid.clone(),
+            reason,
+            note: repeats_as,
+        };
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(event_name(&name, now)),
+                namespace: Some(namespace),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(MicroTime(now)),
+            action: Some(action.into()),
+            reason: Some(reason.into()),
+            note: Some(fit_note(note)),
+            type_: Some(type_.into()),
+            reporting_controller: Some(reporting_controller.into()),
+            reporting_instance: Some(instance.chars().take(128).collect()),
+            regarding: Some(regarding),
+            ..Event::default()
+        };
+        Occurrence { event, key }
+    }
+}
+
+/// `note` cut to [`MAX_NOTE_BYTES`] on a character boundary, ending `...`
+/// when cut: kube-apiserver refuses a longer one.
+fn fit_note(mut note: String) -> String {
+    if note.len() <= MAX_NOTE_BYTES {
+        return note;
+    }
+    let mut cut = MAX_NOTE_BYTES - 3;
+    while !note.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    note.truncate(cut);
+    note.push_str("...");
+    note
+}
+
 /// The Event an audit record calls for, if any: denials and overrides.
 pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Occurrence> {
     if record.dry_run {
         return None;
     }
     let (type_, reason, note, audit_reference) = what_happened(record)?;
-    // Events about cluster-scoped objects live in `default`, as kubectl expects.
-    let namespace = record.namespace.clone().unwrap_or_else(|| "default".into());
-    let now = jiff::Timestamp::now();
-    let key = SeriesKey {
-        namespace: namespace.clone(),
-        api_version: record.object_api_version.clone(),
-        kind: record.object_kind.clone(),
-        name: record.name.clone(),
-        uid: record.object_uid.clone(),
-        reason,
-        note: truncate(&note, MAX_NOTE_BYTES / 4),
-    };
+    let repeats_as = truncate(&note, MAX_NOTE_BYTES / 4);
     let note = match audit_reference {
         Some(reference) => truncate(&(note + &reference), MAX_NOTE_BYTES / 4),
-        None => key.note.clone(),
+        None => repeats_as.clone(),
     };
-    let event = Event {
-        metadata: ObjectMeta {
-            name: Some(event_name(&record.name, now)),
-            namespace: Some(namespace),
-            ..ObjectMeta::default()
-        },
-        event_time: Some(MicroTime(now)),
-        action: Some("RemoveFinalizers".into()),
-        reason: Some(reason.into()),
-        note: Some(note),
-        type_: Some(type_.into()),
-        reporting_controller: Some(REPORTING_CONTROLLER.into()),
-        reporting_instance: Some(instance.chars().take(128).collect()),
-        regarding: Some(ObjectReference {
+    let notice = Notice {
+        regarding: ObjectReference {
             api_version: Some(record.object_api_version.clone()),
             kind: Some(record.object_kind.clone()),
             name: Some(record.name.clone()),
             namespace: record.namespace.clone(),
             uid: record.object_uid.clone(),
             ..ObjectReference::default()
-        }),
-        ..Event::default()
+        },
+        type_,
+        reason,
+        action: "RemoveFinalizers",
+        note,
+        repeats_as,
+        reporting_controller: REPORTING_CONTROLLER,
     };
-    Some(Occurrence { event, key })
+    Some(Occurrence::new(notice, instance))
 }
 
 /// The Event's type, reason and note for a denial, an override or a refused

@@ -38,6 +38,10 @@ fn main() {
         Command::Approve(args) => {
             cluster(finalizer_guard::cluster::approve::run(args.into_config()))
         }
+        Command::Watch(args) => {
+            init_logging(args.log_format);
+            long_running(finalizer_guard::cluster::watch::run(args.into_config()))
+        }
     };
     std::process::exit(code);
 }
@@ -59,6 +63,21 @@ fn cluster(
         .expect("a tokio runtime");
     runtime.block_on(command).unwrap_or_else(|e| {
         eprintln!("error: {}", chain(&e));
+        2
+    })
+}
+
+/// `watch`: a long-running command that talks to a cluster, on every core.
+fn long_running(
+    command: impl std::future::Future<Output = Result<i32, finalizer_guard::cluster::ClusterError>>,
+) -> i32 {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(command).unwrap_or_else(|e| {
+        tracing::error!("{e}");
+        eprintln!("error: {e}");
         2
     })
 }

@@ -146,25 +146,8 @@ impl Metrics {
             "When the serving certificate expires, in seconds since the Unix epoch",
             certificate_expiry.clone(),
         );
-        let events = Family::<EventLabels, Counter>::default();
-        registry.register(
-            "events",
-            "Kubernetes Events for denials and overrides, by outcome: sent (created), updated (a series written), repeated (counted in an existing Event's series), failed (a write refused or timed out)",
-            events.clone(),
-        );
-        let dropped = Family::<QueueLabels, Counter>::default();
-        registry.register(
-            "dropped",
-            "Items a background writer dropped because its queue was full or it had stopped, by queue: audit, recorder, events (with the unwritten repeats of an Event series forgotten to bound memory)",
-            dropped.clone(),
-        );
-        let build = Family::<BuildLabels, Gauge>::default();
-        build
-            .get_or_create(&BuildLabels {
-                version: env!("CARGO_PKG_VERSION"),
-            })
-            .set(1);
-        registry.register("build_info", "The running version", build);
+        let (events, dropped) = register_event_writer(&mut registry);
+        register_build_info(&mut registry);
         Metrics {
             registry,
             reviews,
@@ -228,4 +211,34 @@ impl Metrics {
             .expect("writing to a String cannot fail");
         out
     }
+}
+/// The Event writer's counters ([`crate::events::EventSink`]): every
+/// command that writes Events (`serve`, `watch`) registers them so.
+pub fn register_event_writer(
+    registry: &mut Registry,
+) -> (Family<EventLabels, Counter>, Family<QueueLabels, Counter>) {
+    let events = Family::<EventLabels, Counter>::default();
+    registry.register(
+        "events",
+        "Kubernetes Events (the webhook's for denials and overrides, watch's FinalizerStuck), by outcome: sent (created), updated (a series written), repeated (counted in an existing Event's series), failed (a write refused or timed out)",
+        events.clone(),
+    );
+    let dropped = Family::<QueueLabels, Counter>::default();
+    registry.register(
+        "dropped",
+        "Items a background writer dropped because its queue was full or it had stopped, by queue: audit, recorder, events (with the unwritten repeats of an Event series forgotten to bound memory)",
+        dropped.clone(),
+    );
+    (events, dropped)
+}
+
+/// `finalizer_guard_build_info{version}`, 1.
+pub fn register_build_info(registry: &mut Registry) {
+    let build = Family::<BuildLabels, Gauge>::default();
+    build
+        .get_or_create(&BuildLabels {
+            version: env!("CARGO_PKG_VERSION"),
+        })
+        .set(1);
+    registry.register("build_info", "The running version", build);
 }

@@ -293,7 +293,17 @@ fn kustomization(dir: &Path) -> Value {
 /// The base's objects: the files its kustomization lists. The rendered
 /// files carry their namespace already; the base's kustomization repeats it.
 struct Base {
+    /// The webhook's objects, and what the release shares.
     objects: Vec<Value>,
+    /// `finalizer-guard watch`'s (labelled component `watch`).
+    watch: Vec<Value>,
+}
+
+fn is_watch(object: &Value) -> bool {
+    object
+        .pointer("/metadata/labels/app.kubernetes.io~1component")
+        .and_then(Value::as_str)
+        == Some("watch")
 }
 
 impl Base {
@@ -306,7 +316,18 @@ impl Base {
             let file = dir.join(resource.as_str().expect("a file name"));
             objects.extend(read_documents(&file));
         }
-        Base { objects }
+        let (watch, objects) = objects.into_iter().partition(is_watch);
+        Base { objects, watch }
+    }
+
+    fn watch_one<T: DeserializeOwned>(&self, kind: &str) -> T {
+        let found: Vec<&Value> = self
+            .watch
+            .iter()
+            .filter(|o| text(o, "/kind") == kind)
+            .collect();
+        assert_eq!(found.len(), 1, "the base holds one {kind} of watch");
+        serde_json::from_value(found[0].clone()).unwrap()
     }
 
     fn one<T: DeserializeOwned>(&self, kind: &str) -> T {
@@ -823,6 +844,123 @@ fn deployment_is_locked_down_and_highly_available() {
         assert!(get.port == admin_name || get.port == IntOrString::Int(9090));
         assert!(get.scheme.is_none() || get.scheme.as_deref() == Some("HTTP"));
     }
+}
+
+#[test]
+fn watch_runs_alone_as_its_own_account_with_read_only_rbac() {
+    let base = Base::load();
+    let account: ServiceAccount = base.watch_one("ServiceAccount");
+    let name = account.metadata.name.clone().unwrap();
+    assert_eq!(name, "finalizer-guard-watch");
+    assert_eq!(account.automount_service_account_token, Some(false));
+
+    let deployment: Deployment = base.watch_one("Deployment");
+    let spec = deployment.spec;
+    assert_eq!(
+        spec.replicas,
+        Some(1),
+        "one: two would announce each object twice"
+    );
+    assert_eq!(spec.strategy.unwrap().type_.as_deref(), Some("Recreate"));
+    let labels = spec.template.metadata.unwrap().labels.unwrap();
+    assert_eq!(spec.selector.match_labels.as_ref(), Some(&labels));
+    let pod = spec.template.spec.unwrap();
+    assert_eq!(pod.service_account_name.as_deref(), Some(name.as_str()));
+    assert_eq!(pod.automount_service_account_token, Some(true));
+    let (_, webhook_pod, webhook_container) = base.pod();
+    assert_eq!(pod.security_context, webhook_pod.security_context);
+    let container = &pod.containers[0];
+    assert_eq!(
+        container.security_context,
+        webhook_container.security_context
+    );
+    assert!(
+        container
+            .resources
+            .as_ref()
+            .unwrap()
+            .limits
+            .as_ref()
+            .unwrap()
+            .contains_key("memory")
+    );
+    // Its arguments are what `watch` takes, its policy the webhook's file.
+    let args = container.args.clone().unwrap();
+    let mut argv = vec!["finalizer-guard".to_string()];
+    argv.extend(args.iter().cloned());
+    let parsed = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let cli::Command::Watch(watch) = parsed.command else {
+        panic!("{args:?} is not watch");
+    };
+    let config = watch.into_config();
+    assert_eq!(config.admin_listen.port(), 9091);
+    assert_eq!(config.stuck_after, std::time::Duration::from_secs(600));
+    assert!(config.events);
+    assert_eq!(
+        config.policy.as_deref(),
+        Some(Path::new("/etc/finalizer-guard/policy/policy.yaml"))
+    );
+    let mounts = container.volume_mounts.clone().unwrap();
+    assert!(
+        mounts
+            .iter()
+            .all(|m| m.read_only == Some(true) && m.sub_path.is_none())
+    );
+    for (probe, path) in [
+        (container.readiness_probe.clone(), "/readyz"),
+        (container.liveness_probe.clone(), "/healthz"),
+    ] {
+        let get = probe.expect("a probe").http_get.expect("an HTTP probe");
+        assert_eq!(get.path.as_deref(), Some(path));
+        assert_eq!(get.port, IntOrString::String("admin".into()));
+    }
+
+    // Read-only on every type; Events created and patched; nothing else.
+    let role: ClusterRole = base.watch_one("ClusterRole");
+    let rules: Vec<(Vec<String>, Vec<String>, Vec<String>)> = role
+        .rules
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.api_groups.unwrap(), r.resources.unwrap(), r.verbs))
+        .collect();
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        rules,
+        [
+            (
+                strings(&["*"]),
+                strings(&["*"]),
+                strings(&["get", "list", "watch"])
+            ),
+            (
+                strings(&["events.k8s.io"]),
+                strings(&["events"]),
+                strings(&["create", "patch"])
+            ),
+        ]
+    );
+    let binding: ClusterRoleBinding = base.watch_one("ClusterRoleBinding");
+    assert_eq!(binding.role_ref.name, role.metadata.name.unwrap());
+    let subjects = binding.subjects.unwrap();
+    assert_eq!(subjects.len(), 1);
+    assert_eq!(subjects[0].name, name);
+    assert_eq!(subjects[0].namespace.as_deref(), Some(NAMESPACE));
+
+    // Its Service selects its pod, and the webhook's selects none of it.
+    let service: Service = base.watch_one("Service");
+    let selector = service.spec.unwrap().selector.unwrap();
+    assert!(selector.iter().all(|(k, v)| labels.get(k) == Some(v)));
+    let webhook_service: Service = base.one("Service");
+    let webhook_selector = webhook_service.spec.unwrap().selector.unwrap();
+    assert!(
+        !webhook_selector
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v)),
+        "the webhook's Service must not send kube-apiserver to watch"
+    );
+    let pdb: PodDisruptionBudget = base.one("PodDisruptionBudget");
+    let pdb_selector = pdb.spec.unwrap().selector.unwrap().match_labels.unwrap();
+    assert!(!pdb_selector.iter().all(|(k, v)| labels.get(k) == Some(v)));
 }
 
 #[test]
@@ -1382,7 +1520,8 @@ fn kubectl_kustomize_builds_the_base_and_both_overlays() {
     assert!(said.contains("tls.crt"), "{said}");
 
     let bundle = write_certs(&overlay);
-    let base = Base::load().objects;
+    let base = Base::load();
+    let base: Vec<Value> = base.objects.into_iter().chain(base.watch).collect();
     for dir in [
         root.clone(),
         root.join("base"),
@@ -1717,3 +1856,5 @@ fn the_licence_is_stated_wherever_the_product_ships() {
 
 #[path = "manifests/helm.rs"]
 mod helm;
+#[path = "manifests/monitoring.rs"]
+mod monitoring;

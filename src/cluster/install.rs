@@ -24,8 +24,10 @@ use kube::{Api, Client};
 use super::{ClusterError, POLICY_KEY, WEBHOOK_NAME};
 use crate::flags::POLICY_ENV;
 
-/// The label the chart and `manifests/` set on the webhook's Deployment.
-const APP_LABEL: &str = "app.kubernetes.io/name=finalizer-guard";
+/// The labels the chart and `manifests/` set on the webhook's Deployment
+/// (`watch` runs in a Deployment of the same name label, another component).
+const APP_LABEL: &str =
+    "app.kubernetes.io/name=finalizer-guard,app.kubernetes.io/component=webhook";
 
 /// Where a Deployment's webhook container reads its policy.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,4 +1,5 @@
-//! The commands that talk to a cluster: `unstick`, `approve` and `doctor --cluster`.
+//! The commands that talk to a cluster: `unstick`, `approve`, `doctor --cluster`
+//! and `watch`.
 //!
 //! They read kubeconfig as kubectl does, select objects as kubectl does
 //! (`TYPE/NAME`, `-n`, `-A`, `-l`, `--node`) and write only through the API
@@ -16,6 +17,7 @@ mod release;
 mod report;
 mod select;
 pub mod unstick;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 

@@ -423,6 +423,27 @@ impl ObjectReport {
     /// owns each finalizer, whether the owner looks alive, whether you may
     /// remove it; `named` is `--finalizer`.
     pub fn explanation(&self, named: &[String]) -> Vec<String> {
+        self.explanation_lines(named, true)
+    }
+
+    /// The explanation as one line, for someone other than the reader who
+    /// ran the command (a `FinalizerStuck` Event): no "you" line, each
+    /// finalizer's owner and liveness after its name.
+    pub fn explanation_note(&self) -> String {
+        let mut note = String::new();
+        for line in self.explanation_lines(&[], false) {
+            let depth = line.len() - line.trim_start_matches(' ').len();
+            // The columns' padding goes; what the names hold stays, to be escaped.
+            let words: Vec<&str> = line.split(' ').filter(|w| !w.is_empty()).collect();
+            if !note.is_empty() {
+                note.push_str(if depth > 2 { "; " } else { ". " });
+            }
+            note.push_str(&words.join(" "));
+        }
+        note
+    }
+
+    fn explanation_lines(&self, named: &[String], you: bool) -> Vec<String> {
         let stuck = self
             .stuck_for
             .as_deref()
@@ -460,7 +481,9 @@ impl ObjectReport {
             lines.push(format!("  {}{field}", f.name));
             lines.push(format!("    owner:       {}", f.owner));
             lines.push(format!("    owner alive: {}", f.owner_alive));
-            lines.push(format!("    you:         {}", f.removable));
+            if you {
+                lines.push(format!("    you:         {}", f.removable));
+            }
             if f.is_namespace_finalizer() {
                 lines.push(
                     "    unstick:     removes it only with --orphan-contents: the namespace controller removes it once the namespace is empty; removed by hand, what is still inside is orphaned"

@@ -193,6 +193,31 @@ impl Cluster {
         Some(run.ok().json())
     }
 
+    /// A kubeconfig at `path` that authenticates with an hour's token of
+    /// ServiceAccount `ns/account`, as its pod would.
+    pub fn token_kubeconfig(&self, account: &str, ns: &str, path: &Path) -> PathBuf {
+        let token = self
+            .admin(&["create", "token", account, "-n", ns, "--duration", "1h"])
+            .ok()
+            .stdout;
+        let admin: Value =
+            serde_yaml_ng::from_str(&std::fs::read_to_string(self.kubeconfig("admin")).unwrap())
+                .unwrap();
+        std::fs::write(
+            path,
+            serde_json::to_string(&serde_json::json!({
+                "apiVersion": "v1", "kind": "Config",
+                "clusters": [{"name": "e2e", "cluster": admin["clusters"][0]["cluster"]}],
+                "users": [{"name": account, "user": {"token": token.trim()}}],
+                "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": account}}],
+                "current-context": "e2e",
+            }))
+            .unwrap(),
+        )
+        .unwrap();
+        path.to_path_buf()
+    }
+
     /// A fresh namespace whose `default` ServiceAccount exists (pods need it).
     pub fn namespace(&self, name: &str) {
         self.admin(&["create", "namespace", name]).ok();

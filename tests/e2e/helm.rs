@@ -56,7 +56,7 @@ pub(super) fn chart() -> PathBuf {
 }
 
 /// `FG_HELM`, else the binary `e2e/helm/build.sh` caches for the pinned version.
-fn helm_binary() -> Option<PathBuf> {
+pub(crate) fn helm_binary() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("FG_HELM") {
         return Some(PathBuf::from(path));
     }
@@ -76,6 +76,36 @@ fn helm_binary() -> Option<PathBuf> {
         })?;
     let cached = cache.join(format!("helm-{version}")).join("helm");
     cached.is_file().then_some(cached)
+}
+
+/// `helm template finalizer-guard charts/finalizer-guard -n finalizer-guard
+/// --set policyCheck.enabled=false ARGS`: the chart's objects as manifests/
+/// names them, with no cluster asked and no user configuration.
+pub(crate) fn render(work: &Path, args: &[&str]) -> Vec<Value> {
+    let helm = helm_binary()
+        .expect("no helm: set FG_HELM, or build it with e2e/helm/build.sh (.ci/run does)");
+    let home = work.join("render-helm-home");
+    let out = Command::new(helm)
+        .args(["template", "finalizer-guard"])
+        .arg(chart())
+        .args(["--namespace", harness::NAMESPACE])
+        .args(["--set", "policyCheck.enabled=false"])
+        .args(args)
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("helm runs");
+    assert!(
+        out.status.success(),
+        "helm template {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_yaml_ng::Deserializer::from_str(&String::from_utf8_lossy(&out.stdout))
+        .map(|doc| <Value as serde::Deserialize>::deserialize(doc).unwrap())
+        .filter(|v| !v.is_null())
+        .collect()
 }
 
 /// Helm, run as the cluster's admin, with a configuration of its own.
@@ -419,33 +449,7 @@ fn serve_release(c: &Cluster, work: &Path) -> (Server, String) {
         write_mounted(&work.join("tls"), key, &b64decode(&tls["data"][key]));
     }
     sync_policy_from_configmap(c, work);
-    let token = c
-        .admin(&[
-            "create",
-            "token",
-            FULLNAME,
-            "-n",
-            RELEASE_NS,
-            "--duration",
-            "1h",
-        ])
-        .ok()
-        .stdout;
-    let admin: Value =
-        serde_yaml_ng::from_str(&fs::read_to_string(c.kubeconfig("admin")).unwrap()).unwrap();
-    let kubeconfig = work.join("webhook.kubeconfig");
-    fs::write(
-        &kubeconfig,
-        serde_json::to_string(&json!({
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "e2e", "cluster": admin["clusters"][0]["cluster"]}],
-            "users": [{"name": FULLNAME, "user": {"token": token.trim()}}],
-            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": FULLNAME}}],
-            "current-context": "e2e",
-        }))
-        .unwrap(),
-    )
-    .unwrap();
+    let kubeconfig = c.token_kubeconfig(FULLNAME, RELEASE_NS, &work.join("webhook.kubeconfig"));
     let port = harness::free_port();
     let server = Server::start(work, port, &kubeconfig);
     let url = format!("https://127.0.0.1:{port}/validate");
@@ -834,17 +838,23 @@ fn helm_install_guards_upgrade_reloads_and_uninstall_leaves_nothing() {
         [
             "ClusterRole",
             "ClusterRole",
+            "ClusterRole",
+            "ClusterRoleBinding",
             "ClusterRoleBinding",
             "ConfigMap",
+            "Deployment",
             "Deployment",
             "PodDisruptionBudget",
             "ResourceQuota",
             "Secret",
             "Secret",
             "Service",
+            "Service",
+            "ServiceAccount",
             "ServiceAccount",
             "ValidatingWebhookConfiguration",
-        ]
+        ],
+        "the webhook's and watch's (its Deployment, Service, ServiceAccount, ClusterRole and binding)"
     );
     for object in &objects {
         let args = get_args(object);

@@ -92,7 +92,7 @@ fn the_policy_is_found_whatever_the_release_is_called() {
             "validatingwebhookconfiguration/{FULLNAME} -> service/{FULLNAME} -> deployment/{FULLNAME} in namespace {NS} serves configmap {NS}/{FULLNAME}-policy"
         ),
         &format!(
-            "validatingwebhookconfiguration/{CONFIG} (calls a url) -> deployment/{CONFIG}, of the same name and labelled app.kubernetes.io/name=finalizer-guard in namespace finalizer-guard serves configmap finalizer-guard/finalizer-guard-policy"
+            "validatingwebhookconfiguration/{CONFIG} (calls a url) -> deployment/{CONFIG}, of the same name and labelled app.kubernetes.io/name=finalizer-guard,app.kubernetes.io/component=webhook in namespace finalizer-guard serves configmap finalizer-guard/finalizer-guard-policy"
         ),
         "--policy FILE",
     ] {
@@ -140,7 +140,7 @@ fn the_policy_is_found_whatever_the_release_is_called() {
     assert_eq!(run.code, 2, "{run:#?}");
     assert!(
         run.stderr.contains(&format!(
-            "deployment labelled app.kubernetes.io/name=finalizer-guard -> deployment/{FULLNAME} in namespace {NS} serves configmap {NS}/{FULLNAME}-policy"
+            "deployment labelled app.kubernetes.io/name=finalizer-guard,app.kubernetes.io/component=webhook -> deployment/{FULLNAME} in namespace {NS} serves configmap {NS}/{FULLNAME}-policy"
         )),
         "{run:#?}"
     );
@@ -177,7 +177,7 @@ fn the_policy_is_found_whatever_the_release_is_called() {
     let run = c.finalizer_guard("alice", &target);
     assert_eq!(run.code, 0, "{run:#?}");
     assert!(
-        run.stderr.contains("you may not list validatingwebhookconfigurations (it needs list on validatingwebhookconfigurations.admissionregistration.k8s.io): found by the label app.kubernetes.io/name=finalizer-guard, not through the webhook configuration"),
+        run.stderr.contains("you may not list validatingwebhookconfigurations (it needs list on validatingwebhookconfigurations.admissionregistration.k8s.io): found by the label app.kubernetes.io/name=finalizer-guard,app.kubernetes.io/component=webhook, not through the webhook configuration"),
         "{run:#?}"
     );
     assert!(

@@ -13,11 +13,13 @@
 mod harness;
 mod helm;
 mod install;
+mod monitoring;
 mod oncall;
 mod preflight;
 mod storm;
 mod unstick;
 mod vap;
+mod watch;
 
 use std::time::Duration;
 

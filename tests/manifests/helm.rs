@@ -95,7 +95,7 @@ fn run_helm(helm: &Path, args: &[&str]) -> HelmRun {
 }
 
 /// `helm template finalizer-guard charts/finalizer-guard -n finalizer-guard ARGS`.
-fn template(helm: &Path, args: &[&str]) -> Vec<Value> {
+pub(crate) fn template(helm: &Path, args: &[&str]) -> Vec<Value> {
     let chart = chart();
     let mut full = vec![
         "template",
@@ -425,6 +425,8 @@ priorityClassName: ""
 podAnnotations: {prometheus.io/scrape: "true"}
 logFormat: text
 events:
+  enabled: false
+watch:
   enabled: false
 policyCheck:
   enabled: false

@@ -106,3 +106,10 @@ seccompProfile:
 {{- define "finalizer-guard.policyCheck" -}}
 {{- if dig "enabled" true (.Values.policyCheck | default dict) }}true{{ end -}}
 {{- end -}}
+
+{{/* `watch`'s pod, as its Deployment, Service and PodMonitor select it. */}}
+{{- define "finalizer-guard.watchSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+app.kubernetes.io/component: watch
+{{- end -}}

@@ -1,0 +1,88 @@
+{{/*
+The alerts of the PrometheusRule (monitoring.yaml), as rule groups: the same
+text is unit-tested with `promtool test rules` (tests/monitoring/). Every
+alert is scoped to the release's namespace, where its pods are scraped.
+*/}}
+{{- define "finalizer-guard.rules" -}}
+{{- $fullname := include "finalizer-guard.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $r := .Values.monitoring.prometheusRule -}}
+{{- $timeout := .Values.webhook.timeoutSeconds | default 5 -}}
+{{- $webhook := "finalizers.finalizer-guard.io" -}}
+- name: finalizer-guard.webhook
+  rules:
+    - alert: FinalizerGuardWebhookDown
+      expr: sum by (namespace, container) (up{namespace="{{ $ns }}", container="finalizer-guard"}) == 0 or absent(up{namespace="{{ $ns }}", container="finalizer-guard"})
+      for: 5m
+      labels:
+        severity: critical
+      annotations:
+        summary: "No finalizer-guard webhook pod in {{ $ns }} answers its scrapes."
+        description: "With failurePolicy Fail, finalizer removals other than Kubernetes' own controllers' are refused until a pod serves; with Ignore, they go through unguarded. docs/troubleshooting.md."
+    - alert: FinalizerGuardWebhookUnreachable
+      expr: sum(rate(apiserver_admission_webhook_rejection_count{name="{{ $webhook }}", error_type="calling_webhook_error"}[5m])) > 0 or sum(rate(apiserver_admission_webhook_fail_open_count{name="{{ $webhook }}"}[5m])) > 0
+      for: 5m
+      labels:
+        severity: critical
+      annotations:
+        summary: "kube-apiserver cannot call the finalizer-guard webhook."
+        description: "kube-apiserver's calls to {{ $webhook }} fail (TLS, network, timeout): writes are refused (failurePolicy Fail) or let through unjudged (Ignore). docs/troubleshooting.md."
+    - alert: FinalizerGuardReviewLatencyHigh
+      expr: histogram_quantile(0.99, sum by (le) (rate(apiserver_admission_webhook_admission_duration_seconds_bucket{name="{{ $webhook }}"}[5m]))) > {{ mulf $timeout 0.8 }}
+      for: 10m
+      labels:
+        severity: warning
+      annotations:
+        summary: "finalizer-guard reviews take {{`{{ $value | humanizeDuration }}`}} at the 99th percentile, near the webhook's {{ $timeout }}s timeout."
+        description: "As kube-apiserver measures the call (network and TLS included; the webhook's own decision, finalizer_guard_review_duration_seconds, takes well under a millisecond). Past webhook.timeoutSeconds kube-apiserver gives up on the call and failurePolicy decides the write."
+    - alert: FinalizerGuardDropped
+      expr: sum by (pod, queue) (increase(finalizer_guard_dropped_total{namespace="{{ $ns }}"}[10m])) > 0
+      labels:
+        severity: warning
+      annotations:
+        summary: "{{`{{ $labels.pod }}`}} dropped {{`{{ $value | humanize }}`}} {{`{{ $labels.queue }}`}} items in 10 minutes."
+        description: "A background writer's queue was full: audit records, recordings or Events were lost (the decisions were not). The Events queue is --events-queue."
+    - alert: FinalizerGuardEventsFailing
+      expr: sum by (pod) (increase(finalizer_guard_events_total{namespace="{{ $ns }}", decision="failed"}[10m])) > 0
+      for: 10m
+      labels:
+        severity: warning
+      annotations:
+        summary: "{{`{{ $labels.pod }}`}} cannot write Kubernetes Events."
+        description: "Event writes are refused or time out: check its logs and that its ClusterRole grants create and patch on events.k8s.io events."
+    - alert: FinalizerGuardOverrideUsed
+      expr: sum by (reason) (increase(finalizer_guard_overrides_total{namespace="{{ $ns }}"}[10m])) > 0
+      labels:
+        severity: info
+      annotations:
+        summary: "A finalizer was removed by override ({{`{{ $labels.reason }}`}})."
+        description: "Someone used the emergency override: kubectl get events -A --field-selector reason=FinalizerOverride says who and on what, and what to clean up by hand."
+    - alert: FinalizerGuardDenialSurge
+      expr: sum(rate(finalizer_guard_unauthorized_removals_total{namespace="{{ $ns }}", decision="denied"}[10m])) > {{ $r.denialsPerSecond }}
+      for: 10m
+      labels:
+        severity: warning
+      annotations:
+        summary: "finalizer-guard denies {{`{{ $value | humanize }}`}} finalizer removals a second."
+        description: "A controller the policy does not name is retrying, or someone is trying to strip finalizers: kubectl get events -A --field-selector reason=FinalizerRemovalDenied. finalizer-guard policy suggest writes the rules a controller needs."
+{{- if .Values.watch.enabled }}
+- name: finalizer-guard.watch
+  rules:
+    - alert: FinalizerGuardWatchDown
+      expr: sum by (namespace, container) (up{namespace="{{ $ns }}", container="watch"}) == 0 or absent(up{namespace="{{ $ns }}", container="watch"})
+      for: 10m
+      labels:
+        severity: warning
+      annotations:
+        summary: "finalizer-guard watch in {{ $ns }} answers no scrape: objects stuck on finalizers go unnoticed."
+        description: "kubectl -n {{ $ns }} logs deployment/{{ $fullname }}-watch."
+    - alert: FinalizerStuck
+      expr: max by (finalizer, resource) (finalizer_guard_stuck_objects{namespace="{{ $ns }}"}) > 0
+      for: {{ $r.stuckFor }}
+      labels:
+        severity: warning
+      annotations:
+        summary: "{{`{{ $value }}`}} {{`{{ $labels.resource }}`}} stuck on finalizer {{`{{ $labels.finalizer }}`}}."
+        description: "Objects of {{`{{ $labels.resource }}`}} have been deleting with finalizer {{`{{ $labels.finalizer }}`}} for longer than watch's --stuck-after, for {{ $r.stuckFor }}. Each has a FinalizerStuck Event naming the owner and the command to run: kubectl get events -A --field-selector reason=FinalizerStuck."
+{{- end }}
+{{- end -}}

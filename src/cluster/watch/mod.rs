@@ -1,0 +1,294 @@
+//! `finalizer-guard watch`: the live signal of objects stuck on finalizers.
+//!
+//! One metadata-only watch per type the API server serves (kube-runtime's
+//! watcher over `PartialObjectMetadata`: a paginated first list, then a
+//! watch resumed from its resourceVersion, with bookmarks and backoff; a
+//! list again only when the API server says that resourceVersion is too
+//! old). Discovery runs again every `--discovery-interval`, and at once when
+//! a CustomResourceDefinition or an APIService changes, so a new type is
+//! watched without a restart. Namespaces are watched whole (they are few):
+//! what holds a namespace is its `spec.finalizers`.
+//!
+//! Only objects being deleted that still hold finalizers are kept, a few
+//! strings each: memory grows with what is stuck, not with the cluster.
+//! One deleting for longer than `--stuck-after` is counted in
+//! `finalizer_guard_stuck_objects{finalizer,resource}` (computed at each
+//! scrape) and gets a `FinalizerStuck` Event saying what `unstick` explains
+//! (the same code, [`super::explain`]) and the exact command to run.
+
+/// The Events' reason.
+pub const REASON: &str = "FinalizerStuck";
+/// The Events' reportingController.
+pub const REPORTING_CONTROLLER: &str = "finalizer-guard.io/watch";
+/// The label value of the finalizers past `--max-finalizers`.
+pub const OTHER: &str = "other";
+
+mod announce;
+mod discovery;
+#[cfg(test)]
+mod fixtures;
+mod metrics;
+mod tracker;
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
+
+use self::announce::Announcer;
+use self::discovery::{Discoverer, FIRST_LISTS};
+use self::metrics::Metrics;
+use self::tracker::Shared;
+use super::explain;
+use super::{ClusterError, Connection};
+use crate::events::EventSink;
+
+/// What `watch`'s `/metrics` serves before it has seen anything: every
+/// family it exports, with its `# TYPE` line (the chart's dashboard is
+/// checked against it).
+pub fn exposition() -> String {
+    let shared = Arc::new(Shared::new(Duration::from_secs(600), 1));
+    Metrics::new(shared).encode().unwrap_or_default()
+}
+
+/// `watch`'s settings, from the command line ([`crate::cli::WatchArgs`]).
+#[derive(Debug)]
+pub struct Watch {
+    /// Deleting with finalizers for longer than this is stuck.
+    pub stuck_after: Duration,
+    /// `/metrics`, `/healthz`, `/readyz` (plain HTTP).
+    pub admin_listen: SocketAddr,
+    /// Write FinalizerStuck Events (off: metrics and logs only).
+    pub events: bool,
+    /// Most Events waiting to be written; past it they are dropped, counted.
+    pub events_queue: usize,
+    /// How often the API server's types are discovered again.
+    pub discovery_interval: Duration,
+    /// Most finalizer names with a label value of their own.
+    pub max_finalizers: usize,
+    /// How long a node must be NotReady before its pods' owners count as gone.
+    pub not_ready_for: Duration,
+    /// Explain under this policy instead of the cluster's.
+    pub policy: Option<PathBuf>,
+    pub connection: Connection,
+}
+
+/// `finalizer-guard watch`: runs until SIGTERM or Ctrl-C (exit 0). Exit 1
+/// when it cannot start (the admin port is taken), 2 on usage or connection
+/// errors.
+pub async fn run(config: Watch) -> Result<i32, ClusterError> {
+    let Watch {
+        stuck_after,
+        admin_listen,
+        events,
+        events_queue,
+        discovery_interval,
+        max_finalizers,
+        not_ready_for,
+        policy,
+        connection,
+    } = config;
+    if discovery_interval < Duration::from_secs(1) {
+        return Err(ClusterError::Usage(
+            "--discovery-interval: at least 1s".into(),
+        ));
+    }
+    let session = connection.connect().await?;
+    let policy_file = policy;
+    let (initial, source) = super::cluster_policy(&session.client, policy_file.as_deref()).await?;
+    if let Some(note) = &source.note {
+        tracing::warn!("{}", escape(note));
+    }
+    let listener = match tokio::net::TcpListener::bind(admin_listen).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("error: cannot listen on {admin_listen}: {e}");
+            return Ok(1);
+        }
+    };
+    let admin_addr = listener.local_addr().unwrap_or(admin_listen);
+    let shared = Arc::new(Shared::new(stuck_after, max_finalizers));
+    let metrics = Arc::new(Metrics::new(shared.clone()));
+    let policy = Arc::new(ArcSwap::from_pointee(initial));
+    tracing::info!(
+        %admin_addr,
+        user = %escape(&session.identity.username),
+        policy = %escape(&source.name),
+        stuck_after = %explain::age(stuck_after),
+        events,
+        "watching every served type's metadata; /metrics on the admin port"
+    );
+
+    let mut tasks = JoinSet::new();
+    let router = admin(shared.clone(), metrics.clone());
+    tasks.spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            tracing::error!(error = %e, "the admin port stopped");
+        }
+    });
+    let discovery = Discoverer {
+        client: session.client.clone(),
+        shared: shared.clone(),
+        metrics: metrics.clone(),
+        policy: policy.clone(),
+        policy_file,
+        interval: discovery_interval,
+        first_lists: Arc::new(Semaphore::new(FIRST_LISTS)),
+    };
+    tasks.spawn(discovery.run());
+    let events = events.then(|| {
+        EventSink::start(
+            session.client.clone(),
+            events_queue,
+            metrics.events.clone(),
+            metrics.dropped_events.clone(),
+        )
+    });
+    let announcer = Announcer {
+        client: session.client.clone(),
+        shared,
+        policy,
+        identity: session.identity.clone(),
+        not_ready_for,
+        events: events.clone(),
+        instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard-watch".into()),
+    };
+    tasks.spawn(announcer.run());
+    wait_for_signal().await;
+    tracing::info!("stopping");
+    tasks.shutdown().await;
+    if let Some(events) = events {
+        // The repeats counted and not yet written.
+        events.flush().await;
+    }
+    Ok(0)
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[derive(Clone)]
+struct AdminState {
+    shared: Arc<Shared>,
+    metrics: Arc<Metrics>,
+}
+
+fn admin(shared: Arc<Shared>, metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/metrics", get(scrape))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .with_state(AdminState { shared, metrics })
+}
+
+async fn scrape(State(state): State<AdminState>) -> Response {
+    match state.metrics.encode() {
+        Ok(text) => {
+            let mut response = text.into_response();
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
+            );
+            response
+        }
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+async fn readyz(State(state): State<AdminState>) -> Response {
+    match state.shared.ready() {
+        Ok(()) => "ok\n".into_response(),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        )
+            .into_response(),
+    }
+}
+
+/// line or an Event note shows it, on one line.
+pub fn escape(s: &str) -> Cow<'_, str> {
+    let hidden = |c: char| {
+        c.is_control()
+            || c.general_category_group() == GeneralCategoryGroup::Other
+            || matches!(
+                c.general_category(),
+                GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
+            )
+    };
+    if !s.contains(hidden) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if hidden(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// One word of a shell command: as it is when plain, else single-quoted;
+/// escaped either way.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '.' | '-' | '_' | '/' | ':' | '@' | '+' | '=' | ',')
+        });
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", escape(&s.replace('\'', r"'\''")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_what_hides_or_breaks_a_line() {
+        assert!(matches!(escape("plain/name-1"), Cow::Borrowed(_)));
+        assert_eq!(
+            escape("a\nb\tc\u{200b}d\u{202e}e\u{2029}"),
+            "a\\u{a}b\\u{9}c\\u{200b}d\\u{202e}e\\u{2029}"
+        );
+        assert_eq!(shell_word("web-0"), "web-0");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("$(x)"), "'$(x)'");
+    }
+}
