@@ -314,16 +314,19 @@ import() {
 }
 
 # kill_containers NODE: every container of the node's runc, killed and deleted.
+# (containerd's runc shim keeps one runc root per containerd namespace.)
 kill_containers() {
-  local root="$dir/nodes/$1/runc" id
-  [ -d "$root" ] || return 0
+  local root id
   command -v runc > /dev/null || return 0
-  for id in $(runc --root "$root" list -q 2>/dev/null); do
-    runc --root "$root" kill -a "$id" KILL 2>/dev/null || runc --root "$root" kill "$id" KILL 2>/dev/null || true
-  done
-  sleep 0.5
-  for id in $(runc --root "$root" list -q 2>/dev/null); do
-    runc --root "$root" delete -f "$id" 2>/dev/null || true
+  for root in "$dir/nodes/$1/runc"/*/; do
+    [ -d "$root" ] || continue
+    for id in $(runc --root "$root" list -q 2>/dev/null); do
+      runc --root "$root" kill -a "$id" KILL 2>/dev/null || runc --root "$root" kill "$id" KILL 2>/dev/null || true
+    done
+    sleep 0.5
+    for id in $(runc --root "$root" list -q 2>/dev/null); do
+      runc --root "$root" delete -f "$id" 2>/dev/null || true
+    done
   done
 }
 
