@@ -950,7 +950,23 @@ fn a_guarded_write_through_the_service_and_through_a_url() {
             &format!("127.0.0.1:{admin}"),
             "--events=false",
         ]);
+    // The container's user (65532) reads what this test's user wrote.
+    for file in ["certs/tls.crt", "certs/tls.key", "policy.yaml"] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(work.join(file), std::fs::Permissions::from_mode(0o644))
+            .expect("readable");
+    }
     run(podman, None).ok();
+    wait_until("the url webhook ready", 30, || {
+        use std::io::{Read, Write};
+        let Ok(mut tcp) = std::net::TcpStream::connect(("127.0.0.1", admin)) else {
+            return false;
+        };
+        let _ = tcp.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let mut answer = String::new();
+        let _ = tcp.read_to_string(&mut answer);
+        answer.starts_with("HTTP/1.1 200")
+    });
     struct Stop(String, String);
     impl Drop for Stop {
         fn drop(&mut self) {
@@ -979,6 +995,24 @@ fn a_guarded_write_through_the_service_and_through_a_url() {
         // The API server's webhook configuration cache catches up.
         std::thread::sleep(Duration::from_secs(3));
     };
+    /// The Service clientConfig back, however the measurement ends.
+    struct Restore<'a>(&'a Nodes, Value);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let patch =
+                json!([{"op": "replace", "path": "/webhooks/0/clientConfig", "value": self.1}]);
+            self.0.admin(&[
+                "patch",
+                "validatingwebhookconfiguration",
+                RELEASE,
+                "--type",
+                "json",
+                "-p",
+                &patch.to_string(),
+            ]);
+        }
+    }
+    let _restore = Restore(&n, service.clone());
     let mut rows = Vec::new();
     for round in 0..2 {
         point(&service);
