@@ -45,20 +45,8 @@ pause_image=localhost/finalizer-guard-e2e/pause:1
 
 log() { printf 'nodes: %s\n' "$*" >&2; }
 
-free_ports() {
-  python3 -c 'import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
-}
-
-# alive NAME: the process started as NAME for this DIR still runs.
-alive() {
-  local pidfile="$dir/run/$1.pid" pid
-  [ -f "$pidfile" ] || return 1
-  pid=$(cat "$pidfile")
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir" || return 1
-}
+# free_ports, alive
+. "$here/lib.sh"
 
 stop_proc() { # stop_proc NAME [SIGNAL]
   local name=$1 sig=${2:-TERM} pid

@@ -270,6 +270,17 @@ impl Nodes {
         self.wait_spread();
     }
 
+    /// alice's `finalizers: null` merge patch, as kubectl sends it.
+    fn strip(&self, kind: &str, name: &str, ns: &str) -> Run {
+        self.kubectl(
+            "alice",
+            &[
+                "patch", kind, name, "-n", ns, "--type", "merge", "-p", STRIP,
+            ],
+            None,
+        )
+    }
+
     /// A new namespace; one an earlier run left is released and deleted first.
     fn namespace(&self, name: &str) {
         if self.admin(&["get", "namespace", name]).code == 0 {
@@ -377,21 +388,7 @@ fn chart_installs_unmodified_on_two_nodes_and_denies_through_its_service() {
     n.held_configmap(ns, "held");
 
     // Warn mode, as installed: alice's strip goes through, with a warning.
-    let warned = n.kubectl(
-        "alice",
-        &[
-            "patch",
-            "configmap",
-            "held",
-            "-n",
-            ns,
-            "--type",
-            "merge",
-            "-p",
-            STRIP,
-        ],
-        None,
-    );
+    let warned = n.strip("configmap", "held", ns);
     assert_eq!(warned.code, 0, "{warned:#?}");
     assert!(warned.stderr.contains("Warning:"), "{warned:#?}");
 
@@ -399,21 +396,7 @@ fn chart_installs_unmodified_on_two_nodes_and_denies_through_its_service() {
     n.enforce();
     n.wait_spread();
     n.held_configmap(ns, "held");
-    let strip = n.kubectl(
-        "alice",
-        &[
-            "patch",
-            "configmap",
-            "held",
-            "-n",
-            ns,
-            "--type",
-            "merge",
-            "-p",
-            STRIP,
-        ],
-        None,
-    );
+    let strip = n.strip("configmap", "held", ns);
     assert_eq!(strip.code, 1, "{strip:#?}");
     assert!(strip.stderr.contains(&denied()), "{strip:#?}");
     let held = n.get(&["configmap", "held", "-n", ns]);
@@ -758,21 +741,7 @@ fn seed_000_pods_of_a_dead_node_stay_guarded_and_unstick_releases_them() {
     // alice's loop of strips: every one denied, by node-a's replica.
     for round in 0..3 {
         for i in 0..5 {
-            let strip = n.kubectl(
-                "alice",
-                &[
-                    "patch",
-                    "pod",
-                    &format!("web-{i}"),
-                    "-n",
-                    ns,
-                    "--type",
-                    "merge",
-                    "-p",
-                    STRIP,
-                ],
-                None,
-            );
+            let strip = n.strip("pod", &format!("web-{i}"), ns);
             assert_eq!(strip.code, 1, "round {round}: {strip:#?}");
             assert!(
                 strip.stderr.contains(&denied()),
