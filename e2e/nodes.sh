@@ -31,6 +31,8 @@
 # containerd's restrict_oom_score_adj (the sandbox refuses a lowered
 # oom_score_adj). DIR/nodes/NODE/ holds each node's state, logs and env.
 set -euo pipefail
+# ip: where Debian puts them, whatever the caller's PATH.
+export PATH="$PATH:/usr/sbin:/sbin"
 
 usage() { echo "usage: $0 up DIR [IMAGE.tar...] | import DIR IMAGE.tar | kill DIR NODE | down DIR" >&2; exit 2; }
 [ $# -ge 2 ] || usage
@@ -258,7 +260,6 @@ up() {
   nodebin=$("$here/build-nodes.sh")
   [ -x "$dir/bin/kubelet" ] && [ -x "$dir/bin/kube-scheduler" ] \
     || { log "$dir/bin has no kubelet or kube-scheduler (e2e/build.sh)"; exit 1; }
-  sysctl -qw net.ipv4.ip_forward=1
 
   # Kubelets as their group is meant to be bound, and the scheduler.
   kubectl apply -f - > /dev/null <<EOF

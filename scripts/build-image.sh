@@ -31,6 +31,8 @@
 # podman runs with runc and cgroupfs (the containers.conf written beside the
 # cache), and the build reaches crates.io over the host's network.
 set -euo pipefail
+# debootstrap: where Debian puts them, whatever the caller's PATH.
+export PATH="$PATH:/usr/sbin:/sbin"
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 image=${1:-localhost/finalizer-guard:dev}
