@@ -156,26 +156,15 @@ pub struct Handle {
     /// Dev mode: the generated CA's PEM file.
     pub dev_ca: Option<PathBuf>,
     stop: watch::Sender<bool>,
-    /// Set when the drain starts: the webhook port closes the connections
-    /// it has (HTTP/2 GOAWAY, HTTP/1.1 close once idle) and keeps accepting.
-    draining: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     shutdown_delay: Duration,
 }
 
 impl Handle {
-    /// Starts the drain: unready at once, and the webhook's open
-    /// connections told to close once their requests are answered; stop
-    /// accepting after the delay, let in-flight requests finish, then stop.
-    ///
-    /// kube-apiserver resolves a webhook Service to one pod when it dials
-    /// and keeps that HTTP/2 connection: the endpoints dropping this pod
-    /// move no connection it already has. Closed at the start of the delay,
-    /// while this pod still accepts, they are dialed again to the pods the
-    /// endpoints now name, so none is still in use when this pod stops.
+    /// Starts the drain: unready at once, stop accepting after the delay,
+    /// let in-flight requests finish, then stop.
     pub async fn shutdown(self) {
         self.state.ready.store(false, Ordering::Relaxed);
-        let _ = self.draining.send(true);
         tracing::info!(delay = ?self.shutdown_delay, "shutting down: unready, still serving during the delay");
         tokio::time::sleep(self.shutdown_delay).await;
         let _ = self.stop.send(true);
@@ -244,14 +233,13 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     let (listener, addr) = bind(listen).await?;
     let (admin_listener, admin_addr) = bind(admin_listen).await?;
     let (stop, stopped) = watch::channel(false);
-    let (draining, drain_notice) = watch::channel(false);
     let tasks = serve_ports(
         (listener, serving.acceptor.clone()),
         admin_listener,
         &state,
         limits,
         shutdown_timeout,
-        (&stopped, drain_notice),
+        &stopped,
     );
     let mut watched = serving.reloadables();
     if let Some(path) = policy {
@@ -270,7 +258,6 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         state,
         dev_ca: serving.dev_ca,
         stop,
-        draining,
         tasks,
         shutdown_delay,
     })
@@ -283,7 +270,7 @@ fn serve_ports(
     state: &Arc<AppState>,
     limits: Limits,
     drain: Duration,
-    (stopped, draining): (&watch::Receiver<bool>, watch::Receiver<bool>),
+    stopped: &watch::Receiver<bool>,
 ) -> Vec<JoinHandle<()>> {
     let admin_limits = Limits {
         max_connections: ADMIN_MAX_CONNECTIONS,
@@ -296,7 +283,7 @@ fn serve_ports(
             routes::webhook(state.clone()),
             limits,
             drain,
-            (stopped.clone(), Some(draining)),
+            stopped.clone(),
         )),
         tokio::spawn(serve(
             admin,
@@ -304,7 +291,7 @@ fn serve_ports(
             routes::admin(state.clone()),
             admin_limits,
             drain,
-            (stopped.clone(), None),
+            stopped.clone(),
         )),
     ]
 }
@@ -475,18 +462,6 @@ pub(crate) async fn stopped_signal(stopped: &mut watch::Receiver<bool>) {
     let _ = stopped.wait_for(|s| *s).await;
 }
 
-/// Resolves once the drain starts; never without a receiver, or once the
-/// server is gone without one.
-async fn drain_signal(draining: &mut Option<watch::Receiver<bool>>) {
-    let started = match draining {
-        Some(notice) => notice.wait_for(|d| *d).await.is_ok(),
-        None => false,
-    };
-    if !started {
-        std::future::pending::<()>().await;
-    }
-}
-
 fn log_policy(policy: &Policy, source: Option<String>) {
     let source = source.unwrap_or_else(|| "embedded default".into());
     tracing::info!(
@@ -546,16 +521,14 @@ fn dev_certificate(dir: &Path) -> Result<(rustls::sign::CertifiedKey, SealKey, P
 /// Accepts connections (TLS ones when `tls` is set) and serves HTTP/1.1 and
 /// HTTP/2 on them until stopped, then lets open connections finish (up to
 /// `drain`). At most `limits.max_connections` are open at once: the others
-/// wait in the listen backlog, not in memory. When `draining` says the drain
-/// has begun, the connections open then are closed gracefully while new
-/// ones are still accepted (`Handle::shutdown` says why).
+/// wait in the listen backlog, not in memory.
 async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     router: Router,
     limits: Limits,
     drain: Duration,
-    (mut stopped, mut draining): (watch::Receiver<bool>, Option<watch::Receiver<bool>>),
+    mut stopped: watch::Receiver<bool>,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -567,9 +540,7 @@ async fn serve(
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(250);
-    let mut graceful = GracefulShutdown::new();
-    // The connections open when the drain began, closing by themselves.
-    let mut closing: Option<JoinHandle<()>> = None;
+    let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     loop {
         let slot = tokio::select! {
@@ -578,10 +549,6 @@ async fn serve(
                 Err(_) => break,
             },
             () = stopped_signal(&mut stopped) => break,
-            () = drain_signal(&mut draining), if closing.is_none() => {
-                closing = Some(close_open(&mut graceful, drain));
-                continue;
-            }
         };
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -594,10 +561,6 @@ async fn serve(
                 }
             },
             () = stopped_signal(&mut stopped) => break,
-            () = drain_signal(&mut draining), if closing.is_none() => {
-                closing = Some(close_open(&mut graceful, drain));
-                continue;
-            }
         };
         let _ = tcp.set_nodelay(true);
         let connection = Connection {
@@ -635,24 +598,6 @@ async fn serve(
             "connections still open after the drain timeout; closing them"
         );
     }
-    if let Some(closing) = closing {
-        let _ = closing.await;
-    }
-}
-
-/// Tells every connection `graceful` watches to close once its requests
-/// are answered, in a task of its own (up to `drain`), and starts a new
-/// `graceful` for the connections accepted from now on.
-fn close_open(graceful: &mut GracefulShutdown, drain: Duration) -> JoinHandle<()> {
-    let open = std::mem::replace(graceful, GracefulShutdown::new());
-    tokio::spawn(async move {
-        if tokio::time::timeout(drain, open.shutdown()).await.is_err() {
-            tracing::warn!(
-                ?drain,
-                "connections open at the drain's start still open after the drain timeout"
-            );
-        }
-    })
 }
 
 /// One accepted connection, ready to be served.
