@@ -237,8 +237,8 @@ impl Nodes {
         );
     }
 
-    /// `helm upgrade --reuse-values --set policy.mode=enforce`, as the README's step 3.
-    fn enforce(&self) {
+    /// `helm upgrade --reuse-values --set VALUE --wait`.
+    fn upgrade(&self, value: &str) {
         self.helm(&[
             "upgrade",
             RELEASE,
@@ -247,12 +247,17 @@ impl Nodes {
             NAMESPACE,
             "--reuse-values",
             "--set",
-            "policy.mode=enforce",
+            value,
             "--wait",
             "--timeout",
             "5m",
         ])
         .ok();
+    }
+
+    /// `helm upgrade --reuse-values --set policy.mode=enforce`, as the README's step 3.
+    fn enforce(&self) {
+        self.upgrade("policy.mode=enforce");
     }
 
     /// Installed and enforcing, two pods on two nodes.
@@ -557,22 +562,7 @@ fn upgrade_drain_and_a_killed_container_refuse_no_write() {
     for round in 0..repeats() {
         // helm upgrade to another image tag: a rolling update of both pods.
         let tag = if round % 2 == 0 { &next.1 } else { &n.image.1 };
-        let upgrade = under_writes(&n, ns, 4, || {
-            n.helm(&[
-                "upgrade",
-                RELEASE,
-                &repo().join("charts/finalizer-guard").to_string_lossy(),
-                "-n",
-                NAMESPACE,
-                "--reuse-values",
-                "--set",
-                &format!("image.tag={tag}"),
-                "--wait",
-                "--timeout",
-                "5m",
-            ])
-            .ok();
-        });
+        let upgrade = under_writes(&n, ns, 4, || n.upgrade(&format!("image.tag={tag}")));
         n.wait_spread();
         report.push(("helm upgrade", upgrade));
 
