@@ -255,9 +255,24 @@ impl Nodes {
         .ok();
     }
 
-    /// `helm upgrade --reuse-values --set policy.mode=enforce`, as the README's step 3.
+    /// `helm upgrade --reuse-values --set policy.mode=enforce`, as the README's
+    /// step 3, and the pods of the old policy gone: until they stop they
+    /// answer the calls kube-apiserver sends on the connections it has to them.
     fn enforce(&self) {
         self.upgrade("policy.mode=enforce");
+        wait_until("the pods of the old policy gone", 120, || {
+            let pods = self.get(&[
+                "pods",
+                "-n",
+                NAMESPACE,
+                "-l",
+                "app.kubernetes.io/component=webhook",
+            ]);
+            pods["items"].as_array().is_some_and(|p| {
+                p.iter()
+                    .all(|p| p["metadata"]["deletionTimestamp"].is_null())
+            })
+        });
     }
 
     /// Installed and enforcing, two pods on two nodes.
