@@ -3,6 +3,11 @@
 # finalizer-guard's image: a release build on Debian 12, run on distroless.
 #   docker build -t REGISTRY/finalizer-guard:TAG .
 #
+# The two base images are build arguments, for a registry mirror or a
+# pinned digest (--build-arg RUST_IMAGE=... --build-arg RUNTIME_IMAGE=...).
+# scripts/build-image.sh builds both from Debian 12's packages where they
+# cannot be pulled, and then this file with podman.
+#
 # Why distroless/cc and not a static musl binary on scratch: the binary links
 # glibc and libgcc_s (Rust's std; *ring* builds its C and assembly with the
 # same toolchain), which distroless/cc-debian12 ships and nothing else: no
@@ -11,7 +16,10 @@
 # The builder is bookworm because the runtime is Debian 12: a binary built on
 # a newer glibc may need symbols Debian 12 lacks.
 
-FROM rust:1.95-slim-bookworm AS build
+ARG RUST_IMAGE=rust:1.95-slim-bookworm
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
+
+FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 # Everything cargo needs to read the manifest and build (.dockerignore keeps
 # target/, certificates and the rest out of the context).
@@ -26,7 +34,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo build --release --locked --bin finalizer-guard \
  && install -D -m 0755 target/release/finalizer-guard /out/finalizer-guard
 
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM ${RUNTIME_IMAGE}
 LABEL org.opencontainers.image.title="finalizer-guard" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /out/finalizer-guard /usr/local/bin/finalizer-guard

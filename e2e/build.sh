@@ -2,10 +2,12 @@
 # Builds the real control plane's binaries from this Go module into a cache
 # outside the repository and prints the folder that holds them.
 #
-#   BIN=$(e2e/build.sh)    # $BIN/kube-apiserver, kube-controller-manager, kubectl, etcd
+#   BIN=$(e2e/build.sh)    # $BIN/kube-apiserver, kube-controller-manager, kubectl, etcd,
+#                          # kube-scheduler, kubelet (the last two for e2e/nodes.sh)
 #
 # The folder is keyed by the pinned versions (read from go.mod), so a warm
-# run reuses it and a version bump builds anew. FG_E2E_CACHE moves the cache
+# run reuses it, a version bump builds anew, and a command added to the list
+# is built alone. FG_E2E_CACHE moves the cache
 # (default: ${XDG_CACHE_HOME:-~/.cache}/finalizer-guard-e2e).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -14,7 +16,7 @@ kube=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
 etcd=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 cache=${FG_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/finalizer-guard-e2e}
 out="$cache/kubernetes-$kube-etcd-$etcd"
-cmds=(kube-apiserver kube-controller-manager kubectl etcd)
+cmds=(kube-apiserver kube-controller-manager kubectl etcd kube-scheduler kubelet)
 
 complete=true
 for cmd in "${cmds[@]}"; do [ -x "$out/$cmd" ] || complete=false; done
@@ -32,6 +34,7 @@ ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$kube"
 ldflags+=" -X k8s.io/client-go/pkg/version.gitMajor=$major -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 
 build() { # build NAME PACKAGE
+  [ -x "$out/$1" ] && return 0
   echo "building $1 ($2)" >&2
   CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$out/$1.tmp" "$2"
   mv "$out/$1.tmp" "$out/$1"
@@ -41,5 +44,7 @@ build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build kubectl k8s.io/kubernetes/cmd/kubectl
 build etcd go.etcd.io/etcd/server/v3
+build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+build kubelet k8s.io/kubernetes/cmd/kubelet
 echo "built ${cmds[*]} in $(( $(date +%s) - start )) s into $out" >&2
 echo "$out"

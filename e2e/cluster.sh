@@ -23,7 +23,9 @@
 #   logs/              each process's output
 # There is no kubelet and no scheduler: pods stay Pending unless a test binds
 # them to a Node object itself, and a webhook runs as a local process reached
-# by a `url:` clientConfig.
+# by a `url:` clientConfig. `e2e/nodes.sh up DIR` adds two real nodes and
+# kube-scheduler; kube-apiserver resolves a Service clientConfig to its pods'
+# IPs itself (--enable-aggregator-routing), as there is no kube-proxy.
 set -euo pipefail
 
 usage() { echo "usage: $0 up|down|env DIR" >&2; exit 2; }
@@ -42,23 +44,8 @@ procs=(etcd kube-apiserver kube-controller-manager finalizer-guard)
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 
-# free_ports N: N distinct free ports, all held open until all are chosen
-# (one at a time, the kernel may hand the same port out twice).
-free_ports() {
-  python3 -c 'import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
-}
-
-# alive NAME: the process started as NAME for this DIR still runs.
-alive() {
-  local pidfile="$dir/run/$1.pid" pid
-  [ -f "$pidfile" ] || return 1
-  pid=$(cat "$pidfile")
-  # The pid must still be ours: a reused pid belongs to another command line.
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir" || return 1
-}
+# free_ports, alive
+. "$here/lib.sh"
 
 stop() {
   local name pid
@@ -134,6 +121,11 @@ certificates() {
   printf 'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' > "$pki/san.ext"
   openssl x509 -req -in "$pki/apiserver.csr" -CA "$dir/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
     -days 3650 -extfile "$pki/san.ext" -out "$pki/apiserver.crt" 2> /dev/null
+  # kube-apiserver's client certificate towards kubelets (logs, exec), for e2e/nodes.sh.
+  openssl req -newkey rsa:2048 -nodes -subj "/O=system:masters/CN=kube-apiserver-kubelet-client" \
+    -keyout "$pki/apiserver-kubelet-client.key" -out "$pki/apiserver-kubelet-client.csr" 2> /dev/null
+  openssl x509 -req -in "$pki/apiserver-kubelet-client.csr" -CA "$dir/ca.crt" -CAkey "$pki/ca.key" \
+    -CAcreateserial -days 3650 -out "$pki/apiserver-kubelet-client.crt" 2> /dev/null
   # Service-account tokens: kube-controller-manager signs them, the API server checks them.
   openssl genrsa -out "$pki/sa.key" 2048 2> /dev/null
   openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2> /dev/null
@@ -203,6 +195,10 @@ EOF
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
     --service-cluster-ip-range 10.0.0.0/24 \
+    --enable-aggregator-routing=true \
+    --kubelet-client-certificate "$dir/pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$dir/pki/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types InternalIP \
     --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
     --audit-log-format json --audit-log-mode blocking \
     --cert-dir "$dir/pki" --v 1
@@ -268,6 +264,8 @@ case $cmd in
   up) up ;;
   down)
     [ -d "$dir" ] || exit 0
+    # Nodes first (e2e/nodes.sh): their kubelets still talk to the API server.
+    if [ -d "$dir/nodes" ] || [ -f "$dir/run/kube-scheduler.pid" ]; then "$here/nodes.sh" down "$dir"; fi
     stop
     log "down: $dir"
     ;;

@@ -270,3 +270,38 @@ async fn nothing_removed_is_silent() {
     assert!(response["response"].get("warnings").is_none());
     server.handle.shutdown().await;
 }
+
+/// kube-apiserver keeps its HTTP/1.1 connections to a webhook Service in one
+/// pool, whichever pod each reached, so a draining server must not close an
+/// idle one itself (the client may be writing to it at that moment): while
+/// it drains, each answer says `connection: close` and the client closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_draining_http1_answers_close_their_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    config.shutdown_delay = Duration::from_millis(1500);
+    let handle = finalizer_guard::server::start(config).await.unwrap();
+    let ca = std::fs::read(handle.dev_ca.as_ref().unwrap()).unwrap();
+    let https = common::client(&ca, handle.addr, &[b"http/1.1"]);
+    let url = format!(
+        "https://{}:{}/validate",
+        common::SERVICE_NAME,
+        handle.addr.port()
+    );
+    let body = serde_json::to_vec(&strip("alice", Value::Null)).unwrap();
+    let before = https.post(&url).body(body.clone()).send().await.unwrap();
+    assert_eq!(before.status(), 200);
+    assert!(before.headers().get("connection").is_none(), "{before:?}");
+    let draining = tokio::spawn(handle.shutdown());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for _ in 0..3 {
+        let during = https.post(&url).body(body.clone()).send().await.unwrap();
+        assert_eq!(during.status(), 200);
+        assert_eq!(
+            during.headers().get("connection").map(|v| v.as_bytes()),
+            Some(&b"close"[..]),
+            "{during:?}"
+        );
+    }
+    draining.await.unwrap();
+}

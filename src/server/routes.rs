@@ -30,7 +30,35 @@ pub fn webhook(state: Arc<AppState>) -> Router {
         .route("/validate", post(validate))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            close_while_draining,
+        ))
         .with_state(state)
+}
+
+/// While the server drains (unready, still answering), every HTTP/1.1
+/// answer ends its connection (`connection: close`), so the client closes
+/// it after reading the answer. kube-apiserver keeps its HTTP/1.1
+/// connections to a webhook Service in one pool, whichever pod each was
+/// dialed to: an idle one the server closed itself could be taken from that
+/// pool and written to at that moment ("write: broken pipe"), refusing the
+/// write, while one the client closes never is. Those left idle through the
+/// delay are closed when the server stops.
+async fn close_while_draining(
+    State(state): State<Arc<AppState>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let http1 = request.version() <= http::Version::HTTP_11;
+    let mut response = next.run(request).await;
+    if http1 && !state.ready.load(Ordering::Relaxed) {
+        response.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+    }
+    response
 }
 
 /// The plain-HTTP admin port: `/metrics`, and the probes.

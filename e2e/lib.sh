@@ -1,0 +1,20 @@
+# Helpers e2e/cluster.sh and e2e/nodes.sh share; sourced, with $dir set to
+# the cluster's folder (absolute: processes are recognised by it).
+
+# free_ports N: N distinct free ports, all held open until all are chosen
+# (one at a time, the kernel may hand the same port out twice).
+free_ports() {
+  python3 -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
+}
+
+# alive NAME: the process started as NAME for this DIR still runs.
+alive() {
+  local pidfile="$dir/run/$1.pid" pid
+  [ -f "$pidfile" ] || return 1
+  pid=$(cat "$pidfile")
+  # The pid must still be ours: a reused pid belongs to another command line.
+  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir" || return 1
+}
