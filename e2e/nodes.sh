@@ -20,10 +20,10 @@
 # runc podman). Each node gets a free 10.244.K.0/24 and a bridge fg-e2e-K
 # whose address 10.244.K.1 is the node's InternalIP (kube-apiserver reaches
 # the kubelet and the pods there, on this machine only: nothing is routed
-# out, no iptables rule is written). kube-apiserver runs with
+# out). kube-apiserver runs with
 # --enable-aggregator-routing, so a webhook's Service resolves to its pods'
-# IPs with no kube-proxy. No pod reaches the API server (10.0.0.1 is served
-# by no one): Events from pods fail, admission does not.
+# IPs with no kube-proxy; a pod reaches the API server at 10.0.0.1:443 through
+# one DNAT rule per bridge, what kube-proxy would write (see start_node).
 #
 # The nodes are what a kubelet needs on this kind of machine: cgroupfs,
 # no QoS cgroups, no node allocatable enforcement, swap allowed, eviction
@@ -44,6 +44,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 dir=$(cd "$dir" && pwd)
 nodes=(node-a node-b)
 pause_image=localhost/finalizer-guard-e2e/pause:1
+# The rule that takes a pod's connection to the `kubernetes` Service
+# (10.0.0.1:443) to kube-apiserver; @BRIDGE@ is the node's bridge.
+api_rule=(-i @BRIDGE@ -d 10.0.0.1 -p tcp --dport 443 -m comment --comment "fg-e2e @BRIDGE@" -j DNAT)
 
 log() { printf 'nodes: %s\n' "$*" >&2; }
 
@@ -138,6 +141,15 @@ EOF
   ip link add "$bridge" type bridge
   ip addr add "$ip/24" dev "$bridge"
   ip link set "$bridge" up
+  # What kube-proxy does on a real node for the `kubernetes` Service: a pod's
+  # connection to 10.0.0.1:443 goes to kube-apiserver, which listens on the
+  # loopback address only (route_localnet lets this bridge carry it). Only
+  # what arrives on this node's own bridge is rewritten; `down` deletes it.
+  local api_dnat
+  api_dnat=$(sed -n 's|^FG_E2E_API_SERVER=https://||p' "$dir/env")
+  sysctl -qw "net.ipv4.conf.$bridge.route_localnet=1"
+  iptables -w -t nat -A PREROUTING "${api_rule[@]/@BRIDGE@/$bridge}" --to-destination "$api_dnat"
+  echo "API_DNAT=$api_dnat" >> "$nd/env"
 
   cat > "$nd/cni-conf/10-$node.conflist" <<EOF
 {
@@ -339,7 +351,7 @@ kill_node() { # the node dies: nothing on it runs any more.
 }
 
 down() {
-  local node mnt bridge
+  local node mnt bridge api_dnat
   stop_proc kube-scheduler
   for node in "${nodes[@]}"; do
     stop_proc "kubelet-$node"
@@ -356,6 +368,10 @@ down() {
   for node in "${nodes[@]}"; do
     if [ -f "$dir/nodes/$node/env" ]; then
       bridge=$(sed -n 's/^BRIDGE=//p' "$dir/nodes/$node/env")
+      api_dnat=$(sed -n 's/^API_DNAT=//p' "$dir/nodes/$node/env")
+      if [ -n "$api_dnat" ]; then
+        iptables -w -t nat -D PREROUTING "${api_rule[@]/@BRIDGE@/$bridge}" --to-destination "$api_dnat" 2>/dev/null || true
+      fi
       ip link delete "$bridge" 2>/dev/null || true
     fi
   done
