@@ -180,13 +180,7 @@ pub struct UnstickArgs {
     #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
     pub not_ready_for: Duration,
     #[command(flatten)]
-    pub dry_run: DryRunFlag,
-    #[command(flatten)]
-    pub output: OutputFlag,
-    #[command(flatten)]
-    pub policy: PolicyFlag,
-    #[command(flatten)]
-    pub connection: Connection,
+    pub write: WriteFlags,
 }
 
 impl UnstickArgs {
@@ -199,13 +193,10 @@ impl UnstickArgs {
             force_delete,
             orphan_contents,
             not_ready_for,
-            dry_run,
-            output,
-            policy,
-            connection,
+            write,
         } = self;
         Unstick {
-            targets: targets(selection, connection, policy, dry_run, output),
+            targets: write.targets(selection),
             finalizers,
             release: reason.zip(detail).map(|(reason, detail)| Release {
                 reason,
@@ -233,13 +224,7 @@ pub struct ApproveArgs {
     #[arg(long = "for", value_parser = parse_duration, value_name = "DURATION")]
     pub for_: Duration,
     #[command(flatten)]
-    pub dry_run: DryRunFlag,
-    #[command(flatten)]
-    pub output: OutputFlag,
-    #[command(flatten)]
-    pub policy: PolicyFlag,
-    #[command(flatten)]
-    pub connection: Connection,
+    pub write: WriteFlags,
 }
 
 impl ApproveArgs {
@@ -249,13 +234,10 @@ impl ApproveArgs {
             reason,
             detail,
             for_,
-            dry_run,
-            output,
-            policy,
-            connection,
+            write,
         } = self;
         Approve {
-            targets: targets(selection, connection, policy, dry_run, output),
+            targets: write.targets(selection),
             reason,
             detail,
             for_,
@@ -263,21 +245,36 @@ impl ApproveArgs {
     }
 }
 
-/// What `unstick` and `approve` share. The cluster's policy is judged
-/// unless `--policy` names another: the environment is not read.
-fn targets(
-    selection: Selection,
-    connection: Connection,
-    policy: PolicyFlag,
-    dry_run: DryRunFlag,
-    output: OutputFlag,
-) -> Targets {
-    Targets {
-        selection,
-        connection,
-        policy: policy.file,
-        dry_run: dry_run.dry_run,
-        format: output.format,
+/// The flags `unstick` and `approve` share, after their own.
+#[derive(Debug, Args)]
+pub struct WriteFlags {
+    #[command(flatten)]
+    pub dry_run: DryRunFlag,
+    #[command(flatten)]
+    pub output: OutputFlag,
+    #[command(flatten)]
+    pub policy: PolicyFlag,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+impl WriteFlags {
+    /// What `unstick` and `approve` share. The cluster's policy is judged
+    /// unless `--policy` names another: the environment is not read.
+    fn targets(self, selection: Selection) -> Targets {
+        let WriteFlags {
+            dry_run,
+            output,
+            policy,
+            connection,
+        } = self;
+        Targets {
+            selection,
+            connection,
+            policy: policy.file,
+            dry_run: dry_run.dry_run,
+            format: output.format,
+        }
     }
 }
 
