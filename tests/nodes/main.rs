@@ -22,7 +22,11 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use serde_json::{Value, json};
 
-const RELEASE: &str = "finalizer-guard";
+/// Not `finalizer-guard`: the chart then names its objects `fg-finalizer-guard`,
+/// and everything that finds the installed webhook must follow that.
+const RELEASE: &str = "fg";
+/// The chart's name for its objects under [`RELEASE`].
+const FULLNAME: &str = "fg-finalizer-guard";
 const NAMESPACE: &str = "finalizer-guard";
 const WEBHOOK: &str = "finalizers.finalizer-guard.io";
 const CNI: &str = "pod.beta1.sigma.ali/cni-allocated";
@@ -383,9 +387,9 @@ fn chart_installs_unmodified_on_two_nodes_and_denies_through_its_service() {
     n.wait_spread();
 
     // kube-apiserver calls the chart's Service: no url, the generated CA.
-    let config = n.get(&["validatingwebhookconfiguration", RELEASE]);
+    let config = n.get(&["validatingwebhookconfiguration", FULLNAME]);
     let client = &config["webhooks"][0]["clientConfig"];
-    assert_eq!(client["service"]["name"], RELEASE, "{config:#}");
+    assert_eq!(client["service"]["name"], FULLNAME, "{config:#}");
     assert_eq!(client["service"]["namespace"], NAMESPACE, "{config:#}");
     assert!(client["url"].is_null(), "{config:#}");
     assert!(
@@ -393,7 +397,7 @@ fn chart_installs_unmodified_on_two_nodes_and_denies_through_its_service() {
         "{config:#}"
     );
     // The pods run the image built from the Dockerfile, as the chart runs it.
-    let deploy = n.get(&["deployment", RELEASE, "-n", NAMESPACE]);
+    let deploy = n.get(&["deployment", FULLNAME, "-n", NAMESPACE]);
     let container = &deploy["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(
         container["image"],
@@ -421,7 +425,7 @@ fn chart_installs_unmodified_on_two_nodes_and_denies_through_its_service() {
     assert!(strip.stderr.contains(&denied()), "{strip:#?}");
     let held = n.get(&["configmap", "held", "-n", ns]);
     assert_eq!(held["metadata"]["finalizers"], json!([HOLD]), "{held:#}");
-    let config = n.get(&["validatingwebhookconfiguration", RELEASE]);
+    let config = n.get(&["validatingwebhookconfiguration", FULLNAME]);
     assert_eq!(config["webhooks"][0]["failurePolicy"], "Fail", "{config:#}");
     n.release_namespace(ns);
 }
@@ -598,13 +602,20 @@ fn upgrade_drain_and_a_killed_container_refuse_no_write() {
         });
         n.admin(&["uncordon", "node-b"]).ok();
         // Back to one pod per node for what follows.
-        n.admin(&["rollout", "restart", "deployment", RELEASE, "-n", NAMESPACE])
-            .ok();
+        n.admin(&[
+            "rollout",
+            "restart",
+            "deployment",
+            FULLNAME,
+            "-n",
+            NAMESPACE,
+        ])
+        .ok();
         n.admin(&[
             "rollout",
             "status",
             "deployment",
-            RELEASE,
+            FULLNAME,
             "-n",
             NAMESPACE,
             "--timeout",
@@ -761,7 +772,7 @@ fn seed_000_pods_of_a_dead_node_stay_guarded_and_unstick_releases_them() {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
         "metadata": {"name": "nodes-e2e-oncall"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": format!("{RELEASE}-oncall")},
+                    "name": format!("{FULLNAME}-oncall")},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "oncall"}],
     }));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_finalizer-guard"));
@@ -874,7 +885,7 @@ fn a_guarded_write_through_the_service_and_through_a_url() {
     // The same image on this machine's loopback, reached by a url: clientConfig.
     let work = n.dir.join("latency");
     std::fs::create_dir_all(&work).expect("a folder");
-    let policy = n.get(&["configmap", &format!("{RELEASE}-policy"), "-n", NAMESPACE]);
+    let policy = n.get(&["configmap", &format!("{FULLNAME}-policy"), "-n", NAMESPACE]);
     std::fs::write(
         work.join("policy.yaml"),
         policy["data"]["policy.yaml"].as_str().expect("policy.yaml"),
@@ -954,13 +965,13 @@ fn a_guarded_write_through_the_service_and_through_a_url() {
     let _stop = Stop(name, conf);
 
     let service =
-        n.get(&["validatingwebhookconfiguration", RELEASE])["webhooks"][0]["clientConfig"].clone();
+        n.get(&["validatingwebhookconfiguration", FULLNAME])["webhooks"][0]["clientConfig"].clone();
     let point = |client: &Value| {
         let patch = json!([{"op": "replace", "path": "/webhooks/0/clientConfig", "value": client}]);
         n.admin(&[
             "patch",
             "validatingwebhookconfiguration",
-            RELEASE,
+            FULLNAME,
             "--type",
             "json",
             "-p",
@@ -979,7 +990,7 @@ fn a_guarded_write_through_the_service_and_through_a_url() {
             self.0.admin(&[
                 "patch",
                 "validatingwebhookconfiguration",
-                RELEASE,
+                FULLNAME,
                 "--type",
                 "json",
                 "-p",
