@@ -339,13 +339,7 @@ fn cluster_commands_exit_2_on_usage_and_connection_errors() {
     );
     // An API server that does not answer: said, with its address.
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n\
-         users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
-    )
-    .unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path());
     let o = bin()
         .args([
             "approve",
@@ -366,6 +360,76 @@ fn cluster_commands_exit_2_on_usage_and_connection_errors() {
         stderr(&o).contains("cannot reach the API server: https://127.0.0.1:1/"),
         "{o:?}"
     );
+}
+
+/// A kubeconfig whose API server refuses every connection.
+fn unreachable_kubeconfig(dir: &Path) -> std::path::PathBuf {
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n\
+         users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+    )
+    .unwrap();
+    kubeconfig
+}
+
+#[test]
+fn watch_waits_unready_for_an_api_server_it_cannot_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = bin()
+        .args(["watch", "--admin-listen", &format!("127.0.0.1:{port}")])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let get = |path: &str| {
+        let url = format!("http://127.0.0.1:{port}{path}");
+        rt.block_on(async {
+            let r = reqwest::Client::new().get(url).send().await.ok()?;
+            Some((r.status().as_u16(), r.text().await.unwrap_or_default()))
+        })
+    };
+    // Alive, unready, and saying why, past its first retries.
+    let mut readyz = None;
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        if let Some(answer) = get("/readyz")
+            && answer.1.contains("cannot reach the API server yet")
+        {
+            readyz = Some(answer);
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "watch exited");
+    }
+    let readyz = readyz.expect("/readyz never said why it is not ready");
+    assert_eq!(readyz.0, 503, "{readyz:?}");
+    assert!(readyz.1.contains("https://127.0.0.1:1/"), "{readyz:?}");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(child.try_wait().unwrap().is_none(), "watch exited");
+    assert_eq!(get("/healthz"), Some((200, "ok\n".to_string())));
+    // SIGTERM while waiting: a clean stop.
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(stderr(&o).contains("retry_in"), "{o:?}");
 }
 
 #[test]

@@ -87,6 +87,20 @@ impl ClusterError {
         }
     }
 
+    /// Worth trying again: the API server unreachable, or answering 429 or
+    /// 5xx. A bad kubeconfig, a refusal (401, 403) or a bad policy is not.
+    pub fn transient(&self) -> bool {
+        match self {
+            ClusterError::Connect { .. } => true,
+            ClusterError::Api { source, .. } => match source.as_ref() {
+                kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+                kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
     fn kubeconfig(
         path: Option<&Path>,
         source: impl std::error::Error + Send + Sync + 'static,

@@ -62,6 +62,9 @@ pub fn exposition() -> String {
     Metrics::new(shared).encode().unwrap_or_default()
 }
 
+/// The longest wait between two tries to reach the API server at start.
+const MAX_START_PAUSE: Duration = Duration::from_secs(30);
+
 /// `watch`'s settings, from the command line ([`crate::cli::WatchArgs`]).
 #[derive(Debug)]
 pub struct Watch {
@@ -85,8 +88,10 @@ pub struct Watch {
 }
 
 /// `finalizer-guard watch`: runs until SIGTERM or Ctrl-C (exit 0). Exit 1
-/// when it cannot start (the admin port is taken), 2 on usage or connection
-/// errors.
+/// when it cannot start (the admin port is taken), 2 on usage errors, a bad
+/// kubeconfig or policy, or a refusal by the API server. An API server that
+/// cannot be reached, or answers 429 or 5xx, is tried again (1 s doubling to
+/// 30 s), the admin port up and `/readyz` saying why it is not ready.
 pub async fn run(config: Watch) -> Result<i32, ClusterError> {
     let Watch {
         stuck_after,
@@ -104,12 +109,8 @@ pub async fn run(config: Watch) -> Result<i32, ClusterError> {
             "--discovery-interval: at least 1s".into(),
         ));
     }
-    let session = connection.connect().await?;
-    let policy_file = policy;
-    let (initial, source) = super::cluster_policy(&session.client, policy_file.as_deref()).await?;
-    if let Some(note) = &source.note {
-        tracing::warn!("{}", escape(note));
-    }
+    // The admin port first: while the API server cannot be reached, the pod
+    // is alive and unready (and says why), not restarted in a loop.
     let listener = match tokio::net::TcpListener::bind(admin_listen).await {
         Ok(listener) => listener,
         Err(e) => {
@@ -120,6 +121,46 @@ pub async fn run(config: Watch) -> Result<i32, ClusterError> {
     let admin_addr = listener.local_addr().unwrap_or(admin_listen);
     let shared = Arc::new(Shared::new(stuck_after, max_finalizers));
     let metrics = Arc::new(Metrics::new(shared.clone()));
+    let mut tasks = JoinSet::new();
+    let router = admin(shared.clone(), metrics.clone());
+    tasks.spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            tracing::error!(error = %e, "the admin port stopped");
+        }
+    });
+    let policy_file = policy;
+    let start = async {
+        let mut pause = Duration::from_secs(1);
+        loop {
+            let started = async {
+                let session = connection.connect().await?;
+                let found = super::cluster_policy(&session.client, policy_file.as_deref()).await?;
+                Ok::<_, ClusterError>((session, found))
+            };
+            match started.await {
+                Ok(started) => return Ok(started),
+                Err(e) if e.transient() => {
+                    let why = escape(&crate::output::chain(&e)).into_owned();
+                    tracing::warn!(error = %why, retry_in = ?pause, "starting");
+                    shared.starting(Some(why));
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_START_PAUSE);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    let (session, (initial, source)) = tokio::select! {
+        started = start => started?,
+        () = wait_for_signal() => {
+            tracing::info!("stopping before the API server was reached");
+            return Ok(0);
+        }
+    };
+    shared.starting(None);
+    if let Some(note) = &source.note {
+        tracing::warn!("{}", escape(note));
+    }
     let policy = Arc::new(ArcSwap::from_pointee(initial));
     tracing::info!(
         %admin_addr,
@@ -130,13 +171,6 @@ pub async fn run(config: Watch) -> Result<i32, ClusterError> {
         "watching every served type's metadata; /metrics on the admin port"
     );
 
-    let mut tasks = JoinSet::new();
-    let router = admin(shared.clone(), metrics.clone());
-    tasks.spawn(async move {
-        if let Err(e) = axum::serve(listener, router).await {
-            tracing::error!(error = %e, "the admin port stopped");
-        }
-    });
     let discovery = Discoverer {
         client: session.client.clone(),
         shared: shared.clone(),

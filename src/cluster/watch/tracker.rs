@@ -174,6 +174,8 @@ pub(super) struct Shared {
     /// first list would otherwise drop the pod from its endpoints, and its
     /// scrapes with it).
     pub(super) was_ready: AtomicBool,
+    /// Why the API server has not been reached yet at start.
+    starting: Mutex<Option<String>>,
 }
 
 #[derive(Debug, Default)]
@@ -188,7 +190,7 @@ pub(super) struct Tracker {
     pub(super) reported: BTreeSet<(String, String)>,
 }
 
-pub(super) fn lock(m: &Mutex<Tracker>) -> MutexGuard<'_, Tracker> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -240,7 +242,13 @@ impl Shared {
             max_finalizers,
             discovered: AtomicBool::new(false),
             was_ready: AtomicBool::new(false),
+            starting: Mutex::new(None),
         }
+    }
+
+    /// Why the API server has not been reached yet at start (`None` once it has).
+    pub(super) fn starting(&self, why: Option<String>) {
+        *lock(&self.starting) = why;
     }
 
     /// Takes in one object as a watch saw it: kept while it is being deleted
@@ -360,6 +368,9 @@ impl Shared {
     pub(super) fn ready(&self) -> Result<(), String> {
         if self.was_ready.load(Ordering::Relaxed) {
             return Ok(());
+        }
+        if let Some(why) = lock(&self.starting).as_ref() {
+            return Err(format!("cannot reach the API server yet: {why}"));
         }
         if !self.discovered.load(Ordering::Relaxed) {
             return Err("discovering the API server's types".into());
