@@ -1,5 +1,7 @@
 //! The chart's monitoring, proven by the tools its users run:
 //!
+//! - every dashboard query is PromQL that Prometheus's parser reads
+//!   (`promtool promql format`);
 //! - the PrometheusRule's alerts pass their unit tests under `promtool test
 //!   rules` (`tests/monitoring/rules.test.yaml`), and every alert has one;
 //! - every query of the Grafana dashboard names only metrics the binaries
@@ -272,6 +274,50 @@ fn the_dashboard_queries_only_metrics_the_binaries_export() {
     ] {
         assert!(used.contains(shown), "the dashboard shows {shown}");
     }
+}
+
+/// Grafana's variables, as Grafana puts them in a query before Prometheus
+/// reads it.
+fn interpolated(query: &str) -> String {
+    query
+        .replace("$__rate_interval", "1m")
+        .replace("$__interval", "30s")
+        .replace("$__range", "1h")
+        .replace("$namespace", "finalizer-guard")
+}
+
+#[test]
+#[ignore = "needs promtool (FG_PROMTOOL or e2e/monitoring/build.sh): see .ci/run"]
+fn every_dashboard_query_is_promql_prometheus_parses() {
+    let text = std::fs::read_to_string(chart().join("dashboards/finalizer-guard.json")).unwrap();
+    let dashboard: Value = serde_json::from_str(&text).unwrap();
+    let promtool = promtool();
+    let queries = queries(&dashboard);
+    assert!(queries.len() > 10, "{queries:?}");
+    for query in queries {
+        let query = interpolated(&query);
+        assert!(
+            !query.contains('$'),
+            "a variable Grafana would fill in: {query}"
+        );
+        // Prometheus's own parser (`promtool promql format` parses, then prints).
+        let out = Command::new(&promtool)
+            .args(["--experimental", "promql", "format", &query])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{query}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // And it would refuse a broken one.
+    let out = Command::new(&promtool)
+        .args(["--experimental", "promql", "format", "sum(rate(x[5m]) by"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
 }
 
 #[test]
