@@ -353,7 +353,7 @@ struct Sent {
 fn webhook_denial() -> String {
     format!("admission webhook \"{WEBHOOK}\" denied the request")
 }
-pub(crate) fn policy_denial() -> String {
+fn policy_denial() -> String {
     format!("ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request")
 }
 
@@ -541,13 +541,13 @@ fn install_policy(c: &Cluster, policy_file: &Path) {
 
 /// The harness's webhook configuration, saved and deleted; put back when
 /// dropped, however the scenario ends.
-pub(crate) struct WebhookAside<'a> {
+struct WebhookAside<'a> {
     cluster: &'a Cluster,
     saved: Value,
 }
 
 impl<'a> WebhookAside<'a> {
-    pub(crate) fn new(cluster: &'a Cluster) -> WebhookAside<'a> {
+    fn new(cluster: &'a Cluster) -> WebhookAside<'a> {
         let mut saved = cluster
             .get(&["validatingwebhookconfiguration", CONFIG])
             .unwrap();

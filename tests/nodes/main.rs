@@ -1,6 +1,6 @@
 //! The chart as a platform team installs it, on real nodes: the image built
-//! from the Dockerfile (`scripts/build-image.sh`), `helm install` as the
-//! README's install section says with nothing changed but the image, two
+//! from the Dockerfile (`scripts/build-image.sh`), `helm install` with the
+//! commands of the README's install section, read from it, two
 //! replicas on the two nodes of `e2e/nodes.sh`, the chart's generated
 //! certificates, and kube-apiserver calling the webhook through the chart's
 //! Service (no `url:`).
@@ -10,7 +10,8 @@
 //! time, in this order, with
 //!   FG_E2E_DIR=DIR  FG_HELM=helm  FG_IMAGE=REPOSITORY:TAG  FG_IMAGE_NEXT=REPOSITORY:TAG2
 //! (FG_IMAGE_NEXT: the same image under another tag, for the upgrade).
-//! `seed_000_*` kills node-b: it runs last.
+//! Each scenario installs the release if an earlier one uninstalled it.
+//! `seed_000_*` kills a node: it runs last.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,17 +23,21 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use serde_json::{Value, json};
 
-/// Not `finalizer-guard`: the chart then names its objects `fg-finalizer-guard`,
-/// and everything that finds the installed webhook must follow that.
-const RELEASE: &str = "fg";
+/// The README's release name: the chart then names its objects
+/// `finalizer-guard`, as `manifests/` and the docs do.
+const RELEASE: &str = "finalizer-guard";
 /// The chart's name for its objects under [`RELEASE`].
-const FULLNAME: &str = "fg-finalizer-guard";
+const FULLNAME: &str = "finalizer-guard";
+/// The registry the README's install names, replaced by the local image's.
+const README_REPOSITORY: &str = "registry.example.com/finalizer-guard";
 const NAMESPACE: &str = "finalizer-guard";
 const WEBHOOK: &str = "finalizers.finalizer-guard.io";
 const CNI: &str = "pod.beta1.sigma.ali/cni-allocated";
 const HOLD: &str = "e2e.example.com/hold";
 const STRIP: &str = r#"{"metadata":{"finalizers":null}}"#;
 const PAUSE: &str = "localhost/finalizer-guard-e2e/pause:1";
+/// watch's --stuck-after in seed 000 (the chart's `watch.stuckAfter`), seconds.
+const STUCK_AFTER: u64 = 20;
 
 /// What one command printed, and how it exited.
 #[derive(Debug)]
@@ -142,7 +147,9 @@ impl Nodes {
     fn helm(&self, args: &[&str]) -> Run {
         let home = self.dir.join("helm-home");
         let mut cmd = Command::new(&self.helm);
+        // The README's paths (charts/finalizer-guard) are the repository's.
         cmd.args(args)
+            .current_dir(repo())
             .env("KUBECONFIG", self.dir.join("admin.kubeconfig"))
             .env("HELM_CONFIG_HOME", home.join("config"))
             .env("HELM_CACHE_HOME", home.join("cache"))
@@ -156,25 +163,20 @@ impl Nodes {
         run(cmd, None)
     }
 
+    /// The pods of one of the chart's components (`webhook`, `watch`),
+    /// those being deleted too.
+    fn component_pods(&self, component: &str) -> Vec<Value> {
+        let selector = format!("app.kubernetes.io/component={component}");
+        let pods = self.get(&["pods", "-n", NAMESPACE, "-l", &selector]);
+        pods["items"].as_array().cloned().unwrap_or_default()
+    }
+
     /// The webhook's pods, ready or not: (name, node, ready, containerID).
     fn webhook_pods(&self) -> Vec<(String, String, bool, String)> {
-        let pods = self.get(&[
-            "pods",
-            "-n",
-            NAMESPACE,
-            "-l",
-            "app.kubernetes.io/component=webhook",
-        ]);
-        pods["items"]
-            .as_array()
-            .expect("items")
+        self.component_pods("webhook")
             .iter()
             .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
             .map(|p| {
-                let ready = p["status"]["conditions"].as_array().is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                });
                 let id = p["status"]["containerStatuses"][0]["containerID"]
                     .as_str()
                     .unwrap_or("")
@@ -183,11 +185,27 @@ impl Nodes {
                 (
                     p["metadata"]["name"].as_str().unwrap_or("").to_string(),
                     p["spec"]["nodeName"].as_str().unwrap_or("").to_string(),
-                    ready,
+                    ready(p),
                     id,
                 )
             })
             .collect()
+    }
+
+    /// The chart's watch pod, ready, and not being replaced.
+    fn watch_pod(&self) -> WatchPod {
+        let mut found = None;
+        wait_until("one ready watch pod", 180, || {
+            found = match &self.component_pods("watch")[..] {
+                [p] if p["metadata"]["deletionTimestamp"].is_null() && ready(p) => Some(WatchPod {
+                    node: p["spec"]["nodeName"].as_str().unwrap_or("").to_string(),
+                    ip: p["status"]["podIP"].as_str().unwrap_or("").to_string(),
+                }),
+                _ => None,
+            };
+            found.is_some()
+        });
+        found.expect("a watch pod")
     }
 
     /// Two ready webhook pods, one on each node.
@@ -204,37 +222,45 @@ impl Nodes {
         self.helm(&["status", RELEASE, "-n", NAMESPACE]).code == 0
     }
 
-    /// The README's first install: the namespace, restricted, then the chart
-    /// with the image named, and nothing else.
+    /// The README's install, its commands as written there
+    /// ([`readme_install`]): the namespace, restricted, then the chart with
+    /// the image named; and what only this machine needs: the image's tag
+    /// and `pullPolicy: Never` (the nodes pull nothing, the image was
+    /// imported into them), and `--wait`.
     fn install(&self) {
-        self.admin(&["create", "namespace", NAMESPACE]);
-        self.admin(&[
-            "label",
-            "--overwrite",
-            "namespace",
-            NAMESPACE,
-            "pod-security.kubernetes.io/enforce=restricted",
-        ])
-        .ok();
         let start = Instant::now();
-        self.helm(&[
-            "install",
-            RELEASE,
-            &repo().join("charts/finalizer-guard").to_string_lossy(),
-            "-n",
-            NAMESPACE,
-            "--set",
-            &format!("image.repository={}", self.image.0),
-            "--set",
-            &format!("image.tag={}", self.image.1),
-            // The nodes pull nothing: the image was imported into them.
-            "--set",
-            "image.pullPolicy=Never",
-            "--wait",
-            "--timeout",
-            "5m",
-        ])
-        .ok();
+        for command in readme_install() {
+            let words: Vec<String> = command
+                .iter()
+                .map(|w| w.replace(README_REPOSITORY, &self.image.0))
+                .collect();
+            let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+            match words[0].as_str() {
+                "kubectl" if args[..2] == ["create", "namespace"] => {
+                    // An earlier scenario's namespace may be there already.
+                    self.admin(&args);
+                }
+                "kubectl" => {
+                    self.admin(&args).ok();
+                }
+                "helm" => {
+                    assert_eq!(args[..2], ["install", RELEASE], "{command:?}");
+                    let tag = format!("image.tag={}", self.image.1);
+                    let mut all = args.clone();
+                    all.extend_from_slice(&[
+                        "--set",
+                        &tag,
+                        "--set",
+                        "image.pullPolicy=Never",
+                        "--wait",
+                        "--timeout",
+                        "5m",
+                    ]);
+                    self.helm(&all).ok();
+                }
+                other => panic!("README's install runs {other}: {command:?}"),
+            }
+        }
         eprintln!(
             "nodes: helm install --wait: {:.1} s to two ready pods (cold start, policy check included)",
             start.elapsed().as_secs_f64()
@@ -243,39 +269,24 @@ impl Nodes {
 
     /// `helm upgrade --reuse-values --set VALUE --wait`.
     fn upgrade(&self, value: &str) {
-        self.helm(&[
-            "upgrade",
-            RELEASE,
-            &repo().join("charts/finalizer-guard").to_string_lossy(),
-            "-n",
-            NAMESPACE,
-            "--reuse-values",
-            "--set",
-            value,
-            "--wait",
-            "--timeout",
-            "5m",
-        ])
-        .ok();
+        self.helm_upgrade(&["--set", value]).ok();
     }
 
     /// `helm upgrade --reuse-values --set policy.mode=enforce`, as the README's
-    /// step 3, and the pods of the old policy gone: until they stop they
-    /// answer the calls kube-apiserver sends on the connections it has to them.
+    /// step 3, and the pods of the old policy gone.
     fn enforce(&self) {
         self.upgrade("policy.mode=enforce");
+        self.old_pods_gone();
+    }
+
+    /// The webhook pods a rollout replaced gone: until they stop they answer
+    /// the calls kube-apiserver sends on the connections it has to them,
+    /// under the policy they were started with.
+    fn old_pods_gone(&self) {
         wait_until("the pods of the old policy gone", 120, || {
-            let pods = self.get(&[
-                "pods",
-                "-n",
-                NAMESPACE,
-                "-l",
-                "app.kubernetes.io/component=webhook",
-            ]);
-            pods["items"].as_array().is_some_and(|p| {
-                p.iter()
-                    .all(|p| p["metadata"]["deletionTimestamp"].is_null())
-            })
+            self.component_pods("webhook")
+                .iter()
+                .all(|p| p["metadata"]["deletionTimestamp"].is_null())
         });
     }
 
@@ -296,13 +307,22 @@ impl Nodes {
 
     /// alice's `finalizers: null` merge patch, as kubectl sends it.
     fn strip(&self, kind: &str, name: &str, ns: &str) -> Run {
-        self.kubectl(
-            "alice",
-            &[
-                "patch", kind, name, "-n", ns, "--type", "merge", "-p", STRIP,
-            ],
-            None,
-        )
+        self.merge_patch("alice", [kind, name, ns], STRIP, &[])
+    }
+
+    /// `kubectl patch KIND NAME -n NS --type merge -p PATCH EXTRA...` as `user`.
+    fn merge_patch(
+        &self,
+        user: &str,
+        [kind, name, ns]: [&str; 3],
+        patch: &str,
+        extra: &[&str],
+    ) -> Run {
+        let mut args = vec![
+            "patch", kind, name, "-n", ns, "--type", "merge", "-p", patch,
+        ];
+        args.extend_from_slice(extra);
+        self.kubectl(user, &args, None)
     }
 
     /// A new namespace; one an earlier run left is released and deleted first.
@@ -317,14 +337,93 @@ impl Nodes {
     }
 
     fn held_configmap(&self, ns: &str, name: &str) {
+        self.held(ns, name, HOLD);
+    }
+
+    /// A ConfigMap holding `finalizer`.
+    fn held(&self, ns: &str, name: &str, finalizer: &str) {
         self.apply(&json!({
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": ns, "finalizers": [HOLD]},
+            "metadata": {"name": name, "namespace": ns, "finalizers": [finalizer]},
         }));
+    }
+
+    /// alice deletes it; its finalizer keeps it, Terminating (an override
+    /// only releases an object being deleted).
+    fn delete_held(&self, ns: &str, name: &str) {
+        self.kubectl(
+            "alice",
+            &["delete", "configmap", name, "-n", ns, "--wait=false"],
+            None,
+        )
+        .ok();
+    }
+
+    /// `helm ARGS` against the release, as `helm upgrade` with `--wait`.
+    fn helm_upgrade(&self, extra: &[&str]) -> Run {
+        let mut args = chart_command("upgrade");
+        args.extend(["--reuse-values", "--wait", "--timeout", "5m"]);
+        args.extend_from_slice(extra);
+        self.helm(&args)
+    }
+
+    /// The audit records the webhook's pods printed (their logs' JSON lines
+    /// with a decision).
+    fn audit_records(&self) -> Vec<Value> {
+        let logs = self.admin(&[
+            "logs",
+            "-n",
+            NAMESPACE,
+            "-l",
+            "app.kubernetes.io/component=webhook",
+            "--tail=-1",
+        ]);
+        logs.stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["decision"].is_string())
+            .collect()
+    }
+
+    /// `kubectl scale` of the webhook's Deployment.
+    fn scale_webhook(&self, replicas: u32) {
+        let replicas = format!("--replicas={replicas}");
+        self.admin(&["scale", "deployment", FULLNAME, "-n", NAMESPACE, &replicas])
+            .ok();
+    }
+
+    /// What the policy check's Job printed (a failed one is kept to say why).
+    fn policy_check_log(&self) -> String {
+        let job = format!("job/{FULLNAME}-policy-check");
+        let logs = self.admin(&["logs", "-n", NAMESPACE, &job]);
+        format!("{}{}", logs.stdout, logs.stderr)
+    }
+
+    /// The Events of `reason` about `name` in `ns`.
+    fn events(&self, ns: &str, name: &str, reason: &str) -> Vec<Value> {
+        self.get(&[
+            "events",
+            "-n",
+            ns,
+            "--field-selector",
+            &format!("involvedObject.name={name},reason={reason}"),
+        ])["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Every finalizer removed by admin, then the namespace deleted.
     fn release_namespace(&self, ns: &str) {
+        // Deleted first: an override only releases an object being deleted.
+        self.admin(&[
+            "delete",
+            "configmaps,pods",
+            "--all",
+            "-n",
+            ns,
+            "--wait=false",
+        ]);
         for kind in ["configmaps", "pods"] {
             let list = self.get(&[kind, "-n", ns]);
             for item in list["items"].as_array().into_iter().flatten() {
@@ -333,17 +432,7 @@ impl Nodes {
                     "finalizers": null,
                     "annotations": {"finalizer-guard.io/override": "node-lost: e2e cleanup"},
                 }});
-                self.admin(&[
-                    "patch",
-                    kind,
-                    name,
-                    "-n",
-                    ns,
-                    "--type",
-                    "merge",
-                    "-p",
-                    &patch.to_string(),
-                ]);
+                self.merge_patch("admin", [kind, name, ns], &patch.to_string(), &[]);
             }
         }
         self.admin(&[
@@ -354,6 +443,138 @@ impl Nodes {
             "--wait=false",
         ]);
     }
+}
+
+/// `helm VERB RELEASE charts/finalizer-guard -n NAMESPACE`, from the
+/// repository (where [`Nodes::helm`] runs).
+fn chart_command(verb: &str) -> Vec<&str> {
+    vec![verb, RELEASE, "charts/finalizer-guard", "-n", NAMESPACE]
+}
+
+/// The README's Helm install, as written there: the commands of the `sh`
+/// block that runs `helm install` in "Installing in a cluster", each as its
+/// words (continued lines joined, comments dropped). The README shows no
+/// quoting there, so none is interpreted here; a quote fails the test.
+fn readme_install() -> Vec<Vec<String>> {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let section = readme
+        .split_once("## Installing in a cluster")
+        .and_then(|(_, rest)| rest.split("\n## ").next())
+        .expect("README.md has an \"Installing in a cluster\" section");
+    let block = section
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|b| b.split_once("\n```").map(|(b, _)| b))
+        .find(|b| b.contains("helm install "))
+        .expect("a sh block with helm install in README's install section");
+    let mut commands = Vec::new();
+    let mut current = String::new();
+    for line in block.lines() {
+        let line = match line.find(" #") {
+            Some(i) => &line[..i],
+            None if line.trim_start().starts_with('#') => "",
+            None => line,
+        };
+        let (text, continued) = match line.trim_end().strip_suffix('\\') {
+            Some(text) => (text, true),
+            None => (line, false),
+        };
+        current.push_str(text);
+        current.push(' ');
+        if !continued && !current.trim().is_empty() {
+            assert!(
+                !current.contains(['"', '\'', '$', '`']),
+                "README's install quotes or expands; run it through a shell: {current}"
+            );
+            commands.push(current.split_whitespace().map(String::from).collect());
+            current.clear();
+        } else if !continued {
+            current.clear();
+        }
+    }
+    assert!(
+        commands.iter().any(|c: &Vec<String>| c[0] == "helm"),
+        "{commands:?}"
+    );
+    commands
+}
+
+/// `GET path` of plain HTTP at `addr`: the body of a 200 answer.
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut tcp = std::net::TcpStream::connect(addr).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        tcp,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}
+
+/// The chart's `finalizer-guard watch`, read at its pod's address (pod IPs
+/// are reachable from this machine).
+#[derive(Clone)]
+struct WatchPod {
+    node: String,
+    ip: String,
+}
+
+impl WatchPod {
+    /// A gauge's value, `None` while the series does not exist.
+    fn gauge(&self, name: &str, labels: &str) -> Option<f64> {
+        let metrics = http_get(&format!("{}:9091", self.ip), "/metrics")?;
+        let prefix = format!("{name}{{{labels}}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+    }
+
+    /// `finalizer_guard_stuck_objects` of pods holding `finalizer`.
+    fn stuck(&self, finalizer: &str) -> Option<f64> {
+        self.gauge(
+            "finalizer_guard_stuck_objects",
+            &format!("finalizer=\"{finalizer}\",resource=\"pods\""),
+        )
+    }
+
+    /// Polls the CNI finalizer's gauge in a thread until it counts `count`
+    /// pods: when it first did. Gives up at `deadline`.
+    fn first_seen_stuck(&self, count: u64, deadline: Instant) -> std::thread::JoinHandle<Instant> {
+        let watch = self.clone();
+        std::thread::spawn(move || {
+            loop {
+                if watch.stuck(CNI) == Some(count as f64) {
+                    return Instant::now();
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "watch did not count {count} pods stuck on {CNI} in time: {:?}",
+                    watch.stuck(CNI)
+                );
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        })
+    }
+}
+
+/// The pod's Ready condition is True.
+fn ready(pod: &Value) -> bool {
+    pod["status"]["conditions"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
+
+/// The nodes, the release installed and enforcing, and `ns` new.
+fn enforcing_in(ns: &str) -> Nodes {
+    let n = nodes();
+    n.enforcing();
+    n.namespace(ns);
+    n
 }
 
 fn repo() -> PathBuf {
@@ -430,6 +651,557 @@ fn chart_installs_unmodified_on_two_nodes_and_denies_through_its_service() {
     n.release_namespace(ns);
 }
 
+/// The objects `helm get manifest` says the release installed.
+fn release_objects(n: &Nodes) -> Vec<Value> {
+    let manifest = n
+        .helm(&["get", "manifest", RELEASE, "-n", NAMESPACE])
+        .ok()
+        .stdout;
+    serde_yaml_ng::Deserializer::from_str(&manifest)
+        .map(|doc| <Value as serde::Deserialize>::deserialize(doc).expect("a YAML document"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// `kubectl get` arguments for one object of a manifest.
+fn get_args(object: &Value) -> Vec<String> {
+    let kind = object["kind"].as_str().expect("a kind").to_lowercase();
+    let api_version = object["apiVersion"].as_str().expect("an apiVersion");
+    let resource = match api_version.rsplit_once('/') {
+        Some((group, _)) => format!("{kind}.{group}"),
+        None => kind,
+    };
+    let mut args = vec![
+        resource,
+        object["metadata"]["name"]
+            .as_str()
+            .expect("a name")
+            .to_string(),
+    ];
+    if let Some(ns) = object["metadata"]["namespace"].as_str() {
+        args.extend(["-n".to_string(), ns.to_string()]);
+    }
+    args
+}
+
+/// A rule letting the developers (alice's group) remove the CNI finalizer,
+/// for `helm --set-json`.
+fn developers_rule() -> String {
+    format!(
+        r#"policy.rules=[{{"name":"developers-release-cni","finalizers":["{CNI}"],"groups":["developers"]}}]"#
+    )
+}
+
+const SKIPPED_SA: &str = "system:serviceaccount:storage-system:volume-cleaner";
+const SKIP_BINDING: &str = "nodes-e2e-skip-identities";
+
+/// The chart's life on the nodes after the install: its objects as
+/// rendered, the denial and an override through the pods with their Events;
+/// `helm upgrade` with a policy `serve` would refuse, refused by the policy
+/// check's Job on a node with nothing changed; an upgrade that passes, the
+/// pods rolled to its policy (a rule for the developers, and identities
+/// matchConditions keep away from the webhook), the certificates kept;
+/// and `helm uninstall`, which leaves nothing.
+#[test]
+#[ignore = "needs e2e/nodes.sh's nodes and the image: see .ci/run"]
+fn helm_upgrade_checks_the_policy_rolls_the_pods_and_uninstall_leaves_nothing() {
+    let ns = "nodes-helm";
+    let n = enforcing_in(ns);
+
+    // Every object the release names exists, with what the chart rendered.
+    let objects = release_objects(&n);
+    for object in &objects {
+        let args = get_args(object);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let live = n.get(&args);
+        assert_eq!(
+            live["metadata"]["labels"]["app.kubernetes.io/instance"], RELEASE,
+            "{args:?}"
+        );
+    }
+    let installed = n.get(&["validatingwebhookconfiguration", FULLNAME]);
+    let rendered = objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+        .expect("the webhook configuration in the manifest");
+    for field in [
+        "rules",
+        "matchConditions",
+        "timeoutSeconds",
+        "sideEffects",
+        "matchPolicy",
+    ] {
+        assert_eq!(
+            installed["webhooks"][0][field], rendered["webhooks"][0][field],
+            "{field} as rendered"
+        );
+    }
+    let ca_bundle = installed["webhooks"][0]["clientConfig"]["caBundle"].clone();
+    let tls = n.get(&["secret", &format!("{FULLNAME}-tls"), "-n", NAMESPACE]);
+    assert_eq!(
+        tls["data"]["ca.crt"], ca_bundle,
+        "the caBundle is the Secret's CA"
+    );
+
+    // Denied through the pods, with an Event through the chart's RBAC; an
+    // override lets it through, with a warning and its Event.
+    let _uninstall = UninstallOnPanic(&n);
+    n.held(ns, "cni", CNI);
+    n.delete_held(ns, "cni");
+    let run = n.strip("configmap", "cni", ns);
+    assert_eq!(run.code, 1, "{run:#?}");
+    for needle in [denied().as_str(), CNI, "alice"] {
+        assert!(run.stderr.contains(needle), "{needle}: {run:#?}");
+    }
+    n.kubectl(
+        "alice",
+        &[
+            "annotate",
+            "configmap",
+            "cni",
+            "-n",
+            ns,
+            "finalizer-guard.io/override=node-lost: INC-4711 node-c powered off",
+        ],
+        None,
+    )
+    .ok();
+    let run = n.strip("configmap", "cni", ns).ok();
+    assert!(
+        run.stderr.contains("Warning:") && run.stderr.contains("node-lost"),
+        "{run:#?}"
+    );
+    for reason in ["FinalizerRemovalDenied", "FinalizerOverride"] {
+        wait_until(&format!("the {reason} Event of cni"), 30, || {
+            !n.events(ns, "cni", reason).is_empty()
+        });
+    }
+    wait_until("the pods' audit record of the override", 30, || {
+        n.audit_records()
+            .iter()
+            .any(|r| r["decision"] == "override" && r["name"] == "cni" && r["namespace"] == ns)
+    });
+
+    // helm upgrade with a policy `serve` would refuse: Kubernetes' own
+    // controllers judged (builtinControllers false) and no rule for them.
+    // The policy check's Job, on a node, refuses it; nothing changes.
+    let current = |kind: &str, name: &str| {
+        if kind == "validatingwebhookconfiguration" {
+            n.get(&[kind, name])
+        } else {
+            n.get(&[kind, name, "-n", NAMESPACE])
+        }
+    };
+    let policy_name = format!("{FULLNAME}-policy");
+    let before: Vec<(&str, &str, Value)> = [
+        ("configmap", policy_name.as_str()),
+        ("deployment", FULLNAME),
+        ("validatingwebhookconfiguration", FULLNAME),
+    ]
+    .into_iter()
+    .map(|(kind, name)| (kind, name, current(kind, name)))
+    .collect();
+    let rule = developers_rule();
+    let refused = n.helm_upgrade(&[
+        "--set",
+        "policy.builtinControllers=false",
+        "--set-json",
+        &rule,
+    ]);
+    assert_ne!(
+        refused.code, 0,
+        "helm upgrade passed a refused policy: {refused:#?}"
+    );
+    assert!(
+        refused.stderr.contains("pre-upgrade hooks failed")
+            && refused.stderr.contains(&format!("{FULLNAME}-policy-check")),
+        "{refused:#?}"
+    );
+    let check = n.policy_check_log();
+    assert!(
+        check.contains("garbage-collector"),
+        "the check said which controller it would block: {check}"
+    );
+    for (kind, name, was) in &before {
+        assert_eq!(
+            current(kind, name)["metadata"]["resourceVersion"],
+            was["metadata"]["resourceVersion"],
+            "{kind} {name} changed by a refused upgrade"
+        );
+    }
+    // The pods go on under the policy they had: the developers' strip is denied.
+    n.held(ns, "cni-1", CNI);
+    let run = n.strip("configmap", "cni-1", ns);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(run.stderr.contains(&denied()), "{run:#?}");
+
+    // An upgrade that passes: the developers' rule, and identities kept
+    // away from the webhook by matchConditions. The pods roll to it.
+    n.apply(&json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": SKIP_BINDING},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [
+            {"kind": "ServiceAccount", "namespace": "storage-system", "name": "volume-cleaner"},
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"},
+        ],
+    }));
+    let digest = |deployment: &Value| {
+        deployment["spec"]["template"]["metadata"]["annotations"]["finalizer-guard.io/policy-sha256"]
+            .clone()
+    };
+    let ca_before = n.get(&["secret", &format!("{FULLNAME}-ca"), "-n", NAMESPACE]);
+    n.helm_upgrade(&[
+        "--set-json",
+        &rule,
+        "--set-json",
+        r#"webhook.skipIdentities={"serviceAccounts":["storage-system:volume-cleaner"]}"#,
+    ])
+    .ok();
+    n.old_pods_gone();
+    n.wait_spread();
+    let deployment = n.get(&["deployment", FULLNAME, "-n", NAMESPACE]);
+    assert_ne!(
+        digest(&deployment),
+        digest(&before[1].2),
+        "a new pod template: the pods roll"
+    );
+    assert_eq!(
+        n.get(&["validatingwebhookconfiguration", FULLNAME])["webhooks"][0]["clientConfig"]["caBundle"],
+        ca_bundle,
+        "the generated CA, and so the caBundle, is kept across helm upgrade"
+    );
+    assert_eq!(
+        n.get(&["secret", &format!("{FULLNAME}-ca"), "-n", NAMESPACE])["data"],
+        ca_before["data"]
+    );
+    // alice, a developer, releases the CNI finalizer under the new rule.
+    n.held(ns, "cni-2", CNI);
+    let run = n.strip("configmap", "cni-2", ns).ok();
+    assert!(
+        !run.stderr.contains("Warning:"),
+        "a rule authorizes it: {run:#?}"
+    );
+    wait_until("the pods' audit record of cni-2", 30, || {
+        n.audit_records().iter().any(|r| {
+            r["decision"] == "authorized"
+                && r["name"] == "cni-2"
+                && r.to_string().contains("developers-release-cni")
+        })
+    });
+    // The skipped service account strips a hold the policy would deny, and
+    // the webhook never sees it; bob, not skipped, is still denied.
+    let can_i = [
+        "auth",
+        "can-i",
+        "patch",
+        "configmaps",
+        "-n",
+        ns,
+        "--as",
+        SKIPPED_SA,
+    ];
+    wait_until("the binding in force", 30, || {
+        n.admin(&can_i).stdout.trim() == "yes"
+    });
+    for name in ["by-sa", "by-bob"] {
+        n.held_configmap(ns, name);
+    }
+    let strip_as = |name: &str, who: &str| {
+        n.merge_patch("admin", ["configmap", name, ns], STRIP, &["--as", who])
+    };
+    strip_as("by-sa", SKIPPED_SA).ok();
+    let run = strip_as("by-bob", "bob");
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(run.stderr.contains(&denied()), "{run:#?}");
+    wait_until("the pods' audit record of by-bob", 30, || {
+        n.audit_records().iter().any(|r| r["name"] == "by-bob")
+    });
+    assert!(
+        !n.audit_records().iter().any(|r| r["name"] == "by-sa"),
+        "the webhook was called for the skipped service account"
+    );
+    n.admin(&[
+        "delete",
+        "clusterrolebinding",
+        SKIP_BINDING,
+        "--ignore-not-found",
+    ]);
+
+    // helm uninstall: nothing of the release is left, the webhook
+    // configuration least of all, and nothing refuses the strip.
+    let run = n
+        .helm(&["uninstall", RELEASE, "-n", NAMESPACE, "--wait"])
+        .ok();
+    assert!(run.stdout.contains("uninstalled"), "{run:#?}");
+    for object in &objects {
+        let args = get_args(object);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        wait_until(&format!("{args:?} gone"), 60, || n.admin(&args).code != 0);
+    }
+    let selector = format!("app.kubernetes.io/instance={RELEASE}");
+    wait_until("the release's pods and ReplicaSets gone", 120, || {
+        n.admin(&[
+            "get",
+            "all,configmaps,secrets,serviceaccounts,poddisruptionbudgets,resourcequotas,validatingwebhookconfigurations,clusterroles,clusterrolebindings",
+            "-A",
+            "-l",
+            &selector,
+            "-o",
+            "name",
+        ])
+        .ok()
+        .stdout
+        .trim()
+        .is_empty()
+    });
+    n.held_configmap(ns, "after");
+    n.strip("configmap", "after", ns).ok();
+    n.release_namespace(ns);
+}
+
+/// Should a scenario that changes the release fail half-way: the release
+/// uninstalled, so the next scenario installs it afresh.
+struct UninstallOnPanic<'a>(&'a Nodes);
+
+impl Drop for UninstallOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0
+                .helm(&["uninstall", RELEASE, "-n", NAMESPACE, "--wait"]);
+        }
+    }
+}
+
+/// The denial of the chart's backstop (its ValidatingAdmissionPolicy).
+fn policy_denial() -> String {
+    "ValidatingAdmissionPolicy 'finalizer-guard' with binding 'finalizer-guard' denied request"
+        .to_string()
+}
+
+/// `finalizer-guard policy export --vap` of the policy the chart renders for
+/// the release's values and `extra` (its ConfigMap's policy.yaml), written
+/// to `work/NAME`: the steps values.yaml gives for the backstop.
+fn export_release_policy(n: &Nodes, work: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let values = work.join(format!("{name}.values.yaml"));
+    let current = n
+        .helm(&["get", "values", RELEASE, "-n", NAMESPACE, "-o", "yaml"])
+        .ok();
+    std::fs::write(&values, current.stdout).expect("values written");
+    let mut args = chart_command("template");
+    args.extend([
+        "-f",
+        values.to_str().expect("a UTF-8 path"),
+        "--show-only",
+        "templates/configmap.yaml",
+    ]);
+    args.extend_from_slice(extra);
+    let config_map: Value =
+        serde_yaml_ng::from_str(&n.helm(&args).ok().stdout).expect("the ConfigMap");
+    let policy = work.join(format!("{name}.policy.yaml"));
+    std::fs::write(
+        &policy,
+        config_map["data"]["policy.yaml"]
+            .as_str()
+            .expect("policy.yaml"),
+    )
+    .expect("policy written");
+    let mut export = Command::new(env!("CARGO_BIN_EXE_finalizer-guard"));
+    export.args(["policy", "export", "--vap"]).arg(&policy);
+    let vap = work.join(name);
+    std::fs::write(&vap, run(export, None).ok().stdout).expect("the export written");
+    vap
+}
+
+/// The chart in backstop mode on the nodes: the ValidatingAdmissionPolicy
+/// it is given installed beside a webhook failing open. Up, the policy
+/// refuses the strips first; with no webhook pod left (the Deployment scaled
+/// to nothing), the strips through every path are still refused,
+/// Kubernetes' own controllers complete (a namespace deleted), and an
+/// override still releases. An upgrade that changes the policy but not the
+/// export is refused by the policy check's Job; exported again, it passes;
+/// uninstall takes the policy away.
+#[test]
+#[ignore = "needs e2e/nodes.sh's nodes and the image: see .ci/run"]
+fn backstop_guards_while_no_webhook_pod_runs_and_refuses_a_stale_export() {
+    let n = nodes();
+    n.enforcing();
+    let work = n.dir.join("backstop");
+    std::fs::create_dir_all(&work).expect("a folder");
+    let ns = "nodes-backstop";
+    n.namespace(ns);
+    let _uninstall = UninstallOnPanic(&n);
+    let vap = export_release_policy(&n, &work, "vap.yaml", &[]);
+    let set_vap = |file: &Path| format!("backstop.validatingAdmissionPolicy={}", file.display());
+    n.helm_upgrade(&[
+        "--set",
+        "backstop.enabled=true",
+        "--set-file",
+        &set_vap(&vap),
+    ])
+    .ok();
+    let config = n.get(&["validatingwebhookconfiguration", FULLNAME]);
+    assert_eq!(
+        config["webhooks"][0]["failurePolicy"], "Ignore",
+        "enforcing with the backstop: the webhook fails open"
+    );
+    let binding = n.get(&["validatingadmissionpolicybinding", "finalizer-guard"]);
+    assert_eq!(
+        binding["spec"]["validationActions"],
+        json!(["Deny", "Audit"])
+    );
+
+    // Both up: kube-apiserver evaluates the policy before calling the webhook.
+    n.held(ns, "cni-0", CNI);
+    wait_until("the backstop in force", 30, || {
+        n.strip("configmap", "cni-0", ns)
+            .stderr
+            .contains(&policy_denial())
+    });
+
+    // No webhook pod at all: the policy still refuses every path.
+    n.scale_webhook(0);
+    wait_until("no webhook pod left", 120, || n.webhook_pods().is_empty());
+    n.held(ns, "cni-1", CNI);
+    n.delete_held(ns, "cni-1");
+    for (patch_type, patch) in [
+        ("merge", STRIP),
+        ("json", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#),
+    ] {
+        let run = n.kubectl(
+            "alice",
+            &[
+                "patch",
+                "configmap",
+                "cni-1",
+                "-n",
+                ns,
+                "--type",
+                patch_type,
+                "-p",
+                patch,
+            ],
+            None,
+        );
+        assert_eq!(run.code, 1, "{patch_type}: {run:#?}");
+        assert!(
+            run.stderr.contains(&policy_denial()),
+            "{patch_type}: {run:#?}"
+        );
+    }
+    let mut whole = n.get(&["configmap", "cni-1", "-n", ns]);
+    whole["metadata"]["finalizers"] = json!([]);
+    let run = n.kubectl("alice", &["replace", "-f", "-"], Some(&whole.to_string()));
+    assert_eq!(run.code, 1, "update: {run:#?}");
+    assert!(run.stderr.contains(&policy_denial()), "update: {run:#?}");
+    // Kubernetes' own controllers complete: the garbage collector removes
+    // foregroundDeletion once a Deployment's ReplicaSet and pod are gone,
+    // and the namespace controller empties and deletes a namespace.
+    n.apply(&json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "app", "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "app"}},
+            "template": {
+                "metadata": {"labels": {"app": "app"}},
+                "spec": {
+                    "automountServiceAccountToken": false,
+                    "containers": [{"name": "app", "image": PAUSE, "imagePullPolicy": "Never"}],
+                },
+            },
+        },
+    }));
+    wait_until("the Deployment's pod running", 120, || {
+        n.get(&["pods", "-n", ns, "-l", "app=app"])["items"]
+            .as_array()
+            .is_some_and(|p| p.len() == 1 && p[0]["status"]["phase"] == "Running")
+    });
+    n.admin(&[
+        "delete",
+        "deployment",
+        "app",
+        "-n",
+        ns,
+        "--cascade=foreground",
+        "--wait=false",
+    ])
+    .ok();
+    wait_until(
+        "the garbage collector to finish the Deployment",
+        120,
+        || n.admin(&["get", "deployment", "app", "-n", ns]).code != 0,
+    );
+    let doomed = "nodes-backstop-doomed";
+    n.namespace(doomed);
+    n.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "content", "namespace": doomed}}));
+    n.admin(&["delete", "namespace", doomed, "--wait=false"])
+        .ok();
+    wait_until("the namespace controller to finish", 120, || {
+        n.admin(&["get", "namespace", doomed]).code != 0
+    });
+    // An override releases.
+    n.kubectl(
+        "alice",
+        &[
+            "annotate",
+            "configmap",
+            "cni-1",
+            "-n",
+            ns,
+            "finalizer-guard.io/override=node-lost: INC-4711 node-c powered off",
+        ],
+        None,
+    )
+    .ok();
+    n.strip("configmap", "cni-1", ns).ok();
+    n.scale_webhook(2);
+    n.wait_spread();
+
+    // A rule for the developers, the export left as it was: refused by the
+    // policy check, and the policy unchanged.
+    let rule = developers_rule();
+    let before = n.get(&["validatingadmissionpolicy", "finalizer-guard"]);
+    let refused = n.helm_upgrade(&["--set-json", &rule]);
+    assert_ne!(refused.code, 0, "{refused:#?}");
+    let check = n.policy_check_log();
+    assert!(
+        check.contains("not `finalizer-guard policy export --vap"),
+        "{check}"
+    );
+    assert_eq!(
+        n.get(&["validatingadmissionpolicy", "finalizer-guard"])["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"],
+        "a refused upgrade changes nothing"
+    );
+    // Exported again: taken, and kube-apiserver decides the new rule.
+    let vap = export_release_policy(&n, &work, "vap-2.yaml", &["--set-json", &rule]);
+    n.helm_upgrade(&["--set-json", &rule, "--set-file", &set_vap(&vap)])
+        .ok();
+    n.held(ns, "cni-2", CNI);
+    wait_until("the new export in force", 30, || {
+        n.strip("configmap", "cni-2", ns).code == 0
+    });
+
+    // helm uninstall takes the policy and its binding with it.
+    n.helm(&["uninstall", RELEASE, "-n", NAMESPACE, "--wait"])
+        .ok();
+    for kind in [
+        "validatingadmissionpolicy",
+        "validatingadmissionpolicybinding",
+    ] {
+        wait_until(&format!("the {kind} gone"), 60, || {
+            n.admin(&["get", kind, "finalizer-guard"]).code != 0
+        });
+    }
+    n.held(ns, "cni-3", CNI);
+    wait_until("no guard left", 30, || {
+        n.strip("configmap", "cni-3", ns).code == 0
+    });
+    n.release_namespace(ns);
+}
+
 /// What the writers saw during one disruption.
 #[derive(Debug, Default, Clone)]
 struct Tally {
@@ -438,8 +1210,9 @@ struct Tally {
     unavailable: u64,
     other: u64,
     examples: Vec<String>,
-    /// Every write refused with the webhook unavailable: what kube-apiserver said.
-    unavailable_messages: Vec<String>,
+    /// Every write refused with the webhook unavailable: when, and what
+    /// kube-apiserver said.
+    refusals: Vec<(Instant, String)>,
 }
 
 /// A token and the API server's address, from a kubeconfig cluster.sh wrote.
@@ -528,7 +1301,7 @@ fn under_writes(n: &Nodes, ns: &str, writers: usize, disrupt: impl FnOnce()) -> 
                     if !expected {
                         if text.contains("failed calling webhook") {
                             tally.unavailable += 1;
-                            tally.unavailable_messages.push(text.clone());
+                            tally.refusals.push((Instant::now(), text.clone()));
                         } else {
                             tally.other += 1;
                         }
@@ -554,7 +1327,7 @@ fn under_writes(n: &Nodes, ns: &str, writers: usize, disrupt: impl FnOnce()) -> 
         all.unavailable += t.unavailable;
         all.other += t.other;
         all.examples.extend(t.examples);
-        all.unavailable_messages.extend(t.unavailable_messages);
+        all.refusals.extend(t.refusals);
     }
     all
 }
@@ -577,7 +1350,7 @@ fn upgrade_drain_and_a_killed_container_refuse_no_write() {
     let ns = "nodes-disruptions";
     n.namespace(ns);
     let mut report = Vec::new();
-    let mut killed = Vec::new();
+    let mut kills: Vec<KillTimes> = Vec::new();
     for round in 0..repeats() {
         // helm upgrade to another image tag: a rolling update of both pods.
         let tag = if round % 2 == 0 { &next.1 } else { &n.image.1 };
@@ -626,21 +1399,24 @@ fn upgrade_drain_and_a_killed_container_refuse_no_write() {
         report.push(("kubectl drain", drain));
 
         // A webhook container killed (SIGKILL): the kubelet restarts it.
-        let kill = under_writes(&n, ns, 4, || {
+        let mut times = None;
+        let tally = under_writes(&n, ns, 4, || {
             let pods = n.webhook_pods();
             let (name, node, _, id) = pods
                 .iter()
                 .find(|p| p.1 == "node-b")
                 .expect("a pod on node-b");
             let pod = n.get(&["pod", name, "-n", NAMESPACE]);
-            killed.push(format!(
-                "{}:8443",
-                pod["status"]["podIP"].as_str().expect("a pod IP")
-            ));
+            let ip = pod["status"]["podIP"]
+                .as_str()
+                .expect("a pod IP")
+                .to_string();
+            let endpoints = EndpointWatch::start(&n, &ip);
             // containerd's runc shim keeps a runc root per containerd namespace.
             let root = n.dir.join(format!("nodes/{node}/runc/k8s.io"));
             let mut cmd = Command::new("runc");
             cmd.arg("--root").arg(&root).args(["kill", id, "KILL"]);
+            let at = Instant::now();
             let killed = run(cmd, None);
             assert_eq!(
                 killed.code, 0,
@@ -650,8 +1426,23 @@ fn upgrade_drain_and_a_killed_container_refuse_no_write() {
                 let pods = n.webhook_pods();
                 pods.iter().any(|p| &p.0 == name && p.2 && &p.3 != id)
             });
+            times = Some(endpoints.stop(ip, at));
         });
-        report.push(("container SIGKILL", kill));
+        let mut times: KillTimes = times.expect("the kill ran");
+        times.classes = tally
+            .refusals
+            .iter()
+            .map(|(when, message)| {
+                let after = when.saturating_duration_since(times.killed);
+                (
+                    sigkill_class(message, &times, after),
+                    after,
+                    message.clone(),
+                )
+            })
+            .collect();
+        kills.push(times);
+        report.push(("container SIGKILL", tally));
     }
     for (what, t) in &report {
         eprintln!(
@@ -661,6 +1452,30 @@ fn upgrade_drain_and_a_killed_container_refuse_no_write() {
             t.ordinary,
             t.other,
             t.examples.join(" | ")
+        );
+    }
+    for (round, k) in kills.iter().enumerate() {
+        let ms = |d: Option<Duration>| {
+            d.map_or("never seen".to_string(), |d| {
+                format!("{} ms", d.as_millis())
+            })
+        };
+        let of = |class: SigkillClass| {
+            let at: Vec<String> = k
+                .classes
+                .iter()
+                .filter(|c| c.0 == class)
+                .map(|c| format!("{} ms", c.1.as_millis()))
+                .collect();
+            format!("{} [{}]", at.len(), at.join(", "))
+        };
+        eprintln!(
+            "nodes: SIGKILL round {round}: {} listed not ready {} after the kill, ready again {}; refused in flight (reset, broken pipe, EOF, closed): {}; refused at connect: {}",
+            k.address,
+            ms(k.not_ready),
+            ms(k.ready_again),
+            of(SigkillClass::InFlight),
+            of(SigkillClass::AtConnect),
         );
     }
     n.release_namespace(ns);
@@ -675,23 +1490,144 @@ fn upgrade_drain_and_a_killed_container_refuse_no_write() {
         }
     }
     // A SIGKILLed process drains nothing: the calls it was answering, and
-    // those written to its kept-alive connections, are reset, and until the kubelet has seen it die and the endpoints drop
-    // it, a call kube-apiserver sends to its address is refused at connect
-    // (kube-apiserver retries no admission call). Those, and only those,
-    // are allowed here; they are counted above.
-    let kill: Vec<&Tally> = report
-        .iter()
-        .filter(|(what, _)| *what == "container SIGKILL")
-        .map(|(_, t)| t)
-        .collect();
-    for message in kill.iter().flat_map(|t| &t.unavailable_messages) {
-        assert!(
-            (message.contains("connect: connection refused")
-                || message.contains("connection reset by peer")
-                || message.contains("write: broken pipe"))
-                && killed.iter().any(|addr| message.contains(addr.as_str())),
-            "a write refused other than by the killed container's address ({killed:?}): {message}"
+    // those written to its kept-alive connections, are reset (in flight);
+    // and until the kubelet has seen it die and the endpoints drop it, a
+    // call kube-apiserver sends to its address is refused at connect.
+    // kube-apiserver retries no admission call (docs/performance.md). Those,
+    // and only those, are allowed here; they are counted above.
+    for k in &kills {
+        for (class, after, message) in &k.classes {
+            assert_ne!(
+                *class,
+                SigkillClass::Other,
+                "a write refused other than by the killed container ({}), {} ms after the kill: {message}",
+                k.address,
+                after.as_millis()
+            );
+        }
+    }
+}
+
+/// Why a write failed while a webhook container was SIGKILLed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SigkillClass {
+    /// On a connection the killed process held: reset, broken pipe, EOF
+    /// (the connection closed before an answer), a connection closed under
+    /// the call.
+    InFlight,
+    /// A new connection to the dead address, refused: the endpoints still
+    /// listed it.
+    AtConnect,
+    /// Anything else: not allowed.
+    Other,
+}
+
+/// `message`'s class, `after` the kill. Go's client names no address when
+/// the connection closed before an answer (`EOF`) or was closed under the
+/// call (`use of closed network connection`): those are counted in flight
+/// while the killed pod was still listed ready, and not after.
+fn sigkill_class(message: &str, times: &KillTimes, after: Duration) -> SigkillClass {
+    let ours = message.contains(&times.address);
+    let listed = times.not_ready.is_none_or(|d| after <= d);
+    let in_flight = (ours
+        && (message.contains("connection reset by peer")
+            || message.contains("write: broken pipe")))
+        || ((message.contains(": EOF") || message.contains(": use of closed network connection"))
+            && (ours || listed));
+    if ours && message.contains("connect: connection refused") {
+        SigkillClass::AtConnect
+    } else if in_flight {
+        SigkillClass::InFlight
+    } else {
+        SigkillClass::Other
+    }
+}
+
+/// When a killed webhook pod's address left the Service's EndpointSlices'
+/// ready endpoints, and came back, counted from the kill; and the refused
+/// writes of that round, by class.
+struct KillTimes {
+    address: String,
+    killed: Instant,
+    not_ready: Option<Duration>,
+    ready_again: Option<Duration>,
+    classes: Vec<(SigkillClass, Duration, String)>,
+}
+
+/// Polls the webhook Service's EndpointSlices (every 20 ms, through
+/// kube-apiserver) for one pod IP's `ready` condition.
+struct EndpointWatch {
+    stop: Arc<AtomicBool>,
+    polled: std::thread::JoinHandle<Vec<(Instant, bool)>>,
+}
+
+impl EndpointWatch {
+    fn start(n: &Nodes, ip: &str) -> EndpointWatch {
+        let (server, token) = credentials(&n.dir, "admin");
+        let url = format!(
+            "{server}/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices?labelSelector=kubernetes.io/service-name={FULLNAME}"
         );
+        let client = api_client(&n.dir);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ip, done) = (ip.to_string(), stop.clone());
+        let polled = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            rt.block_on(async {
+                let mut seen: Vec<(Instant, bool)> = Vec::new();
+                while !done.load(Ordering::Relaxed) {
+                    let slices: Option<Value> =
+                        match client.get(&url).bearer_auth(&token).send().await {
+                            Ok(r) => r.json().await.ok(),
+                            Err(_) => None,
+                        };
+                    if let Some(slices) = slices {
+                        let ready = slices["items"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .flat_map(|s| s["endpoints"].as_array().into_iter().flatten())
+                            .any(|e| {
+                                e["addresses"]
+                                    .as_array()
+                                    .is_some_and(|a| a.iter().any(|a| a == ip.as_str()))
+                                    && e["conditions"]["ready"] == true
+                            });
+                        if seen.last().is_none_or(|l| l.1 != ready) {
+                            seen.push((Instant::now(), ready));
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                seen
+            })
+        });
+        EndpointWatch { stop, polled }
+    }
+
+    fn stop(self, ip: String, killed: Instant) -> KillTimes {
+        self.stop.store(true, Ordering::Relaxed);
+        let seen = self.polled.join().expect("the EndpointSlice poller");
+        let after = |ready: bool| {
+            seen.iter()
+                .find(|(at, r)| *r == ready && *at > killed)
+                .map(|(at, _)| at.duration_since(killed))
+        };
+        let not_ready = after(false);
+        KillTimes {
+            address: format!("{ip}:8443"),
+            killed,
+            not_ready,
+            ready_again: not_ready.and_then(|_| {
+                seen.iter()
+                    .skip_while(|(_, r)| *r)
+                    .find(|(at, r)| *r && *at > killed)
+                    .map(|(at, _)| at.duration_since(killed))
+            }),
+            classes: Vec::new(),
+        }
     }
 }
 
@@ -700,48 +1636,67 @@ fn upgrade_drain_and_a_killed_container_refuse_no_write() {
 fn seed_000_pods_of_a_dead_node_stay_guarded_and_unstick_releases_them() {
     let n = nodes();
     n.enforcing();
+    // watch (the chart's own Deployment) counts stuck objects after
+    // STUCK_AFTER, through the chart's value.
+    n.upgrade(&format!("watch.stuckAfter={STUCK_AFTER}s"));
+    let watch = n.watch_pod();
+    // The node that dies is the one watch does not run on: the webhook has a
+    // replica on each, so the other keeps answering, and watch reports.
+    let (dead, alive) = if watch.node == "node-a" {
+        ("node-b", "node-a")
+    } else {
+        ("node-a", "node-b")
+    };
+    eprintln!("nodes: watch runs on {alive} ({}): {dead} dies", watch.ip);
     let ns = "seed-000";
     n.namespace(ns);
-    // Five pods on node-b, each with the CNI plugin's finalizer, running.
+    // Five pods on the node, each with the CNI plugin's finalizer, running.
     for i in 0..5 {
         n.apply(&json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": format!("web-{i}"), "namespace": ns, "finalizers": [CNI]},
             "spec": {
-                "nodeSelector": {"kubernetes.io/hostname": "node-b"},
+                "nodeSelector": {"kubernetes.io/hostname": dead},
                 "automountServiceAccountToken": false,
                 "containers": [{"name": "app", "image": PAUSE, "imagePullPolicy": "Never"}],
             },
         }));
     }
-    wait_until("five pods running on node-b", 120, || {
+    wait_until(&format!("five pods running on {dead}"), 120, || {
         let pods = n.get(&["pods", "-n", ns]);
         pods["items"]
             .as_array()
             .is_some_and(|p| p.len() == 5 && p.iter().all(|p| p["status"]["phase"] == "Running"))
     });
+    assert_eq!(watch.stuck(CNI), None, "nothing stuck yet");
 
-    // node-b dies: kubelet, containerd and every container on it.
-    n.nodes_sh(&["kill", &n.dir.to_string_lossy(), "node-b"])
-        .ok();
+    // The node dies: kubelet, containerd and every container on it.
+    n.nodes_sh(&["kill", &n.dir.to_string_lossy(), dead]).ok();
     n.kubectl(
         "alice",
         &["delete", "pods", "--all", "-n", ns, "--wait=false"],
         None,
     )
     .ok();
-    // The node controller sees it (NotReady), the endpoints drop node-b's webhook pod.
-    wait_until("node-b NotReady", 180, || {
-        let node = n.get(&["node", "node-b"]);
+    // A pod's deletion comes due after its grace period (its
+    // deletionTimestamp); stuck is counted from then.
+    let grace = n.get(&["pod", "web-0", "-n", ns])["metadata"]["deletionGracePeriodSeconds"]
+        .as_u64()
+        .expect("a graceful deletion");
+    let due = Instant::now() + Duration::from_secs(grace);
+    let seen = watch.first_seen_stuck(5, due + Duration::from_secs(STUCK_AFTER + 30));
+    // The node controller sees it (NotReady), the endpoints drop its webhook pod.
+    wait_until(&format!("{dead} NotReady"), 180, || {
+        let node = n.get(&["node", dead]);
         node["status"]["conditions"].as_array().is_some_and(|c| {
             c.iter()
                 .any(|c| c["type"] == "Ready" && c["status"] != "True")
         })
     });
-    wait_until("only node-a's webhook pod ready", 120, || {
+    wait_until(&format!("only {alive}'s webhook pod ready"), 120, || {
         let pods = n.webhook_pods();
         let ready: Vec<_> = pods.iter().filter(|p| p.2).collect();
-        ready.len() == 1 && ready[0].1 == "node-a"
+        ready.len() == 1 && ready[0].1 == alive
     });
 
     // Terminating and staying so: no kubelet will confirm them.
@@ -767,6 +1722,46 @@ fn seed_000_pods_of_a_dead_node_stay_guarded_and_unstick_releases_them() {
         }
     }
 
+    // watch, on the living node, reports them: the gauges within
+    // --stuck-after + 30 s of their deletion coming due, and a
+    // FinalizerStuck Event on each.
+    let seen = seen.join().expect("the metrics poller");
+    let after_due = seen.saturating_duration_since(due);
+    eprintln!(
+        "nodes: watch counted the 5 pods stuck {:.1} s after their deletion came due (--stuck-after {STUCK_AFTER}s)",
+        after_due.as_secs_f64()
+    );
+    assert!(
+        // deletionTimestamp has whole seconds, and was set before kubectl returned.
+        after_due >= Duration::from_secs(STUCK_AFTER - 2),
+        "counted stuck before --stuck-after: {after_due:?}"
+    );
+    let oldest = watch
+        .gauge(
+            "finalizer_guard_stuck_oldest_seconds",
+            &format!("finalizer=\"{CNI}\""),
+        )
+        .expect("finalizer_guard_stuck_oldest_seconds for the CNI finalizer");
+    assert!(oldest >= STUCK_AFTER as f64, "{oldest}");
+    for i in 0..5 {
+        let name = format!("web-{i}");
+        wait_until(&format!("the FinalizerStuck Event of {name}"), 30, || {
+            !n.events(ns, &name, "FinalizerStuck").is_empty()
+        });
+        assert!(
+            due.elapsed() <= Duration::from_secs(STUCK_AFTER + 30),
+            "{name}'s FinalizerStuck Event came {:?} after its deletion was due",
+            due.elapsed()
+        );
+    }
+    let events = n.events(ns, "web-0", "FinalizerStuck");
+    let message = events[0]["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains(CNI) && message.contains("finalizer-guard unstick"),
+        "{events:#?}"
+    );
+    eprintln!("nodes: FinalizerStuck on web-0: {message}");
+
     // On call, with the chart's on-call role alone.
     n.apply(&json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
@@ -781,11 +1776,11 @@ fn seed_000_pods_of_a_dead_node_stay_guarded_and_unstick_releases_them() {
         .args([
             "unstick",
             "--node",
-            "node-b",
+            dead,
             "--reason",
             "node-lost",
             "--detail",
-            "node-b powered off, its pod IPs released",
+            &format!("{dead} powered off, its pod IPs released"),
             "--force-delete",
             "--not-ready-for",
             "0s",
@@ -813,9 +1808,10 @@ fn seed_000_pods_of_a_dead_node_stay_guarded_and_unstick_releases_them() {
             pod["metadata"]["name"]
         );
     }
-    // For the lead: `unstick --node --force-delete` finishing the deletion of
-    // a dead node's pods is src/cluster's (issue 23); until it lands, the
-    // released pods may stay Terminating here.
+    // watch's gauge drops back: nothing holds a finalizer any more.
+    wait_until("watch's gauge back to nothing", 30, || {
+        watch.stuck(CNI).is_none_or(|v| v == 0.0)
+    });
     let left: Vec<String> = pods["items"]
         .as_array()
         .expect("items")
@@ -824,7 +1820,7 @@ fn seed_000_pods_of_a_dead_node_stay_guarded_and_unstick_releases_them() {
         .collect();
     assert!(
         left.is_empty(),
-        "unstick --force-delete left {} pod(s) of dead node-b Terminating: {left:?}\n{unstick:#?}",
+        "unstick --force-delete left {} pod(s) of dead {dead} Terminating: {left:?}\n{unstick:#?}",
         left.len()
     );
     n.release_namespace(ns);
@@ -869,10 +1865,8 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 #[test]
 #[ignore = "needs e2e/nodes.sh's nodes, the image and podman: a measurement (docs/performance.md)"]
 fn a_guarded_write_through_the_service_and_through_a_url() {
-    let n = nodes();
-    n.enforcing();
     let ns = "nodes-latency";
-    n.namespace(ns);
+    let n = enforcing_in(ns);
     n.held_configmap(ns, "held");
     let (server, _) = credentials(&n.dir, "alice");
     let url = format!("{server}/api/v1/namespaces/{ns}/configmaps/held");
