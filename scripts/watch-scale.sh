@@ -68,6 +68,16 @@ rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$watch_pid/status"; }
 hwm_kib() { awk '/^VmHWM/ { print $2 }' "/proc/$watch_pid/status"; }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$watch_pid/stat"; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+# wait_for COUNT OP VALUE SECONDS POLL: until the number COUNT prints is OP
+# (-gt, -ge) VALUE, asking every POLL seconds; past SECONDS, says what it
+# reached and exits 1.
+wait_for() {
+  local deadline=$(( $(now_ms) + $4 * 1000 ))
+  until [ "$("$1")" "$2" "$3" ]; do
+    [ "$(now_ms)" -lt "$deadline" ] || { echo "$1 at $("$1") after $4 s, waiting for $2 $3"; exit 1; }
+    sleep "$5"
+  done
+}
 
 echo "== watch --stuck-after $stuck_after"
 read -r lists_before watches_before < <(requests)
@@ -93,11 +103,7 @@ for t in $(seq 1 "$single"); do
   before=$(stuck_now)
   kubectl delete "things$t.scale.example.com" "thing-$i" -n "$ns" --wait=false > /dev/null
   deleted=$(now_ms)
-  deadline=$(( deleted + 60000 ))
-  until [ "$(stuck_now)" -gt "$before" ]; do
-    [ "$(now_ms)" -lt "$deadline" ] || { echo "no gauge within 60 s"; exit 1; }
-    sleep 0.05
-  done
+  wait_for stuck_now -gt "$before" 60 0.05
   latencies+=($(( $(now_ms) - deleted )))
 done
 printf '%s\n' "${latencies[@]}" | sort -n > "$work/latencies"
@@ -115,17 +121,9 @@ done | awk '{ k = $1 " " $2; a[k] = a[k] " " $3 } END { for (k in a) print k a[k
 bulk=$(now_ms)
 xargs -P "$loaders" -L 1 bash -c 'kubectl delete "things$0.scale.example.com" -n "$1" "${@:2}" --wait=false > /dev/null' < "$work/deletes"
 bulk_deleted=$(now_ms)
-deadline=$(( bulk_deleted + 120000 ))
-until [ "$(stuck_now)" -ge "$stuck" ]; do
-  [ "$(now_ms)" -lt "$deadline" ] || { echo "gauges at $(stuck_now) of $stuck after 120 s"; exit 1; }
-  sleep 0.1
-done
+wait_for stuck_now -ge "$stuck" 120 0.1
 counted=$(now_ms)
-deadline=$(( counted + 600000 ))
-until [ "$(events_sent)" -ge "$stuck" ]; do
-  [ "$(now_ms)" -lt "$deadline" ] || { echo "$(events_sent) Events of $stuck after 600 s"; exit 1; }
-  sleep 0.5
-done
+wait_for events_sent -ge "$stuck" 600 0.5
 announced=$(now_ms)
 echo "deletes took $(( bulk_deleted - bulk )) ms; all $stuck counted $(( counted - bulk_deleted )) ms after the last delete returned; every Event written $(( announced - bulk_deleted )) ms after it"
 echo "RSS before the deletions $(mib "$rss_before") MiB, with $stuck stuck $(mib "$(rss_kib)") MiB"

@@ -19,17 +19,21 @@ pub fn bind_request(context: &mut Context<'_, '_>, request: &Value) {
         .unwrap();
 }
 
+/// The string at `pointer`, empty where the review leaves it out (as a
+/// typed field is).
+fn string_at(request: &Value, pointer: &str) -> Value {
+    json!(
+        request
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    )
+}
+
 /// `request` as kube-apiserver binds it: a typed AdmissionRequest, so every
 /// field is there, empty when the review leaves it out.
 pub fn request_variable(request: &Value) -> Value {
-    let s = |pointer: &str| {
-        json!(
-            request
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-        )
-    };
+    let s = |pointer: &str| string_at(request, pointer);
     let gvk = |key: &str| {
         json!({
             "group": s(&format!("/{key}/group")),
@@ -65,14 +69,7 @@ pub fn request_variable(request: &Value) -> Value {
 /// the typed request, whose `groups` and `extra` are `omitempty`, so a user
 /// with no groups has no `groups` key (an expression must guard it with has()).
 fn user_info(request: &Value) -> Value {
-    let s = |pointer: &str| {
-        json!(
-            request
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-        )
-    };
+    let s = |pointer: &str| string_at(request, pointer);
     let mut info = json!({"username": s("/userInfo/username"), "uid": s("/userInfo/uid")});
     for key in ["groups", "extra"] {
         if let Some(v) = request.pointer(&format!("/userInfo/{key}")).filter(|v| {
