@@ -10,51 +10,16 @@
 //! install, so their RBAC is what is tested.
 
 use std::fs;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-pub const WEBHOOK: &str = "finalizers.finalizer-guard.io";
+pub use super::live::{Run, WEBHOOK, denied, run, wait_until};
 pub const CONFIG: &str = "finalizer-guard";
 pub const NAMESPACE: &str = "finalizer-guard";
 pub const OVERRIDE: &str = "finalizer-guard.io/override";
-
-/// What one kubectl run printed, and how it exited.
-#[derive(Debug)]
-pub struct Run {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Run {
-    #[track_caller]
-    pub fn ok(self) -> Run {
-        assert_eq!(self.code, 0, "expected success: {self:#?}");
-        self
-    }
-
-    /// Refused by the API server: exit 1, and `needle` on standard error.
-    #[track_caller]
-    pub fn refused(self, needle: &str) -> Run {
-        assert_eq!(self.code, 1, "expected exit 1: {self:#?}");
-        assert!(
-            self.stderr.contains(needle),
-            "expected {needle:?} on stderr: {self:#?}"
-        );
-        self
-    }
-
-    pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("kubectl printed no JSON ({e}): {self:#?}"))
-    }
-}
 
 /// The cluster `e2e/cluster.sh up DIR` started, named by `FG_E2E_DIR`.
 #[derive(Clone)]
@@ -95,31 +60,8 @@ impl Cluster {
         cmd.env("KUBECONFIG", self.kubeconfig(user))
             .env_remove("KUBECTL_EXTERNAL_DIFF")
             .args(args)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("kubectl runs");
-        if let Some(input) = stdin {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(input.as_bytes())
-                .unwrap();
-        }
-        let out = child.wait_with_output().unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+            .envs(env.iter().copied());
+        run(cmd, stdin)
     }
 
     pub fn kubectl(&self, user: &str, args: &[&str]) -> Run {
@@ -132,15 +74,7 @@ impl Cluster {
 
     /// `finalizer-guard ARGS` as `user`, reading their kubeconfig as kubectl would.
     pub fn finalizer_guard(&self, user: &str, args: &[&str]) -> Run {
-        let out = self
-            .finalizer_guard_command(user, args)
-            .output()
-            .expect("finalizer-guard runs");
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        run(self.finalizer_guard_command(user, args), None)
     }
 
     pub fn finalizer_guard_command(&self, user: &str, args: &[&str]) -> Command {
@@ -241,19 +175,6 @@ pub fn to_create_again(object: &mut Value) {
         "managedFields",
     ] {
         meta.remove(key);
-    }
-}
-
-/// Polls `done` every 200 ms for up to `seconds`.
-#[track_caller]
-pub fn wait_until(what: &str, seconds: u64, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "gave up after {seconds}s: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -657,16 +578,7 @@ pub struct Policy {
 
 /// A plain-HTTP GET on the admin port: the body of a 200, else `None`.
 pub fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    head.lines()
-        .next()?
-        .contains(" 200 ")
-        .then(|| body.to_string())
+    super::live::http_get(("127.0.0.1", port), path)
 }
 
 fn copy_tree(from: &Path, to: &Path) {

@@ -10,7 +10,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
@@ -92,20 +92,13 @@ impl Helm {
     }
 
     pub(super) fn run(&self, args: &[&str]) -> harness::Run {
-        let out = Command::new(&self.binary)
-            .args(args)
+        let mut cmd = Command::new(&self.binary);
+        cmd.args(args)
             .env("KUBECONFIG", &self.kubeconfig)
             .env("HELM_CONFIG_HOME", self.home.join("config"))
             .env("HELM_CACHE_HOME", self.home.join("cache"))
-            .env("HELM_DATA_HOME", self.home.join("data"))
-            .stdin(Stdio::null())
-            .output()
-            .expect("helm runs");
-        harness::Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+            .env("HELM_DATA_HOME", self.home.join("data"));
+        harness::run(cmd, None)
     }
 }
 

@@ -13,6 +13,8 @@
 mod harness;
 mod helm;
 mod install;
+#[path = "../live/mod.rs"]
+mod live;
 mod monitoring;
 mod oncall;
 mod preflight;
@@ -23,16 +25,12 @@ mod watch;
 
 use std::time::Duration;
 
-use harness::{Cluster, Conditions, Env, OVERRIDE, Policy, WEBHOOK, env, wait_until};
+use harness::{Cluster, Conditions, Env, OVERRIDE, Policy, WEBHOOK, denied, env, wait_until};
 use serde_json::{Value, json};
 
 const CNI: &str = "pod.beta1.sigma.ali/cni-allocated";
 const STRIP: &str = r#"{"metadata":{"finalizers":null}}"#;
 const SEAL: &str = "finalizer-guard.io/approval-seal";
-
-fn denied() -> String {
-    format!("admission webhook \"{WEBHOOK}\" denied the request")
-}
 
 fn pod(ns: &str, name: &str, node: Option<&str>, finalizers: &[&str]) -> Value {
     let mut spec = json!({

@@ -415,20 +415,37 @@ fn stuck_objects_are_counted_announced_and_released() {
     wait_until("the namespace to be gone", 60, || {
         c.get(&["namespace", STUCK_NS]).is_none()
     });
-    // Namespaces other scenarios delete meanwhile are held by the same
-    // unavailable APIService, so the count is checked against the cluster's
-    // own, and ours by name.
+    // The namespaces earlier scenarios left Terminating count too, and the
+    // unavailable APIService holds them all while it exists: ours is checked
+    // by name, and the count against the cluster's own.
     let ours = format!("namespace/{STUCK_NS}");
-    wait_until("our namespace to be no longer stuck", 30, || {
-        watch.log().lines().any(|l| {
+    let released = |log: &str| {
+        log.lines().any(|l| {
             let line: Value = serde_json::from_str(l).unwrap_or_default();
             line["message"] == "no longer stuck" && line["object"] == ours.as_str()
         })
+    };
+    let mut seen = (None, 0);
+    let settled = (0..150).any(|_| {
+        seen = (
+            watch.stuck("kubernetes", "namespaces"),
+            namespaces_stuck_now(c),
+        );
+        let done = released(&watch.log()) && seen.0 == Some(seen.1 as f64);
+        if !done {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        done
     });
-    wait_until("the namespaces' gauge to match the cluster's", 30, || {
-        let live = namespaces_stuck_now(c);
-        watch.stuck("kubernetes", "namespaces") == Some(live as f64)
-    });
+    assert!(
+        settled,
+        "30 s after our namespace went, the namespaces' gauge and the cluster's count \
+         (gauge, cluster) are {seen:?}; {ours} released in the log: {}; the namespaces: {}\n\
+         the log's end:\n{}",
+        released(&watch.log()),
+        c.admin(&["get", "namespaces"]).stdout,
+        tail(&watch.log(), 40),
+    );
     assert_eq!(
         watch.gauge(
             "finalizer_guard_stuck_oldest_seconds",
@@ -481,4 +498,10 @@ fn namespaces_stuck_now(c: &Cluster) -> usize {
             held && since.is_some_and(|t| now.duration_since(t) >= stuck_after)
         })
         .count()
+}
+
+/// The last `lines` lines of `text`.
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }

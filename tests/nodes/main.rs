@@ -13,8 +13,11 @@
 //! Each scenario installs the release if an earlier one uninstalled it.
 //! `seed_000_*` kills a node: it runs last.
 
+#[path = "../live/mod.rs"]
+mod live;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -22,6 +25,8 @@ use std::time::{Duration, Instant};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use serde_json::{Value, json};
+
+use live::{Run, denied, http_get, run, wait_until};
 
 /// The README's release name: the chart then names its objects
 /// `finalizer-guard`, as `manifests/` and the docs do.
@@ -31,59 +36,12 @@ const FULLNAME: &str = "finalizer-guard";
 /// The registry the README's install names, replaced by the local image's.
 const README_REPOSITORY: &str = "registry.example.com/finalizer-guard";
 const NAMESPACE: &str = "finalizer-guard";
-const WEBHOOK: &str = "finalizers.finalizer-guard.io";
 const CNI: &str = "pod.beta1.sigma.ali/cni-allocated";
 const HOLD: &str = "e2e.example.com/hold";
 const STRIP: &str = r#"{"metadata":{"finalizers":null}}"#;
 const PAUSE: &str = "localhost/finalizer-guard-e2e/pause:1";
 /// watch's --stuck-after in seed 000 (the chart's `watch.stuckAfter`), seconds.
 const STUCK_AFTER: u64 = 20;
-
-/// What one command printed, and how it exited.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    #[track_caller]
-    fn ok(self) -> Run {
-        assert_eq!(self.code, 0, "expected success: {self:#?}");
-        self
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {self:#?}"))
-    }
-}
-
-fn run(mut cmd: Command, stdin: Option<&str>) -> Run {
-    use std::io::Write;
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{cmd:?} runs: {e}"));
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(text.as_bytes())
-            .expect("stdin written");
-    }
-    let out = child.wait_with_output().expect("the command ends");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 /// The cluster and nodes named by the environment.
 struct Nodes {
@@ -499,22 +457,6 @@ fn readme_install() -> Vec<Vec<String>> {
     commands
 }
 
-/// `GET path` of plain HTTP at `addr`: the body of a 200 answer.
-fn http_get(addr: &str, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut tcp = std::net::TcpStream::connect(addr).ok()?;
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        tcp,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut answer = String::new();
-    tcp.read_to_string(&mut answer).ok()?;
-    let (head, body) = answer.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
-}
-
 /// The chart's `finalizer-guard watch`, read at its pod's address (pod IPs
 /// are reachable from this machine).
 #[derive(Clone)]
@@ -526,7 +468,7 @@ struct WatchPod {
 impl WatchPod {
     /// A gauge's value, `None` while the series does not exist.
     fn gauge(&self, name: &str, labels: &str) -> Option<f64> {
-        let metrics = http_get(&format!("{}:9091", self.ip), "/metrics")?;
+        let metrics = http_get(format!("{}:9091", self.ip), "/metrics")?;
         let prefix = format!("{name}{{{labels}}} ");
         metrics
             .lines()
@@ -579,21 +521,6 @@ fn enforcing_in(ns: &str) -> Nodes {
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn wait_until(what: &str, seconds: u64, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "gave up waiting for {what} after {seconds}s"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-fn denied() -> String {
-    format!("admission webhook \"{WEBHOOK}\" denied the request")
 }
 
 #[test]
