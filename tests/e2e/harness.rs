@@ -16,7 +16,9 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use serde_json::{Value, json};
 
-pub use super::live::{Run, WEBHOOK, denied, run, wait_until};
+pub use super::live::{
+    Run, WEBHOOK, denied, policy_denial, run, wait_may_patch_configmaps, wait_until,
+};
 pub const CONFIG: &str = "finalizer-guard";
 pub const NAMESPACE: &str = "finalizer-guard";
 pub const OVERRIDE: &str = "finalizer-guard.io/override";

@@ -23,7 +23,9 @@ use std::path::Path;
 use finalizer_guard::policy::{Policy as GuardPolicy, Verdict};
 use serde_json::{Value, json};
 
-use super::harness::{CONFIG, Cluster, Conditions, OVERRIDE, Policy, WEBHOOK, env, wait_until};
+use super::harness::{
+    CONFIG, Cluster, Conditions, OVERRIDE, Policy, denied, env, policy_denial, wait_until,
+};
 use super::{
     STRIP, builtin_controllers_complete, configmap, delete_in_foreground, deployment,
     strips_are_refused_through_every_path,
@@ -349,14 +351,6 @@ struct Sent {
     warned: bool,
 }
 
-/// What each guard says kubectl prints when it denies.
-fn webhook_denial() -> String {
-    format!("admission webhook \"{WEBHOOK}\" denied the request")
-}
-fn policy_denial() -> String {
-    format!("ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request")
-}
-
 /// Creates each case's object (deleted first where an override is in play)
 /// and sends its change, case by case.
 fn run_phase(c: &Cluster, cases: &[Case], suffix: &str, denial: &str) -> Vec<Sent> {
@@ -661,9 +655,9 @@ fn the_policy_decides_every_case_file_as_the_webhook_does() {
     // Only the webhook, judging Kubernetes' own controllers too.
     env.set_conditions(Conditions::JudgeBuiltins);
     env.set_policy(&std::fs::read_to_string(&enforce_file).unwrap());
-    let webhook = run_phase(&env.cluster, &enforce_cases, "wh", &webhook_denial());
+    let webhook = run_phase(&env.cluster, &enforce_cases, "wh", &denied());
     env.set_policy(&std::fs::read_to_string(&warn_file).unwrap());
-    let webhook_warn = run_phase(&env.cluster, &warn_cases, "whw", &webhook_denial());
+    let webhook_warn = run_phase(&env.cluster, &warn_cases, "whw", &denied());
     env.set_conditions(Conditions::Shipped);
 
     // Only the policy.

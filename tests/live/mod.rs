@@ -105,3 +105,30 @@ pub fn http_get(addr: impl ToSocketAddrs, path: &str) -> Option<String> {
 pub fn denied() -> String {
     format!("admission webhook \"{WEBHOOK}\" denied the request")
 }
+
+/// How kubectl reports a denial by the exported ValidatingAdmissionPolicy
+/// (`policy export --vap`: policy and binding named `finalizer-guard`).
+pub fn policy_denial() -> String {
+    "ValidatingAdmissionPolicy 'finalizer-guard' with binding 'finalizer-guard' denied request"
+        .to_string()
+}
+
+/// Waits (30 s at most) until `kubectl auth can-i patch configmaps -n NS
+/// --as WHO`, run by `admin`, says yes: a binding just applied is in force.
+pub fn wait_may_patch_configmaps(admin: impl Fn(&[&str]) -> Run, ns: &str, who: &str) {
+    let can_i = [
+        "auth",
+        "can-i",
+        "patch",
+        "configmaps",
+        "-n",
+        ns,
+        "--as",
+        who,
+    ];
+    wait_until(
+        &format!("{who} to be allowed to patch configmaps in {ns}"),
+        30,
+        || admin(&can_i).stdout.trim() == "yes",
+    );
+}

@@ -26,7 +26,7 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use serde_json::{Value, json};
 
-use live::{Run, denied, http_get, run, wait_until};
+use live::{Run, denied, http_get, policy_denial, run, wait_may_patch_configmaps, wait_until};
 
 /// The README's release name: the chart then names its objects
 /// `finalizer-guard`, as `manifests/` and the docs do.
@@ -818,19 +818,7 @@ fn helm_upgrade_checks_the_policy_rolls_the_pods_and_uninstall_leaves_nothing() 
     });
     // The skipped service account strips a hold the policy would deny, and
     // the webhook never sees it; bob, not skipped, is still denied.
-    let can_i = [
-        "auth",
-        "can-i",
-        "patch",
-        "configmaps",
-        "-n",
-        ns,
-        "--as",
-        SKIPPED_SA,
-    ];
-    wait_until("the binding in force", 30, || {
-        n.admin(&can_i).stdout.trim() == "yes"
-    });
+    wait_may_patch_configmaps(|args| n.admin(args), ns, SKIPPED_SA);
     for name in ["by-sa", "by-bob"] {
         n.held_configmap(ns, name);
     }
@@ -901,11 +889,6 @@ impl Drop for UninstallOnPanic<'_> {
 }
 
 /// The denial of the chart's backstop (its ValidatingAdmissionPolicy).
-fn policy_denial() -> String {
-    "ValidatingAdmissionPolicy 'finalizer-guard' with binding 'finalizer-guard' denied request"
-        .to_string()
-}
-
 /// `finalizer-guard policy export --vap` of the policy the chart renders for
 /// the release's values and `extra` (its ConfigMap's policy.yaml), written
 /// to `work/NAME`: the steps values.yaml gives for the backstop.
