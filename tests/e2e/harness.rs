@@ -17,7 +17,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use serde_json::{Value, json};
 
 pub use super::live::{
-    Run, WEBHOOK, denied, policy_denial, run, wait_may_patch_configmaps, wait_until,
+    Run, WEBHOOK, denied, policy_denial, poll, run, wait_may_patch_configmaps, wait_until,
 };
 pub const CONFIG: &str = "finalizer-guard";
 pub const NAMESPACE: &str = "finalizer-guard";

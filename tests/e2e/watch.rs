@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::harness::{Cluster, Env, NAMESPACE, bin, env, free_port, http_get, wait_until};
+use super::harness::{Cluster, Env, NAMESPACE, bin, env, free_port, http_get, poll, wait_until};
 use super::{delete_nowait, unavailable_apiservice};
 
 const GROUP: &str = "e2e-watch.example.com";
@@ -63,6 +63,14 @@ impl Watch {
 
     fn log(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Whether the log has a line saying `message` about `object`.
+    fn logged(&self, message: &str, object: &str) -> bool {
+        self.log().lines().any(|l| {
+            let line: Value = serde_json::from_str(l).unwrap_or_default();
+            line["message"] == message && line["object"] == object
+        })
     }
 }
 
@@ -268,8 +276,8 @@ fn stuck_objects_are_counted_announced_and_released() {
         http_get(watch.port, "/readyz").is_some()
     });
     assert_eq!(http_get(watch.port, "/healthz").as_deref(), Some("ok\n"));
-    // Its RBAC lets it watch every type. A type another scenario deletes
-    // between discovery and its first list fails for a while (FAILING_FOR,
+    // Its RBAC lets it watch every type. A CRD an earlier scenario is still
+    // deleting can fail its first list and count for a while (FAILING_FOR,
     // 90 s); a type it may not watch fails on every retry.
     wait_until("every type to be watchable", 100, || {
         watch
@@ -364,14 +372,10 @@ fn stuck_objects_are_counted_announced_and_released() {
         1,
         "a repeat comes after 5 minutes, as one more in the Event's series"
     );
-    let log = watch.log();
     assert!(
-        log.lines().any(|l| {
-            let line: Value = serde_json::from_str(l).unwrap_or_default();
-            line["message"] == "stuck"
-                && line["object"] == format!("widget.{GROUP}/stuck-widget-1 -n {NS}")
-        }),
-        "{log}"
+        watch.logged("stuck", &format!("widget.{GROUP}/stuck-widget-1 -n {NS}")),
+        "{}",
+        watch.log()
     );
 
     // The commands the Events give, with a reason: released through the webhook.
@@ -419,30 +423,20 @@ fn stuck_objects_are_counted_announced_and_released() {
     // unavailable APIService holds them all while it exists: ours is checked
     // by name, and the count against the cluster's own.
     let ours = format!("namespace/{STUCK_NS}");
-    let released = |log: &str| {
-        log.lines().any(|l| {
-            let line: Value = serde_json::from_str(l).unwrap_or_default();
-            line["message"] == "no longer stuck" && line["object"] == ours.as_str()
-        })
-    };
     let mut seen = (None, 0);
-    let settled = (0..150).any(|_| {
+    let settled = poll(30, || {
         seen = (
             watch.stuck("kubernetes", "namespaces"),
             namespaces_stuck_now(c),
         );
-        let done = released(&watch.log()) && seen.0 == Some(seen.1 as f64);
-        if !done {
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        done
+        watch.logged("no longer stuck", &ours) && seen.0 == Some(seen.1 as f64)
     });
     assert!(
         settled,
         "30 s after our namespace went, the namespaces' gauge and the cluster's count \
          (gauge, cluster) are {seen:?}; {ours} released in the log: {}; the namespaces: {}\n\
          the log's end:\n{}",
-        released(&watch.log()),
+        watch.logged("no longer stuck", &ours),
         c.admin(&["get", "namespaces"]).stdout,
         tail(&watch.log(), 40),
     );

@@ -73,17 +73,23 @@ pub fn run(mut cmd: Command, stdin: Option<&str>) -> Run {
     }
 }
 
-/// Polls `done` every 200 ms for up to `seconds`.
+/// Polls `done` every 200 ms for up to `seconds`; fails the test past them.
 #[track_caller]
-pub fn wait_until(what: &str, seconds: u64, mut done: impl FnMut() -> bool) {
+pub fn wait_until(what: &str, seconds: u64, done: impl FnMut() -> bool) {
+    assert!(poll(seconds, done), "gave up after {seconds}s: {what}");
+}
+
+/// Polls `done` every 200 ms for up to `seconds`: whether it came true, for
+/// a caller that says more than [`wait_until`] when it did not.
+pub fn poll(seconds: u64, mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(seconds);
     while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "gave up after {seconds}s: {what}"
-        );
+        if Instant::now() >= deadline {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
+    true
 }
 
 /// `GET path` of plain HTTP at `addr` (an admin port): the body of a 200 answer.
