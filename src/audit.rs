@@ -119,7 +119,7 @@ impl AuditEntry {
         let target = &change.target;
         let (group, version, kind) = subject.kind;
         let mut out =
-            String::with_capacity(320 + message.map_or(0, str::len) + 64 * decision.removed.len());
+            String::with_capacity(512 + message.map_or(0, str::len) + 96 * decision.removed.len());
         json::key(&mut out, "uid");
         json::string(&mut out, subject.uid);
         json::field(&mut out, "user", change.requester.username);
@@ -254,7 +254,7 @@ pub fn write_annotations(
     let put = |out: &mut String, key: &str, value: &str| {
         json::field(out, key, &clip(value, MAX_AUDIT_VALUE_CHARS));
     };
-    let mut names = String::new();
+    let mut names = String::with_capacity(64);
     for (field, removed_key, unauthorized_key) in [
         (
             FinalizerField::Metadata,

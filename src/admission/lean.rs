@@ -24,7 +24,9 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::request::{IfList, IfObject, IfString, Object, Request, StringMap, deletion_timestamps};
+use super::request::{
+    IfList, IfObject, IfString, Object, Request, StringMap, deletion_timestamps, from_body,
+};
 use crate::ledger::Ledger;
 
 /// An object as the webhook reads it: the metadata a decision needs and what
@@ -102,7 +104,7 @@ pub(super) fn owned(
     request: &Request<'_>,
     body: &[u8],
 ) -> AdmissionRequest<LeanObject> {
-    let details = serde_json::from_slice::<Details<'_>>(body)
+    let details = from_body::<Details<'_>>(body)
         .map(|d| d.request.or_default())
         .unwrap_or_default();
     let [new_deletion, old_deletion] = deletion_timestamps(body);
@@ -339,7 +341,7 @@ struct Ingress<'a> {
 /// Reads the ledger of `oldObject` in an AdmissionReview body. Fields of an
 /// unexpected shape are skipped; a body that does not parse yields an empty ledger.
 pub fn read_ledger(body: &[u8]) -> Ledger {
-    match serde_json::from_slice::<LedgerReview<'_>>(body) {
+    match from_body::<LedgerReview<'_>>(body) {
         Ok(review) => review.request.or_default().old_object.or_default().into(),
         Err(_) => Ledger::default(),
     }

@@ -171,7 +171,7 @@ pub fn review_with(
 /// version to answer in. The one check of the envelope: [`parse_owned`]
 /// reads through it too.
 pub fn parse(body: &[u8]) -> Result<(&'static str, Request<'_>), ReviewError> {
-    let parsed: request::Review<'_> = match serde_json::from_slice(body) {
+    let parsed: request::Review<'_> = match request::from_body(body) {
         Ok(parsed) => parsed,
         Err(e) => return Err(explain(body, e)),
     };

@@ -3,7 +3,7 @@
 //! A denial must let the person who hit it act without reading any docs: which
 //! finalizers, on which object, for whom, and exactly how to override.
 
-use std::fmt::Write;
+use std::fmt::{self, Write};
 
 use super::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
 use super::config::Policy;
@@ -15,6 +15,42 @@ pub const MAX_WARNING_CHARS: usize = 256;
 /// How much of an override annotation's value a message quotes.
 const MAX_QUOTED_CHARS: usize = 200;
 
+/// `s` quoted as `{:?}` quotes it. Most names are printable ASCII with no
+/// quote or backslash, which Debug writes unchanged between quotes; only
+/// the others go through Debug's escaping.
+struct Quoted<'a>(&'a str);
+
+impl Quoted<'_> {
+    fn plain(&self) -> bool {
+        self.0
+            .bytes()
+            .all(|b| matches!(b, b' '..=b'~') && b != b'"' && b != b'\\')
+    }
+
+    /// Appends the quoted string to `out`.
+    fn push_to(&self, out: &mut String) {
+        if self.plain() {
+            out.push('"');
+            out.push_str(self.0);
+            out.push('"');
+        } else {
+            let _ = write!(out, "{:?}", self.0);
+        }
+    }
+}
+
+impl fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.plain() {
+            f.write_char('"')?;
+            f.write_str(self.0)?;
+            f.write_char('"')
+        } else {
+            fmt::Debug::fmt(self.0, f)
+        }
+    }
+}
+
 /// `pods "web-0" in namespace "team-a"`, `widgets.example.com "w1"`, `persistentvolumes "pv-1"`.
 pub fn describe_object(target: &Target<'_>) -> String {
     let mut s = String::with_capacity(64);
@@ -23,16 +59,18 @@ pub fn describe_object(target: &Target<'_>) -> String {
         s.push('.');
         s.push_str(target.group);
     }
-    let _ = write!(s, " {:?}", target.name);
+    s.push(' ');
+    Quoted(target.name).push_to(&mut s);
     if let Some(ns) = target.object_namespace() {
-        let _ = write!(s, " in namespace {ns:?}");
+        s.push_str(" in namespace ");
+        Quoted(ns).push_to(&mut s);
     }
     s
 }
 
 /// `finalizer "a"`, `finalizers "a", "b"`, `spec.finalizers "kubernetes"`, each field once.
 pub fn describe_finalizers<'a>(removals: impl Iterator<Item = &'a Removal> + Clone) -> String {
-    let mut s = String::new();
+    let mut s = String::with_capacity(64);
     for field in [FinalizerField::Metadata, FinalizerField::Spec] {
         let names: Vec<&str> = removals
             .clone()
@@ -53,7 +91,7 @@ pub fn describe_finalizers<'a>(removals: impl Iterator<Item = &'a Removal> + Clo
         s.push_str(noun);
         for (i, name) in names.iter().enumerate() {
             s.push_str(if i == 0 { " " } else { ", " });
-            let _ = write!(s, "{name:?}");
+            Quoted(name).push_to(&mut s);
         }
     }
     s
@@ -66,20 +104,23 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
         (&decision.outcome, &settings.approval)
     {
         return format!(
-            "finalizer-guard denied writing the override approval ({}, {APPROVED_BY}, {OVERRIDE_EXPIRES}) on {} by {:?}: {problem}. \
+            "finalizer-guard denied writing the override approval ({}, {APPROVED_BY}, {OVERRIDE_EXPIRES}) on {} by {}: {problem}. \
              Approvers: {}; an approval names its approver in {APPROVED_BY} and expires at most {:#} ahead.",
             settings.annotation,
             describe_object(&change.target),
-            change.requester.username,
+            Quoted(change.requester.username),
             approval.describe_approvers(),
             approval.max_age,
         );
     }
-    let mut msg = format!(
-        "finalizer-guard denied removing {} from {}: requester {:?} is not authorized to remove {} by any rule or built-in controller.",
+    // Room for the usual message without growing.
+    let mut msg = String::with_capacity(512);
+    let _ = write!(
+        msg,
+        "finalizer-guard denied removing {} from {}: requester {} is not authorized to remove {} by any rule or built-in controller.",
         describe_finalizers(decision.unauthorized()),
         describe_object(&change.target),
-        change.requester.username,
+        Quoted(change.requester.username),
         if decision.unauthorized().count() == 1 {
             "it"
         } else {
@@ -105,9 +146,9 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
             .unwrap_or_default();
         let _ = write!(
             msg,
-            " The override annotation {}: {:?} is not valid: {problem}.",
+            " The override annotation {}: {} is not valid: {problem}.",
             settings.annotation,
-            truncate(value, MAX_QUOTED_CHARS)
+            Quoted(&truncate(value, MAX_QUOTED_CHARS))
         );
     }
     match two_person {
@@ -142,8 +183,8 @@ pub fn override_warning(change: &Change<'_>, decision: &Decision) -> Option<Stri
     };
     Some(truncate(
         &format!(
-            "finalizer-guard: override {:?} removed {} from {}; clean up what {} guarded by hand ({})",
-            o.reason,
+            "finalizer-guard: override {} removed {} from {}; clean up what {} guarded by hand ({})",
+            Quoted(&o.reason),
             describe_finalizers(decision.unauthorized()),
             describe_object(&change.target),
             if decision.unauthorized().count() == 1 {
@@ -185,8 +226,8 @@ pub fn would_deny_warning(change: &Change<'_>, decision: &Decision) -> Option<St
     };
     Some(truncate(
         &format!(
-            "finalizer-guard (warn mode) would deny: {:?} may not remove {} from {}{why}",
-            change.requester.username,
+            "finalizer-guard (warn mode) would deny: {} may not remove {} from {}{why}",
+            Quoted(change.requester.username),
             describe_finalizers(decision.unauthorized()),
             describe_object(&change.target),
         ),
@@ -362,6 +403,25 @@ REASON one of: node-lost, controller-unavailable, controller-uninstalled, apiser
             would.unwrap(),
             "finalizer-guard (warn mode) would deny: \"alice@example.com\" may not remove finalizer \"example.com/a\" from pods \"web-0\" in namespace \"team-a\""
         );
+    }
+
+    #[test]
+    fn quoted_is_debug() {
+        for s in [
+            "",
+            "web-0",
+            "jane@example.com",
+            "system:serviceaccount:kube-system:generic-garbage-collector",
+            "quote \" backslash \\ tab \t newline \n",
+            "\u{0}\u{1b}[31m\u{7f}",
+            "é 漢字 \u{2028} \u{200b} \u{301} 🦀",
+            "~ and space",
+        ] {
+            assert_eq!(Quoted(s).to_string(), format!("{s:?}"), "{s:?}");
+            let mut pushed = String::new();
+            Quoted(s).push_to(&mut pushed);
+            assert_eq!(pushed, format!("{s:?}"), "{s:?}");
+        }
     }
 
     #[test]
