@@ -131,23 +131,33 @@ pub async fn run(config: Watch) -> Result<i32, ClusterError> {
     let policy_file = policy;
     let start = async {
         let mut pause = Duration::from_secs(1);
+        // Once connected, a retry reads the policy again on the same session.
+        let mut connected = None;
         loop {
-            let started = async {
-                let session = connection.connect().await?;
-                let found = super::cluster_policy(&session.client, policy_file.as_deref()).await?;
-                Ok::<_, ClusterError>((session, found))
+            let session = match connected.take() {
+                Some(session) => Ok(session),
+                None => connection.connect().await,
             };
-            match started.await {
-                Ok(started) => return Ok(started),
-                Err(e) if e.transient() => {
-                    let why = escape(&crate::output::chain(&e)).into_owned();
-                    tracing::warn!(error = %why, retry_in = ?pause, "starting");
-                    shared.starting(Some(why));
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(MAX_START_PAUSE);
+            let e = match session {
+                Ok(session) => {
+                    match super::cluster_policy(&session.client, policy_file.as_deref()).await {
+                        Ok(found) => return Ok((session, found)),
+                        Err(e) => {
+                            connected = Some(session);
+                            e
+                        }
+                    }
                 }
-                Err(e) => return Err(e),
+                Err(e) => e,
+            };
+            if !e.transient() {
+                return Err(e);
             }
+            let why = escape(&crate::output::chain(&e)).into_owned();
+            tracing::warn!(error = %why, retry_in = ?pause, "starting");
+            shared.starting(Some(why));
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(MAX_START_PAUSE);
         }
     };
     let (session, (initial, source)) = tokio::select! {
