@@ -295,8 +295,6 @@ fn stuck_objects_are_counted_announced_and_released() {
 
     // A namespace held by an APIService with no backend.
     let api = unavailable_apiservice(&env, "v1alpha1", "watch.e2e.example.com");
-    // Namespaces the scenarios before left Terminating count too: ours is one more.
-    let namespaces_before = watch.stuck("kubernetes", "namespaces").unwrap_or(0.0);
     c.namespace(STUCK_NS);
     delete_nowait(&env, &["namespace", STUCK_NS]);
     let ns_deleted = Instant::now();
@@ -310,11 +308,27 @@ fn stuck_objects_are_counted_announced_and_released() {
         WITHIN,
         || watch.stuck(&gadget_finalizer, &format!("gadgets.{GROUP}")) == Some(1.0),
     );
-    wait_until("the namespace in the gauges", WITHIN, || {
-        watch
-            .stuck("kubernetes", "namespaces")
-            .is_some_and(|n| n >= namespaces_before + 1.0)
+    // Namespaces the scenarios before left Terminating count too, and they
+    // may finish meanwhile: ours is checked by name, and the count against
+    // the cluster's own.
+    let ours = format!("namespace/{STUCK_NS}");
+    let mut seen = (None, 0);
+    let counted = poll(WITHIN, || {
+        seen = (
+            watch.stuck("kubernetes", "namespaces"),
+            namespaces_stuck_now(c),
+        );
+        watch.logged("stuck", &ours) && seen.0 == Some(seen.1 as f64)
     });
+    assert!(
+        counted,
+        "{WITHIN} s after our namespace was deleted, the namespaces' gauge and the \
+         cluster's count (gauge, cluster) are {seen:?}; {ours} announced in the log: {}; \
+         the namespaces: {}\nthe log's end:\n{}",
+        watch.logged("stuck", &ours),
+        c.admin(&["get", "namespaces"]).stdout,
+        tail(&watch.log(), 40),
+    );
     for at in [widget_deleted, gadget_deleted, ns_deleted] {
         assert!(at.elapsed() <= Duration::from_secs(WITHIN + 5));
     }
