@@ -309,26 +309,8 @@ fn stuck_objects_are_counted_announced_and_released() {
         || watch.stuck(&gadget_finalizer, &format!("gadgets.{GROUP}")) == Some(1.0),
     );
     // Namespaces the scenarios before left Terminating count too, and they
-    // may finish meanwhile: ours is checked by name, and the count against
-    // the cluster's own.
-    let ours = format!("namespace/{STUCK_NS}");
-    let mut seen = (None, 0);
-    let counted = poll(WITHIN, || {
-        seen = (
-            watch.stuck("kubernetes", "namespaces"),
-            namespaces_stuck_now(c),
-        );
-        watch.logged("stuck", &ours) && seen.0 == Some(seen.1 as f64)
-    });
-    assert!(
-        counted,
-        "{WITHIN} s after our namespace was deleted, the namespaces' gauge and the \
-         cluster's count (gauge, cluster) are {seen:?}; {ours} announced in the log: {}; \
-         the namespaces: {}\nthe log's end:\n{}",
-        watch.logged("stuck", &ours),
-        c.admin(&["get", "namespaces"]).stdout,
-        tail(&watch.log(), 40),
-    );
+    // may finish meanwhile: ours is checked by name.
+    namespaces_agree(&watch, c, "stuck", WITHIN);
     for at in [widget_deleted, gadget_deleted, ns_deleted] {
         assert!(at.elapsed() <= Duration::from_secs(WITHIN + 5));
     }
@@ -433,27 +415,9 @@ fn stuck_objects_are_counted_announced_and_released() {
     wait_until("the namespace to be gone", 60, || {
         c.get(&["namespace", STUCK_NS]).is_none()
     });
-    // The namespaces earlier scenarios left Terminating count too, and the
-    // unavailable APIService holds them all while it exists: ours is checked
-    // by name, and the count against the cluster's own.
-    let ours = format!("namespace/{STUCK_NS}");
-    let mut seen = (None, 0);
-    let settled = poll(30, || {
-        seen = (
-            watch.stuck("kubernetes", "namespaces"),
-            namespaces_stuck_now(c),
-        );
-        watch.logged("no longer stuck", &ours) && seen.0 == Some(seen.1 as f64)
-    });
-    assert!(
-        settled,
-        "30 s after our namespace went, the namespaces' gauge and the cluster's count \
-         (gauge, cluster) are {seen:?}; {ours} released in the log: {}; the namespaces: {}\n\
-         the log's end:\n{}",
-        watch.logged("no longer stuck", &ours),
-        c.admin(&["get", "namespaces"]).stdout,
-        tail(&watch.log(), 40),
-    );
+    // The unavailable APIService holds the namespaces earlier scenarios left
+    // Terminating while it exists: ours is checked by name.
+    namespaces_agree(&watch, c, "no longer stuck", 30);
     assert_eq!(
         watch.gauge(
             "finalizer_guard_stuck_oldest_seconds",
@@ -506,6 +470,31 @@ fn namespaces_stuck_now(c: &Cluster) -> usize {
             held && since.is_some_and(|t| now.duration_since(t) >= stuck_after)
         })
         .count()
+}
+
+/// Waits up to `seconds` for `watch` to have logged `message` about this
+/// scenario's namespace and for its namespaces' gauge to equal the cluster's
+/// own count (namespaces from other scenarios are in both); fails with the
+/// two, the namespaces and the end of the log.
+fn namespaces_agree(watch: &Watch, c: &Cluster, message: &str, seconds: u64) {
+    let ours = format!("namespace/{STUCK_NS}");
+    let mut seen = (None, 0);
+    let agreed = poll(seconds, || {
+        seen = (
+            watch.stuck("kubernetes", "namespaces"),
+            namespaces_stuck_now(c),
+        );
+        watch.logged(message, &ours) && seen.0 == Some(seen.1 as f64)
+    });
+    assert!(
+        agreed,
+        "after {seconds} s, the namespaces' gauge and the cluster's count (gauge, cluster) \
+         are {seen:?}; {message:?} logged for {ours}: {}; the namespaces: {}\n\
+         the log's end:\n{}",
+        watch.logged(message, &ours),
+        c.admin(&["get", "namespaces"]).stdout,
+        tail(&watch.log(), 40),
+    );
 }
 
 /// The last `lines` lines of `text`.
