@@ -119,7 +119,7 @@ impl AuditEntry {
         let target = &change.target;
         let (group, version, kind) = subject.kind;
         let mut out =
-            String::with_capacity(512 + message.map_or(0, str::len) + 96 * decision.removed.len());
+            String::with_capacity(512 + message.map_or(0, str::len) + 64 * decision.removed.len());
         json::key(&mut out, "uid");
         json::string(&mut out, subject.uid);
         json::field(&mut out, "user", change.requester.username);
