@@ -84,6 +84,14 @@ pub struct AuditRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub dry_run: bool,
+    /// Whether the webhook could tell who posted the review: `true` when
+    /// the caller presented a client certificate verified against
+    /// `--client-ca` (kube-apiserver, configured to), `false` otherwise
+    /// (without `--client-ca`, anyone who reaches the port could have).
+    /// Absent from records of older versions and from `check`, which serves
+    /// no one: read as unauthenticated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authenticated: Option<bool>,
 }
 
 /// What identifies the request and the object, besides the change itself.
@@ -198,6 +206,17 @@ impl AuditEntry {
             fields: out,
             dry_run: subject.dry_run,
         }
+    }
+
+    /// Adds whether the review's caller was authenticated (the record's
+    /// last field): the server's records say it, always.
+    pub fn set_authenticated(&mut self, authenticated: bool) {
+        debug_assert!(!self.fields.contains(",\"authenticated\":"));
+        self.fields.push_str(if authenticated {
+            ",\"authenticated\":true"
+        } else {
+            ",\"authenticated\":false"
+        });
     }
 
     /// Whether the request was a dry run.
@@ -482,10 +501,21 @@ mod tests {
                 .audit
                 .unwrap();
             let record = entry.record().unwrap();
+            assert_eq!(record.authenticated, None);
             assert_eq!(
                 format!("{{{}}}", entry.fields()),
                 serde_json::to_string(&record).unwrap()
             );
+            for authenticated in [false, true] {
+                let mut marked = entry.clone();
+                marked.set_authenticated(authenticated);
+                let record = marked.record().unwrap();
+                assert_eq!(record.authenticated, Some(authenticated));
+                assert_eq!(
+                    format!("{{{}}}", marked.fields()),
+                    serde_json::to_string(&record).unwrap()
+                );
+            }
             let line: serde_json::Value =
                 serde_json::from_str(&entry.line_at(jiff::Timestamp::UNIX_EPOCH)).unwrap();
             assert_eq!(line["time"], "1970-01-01T00:00:00Z");

@@ -85,6 +85,12 @@ pub struct SuggestArgs {
     /// Print this policy with the suggested rules added (rules it already has are not repeated).
     #[arg(long, value_name = "POLICY")]
     pub merge: Option<PathBuf>,
+    /// Use the webhook's audit records and recordings of unauthenticated reviews (no client
+    /// certificate verified against `serve --client-ca`, or written before records said) as
+    /// evidence. Without it they count only where kube-apiserver's audit log, given too,
+    /// shows the same removal: anyone who reached the webhook port could have posted them.
+    #[arg(long)]
+    pub trust_unauthenticated: bool,
     /// The webhook's JSON audit records, recordings (files or a --record-dir folder),
     /// or kube-apiserver's audit log: told apart by their content.
     #[arg(required = true, value_name = "PATH")]
@@ -448,6 +454,12 @@ pub struct ServeArgs {
     /// How many Events may wait to be sent; more are dropped, never delaying a review.
     #[arg(long, env = "FINALIZER_GUARD_EVENTS_QUEUE", default_value_t = 1024)]
     pub events_queue: usize,
+    /// Write Events for reviews whose caller presented no verified client certificate
+    /// (all of them without --client-ca). Only where nothing but kube-apiserver can reach
+    /// the webhook port (a NetworkPolicy): anyone who can post a review could otherwise
+    /// write an Event about any object, in any namespace.
+    #[arg(long, env = "FINALIZER_GUARD_EVENTS_UNAUTHENTICATED", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub events_unauthenticated: bool,
     /// Log format on standard error.
     #[arg(
         long,
@@ -552,6 +564,7 @@ impl ServeArgs {
             record_max_bytes,
             events,
             events_queue,
+            events_unauthenticated,
             log_format: _,
         } = self;
         ServeConfig {
@@ -579,6 +592,7 @@ impl ServeArgs {
                 EventsTarget::Off
             },
             events_queue,
+            events_unauthenticated,
             record: record_dir.map(|dir| RecordConfig {
                 dir,
                 max_files: record_max_files,
@@ -919,7 +933,11 @@ pub fn export(args: ExportArgs) -> Result<i32> {
 /// standard error. Exit 0, or 2 when a path holds no evidence or the policy to
 /// merge into is not valid.
 pub fn suggest(args: SuggestArgs) -> Result<i32> {
-    let SuggestArgs { merge, paths } = args;
+    let SuggestArgs {
+        merge,
+        trust_unauthenticated,
+        paths,
+    } = args;
     let base = match &merge {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
@@ -946,7 +964,17 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
         read.join(", "),
         evidence.seen.len()
     );
-    let suggestions = crate::suggest::suggest(&evidence.seen, base.as_ref().map(|(_, p)| p));
+    let (seen, aside) = crate::suggest::trusted(evidence.seen, trust_unauthenticated);
+    for line in aside.lines() {
+        eprintln!("{line}");
+    }
+    if aside.confirmed > 0 {
+        eprintln!(
+            "used {} would-deny removal(s) of unauthenticated reviews that kube-apiserver's audit log confirms",
+            aside.confirmed
+        );
+    }
+    let suggestions = crate::suggest::suggest(&seen, base.as_ref().map(|(_, p)| p));
     let yaml = crate::suggest::render(
         &suggestions,
         base.as_ref().map(|(text, policy)| (text.as_str(), policy)),

@@ -36,6 +36,9 @@ use crate::queue::{self, Queue, WhenFull};
 
 /// `reportingController` of every Event.
 pub const REPORTING_CONTROLLER: &str = "finalizer-guard.io/webhook";
+/// The `finalizer_guard_events_total` outcome of an Event not written
+/// because its review came without a verified client certificate.
+pub const SKIPPED_UNAUTHENTICATED: &str = "unauthenticated";
 /// How long one Event write may take.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// Kubernetes refuses notes longer than this.
@@ -686,6 +689,7 @@ mod tests {
             }),
             message: None,
             dry_run: false,
+            authenticated: Some(true),
         }
     }
 

@@ -48,7 +48,8 @@ pub struct VerdictLabels {
 
 /// What became of an Event: `sent` (created), `updated` (its series
 /// written), `repeated` (an occurrence counted in an existing Event's series)
-/// or `failed` (a write refused or timed out).
+/// `failed` (a write refused or timed out) or `unauthenticated` (not
+/// written: the review came without a verified client certificate).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventLabels {
     pub decision: &'static str,
@@ -220,7 +221,7 @@ pub fn register_event_writer(
     let events = Family::<EventLabels, Counter>::default();
     registry.register(
         "events",
-        "Kubernetes Events (the webhook's for denials and overrides, watch's FinalizerStuck), by outcome: sent (created), updated (a series written), repeated (counted in an existing Event's series), failed (a write refused or timed out)",
+        "Kubernetes Events (the webhook's for denials and overrides, watch's FinalizerStuck), by outcome: sent (created), updated (a series written), repeated (counted in an existing Event's series), failed (a write refused or timed out), unauthenticated (not written: the review came without a verified client certificate)",
         events.clone(),
     );
     let dropped = Family::<QueueLabels, Counter>::default();

@@ -42,14 +42,25 @@ pub struct Recording {
     pub allowed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Whether the review's caller presented a client certificate verified
+    /// against `--client-ca`, as the audit record's `authenticated` says.
+    /// Absent from recordings of older versions: read as unauthenticated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authenticated: Option<bool>,
     /// The reduced AdmissionReview, replayable by `check` and `test`.
     pub review: serde_json::Value,
 }
 
 /// The recording of a judged removal, from the review's body read again
 /// (the same reading, into kube-core's owned types); `None` when nothing
-/// was removed.
-pub fn from_reviewed(reviewed: &Reviewed, body: &[u8], policy: &Policy) -> Option<Recording> {
+/// was removed. `authenticated`: whether the caller presented a verified
+/// client certificate.
+pub fn from_reviewed(
+    reviewed: &Reviewed,
+    body: &[u8],
+    policy: &Policy,
+    authenticated: bool,
+) -> Option<Recording> {
     if !reviewed.decision.audited() {
         return None;
     }
@@ -63,6 +74,7 @@ pub fn from_reviewed(reviewed: &Reviewed, body: &[u8], policy: &Policy) -> Optio
         decision: reviewed.verdict(),
         allowed: reviewed.allowed(),
         message: reviewed.message.clone(),
+        authenticated: Some(authenticated),
         review: serde_json::to_value(&review).expect("a review always serializes"),
     })
 }
@@ -238,7 +250,8 @@ mod tests {
         let policy = Policy::embedded_default();
         let body = secret_strip();
         let reviewed = admission::review(&policy, &body).unwrap();
-        let recording = from_reviewed(&reviewed, &body, &policy).unwrap();
+        let recording = from_reviewed(&reviewed, &body, &policy, false).unwrap();
+        assert_eq!(recording.authenticated, Some(false));
         assert_eq!(recording.decision, Verdict::Override);
         let text = serde_json::to_string(&recording).unwrap();
         for secret in [
@@ -277,7 +290,7 @@ mod tests {
             kept.push(
                 write(
                     dir.path(),
-                    &from_reviewed(&reviewed, &body, &policy).unwrap(),
+                    &from_reviewed(&reviewed, &body, &policy, true).unwrap(),
                 )
                 .unwrap(),
             );

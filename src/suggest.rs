@@ -14,6 +14,15 @@
 //! `cattle-impersonation-*` service accounts, say) is that person, never the
 //! proxy. The webhook's own records and recordings hold that identity already.
 //!
+//! Only authenticated evidence counts ([`trusted`]): kube-apiserver's audit
+//! events, and the webhook's records and recordings marked
+//! `"authenticated": true` (their review came with a client certificate
+//! verified against `serve --client-ca`). The webhook's others (marked
+//! `false`, or written before the mark) count only where a kube-apiserver
+//! audit event given alongside shows the same removal, or with
+//! `--trust-unauthenticated`: without `--client-ca` anyone who reaches the
+//! webhook port can post a review naming any identity and object.
+//!
 //! Only `would-deny` evidence counts. Each identity is either a controller or
 //! not ([`Identity::classify`]): a controller gets rules, anyone else a
 //! comment line, never a rule: overrides are how people remove finalizers.
@@ -89,6 +98,14 @@ pub struct Seen {
     pub time: Option<jiff::Timestamp>,
     /// kube-apiserver's audit ID: its events repeat per stage.
     pub audit_id: Option<String>,
+    /// Which kind of evidence this came from.
+    pub source: Source,
+    /// The webhook's records and recordings: whether the review's caller
+    /// presented a client certificate verified against `serve --client-ca`
+    /// (`None`: the record does not say, as older versions wrote them).
+    /// kube-apiserver's audit events: `Some(true)`, the API server
+    /// authenticated the user itself.
+    pub authenticated: Option<bool>,
 }
 
 /// What one line (or file) is.
@@ -184,6 +201,8 @@ fn webhook_record(value: &Value) -> Option<Seen> {
         name: text(&value["name"]),
         time: time(&value["time"]),
         audit_id: None,
+        source: Source::WebhookAudit,
+        authenticated: value["authenticated"].as_bool(),
     })
 }
 
@@ -227,6 +246,8 @@ fn apiserver_event(value: &Value) -> Option<Seen> {
         name: text(&object["name"]),
         time: time(&value["requestReceivedTimestamp"]),
         audit_id: value["auditID"].as_str().map(String::from),
+        source: Source::ApiserverAudit,
+        authenticated: Some(true),
     })
 }
 
@@ -288,6 +309,8 @@ fn recording(value: &Value) -> Option<Seen> {
         name: text(&request["name"]),
         time: time(&value["recordedAt"]),
         audit_id: None,
+        source: Source::Recording,
+        authenticated: value["authenticated"].as_bool(),
     })
 }
 
@@ -382,6 +405,111 @@ fn read_file(path: &Path, evidence: &mut Evidence) -> Result<usize, String> {
         found += usize::from(evidence.add(parse_line(&line)));
     }
     Ok(found)
+}
+
+/// The would-deny removals set aside by [`trusted`], by source: those of
+/// reviews marked unauthenticated, and those whose record does not say.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SetAside {
+    /// Marked `"authenticated": false`.
+    pub unauthenticated: BTreeMap<Source, usize>,
+    /// Not marked at all (written by a version before the mark).
+    pub unmarked: BTreeMap<Source, usize>,
+    /// Unauthenticated or unmarked, kept: kube-apiserver's audit log shows the same removal.
+    pub confirmed: usize,
+}
+
+impl SetAside {
+    pub fn is_empty(&self) -> bool {
+        self.unauthenticated.is_empty() && self.unmarked.is_empty()
+    }
+
+    /// One line per reason, for standard error.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let counts = |by: &BTreeMap<Source, usize>| {
+            let each: Vec<String> = by
+                .iter()
+                .map(|(source, n)| format!("{n} from {}", source.describe()))
+                .collect();
+            format!(
+                "{} would-deny removal(s) ({})",
+                by.values().sum::<usize>(),
+                each.join(", ")
+            )
+        };
+        let unconfirmed = "not confirmed by a kube-apiserver audit event given alongside";
+        let how = "give kube-apiserver's audit log too, or pass --trust-unauthenticated if only kube-apiserver can reach the webhook port";
+        if !self.unauthenticated.is_empty() {
+            out.push(format!(
+                "ignored {} of unauthenticated reviews (\"authenticated\": false: no client certificate verified against serve --client-ca, so anyone who reached the webhook port could have posted them), {unconfirmed}: {how}",
+                counts(&self.unauthenticated)
+            ));
+        }
+        if !self.unmarked.is_empty() {
+            out.push(format!(
+                "ignored {} whose record does not say whether the review was authenticated (written by an older finalizer-guard), {unconfirmed}: {how}",
+                counts(&self.unmarked)
+            ));
+        }
+        out
+    }
+}
+
+/// Whether kube-apiserver's audit event `by` shows the removal `seen`: the
+/// same identity (username and groups) removing the same finalizers from
+/// the same object.
+fn confirms(by: &Seen, seen: &Seen) -> bool {
+    fn groups(s: &Seen) -> BTreeSet<&str> {
+        s.groups.iter().map(String::as_str).collect()
+    }
+    by.source == Source::ApiserverAudit
+        && by.username == seen.username
+        && groups(by) == groups(seen)
+        && by.group == seen.group
+        && by.resource == seen.resource
+        && by.subresource == seen.subresource
+        && object_namespace(by) == object_namespace(seen)
+        && by.name == seen.name
+        && seen.finalizers.iter().all(|f| by.finalizers.contains(f))
+}
+
+/// The evidence `policy suggest` makes rules from. kube-apiserver's audit
+/// events are evidence by nature: the API server authenticated the user.
+/// The webhook's records and recordings are evidence only when marked
+/// authenticated (the caller presented a client certificate verified
+/// against `serve --client-ca`): without it anyone who reached the webhook
+/// port could have posted the review, naming any identity and object.
+/// Those not marked so (marked unauthenticated, or written before the mark
+/// existed) are kept only when a kube-apiserver audit event among `seen`
+/// shows the same removal ([`confirms`]), or with `trust_unauthenticated`;
+/// the rest are set aside, counted.
+pub fn trusted(seen: Vec<Seen>, trust_unauthenticated: bool) -> (Vec<Seen>, SetAside) {
+    let mut aside = SetAside::default();
+    if trust_unauthenticated {
+        return (seen, aside);
+    }
+    let apiserver: Vec<Seen> = seen
+        .iter()
+        .filter(|s| s.source == Source::ApiserverAudit)
+        .cloned()
+        .collect();
+    let mut kept = Vec::with_capacity(seen.len());
+    for s in seen {
+        if s.source == Source::ApiserverAudit || s.authenticated == Some(true) {
+            kept.push(s);
+        } else if apiserver.iter().any(|by| confirms(by, &s)) {
+            aside.confirmed += 1;
+            kept.push(s);
+        } else {
+            let by = match s.authenticated {
+                Some(_) => &mut aside.unauthenticated,
+                None => &mut aside.unmarked,
+            };
+            *by.entry(s.source).or_default() += 1;
+        }
+    }
+    (kept, aside)
 }
 
 /// Usernames of cluster administrators: people, even where they look like
@@ -1639,6 +1767,96 @@ mod tests {
             name: "o".into(),
             time: None,
             audit_id: None,
+            source: Source::ApiserverAudit,
+            authenticated: Some(true),
+        }
+    }
+
+    #[test]
+    fn unauthenticated_evidence_counts_only_when_confirmed_or_trusted() {
+        let webhook = |authenticated: Option<bool>, finalizer: &str| Seen {
+            source: Source::WebhookAudit,
+            authenticated,
+            namespace: Some("team-a".into()),
+            ..seen_at("widgets.example.com", Some("team-a"), finalizer)
+        };
+        let seen = vec![
+            webhook(Some(true), "example.com/a"),
+            webhook(Some(false), "example.com/b"),
+            webhook(None, "example.com/c"),
+            Seen {
+                source: Source::Recording,
+                ..webhook(Some(false), "example.com/d")
+            },
+        ];
+        let (kept, aside) = trusted(seen.clone(), false);
+        assert_eq!(kept, seen[..1]);
+        assert_eq!(
+            aside.unauthenticated,
+            BTreeMap::from([(Source::WebhookAudit, 1), (Source::Recording, 1)])
+        );
+        assert_eq!(aside.unmarked, BTreeMap::from([(Source::WebhookAudit, 1)]));
+        assert_eq!(aside.lines().len(), 2);
+        assert!(
+            aside.lines()[0].starts_with(
+                "ignored 2 would-deny removal(s) (1 from webhook audit records, 1 from recordings) of unauthenticated reviews"
+            ),
+            "{:?}",
+            aside.lines()
+        );
+
+        // Trusted: all of it.
+        let (kept, aside) = trusted(seen.clone(), true);
+        assert_eq!(kept, seen);
+        assert!(aside.is_empty());
+
+        // kube-apiserver shows the removal of b (and c): those are confirmed.
+        let apiserver = Seen {
+            finalizers: vec![
+                ("example.com/b".into(), FinalizerField::Metadata),
+                ("example.com/c".into(), FinalizerField::Metadata),
+            ],
+            ..seen_at("widgets.example.com", Some("team-a"), "x")
+        };
+        let mut with_log = seen.clone();
+        with_log.push(apiserver.clone());
+        let (kept, aside) = trusted(with_log, false);
+        assert_eq!(kept.len(), 4, "{kept:#?}");
+        assert_eq!(aside.confirmed, 2);
+        assert_eq!(
+            aside.unauthenticated,
+            BTreeMap::from([(Source::Recording, 1)])
+        );
+
+        // What differs confirms nothing: the user, a group, the object, the finalizer.
+        let differing = [
+            Seen {
+                username: "system:serviceaccount:team-b:other".into(),
+                ..apiserver.clone()
+            },
+            Seen {
+                groups: vec!["system:masters".into()],
+                ..apiserver.clone()
+            },
+            Seen {
+                name: "other".into(),
+                ..apiserver.clone()
+            },
+            Seen {
+                namespace: Some("team-b".into()),
+                ..apiserver.clone()
+            },
+            Seen {
+                finalizers: vec![("example.com/c".into(), FinalizerField::Metadata)],
+                ..apiserver.clone()
+            },
+        ];
+        for other in differing {
+            let (_, aside) = trusted(
+                vec![webhook(Some(false), "example.com/b"), other.clone()],
+                false,
+            );
+            assert_eq!(aside.confirmed, 0, "{other:?}");
         }
     }
 

@@ -845,7 +845,8 @@ fn audit_event(
     event.to_string()
 }
 
-/// One of the webhook's own audit records, a `would-deny`.
+/// One of the webhook's own audit records, a `would-deny`, of a review
+/// whose caller was authenticated (`serve --client-ca`).
 fn webhook_record(user: &str, groups: &[&str], namespace: &str, finalizers: &[&str]) -> String {
     let removed: Vec<serde_json::Value> = finalizers
         .iter()
@@ -855,11 +856,13 @@ fn webhook_record(user: &str, groups: &[&str], namespace: &str, finalizers: &[&s
         "time": "2026-11-23T19:00:01Z", "kind": "FinalizerRemoval", "user": user, "groups": groups,
         "operation": "UPDATE", "resource": "widgets.example.com", "namespace": namespace, "name": "w",
         "removedFinalizers": removed, "decision": "would-deny", "mode": "warn", "dryRun": false,
+        "authenticated": true,
     })
     .to_string()
 }
 
-/// A `serve --record-dir` recording of a `would-deny`, as written (pretty JSON).
+/// A `serve --record-dir` recording of a `would-deny`, as written (pretty
+/// JSON) for a review whose caller was authenticated (`serve --client-ca`).
 fn recording(user: &str, namespace: &str, removed: &str) -> String {
     let review = serde_json::json!({
     "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
@@ -873,7 +876,7 @@ fn recording(user: &str, namespace: &str, removed: &str) -> String {
     serde_json::to_string_pretty(&serde_json::json!({
         "apiVersion": "finalizer-guard.io/v1alpha1", "kind": "Recording",
         "recordedAt": "2026-11-23T19:00:02Z", "mode": "warn", "decision": "would-deny",
-        "allowed": true, "review": review,
+        "allowed": true, "authenticated": true, "review": review,
     }))
     .unwrap()
 }

@@ -107,12 +107,11 @@ async fn api_server(create: StatusCode, patch_status: StatusCode) -> (String, St
     (url, stand_in)
 }
 
+/// A webhook writing Events to `url`, called as kube-apiserver calls it
+/// with `--client-ca`: with a verified client certificate.
 async fn webhook(url: &str) -> common::Running {
     let url = url.parse().unwrap();
-    common::start_with(None, move |config, _| {
-        config.events = EventsTarget::ApiServer(url)
-    })
-    .await
+    common::start_mtls(move |config, _| config.events = EventsTarget::ApiServer(url)).await
 }
 
 fn dry_run(mut review: Value) -> Value {
@@ -311,4 +310,57 @@ async fn a_failing_event_sink_changes_no_decision() {
     let denied = gone.review(&common::strip("alice", Value::Null)).await;
     assert_eq!(denied["response"]["allowed"], false);
     gone.handle.shutdown().await;
+}
+
+/// What anyone who reaches the webhook port can post: a denial and an
+/// override naming an object in a namespace of the caller's choosing.
+async fn forged(server: &common::Running) {
+    let denied = server.review(&common::strip("alice", Value::Null)).await;
+    assert_eq!(denied["response"]["allowed"], false, "answered as usual");
+    let overridden = server
+        .review(&common::strip(
+            "jane.doe@example.com",
+            json!({"finalizer-guard.io/override": "controller-uninstalled: backups moved"}),
+        ))
+        .await;
+    assert_eq!(overridden["response"]["allowed"], true, "answered as usual");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_without_a_verified_client_certificate_writes_no_event() {
+    let (url, stand_in) = api_server(StatusCode::CREATED, StatusCode::OK).await;
+    let api: http::Uri = url.parse().unwrap();
+    // No --client-ca: nobody's certificate is verified.
+    let server = common::start_with(None, |config, _| {
+        config.events = EventsTarget::ApiServer(api.clone())
+    })
+    .await;
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.contains(r#"finalizer_guard_events_total{decision="unauthenticated"} 0"#),
+        "{metrics}"
+    );
+    forged(&server).await;
+    wait_for_metric(
+        &server,
+        r#"finalizer_guard_events_total{decision="unauthenticated"} 2"#,
+    )
+    .await;
+    server.handle.shutdown().await;
+    assert_eq!(stand_in.received().len(), 0, "{:#?}", stand_in.received());
+
+    // The operator says only kube-apiserver reaches the port: written.
+    let server = common::start_with(None, |config, _| {
+        config.events = EventsTarget::ApiServer(api);
+        config.events_unauthenticated = true;
+    })
+    .await;
+    forged(&server).await;
+    wait_for_metric(
+        &server,
+        r#"finalizer_guard_events_total{decision="sent"} 2"#,
+    )
+    .await;
+    server.handle.shutdown().await;
+    assert_eq!(stand_in.received().len(), 2);
 }

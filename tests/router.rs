@@ -11,6 +11,7 @@ use finalizer_guard::admission::{ReviewBuilder, UID};
 use finalizer_guard::audit::AuditLog;
 use finalizer_guard::metrics::Metrics;
 use finalizer_guard::policy::Policy;
+use finalizer_guard::server::tls::ClientCert;
 use finalizer_guard::server::{AppState, Limits, routes};
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
@@ -89,6 +90,61 @@ async fn a_denial_is_answered_counted_and_audited() {
         record["removedFinalizers"][0]["field"],
         "metadata.finalizers"
     );
+}
+
+/// Posts `body` to `/validate` as a connection whose client is `client`.
+async fn validate_as(
+    state: &Arc<AppState>,
+    client: Option<ClientCert>,
+    body: Vec<u8>,
+) -> (StatusCode, Value) {
+    let mut request = Request::builder()
+        .method("POST")
+        .uri("/validate")
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap();
+    if let Some(client) = client {
+        request.extensions_mut().insert(client);
+    }
+    let response = routes::webhook(state.clone())
+        .oneshot(request)
+        .await
+        .unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_record_says_whether_the_caller_was_authenticated() {
+    let lines = lines();
+    let state = state(&lines);
+    // A forged post: team-b's operator "removing" team-a's backup finalizer.
+    let forged = ReviewBuilder::pod_update("system:serviceaccount:team-b:db-operator")
+        .finalizers(json!(["db.example.com/backup"]), Value::Null)
+        .to_vec();
+    let mut answers = Vec::new();
+    for client in [
+        None,
+        Some(ClientCert::Unverified),
+        Some(ClientCert::Verified),
+    ] {
+        let (status, answer) = validate_as(&state, client, forged.clone()).await;
+        assert_eq!(status, StatusCode::OK);
+        answers.push(answer);
+    }
+    // The answer does not depend on it.
+    assert!(answers.iter().all(|a| a == &answers[0]), "{answers:#?}");
+    assert_eq!(answers[0]["response"]["allowed"], false);
+
+    state.audit.flush().await;
+    let audit = std::fs::read_to_string(lines.path()).unwrap();
+    let marks: Vec<Value> = audit
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["authenticated"].clone())
+        .collect();
+    assert_eq!(marks, [json!(false), json!(false), json!(true)], "{audit}");
 }
 
 #[tokio::test]

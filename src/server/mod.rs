@@ -73,6 +73,9 @@ pub struct ServeConfig {
     pub events: EventsTarget,
     /// How many Events may wait to be sent; more are dropped.
     pub events_queue: usize,
+    /// Write Events for reviews that came without a verified client
+    /// certificate too (see [`AppState::events_unauthenticated`]).
+    pub events_unauthenticated: bool,
 }
 
 /// Where Kubernetes Events are written.
@@ -128,6 +131,13 @@ pub struct AppState {
     /// The serving certificate, whose key seals two-person approvals;
     /// `None` (no approval can be sealed) where routes are served without TLS.
     pub certificates: Option<Arc<tls::CertStore>>,
+    /// Whether a review whose caller presented no verified client
+    /// certificate may cause an Event. Off by default: an Event is written
+    /// in the namespace the review names, about the object it names, and
+    /// people take it for what happened; a review anyone could have posted
+    /// proves nothing. On only where the operator says that the webhook
+    /// port is reachable from kube-apiserver alone.
+    pub events_unauthenticated: bool,
 }
 
 impl AppState {
@@ -144,6 +154,7 @@ impl AppState {
             audit,
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard".into()),
             certificates: None,
+            events_unauthenticated: false,
         }
     }
 }
@@ -205,6 +216,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         record,
         events,
         events_queue,
+        events_unauthenticated,
     } = config;
     if limits.max_inflight_body_bytes < limits.max_body_bytes {
         return Err(Error::BodyBudget {
@@ -217,6 +229,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     let recorder = record
         .map(|record| start_recorder(record, &metrics))
         .transpose()?;
+    let authenticated = client_ca.is_some();
     let serving = serving_tls(tls, client_ca, &dev_cert_dir)?;
     if let Some(expiry) = serving.certificates.expiry() {
         metrics.certificate_expiry.set(expiry);
@@ -228,6 +241,17 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     state.recorder = recorder;
     state.events = events;
     state.certificates = Some(serving.certificates.clone());
+    state.events_unauthenticated = events_unauthenticated;
+    if state.events.is_some() {
+        // Events not written because their review was not authenticated: 0 from start.
+        let _ = state
+            .metrics
+            .events
+            .get_or_create(&crate::metrics::EventLabels {
+                decision: crate::events::SKIPPED_UNAUTHENTICATED,
+            });
+    }
+    log_authentication(authenticated, &state);
     let state = Arc::new(state);
 
     let (listener, addr) = bind(listen).await?;
@@ -462,6 +486,24 @@ pub(crate) async fn stopped_signal(stopped: &mut watch::Receiver<bool>) {
     let _ = stopped.wait_for(|s| *s).await;
 }
 
+/// Says, once, what the evidence of unauthenticated reviews is worth.
+fn log_authentication(client_ca: bool, state: &AppState) {
+    if client_ca {
+        return;
+    }
+    let events = match (&state.events, state.events_unauthenticated) {
+        (None, _) => "",
+        (Some(_), false) => {
+            "; no Events are written for them (--client-ca, or --events-unauthenticated=true where only kube-apiserver can reach the port)"
+        }
+        (Some(_), true) => "; Events are written for them (--events-unauthenticated=true)",
+    };
+    tracing::warn!(
+        "no --client-ca: the webhook port cannot tell kube-apiserver from anyone else who reaches it; \
+         reviews are answered as usual, audit records and recordings say \"authenticated\": false{events}"
+    );
+}
+
 fn log_policy(policy: &Policy, source: Option<String>) {
     let source = source.unwrap_or_else(|| "embedded default".into());
     tracing::info!(
@@ -573,6 +615,7 @@ async fn serve(
                 limits.body_timeout,
             ),
             peer,
+            client: tls::ClientCert::Unverified,
         };
         let tls = tls.clone();
         let handshake_timeout = limits.handshake_timeout;
@@ -582,7 +625,10 @@ async fn serve(
                 return connection.serve(tcp).await;
             };
             match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => connection.serve(tls).await,
+                Ok(Ok(tls)) => {
+                    let client = tls::ClientCert::of(&tls);
+                    connection.client(client).serve(tls).await
+                }
                 Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
             }
@@ -609,9 +655,16 @@ struct Connection {
     /// How much of a body nobody read is still read, and for how long.
     drain: (usize, Duration),
     peer: SocketAddr,
+    /// Whether the TLS client presented a verified certificate; every
+    /// request on the connection carries it.
+    client: tls::ClientCert,
 }
 
 impl Connection {
+    fn client(self, client: tls::ClientCert) -> Connection {
+        Connection { client, ..self }
+    }
+
     /// Serves HTTP on `io` until the client or a drain closes it.
     ///
     /// hyper's header timeout starts only once it knows the protocol, which
@@ -630,14 +683,16 @@ impl Connection {
             header_timeout,
             drain: (drain_bytes, drain_timeout),
             peer,
+            client,
         } = self;
         let started = Arc::new(AtomicBool::new(false));
         let service = {
             let started = started.clone();
             hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
                 started.store(true, Ordering::Relaxed);
-                let request =
+                let mut request =
                     request.map(|body| drain::Drained::new(body, drain_bytes, drain_timeout));
+                request.extensions_mut().insert(client);
                 router.clone().oneshot(request)
             })
         };

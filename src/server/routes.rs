@@ -102,8 +102,16 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
         namespace = field::Empty,
         name = field::Empty,
         decision = field::Empty,
+        authenticated = field::Empty,
     );
     async move {
+        // Set per connection: a verified client certificate (`--client-ca`), or none.
+        let authenticated = request
+            .extensions()
+            .get::<super::tls::ClientCert>()
+            .copied()
+            .unwrap_or_default()
+            .verified();
         let announced = request
             .headers()
             .get(header::CONTENT_LENGTH)
@@ -140,10 +148,13 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
         state.metrics.review(&reviewed);
         let span = tracing::Span::current();
         span.record("decision", reviewed.verdict().as_str());
-        if let Some(entry) = reviewed.audit.take() {
+        span.record("authenticated", authenticated);
+        if let Some(mut entry) = reviewed.audit.take() {
+            entry.set_authenticated(authenticated);
             // Read back only for what needs it: a debug span, an Event.
             let wants_event = state.events.is_some()
-                && crate::events::calls_for_event(reviewed.verdict(), entry.dry_run());
+                && crate::events::calls_for_event(reviewed.verdict(), entry.dry_run())
+                && events_allowed(&state, authenticated);
             if wants_event || !span.is_disabled() {
                 match entry.record() {
                     Ok(record) => {
@@ -167,7 +178,8 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
                 }
             }
             if let Some(recorder) = &state.recorder
-                && let Some(recording) = crate::recording::from_reviewed(&reviewed, &body, &policy)
+                && let Some(recording) =
+                    crate::recording::from_reviewed(&reviewed, &body, &policy, authenticated)
             {
                 recorder.record(recording);
             }
@@ -183,6 +195,25 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
     }
     .instrument(span)
     .await
+}
+
+/// Whether a review's Event may be written: always for an authenticated
+/// caller; for one without a verified client certificate only when the
+/// operator allowed it. A skipped Event is counted and logged (at debug
+/// level: a flood of forged reviews must not flood the log too).
+fn events_allowed(state: &AppState, authenticated: bool) -> bool {
+    if authenticated || state.events_unauthenticated {
+        return true;
+    }
+    state
+        .metrics
+        .events
+        .get_or_create(&crate::metrics::EventLabels {
+            decision: crate::events::SKIPPED_UNAUTHENTICATED,
+        })
+        .inc();
+    tracing::debug!("no Event: the review came without a verified client certificate");
+    false
 }
 
 /// Reads the whole body within the size limit, the in-flight budget and the

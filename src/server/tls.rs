@@ -227,6 +227,34 @@ impl ClientCertVerifier for ClientCaStore {
     }
 }
 
+/// Whether the client of one webhook-port connection proved who it is: a
+/// request extension, read where the review's evidence is written.
+///
+/// `Verified` only when the TLS handshake took a client certificate, which
+/// happens only with `--client-ca` (its verifier requires one and checks it
+/// against the bundle). Without `--client-ca` every caller is `Unverified`:
+/// anyone who reaches the port could have posted the review.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientCert {
+    Verified,
+    #[default]
+    Unverified,
+}
+
+impl ClientCert {
+    /// What a finished handshake says about its client.
+    pub fn of<IO>(connection: &tokio_rustls::server::TlsStream<IO>) -> ClientCert {
+        match connection.get_ref().1.peer_certificates() {
+            Some(chain) if !chain.is_empty() => ClientCert::Verified,
+            _ => ClientCert::Unverified,
+        }
+    }
+
+    pub fn verified(self) -> bool {
+        self == ClientCert::Verified
+    }
+}
+
 /// Reads a certificate and key from files.
 pub fn read_pair(cert: &Path, key: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
     Ok((crate::error::read(cert)?, crate::error::read(key)?))

@@ -39,6 +39,7 @@ pub fn config(dir: &Path) -> ServeConfig {
         record: None,
         events: server::EventsTarget::Off,
         events_queue: 16,
+        events_unauthenticated: false,
     }
 }
 
@@ -69,6 +70,92 @@ pub fn tls_config(ca_pem: &[u8], alpn: &[&[u8]]) -> rustls::ClientConfig {
     .with_no_client_auth();
     tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     tls
+}
+
+/// An HTTPS client like [`client`] that presents the client certificate
+/// `cert_pem` (its key `key_pem`), as kube-apiserver does for `--client-ca`.
+pub fn client_with_cert(
+    ca_pem: &[u8],
+    addr: SocketAddr,
+    cert_pem: &[u8],
+    key_pem: &[u8],
+) -> reqwest::Client {
+    install_provider();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_client_auth_cert(
+        CertificateDer::pem_slice_iter(cert_pem)
+            .map(Result::unwrap)
+            .collect(),
+        rustls_pki_types::PrivateKeyDer::from_pem_slice(key_pem).unwrap(),
+    )
+    .unwrap();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .resolve(SERVICE_NAME, addr)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+/// `finalizer-guard certs --client kube-apiserver --out OUT`: ca.crt,
+/// tls.crt, tls.key for the Service names, and client.crt, client.key.
+pub fn certs_with_client(out: &Path) {
+    let certs = std::process::Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
+        .args([
+            "certs",
+            "--service",
+            "finalizer-guard",
+            "--namespace",
+            "finalizer-guard",
+        ])
+        .args(["--client", "kube-apiserver", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        certs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&certs.stderr)
+    );
+}
+
+/// Starts a server with `certs_with_client`'s certificates and `--client-ca`
+/// (after `adjust`); its `https` client presents the client certificate.
+pub async fn start_mtls(adjust: impl FnOnce(&mut ServeConfig, &Path)) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("certs");
+    certs_with_client(&out);
+    let mut config = config(dir.path());
+    config.tls = Some((out.join("tls.crt"), out.join("tls.key")));
+    config.client_ca = Some(out.join("ca.crt"));
+    adjust(&mut config, dir.path());
+    let handle = server::start(config).await.unwrap();
+    let read = |name: &str| std::fs::read(out.join(name)).unwrap();
+    let ca_pem = read("ca.crt");
+    let https = client_with_cert(
+        &ca_pem,
+        handle.addr,
+        &read("client.crt"),
+        &read("client.key"),
+    );
+    Running {
+        url: format!("https://{SERVICE_NAME}:{}", handle.addr.port()),
+        admin: format!("http://{}", handle.admin_addr),
+        handle,
+        https,
+        ca_pem,
+        dir,
+    }
 }
 
 /// reqwest's plain clients need a process-wide rustls provider.
