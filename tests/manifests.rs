@@ -32,6 +32,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, Namespace, PodSpec, ResourceQuota, Secret, Service, ServiceAccount,
 };
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -248,6 +249,7 @@ fn check_object(object: &Value) -> Result<(), String> {
         ("apps/v1", "Deployment") => round_trip::<Deployment>(object),
         ("batch/v1", "Job") => round_trip::<Job>(object),
         ("policy/v1", "PodDisruptionBudget") => round_trip::<PodDisruptionBudget>(object),
+        ("networking.k8s.io/v1", "NetworkPolicy") => round_trip::<NetworkPolicy>(object),
         ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
             round_trip::<ValidatingWebhookConfiguration>(object)
         }
