@@ -1546,3 +1546,33 @@ fn readme_names_every_flag_the_commands_take() {
         missing.join("\n")
     );
 }
+
+/// An annotation the decision reads, sent twice, decides nothing: `check`
+/// refuses the review as the webhook does (400).
+#[test]
+fn check_refuses_an_override_annotation_sent_twice() {
+    let text =
+        std::fs::read_to_string("examples/reviews/pod-strip-finalizers-override.json").unwrap();
+    let line = r#""finalizer-guard.io/override": "node-lost: INC-4711 worker-3 powered off, pod IP 10.244.3.17 released by hand""#;
+    assert_eq!(text.matches(line).count(), 1);
+    let dir = tempfile::tempdir().unwrap();
+    let twice = dir.path().join("twice.json");
+    std::fs::write(
+        &twice,
+        text.replace(
+            line,
+            &format!("{line},\n\"finalizer-guard.io/override\": null"),
+        ),
+    )
+    .unwrap();
+    let twice = twice.to_str().unwrap();
+    let o = run(&["check", twice]);
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "{twice}: error: body is not an AdmissionReview: request.object.metadata.annotations: duplicate field `finalizer-guard.io/override`\n"
+        ),
+        "{o:?}"
+    );
+    assert_eq!(o.status.code(), Some(2));
+}
