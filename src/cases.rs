@@ -169,7 +169,7 @@ impl Checked {
 
 /// Reads and checks one case file.
 pub fn check_file(policy: &Policy, path: &Path) -> Checked {
-    let text = match std::fs::read(path) {
+    let text = match crate::files::read_regular(path, crate::files::DEFAULT_MAX_BODY_BYTES as u64) {
         Ok(text) => text,
         Err(e) => return Checked::problem(format!("cannot read: {e}")),
     };

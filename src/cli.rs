@@ -20,7 +20,7 @@ use crate::cluster::unstick::{Release, Unstick};
 use crate::cluster::watch::Watch;
 use crate::cluster::{Connection, DryRunFlag, Selection, Targets};
 use crate::error::{Error, Result, TlsError};
-use crate::flags::{POLICY_ENV, PolicyFlag, parse_duration};
+use crate::flags::{MaxBodyFlag, POLICY_ENV, PolicyFlag, parse_duration};
 use crate::output::{Format, OutputFlag, Printer, Report};
 use crate::policy::seal::SealKey;
 use crate::policy::{self, LoadError, Policy, Verdict};
@@ -117,6 +117,8 @@ pub struct TestArgs {
     pub policy: PolicyFlag,
     #[command(flatten)]
     pub output: OutputFlag,
+    #[command(flatten)]
+    pub max_body: MaxBodyFlag,
     /// Suite files (YAML), recordings or case files (JSON), or folders of them.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
@@ -406,7 +408,7 @@ pub struct ServeArgs {
     )]
     pub admin_listen: SocketAddr,
     /// Largest accepted request body; larger ones get 413.
-    #[arg(long, env = "FINALIZER_GUARD_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024)]
+    #[arg(long, env = "FINALIZER_GUARD_MAX_BODY_BYTES", default_value_t = crate::files::DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
     /// How long a client may take to finish the TLS handshake.
     #[arg(long, env = "FINALIZER_GUARD_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
@@ -523,6 +525,8 @@ pub struct CheckArgs {
     /// be verified and a removal relying on one is denied.
     #[arg(long, value_name = "FILE")]
     pub tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    pub max_body: MaxBodyFlag,
     /// AdmissionReview files.
     #[arg(required = true, value_name = "REVIEW.json")]
     pub reviews: Vec<PathBuf>,
@@ -686,10 +690,12 @@ impl Report for CheckLine {
     }
 }
 
-/// Decides one file with the server's own function.
+/// Decides one file with the server's own function. Only a regular file
+/// no larger than `max_body_bytes` (what the webhook would accept) is read.
 pub fn check_file(
     policy: &Policy,
     seal_key: Option<&SealKey>,
+    max_body_bytes: usize,
     path: &std::path::Path,
 ) -> CheckLine {
     let file = path.display().to_string();
@@ -701,8 +707,13 @@ pub fn check_file(
         warnings: Vec::new(),
         error: Some(e),
     };
-    let body = match std::fs::read(path) {
+    let body = match crate::files::read_regular(path, max_body_bytes as u64) {
         Ok(body) => body,
+        Err(e) if e.kind() == io::ErrorKind::FileTooLarge => {
+            return failed(format!(
+                "{e}: the webhook would answer 413 (--max-body-bytes)"
+            ));
+        }
         Err(e) => return failed(e.to_string()),
     };
     match admission::review_with(policy, &body, jiff::Timestamp::now(), seal_key) {
@@ -739,6 +750,7 @@ pub fn check(args: CheckArgs) -> Result<i32> {
         output,
         json,
         tls_key,
+        max_body,
         reviews,
     } = args;
     let format = if json { Format::Json } else { output.format };
@@ -748,7 +760,7 @@ pub fn check(args: CheckArgs) -> Result<i32> {
     let out = Printer::stdio(format);
     let (mut denied, mut errors) = (false, false);
     for path in &reviews {
-        let line = check_file(&policy, seal_key.as_ref(), path);
+        let line = check_file(&policy, seal_key.as_ref(), max_body.bytes, path);
         denied |= line.allowed == Some(false);
         errors |= line.error.is_some();
         out.report(&line).map_err(stdout)?;
@@ -768,10 +780,12 @@ pub fn test(args: TestArgs) -> Result<i32> {
     let TestArgs {
         policy,
         output,
+        max_body,
         paths,
     } = args;
     let policy = policy.path().map(|p| load_policy(Some(p))).transpose()?;
-    let report = crate::suite::Report::of(crate::suite::run(&paths, policy.as_ref()));
+    let outcomes = crate::suite::run_with(&paths, policy.as_ref(), max_body.bytes);
+    let report = crate::suite::Report::of(outcomes);
     Printer::stdio(output.format)
         .report(&report)
         .map_err(stdout)?;

@@ -1,5 +1,5 @@
-//! Flags more than one command takes, parsed one way: durations and
-//! `--policy`. Both the command line ([`crate::cli`]) and the commands that
+//! Flags more than one command takes, parsed one way: durations,
+//! `--policy` and the offline commands' `--max-body-bytes`. Both the command line ([`crate::cli`]) and the commands that
 //! talk to a cluster ([`crate::cluster`]) use them; neither imports the other
 //! for them.
 
@@ -40,6 +40,22 @@ pub struct PolicyFlag {
     /// environment is not read); `test`, each suite's own.
     #[arg(id = "policy", long = "policy", value_name = "FILE")]
     pub file: Option<PathBuf>,
+}
+
+/// `--max-body-bytes` of `check` and `test`: the largest review file read,
+/// as the webhook's own flag (and its environment variable) bounds a body.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct MaxBodyFlag {
+    /// Largest review, recording or case file read, as the webhook's --max-body-bytes:
+    /// a larger one is an input error.
+    #[arg(
+        id = "max_body_bytes",
+        long = "max-body-bytes",
+        env = "FINALIZER_GUARD_MAX_BODY_BYTES",
+        default_value_t = crate::files::DEFAULT_MAX_BODY_BYTES,
+        value_name = "BYTES"
+    )]
+    pub bytes: usize,
 }
 
 impl PolicyFlag {

@@ -7,6 +7,7 @@
 //! - [`cluster`]: `unstick`, `approve` and `doctor --cluster`, which talk to a cluster.
 //! - [`suggest`]: rules from warn mode's `would-deny` evidence.
 //! - [`output`]: one `-o text|json` vocabulary and printer for every command's report.
+//! - [`files`]: reading the files the offline commands are given: regular files only, bounded, no folder twice.
 //! - [`flags`]: flags more than one command takes (`--policy`, durations).
 //! - [`vap`]: the policy as a ValidatingAdmissionPolicy (`policy export --vap`).
 #![forbid(unsafe_code)]
@@ -20,6 +21,7 @@ pub mod cluster;
 pub mod doctor;
 pub mod error;
 pub mod events;
+pub mod files;
 pub mod flags;
 pub mod ledger;
 pub mod metrics;

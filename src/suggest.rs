@@ -61,6 +61,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::cluster::WEBHOOK_NAME;
+use crate::files::{self, Found};
 use crate::policy::config::{FinalizerPattern, Rule};
 use crate::policy::{
     self, Change, FinalizerField, FinalizerLists, Operation, Policy, Requester, Target,
@@ -347,22 +348,24 @@ impl Evidence {
 }
 
 /// Reads a file or a folder (recursively) into `evidence`. A file with no
-/// evidence of any kind is an error: the wrong path, most likely.
+/// evidence of any kind is an error: the wrong path, most likely. Only
+/// regular files are read (a FIFO or a device is an error), and no folder
+/// twice: one reached again through a symlink is skipped, with a note.
 pub fn read_path(path: &Path, evidence: &mut Evidence) -> Result<(), String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if meta.is_dir() {
-        let mut entries: Vec<_> = std::fs::read_dir(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .collect();
-        entries.sort();
         let before: usize = evidence.read.values().sum();
-        for entry in entries {
-            if entry.is_dir() {
-                read_path(&entry, evidence)?;
-            } else if read_file(&entry, evidence)? == 0 {
-                eprintln!("note: {}: no evidence in it, skipped", entry.display());
+        for found in files::walk(path, &|_| true) {
+            match found {
+                Found::File(entry) => {
+                    if read_file(&entry, evidence)? == 0 {
+                        eprintln!("note: {}: no evidence in it, skipped", entry.display());
+                    }
+                }
+                Found::Again { path, first } => {
+                    eprintln!("note: {}: {}", path.display(), files::again(&first));
+                }
+                Found::Error { path, error } => return Err(format!("{}: {error}", path.display())),
             }
         }
         if evidence.read.values().sum::<usize>() == before {
@@ -385,7 +388,7 @@ pub fn read_path(path: &Path, evidence: &mut Evidence) -> Result<(), String> {
 /// How many evidence entries the file held.
 fn read_file(path: &Path, evidence: &mut Evidence) -> Result<usize, String> {
     let err = |e: std::io::Error| format!("{}: {e}", path.display());
-    let file = std::fs::File::open(path).map_err(err)?;
+    let file = files::open_regular(path).map_err(err)?;
     let mut reader = std::io::BufReader::new(file);
     let mut first = String::new();
     reader.read_line(&mut first).map_err(err)?;

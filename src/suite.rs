@@ -5,6 +5,10 @@
 //! apiserver-sim case file (checked in full by [`crate::cases`]), or a folder
 //! of any of these. Every review is decided with [`crate::admission::review`],
 //! the server's own function.
+//! Files are read through [`crate::files`]: regular files only (a FIFO or a
+//! device is an input error, never waited on), none larger than the largest
+//! body the webhook accepts, and a folder reached again through a symlink is
+//! an input error, never walked twice.
 //! `--policy` replaces every suite's policy: replaying recordings under a new
 //! policy lists each decision that would change.
 
@@ -17,6 +21,7 @@ use serde::Deserialize;
 use crate::admission::{self, Reviewed};
 use crate::cases::{self, CaseFile};
 use crate::error::Error;
+use crate::files::{self, Found};
 use crate::policy::{Policy, Verdict};
 use crate::recording::{self, Recording};
 
@@ -107,38 +112,52 @@ impl Outcome {
     }
 }
 
-/// Runs every case under `paths`. `policy` replaces the suites' own.
+/// Runs every case under `paths`. `policy` replaces the suites' own. A
+/// review, recording or case file larger than the largest body the webhook
+/// accepts by default is refused.
 pub fn run(paths: &[PathBuf], policy: Option<&Policy>) -> Vec<Outcome> {
-    let override_policy = policy.cloned().map(Arc::new);
-    let default_policy = Arc::new(Policy::embedded_default());
+    run_with(paths, policy, files::DEFAULT_MAX_BODY_BYTES)
+}
+
+/// [`run`], refusing review, recording and case files larger than
+/// `max_body_bytes` (the webhook's `--max-body-bytes`).
+pub fn run_with(paths: &[PathBuf], policy: Option<&Policy>, max_body_bytes: usize) -> Vec<Outcome> {
+    let runner = Runner {
+        override_policy: policy.cloned().map(Arc::new),
+        default: Arc::new(Policy::embedded_default()),
+        limit: max_body_bytes as u64,
+    };
     let mut outcomes = Vec::new();
     for path in paths {
-        run_path(
-            path,
-            override_policy.as_ref(),
-            &default_policy,
-            &mut outcomes,
-        );
+        runner.path(path, &mut outcomes);
     }
     outcomes
 }
 
-fn run_path(
-    path: &Path,
-    override_policy: Option<&Arc<Policy>>,
-    default: &Arc<Policy>,
-    out: &mut Vec<Outcome>,
-) {
-    if path.is_dir() {
-        let mut entries: Vec<PathBuf> = match std::fs::read_dir(path) {
-            Ok(entries) => entries.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-            Err(e) => return out.push(unreadable(path, format!("cannot read folder: {e}"))),
-        };
-        entries.sort();
+/// What every case of one run is decided under.
+struct Runner {
+    /// `--policy`: replaces every suite's own.
+    override_policy: Option<Arc<Policy>>,
+    /// The embedded policy: a suite's that names none, and a recording's or
+    /// case file's without `--policy`.
+    default: Arc<Policy>,
+    /// The largest review, recording or case file read.
+    limit: u64,
+}
+
+impl Runner {
+    fn path(&self, path: &Path, out: &mut Vec<Outcome>) {
+        if !path.is_dir() {
+            return self.file(path, out);
+        }
         let before = out.len();
-        for entry in entries {
-            if is_suite(&entry) || entry.extension().is_some_and(|e| e == "json") {
-                run_path(&entry, override_policy, default, out);
+        for found in files::walk(path, &runs) {
+            match found {
+                Found::File(file) => self.file(&file, out),
+                Found::Again { path, first } => out.push(unreadable(&path, files::again(&first))),
+                Found::Error { path, error } => {
+                    out.push(unreadable(&path, format!("cannot read: {error}")));
+                }
             }
         }
         if out.len() == before {
@@ -147,15 +166,27 @@ fn run_path(
                 "no suite, recording or case file in this folder".into(),
             ));
         }
-    } else if is_suite(path) {
-        run_suite(path, override_policy, out);
-    } else {
-        out.push(run_json(path, override_policy.unwrap_or(default)));
+    }
+
+    fn file(&self, path: &Path, out: &mut Vec<Outcome>) {
+        if is_suite(path) {
+            run_suite(path, self.override_policy.as_ref(), self.limit, out);
+        } else {
+            let policy = self.override_policy.as_ref().unwrap_or(&self.default);
+            out.push(run_json(path, policy, self.limit));
+        }
     }
 }
 
+/// What a folder's walk runs: suite files (YAML), recordings and case files
+/// (JSON), and folders so named.
+fn runs(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e == "json" || e == "yaml" || e == "yml")
+}
+
 fn is_suite(path: &Path) -> bool {
-    path.is_file() && path.extension().is_some_and(|e| e == "yaml" || e == "yml")
+    path.extension().is_some_and(|e| e == "yaml" || e == "yml")
 }
 
 /// A case that ran and did not decide as expected.
@@ -176,12 +207,17 @@ fn unreadable(path: &Path, why: String) -> Outcome {
     }
 }
 
-fn run_suite(path: &Path, override_policy: Option<&Arc<Policy>>, out: &mut Vec<Outcome>) {
-    let text = match std::fs::read_to_string(path) {
+fn run_suite(
+    path: &Path,
+    override_policy: Option<&Arc<Policy>>,
+    limit: u64,
+    out: &mut Vec<Outcome>,
+) {
+    let text = match files::read_regular(path, limit) {
         Ok(text) => text,
         Err(e) => return out.push(unreadable(path, format!("cannot read suite: {e}"))),
     };
-    let suite: SuiteFile = match serde_yaml_ng::from_str(&text) {
+    let suite: SuiteFile = match serde_yaml_ng::from_slice(&text) {
         Ok(suite) => suite,
         Err(e) => return out.push(unreadable(path, format!("not a suite file: {e}"))),
     };
@@ -205,7 +241,7 @@ fn run_suite(path: &Path, override_policy: Option<&Arc<Policy>>, out: &mut Vec<O
             .name
             .clone()
             .unwrap_or_else(|| file.display().to_string());
-        let body = match read_review(&file) {
+        let body = match read_review(&file, limit) {
             Ok(body) => body,
             Err(why) => {
                 out.push(Outcome {
@@ -277,8 +313,9 @@ fn said(r: &Reviewed) -> String {
 }
 
 /// The AdmissionReview bytes in a review file or a recording.
-fn read_review(path: &Path) -> std::result::Result<Vec<u8>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+fn read_review(path: &Path, limit: u64) -> std::result::Result<Vec<u8>, String> {
+    let bytes = files::read_regular(path, limit)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     match serde_json::from_slice::<Recording>(&bytes) {
         Ok(r) if r.kind == recording::KIND => {
             Ok(serde_json::to_vec(&r.review).expect("JSON re-serializes"))
@@ -288,9 +325,9 @@ fn read_review(path: &Path) -> std::result::Result<Vec<u8>, String> {
 }
 
 /// A recording, an apiserver-sim case file, or a bare review (which has no expectation).
-fn run_json(path: &Path, policy: &Policy) -> Outcome {
+fn run_json(path: &Path, policy: &Policy, limit: u64) -> Outcome {
     let name = path.display().to_string();
-    let bytes = match std::fs::read(path) {
+    let bytes = match files::read_regular(path, limit) {
         Ok(bytes) => bytes,
         Err(e) => return unreadable(path, format!("cannot read: {e}")),
     };

@@ -1549,3 +1549,209 @@ fn readme_names_every_flag_the_commands_take() {
         missing.join("\n")
     );
 }
+
+/// The binary, killed and failed if it has not finished within 60 s: a
+/// command that would hang fails its test instead of stalling the run.
+fn run_within(args: &[&str]) -> Output {
+    use std::time::{Duration, Instant};
+    let mut child = bin()
+        .args(args)
+        .env_remove("FINALIZER_GUARD_POLICY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            let o = child.wait_with_output().unwrap();
+            panic!("{args:?} did not finish within 60 s: {o:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A FIFO at `path`: opening it to read waits for a writer that never comes.
+fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+#[cfg(unix)]
+#[test]
+fn symlink_loops_in_a_folder_are_read_once_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::copy(
+        "tests/fixtures/cases/pod-create-with-finalizers-allowed.json",
+        root.join("case.json"),
+    )
+    .unwrap();
+    // Each leads back to the folder: followed blindly, 2^40 paths and more.
+    std::os::unix::fs::symlink(".", root.join("a.json")).unwrap();
+    std::os::unix::fs::symlink(".", root.join("b.json")).unwrap();
+    let root_text = root.to_str().unwrap();
+    let o = run_within(&["test", root_text]);
+    let out = stdout(&o);
+    let again = format!(
+        ": the folder {root_text} again (a symlink loop, or a second link to it): not read twice"
+    );
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            format!("ERROR {root_text}/a.json{again}"),
+            format!("ERROR {root_text}/b.json{again}"),
+            format!("ok   {root_text}/case.json: not-judged"),
+            "1 passed, 0 failed, 2 unreadable".to_string(),
+        ],
+        "{o:?}"
+    );
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+
+    // `policy suggest` walks folders too: a note, and the evidence read once.
+    std::fs::remove_file(root.join("case.json")).unwrap();
+    std::fs::write(
+        root.join("audit.log"),
+        webhook_record(
+            "system:serviceaccount:ops:cleanup",
+            &[],
+            "team-a",
+            &["example.com/cleanup"],
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir(root.join("sub")).unwrap();
+    std::os::unix::fs::symlink("..", root.join("sub/up")).unwrap();
+    let o = run_within(&["policy", "suggest", root_text]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let err = stderr(&o);
+    for link in ["a.json", "b.json", "sub/up"] {
+        assert!(
+            err.contains(&format!("note: {root_text}/{link}{again}\n")),
+            "{link}: {err}"
+        );
+    }
+    assert!(stdout(&o).contains("ops:cleanup"), "{o:?}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_a_device_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("x.json");
+    mkfifo(&fifo);
+    let fifo = fifo.to_str().unwrap();
+    let o = run_within(&["check", fifo, "/dev/zero"]);
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "{fifo}: error: not a regular file (a FIFO)\n/dev/zero: error: not a regular file (a character device)\n"
+        ),
+        "{o:?}"
+    );
+    assert_eq!(o.status.code(), Some(2));
+
+    // In a folder `test` runs, a suite's review, and given to `test` itself.
+    let folder = dir.path().to_str().unwrap();
+    let o = run_within(&["test", folder]);
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "ERROR {fifo}: cannot read: not a regular file (a FIFO)\n0 passed, 0 failed, 1 unreadable\n"
+        ),
+        "{o:?}"
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let suite = dir.path().join("suite.yaml");
+    std::fs::write(
+        &suite,
+        "cases:\n- name: a FIFO\n  review: x.json\n  expect: denied\n- name: zeros\n  review: /dev/zero\n  expect: denied\n",
+    )
+    .unwrap();
+    let o = run_within(&["test", suite.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert!(
+        out.contains(&format!(
+            "ERROR a FIFO: cannot read {fifo}: not a regular file (a FIFO)\n"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "ERROR zeros: cannot read /dev/zero: not a regular file (a character device)\n"
+        ),
+        "{out}"
+    );
+    assert_eq!(o.status.code(), Some(2));
+    // A suite's policy file is read the same way.
+    std::fs::write(&suite, "policy: x.json\ncases: []\n").unwrap();
+    let o = run_within(&["test", suite.to_str().unwrap()]);
+    assert!(stdout(&o).contains("not a regular file (a FIFO)"), "{o:?}");
+    assert_eq!(o.status.code(), Some(2));
+
+    let o = run_within(&["policy", "suggest", folder]);
+    assert!(
+        stderr(&o).contains(&format!("error: {fifo}: not a regular file (a FIFO)")),
+        "{o:?}"
+    );
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn a_review_larger_than_the_webhook_accepts_is_refused() {
+    let review = "examples/reviews/pod-strip-finalizers.json";
+    let size = std::fs::metadata(review).unwrap().len().to_string();
+    let o = run(&["check", "--max-body-bytes", &size, review]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let smaller = (std::fs::metadata(review).unwrap().len() - 1).to_string();
+    let o = run(&["check", "--max-body-bytes", &smaller, review]);
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "{review}: error: larger than {smaller} bytes: the webhook would answer 413 (--max-body-bytes)\n"
+        )
+    );
+    assert_eq!(o.status.code(), Some(2));
+    // The same variable as the webhook's.
+    let o = bin()
+        .args(["check", review])
+        .env("FINALIZER_GUARD_MAX_BODY_BYTES", &smaller)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let o = run(&["test", "--max-body-bytes", "100", "examples/suite.yaml"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(stdout(&o).contains("larger than 100 bytes"), "{o:?}");
+}
+
+/// An annotation the decision reads, sent twice, decides nothing: `check`
+/// refuses the review as the webhook does (400).
+#[test]
+fn check_refuses_an_override_annotation_sent_twice() {
+    let text =
+        std::fs::read_to_string("examples/reviews/pod-strip-finalizers-override.json").unwrap();
+    let line = r#""finalizer-guard.io/override": "node-lost: INC-4711 worker-3 powered off, pod IP 10.244.3.17 released by hand""#;
+    assert_eq!(text.matches(line).count(), 1);
+    let dir = tempfile::tempdir().unwrap();
+    let twice = dir.path().join("twice.json");
+    std::fs::write(
+        &twice,
+        text.replace(
+            line,
+            &format!("{line},\n\"finalizer-guard.io/override\": null"),
+        ),
+    )
+    .unwrap();
+    let twice = twice.to_str().unwrap();
+    let o = run(&["check", twice]);
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "{twice}: error: body is not an AdmissionReview: request.object.metadata.annotations: duplicate field `finalizer-guard.io/override`\n"
+        ),
+        "{o:?}"
+    );
+    assert_eq!(o.status.code(), Some(2));
+}

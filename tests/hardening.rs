@@ -816,6 +816,71 @@ async fn wrong_json_types_are_refused_or_still_denied_never_allowed() {
     server.handle.shutdown().await;
 }
 
+/// An annotation the decision reads, sent twice: neither copy may win. A
+/// valid override followed by `null` was once read as the override.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_override_annotation_sent_twice_is_refused_not_an_override() {
+    let server = start(None).await;
+    let valid = r#""finalizer-guard.io/override":"node-lost: INC-4711 server-1 powered off""#;
+    let review = strip(
+        "alice",
+        json!({"finalizer-guard.io/override": "node-lost: INC-4711 server-1 powered off"}),
+    );
+    let text = serde_json::to_string(&review).unwrap();
+    assert_eq!(text.matches(valid).count(), 2, "{text}");
+    let answer = server.review(&review).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    // The copy in `field` (`object` or `oldObject`) replaced by `twice`.
+    let in_field = |field: &str, twice: &str| {
+        let at = text.find(&format!(r#""{field}":"#)).unwrap();
+        let (before, after) = text.split_at(at);
+        format!("{before}{}", after.replacen(valid, twice, 1))
+    };
+    let approved =
+        r#""finalizer-guard.io/approved-by":"sec-lead","finalizer-guard.io/approved-by":null"#;
+    for (what, field, twice, key) in [
+        (
+            "valid, then null",
+            "object",
+            format!(r#"{valid},"finalizer-guard.io/override":null"#),
+            "finalizer-guard.io/override",
+        ),
+        (
+            "null, then valid",
+            "object",
+            format!(r#""finalizer-guard.io/override":null,{valid}"#),
+            "finalizer-guard.io/override",
+        ),
+        (
+            "valid twice",
+            "object",
+            format!("{valid},{valid}"),
+            "finalizer-guard.io/override",
+        ),
+        (
+            "the approval's annotation in oldObject",
+            "oldObject",
+            format!("{valid},{approved}"),
+            "finalizer-guard.io/approved-by",
+        ),
+    ] {
+        let body = in_field(field, &twice);
+        assert_ne!(body, text, "{what}");
+        let response = server.post(body).await;
+        assert_eq!(response.status(), 400, "{what}");
+        let reason = response.text().await.unwrap();
+        assert_eq!(
+            one_line(&reason),
+            format!(
+                "body is not an AdmissionReview: request.{field}.metadata.annotations: duplicate field `{key}`"
+            ),
+            "{what}"
+        );
+    }
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
+
 // 8. Oversized bodies.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,8 @@
 //! answer of `admission::review` read the same finalizers, `spec.finalizers`,
 //! annotations and uids, refuse the same bodies with the same reason (one
 //! that names the field), and agree with a model of the rules written out
-//! here, sharing no code with `src/admission/`.
+//! here, sharing no code with `src/admission/`. (The review alone refuses
+//! an annotation it decides by sent twice.)
 //!
 //! 1024 cases by default; `PROPTEST_CASES=100000 cargo test --test parse`
 //! for a longer run.
@@ -558,6 +559,25 @@ fn removed(old: &Option<Read>, new: &Option<Read>, spec: bool) -> BTreeSet<Strin
     names(old).difference(&names(new)).cloned().collect()
 }
 
+/// Whether the object's annotations hold the override annotation (the one
+/// key of [`KEYS`] a decision reads) twice: the review refuses it, though the
+/// parse reads it (the last string wins, as a recording keeps it).
+fn twice_decided(shape: &ObjectShape) -> bool {
+    let ObjectShape::Object {
+        metadata: Some(meta),
+        ..
+    } = shape
+    else {
+        return false;
+    };
+    match &meta.annotations {
+        Field::Value(Json::Map(entries)) => {
+            entries.iter().filter(|(key, _)| *key == OVERRIDE).count() > 1
+        }
+        _ => false,
+    }
+}
+
 fn check(body: &Body, policy: &Policy) -> Result<(), TestCaseError> {
     let text = body.text();
     let bytes = text.as_bytes();
@@ -614,7 +634,17 @@ fn check(body: &Body, policy: &Policy) -> Result<(), TestCaseError> {
     let finalize_malformed = |r: &Option<Read>| {
         body.namespace_finalize && r.as_ref().is_some_and(|r| r.spec_finalizers_malformed)
     };
-    let expected_error = if want.new.is_none() {
+    let expected_error = if twice_decided(&body.new) {
+        Some(ReviewError::DuplicateAnnotation {
+            object: "request.object",
+            key: OVERRIDE.into(),
+        })
+    } else if twice_decided(&body.old) {
+        Some(ReviewError::DuplicateAnnotation {
+            object: "request.oldObject",
+            key: OVERRIDE.into(),
+        })
+    } else if want.new.is_none() {
         Some(ReviewError::NoObject("object"))
     } else if want.old.is_none() {
         Some(ReviewError::NoObject("oldObject"))
@@ -691,9 +721,11 @@ fn the_strategies_reach_every_shape() {
     use proptest::test_runner::TestRunner;
     let mut runner = TestRunner::deterministic();
     let (mut refused, mut read, mut removals, mut malformed, mut escaped) = (0, 0, 0, 0, 0);
+    let mut override_twice = 0;
     for _ in 0..2000 {
         let body = body().new_tree(&mut runner).unwrap().current();
         escaped += body.text().contains("\\u00") as usize;
+        override_twice += (twice_decided(&body.new) || twice_decided(&body.old)) as usize;
         match model(&body) {
             Err(p) => {
                 refused += 1;
@@ -715,6 +747,7 @@ fn the_strategies_reach_every_shape() {
         ("with a removal", removals),
         ("with a malformed spec.finalizers", malformed),
         ("with an escaped string", escaped),
+        ("with the override annotation twice", override_twice),
     ] {
         assert!(n >= 100, "only {n} of 2000 bodies {what}");
     }

@@ -54,6 +54,12 @@ pub enum ReviewError {
         "{0}.spec.finalizers is not a list of finalizer names: cannot tell which finalizers it removes"
     )]
     NotFinalizerList(&'static str),
+    /// An annotation a decision reads (the override's, an approval's) sent
+    /// twice in `request.object` or `request.oldObject`: neither copy may win.
+    #[error(
+        "body is not an AdmissionReview: {object}.metadata.annotations: duplicate field `{key}`"
+    )]
+    DuplicateAnnotation { object: &'static str, key: String },
 }
 
 /// The answer to one review: the typed decision and its evidence, the
@@ -125,7 +131,7 @@ pub fn review_with(
     seal_key: Option<&SealKey>,
 ) -> Result<Reviewed, ReviewError> {
     let (api_version, request) = parse(body)?;
-    let annotations = Annotations::read(&request, policy);
+    let annotations = Annotations::read(&request, policy)?;
     let change = change(&request, &annotations, now, seal_key)?;
     let decision = policy::decide(&change, policy);
     // Only an override reads what the object was protecting.
@@ -209,15 +215,20 @@ pub struct Annotations {
 }
 
 impl Annotations {
-    pub fn read(request: &Request<'_>, policy: &Policy) -> Annotations {
+    /// Refuses one of them sent twice in an object, as a duplicated field a
+    /// decision reads is refused ([`request`]).
+    pub fn read(request: &Request<'_>, policy: &Policy) -> Result<Annotations, ReviewError> {
         let wanted = |k: &str| approval::is_approval_key(&policy.override_settings, k);
-        let of = |object: Option<&Object<'_>>| {
-            object.map_or_else(BTreeMap::new, |o| o.annotations_where(wanted))
+        let of = |object: Option<&Object<'_>>, field: &'static str| match object {
+            None => Ok(BTreeMap::new()),
+            Some(o) => o
+                .decided_annotations(wanted)
+                .map_err(|key| ReviewError::DuplicateAnnotation { object: field, key }),
         };
-        Annotations {
-            new: of(request.object.as_ref()),
-            old: of(request.old_object.as_ref()),
-        }
+        Ok(Annotations {
+            new: of(request.object.as_ref(), "request.object")?,
+            old: of(request.old_object.as_ref(), "request.oldObject")?,
+        })
     }
 }
 
@@ -663,6 +674,58 @@ mod tests {
         );
         let e = review(&p, text.as_bytes()).unwrap_err().to_string();
         assert!(e.contains("duplicate field `finalizers`"), "{e}");
+    }
+
+    #[test]
+    fn an_annotation_the_decision_reads_sent_twice_is_refused() {
+        let p = Policy::from_yaml("override:\n  annotation: example.com/release\n").unwrap();
+        let over = |key: &str| {
+            let mut new = pod(Value::Null);
+            new["metadata"]["annotations"] =
+                json!({"a": "1", key: "node-lost: INC-4711 server-1 powered off"});
+            String::from_utf8(update(pod(json!(["example.com/a"])), new, "alice")).unwrap()
+        };
+        let text = over("example.com/release");
+        assert_eq!(
+            review(&p, text.as_bytes()).unwrap().verdict(),
+            Verdict::Override
+        );
+        let valid = r#""example.com/release":"node-lost: INC-4711 server-1 powered off""#;
+        assert!(text.contains(valid), "{text}");
+        // A valid copy and one that is not: neither may win, in either order.
+        for twice in [
+            format!(r#"{valid},"example.com/release":null"#),
+            format!(r#""example.com/release":null,{valid}"#),
+            format!(r#"{valid},"example.com/release":"bogus""#),
+            format!(r#"{valid},"exampl\u0065.com/release":null"#),
+        ] {
+            let body = text.replace(valid, &twice);
+            assert_eq!(
+                review(&p, body.as_bytes()).unwrap_err(),
+                ReviewError::DuplicateAnnotation {
+                    object: "request.object",
+                    key: "example.com/release".into()
+                },
+                "{body}"
+            );
+        }
+        // So for the approval's keys, in oldObject as in object.
+        let old = text.replace(
+            r#""finalizers":["example.com/a"]"#,
+            r#""finalizers":["example.com/a"],"annotations":{"finalizer-guard.io/approved-by":"x","finalizer-guard.io/approved-by":"y"}"#,
+        );
+        let e = review(&p, old.as_bytes()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "body is not an AdmissionReview: request.oldObject.metadata.annotations: duplicate field `finalizer-guard.io/approved-by`"
+        );
+        // An annotation no decision reads may be sent twice, as ever.
+        let other = text.replace(r#""a":"1""#, r#""a":"1","a":null"#);
+        assert_ne!(other, text);
+        assert_eq!(
+            review(&p, other.as_bytes()).unwrap().verdict(),
+            Verdict::Override
+        );
     }
 
     #[test]

@@ -19,7 +19,9 @@
 //!   any other shape reads as empty but is remembered as malformed (a custom
 //!   resource's `spec` can be anything; a Namespace's is judged).
 //! - annotations: `null` is empty, a value that is not a string reads as
-//!   absent (an override that is simply not there); not a map is refused.
+//!   absent (an override that is simply not there); not a map is refused;
+//!   an annotation a decision reads (the override's, an approval's) sent
+//!   twice is refused by the review ([`super::Annotations::read`]).
 //! - `metadata.deletionTimestamp`: a timestamp, or absent.
 //! - a duplicated field a decision reads is refused: neither copy may win.
 //! - fields no decision reads (the identity a recording keeps, the leak
@@ -145,13 +147,41 @@ pub struct Object<'a> {
 impl Object<'_> {
     /// The annotations whose keys `wanted` accepts, decoded. A value that is
     /// not a string reads as absent, as kube-apiserver never sends one; of a
-    /// key sent twice, the last string wins.
+    /// key sent twice, the last string wins (what a recording keeps: the
+    /// decision reads through [`Object::decided_annotations`]).
     pub fn annotations_where(&self, wanted: impl Fn(&str) -> bool) -> BTreeMap<String, String> {
         self.annotations
             .iter()
             .filter(|(key, _)| wanted(key))
             .filter_map(|(key, value)| Some((key.to_string(), annotation_value(value)?)))
             .collect()
+    }
+
+    /// The annotations a decision reads (those whose keys `wanted` accepts),
+    /// decoded as [`Object::annotations_where`] decodes them; but such a key
+    /// sent twice is refused, `Err` naming it: neither copy may win (an
+    /// override followed by `null` is not an override that is there, nor
+    /// one that is not). kube-apiserver never sends a key twice.
+    pub fn decided_annotations(
+        &self,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<BTreeMap<String, String>, String> {
+        let mut out = BTreeMap::new();
+        // The few keys a decision reads, each seen once at most.
+        let mut seen: Vec<&str> = Vec::new();
+        for (key, value) in &self.annotations {
+            if !wanted(key) {
+                continue;
+            }
+            if seen.contains(&&**key) {
+                return Err(key.to_string());
+            }
+            seen.push(key);
+            if let Some(value) = annotation_value(value) {
+                out.insert(key.to_string(), value);
+            }
+        }
+        Ok(out)
     }
 }
 
