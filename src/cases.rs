@@ -173,6 +173,10 @@ pub fn check_file(policy: &Policy, path: &Path) -> Checked {
         Ok(text) => text,
         Err(e) => return Checked::problem(format!("cannot read: {e}")),
     };
+    // A Value keeps one copy of a repeated key: the webhook refuses such a review.
+    if let Err(e) = crate::admission::json::distinct_keys(&text) {
+        return Checked::problem(format!("bad case file: {e}"));
+    }
     match serde_json::from_slice::<CaseFile>(&text) {
         Ok(case) => check(policy, &case),
         Err(e) => Checked::problem(format!("bad case file: {e}")),

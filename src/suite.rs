@@ -316,6 +316,8 @@ fn said(r: &Reviewed) -> String {
 fn read_review(path: &Path, limit: u64) -> std::result::Result<Vec<u8>, String> {
     let bytes = files::read_regular(path, limit)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    crate::admission::json::distinct_keys(&bytes)
+        .map_err(|e| format!("{}: not JSON the webhook would read: {e}", path.display()))?;
     match serde_json::from_slice::<Recording>(&bytes) {
         Ok(r) if r.kind == recording::KIND => {
             Ok(serde_json::to_vec(&r.review).expect("JSON re-serializes"))
@@ -331,6 +333,10 @@ fn run_json(path: &Path, policy: &Policy, limit: u64) -> Outcome {
         Ok(bytes) => bytes,
         Err(e) => return unreadable(path, format!("cannot read: {e}")),
     };
+    // A Value keeps one copy of a repeated key: the webhook refuses such a review.
+    if let Err(e) = crate::admission::json::distinct_keys(&bytes) {
+        return unreadable(path, format!("not JSON the webhook would read: {e}"));
+    }
     let value: serde_json::Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
         Err(e) => return unreadable(path, format!("not JSON: {e}")),

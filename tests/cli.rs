@@ -1755,3 +1755,55 @@ fn check_refuses_an_override_annotation_sent_twice() {
     );
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// `test` reads a recording's and a case file's review into a JSON value,
+/// which keeps the last copy of a repeated key: with the override second, it
+/// would judge an override the webhook refuses (400). Such files are refused.
+#[test]
+fn test_refuses_a_file_that_repeats_a_key() {
+    let text =
+        std::fs::read_to_string("examples/reviews/pod-strip-finalizers-override.json").unwrap();
+    let line = r#""finalizer-guard.io/override": "node-lost: INC-4711 worker-3 powered off, pod IP 10.244.3.17 released by hand""#;
+    let twice = text.replace(
+        line,
+        &format!("\"finalizer-guard.io/override\": null,\n{line}"),
+    );
+    assert_ne!(twice, text);
+    let dir = tempfile::tempdir().unwrap();
+    // A recording of an override, whose object repeats the annotation.
+    let recorded = std::fs::read_to_string(
+        "tests/fixtures/real/configmap-paths-configmaps-admin-override.json",
+    )
+    .unwrap();
+    let value = r#""finalizer-guard.io/override": "controller-uninstalled: e2e cleanup""#;
+    assert_eq!(recorded.matches(value).count(), 2);
+    let recording = dir.path().join("recording.json");
+    std::fs::write(
+        &recording,
+        recorded.replacen(
+            value,
+            &format!("\"finalizer-guard.io/override\": null, {value}"),
+            1,
+        ),
+    )
+    .unwrap();
+    let case = dir.path().join("case.json");
+    std::fs::write(
+        &case,
+        format!(
+            r#"{{"note": "override sent twice", "review": {twice}, "expect": {{"allowed": true}}}}"#
+        ),
+    )
+    .unwrap();
+    for file in [&recording, &case] {
+        let file = file.to_str().unwrap();
+        let o = run(&["test", file]);
+        let out = stdout(&o);
+        assert!(
+            out.contains(&format!("ERROR {file}"))
+                && out.contains("duplicate key \"finalizer-guard.io/override\""),
+            "{out}\n{o:?}"
+        );
+        assert_eq!(o.status.code(), Some(2), "{out}");
+    }
+}

@@ -76,9 +76,94 @@ pub fn field(out: &mut String, name: &str, value: &str) {
     string(out, value);
 }
 
+/// Checks that no object in the JSON document `bytes` names a key twice.
+///
+/// The offline tools read recordings and case files into a
+/// `serde_json::Value`, which keeps one copy of a duplicated key; the
+/// webhook refuses a duplicated key that its decision reads. A file that
+/// repeats a key anywhere is refused before it is read that way, so `test`
+/// never judges a review the webhook would refuse. A key is compared as
+/// decoded, so an escaped spelling of the same name is the same key.
+pub fn distinct_keys(bytes: &[u8]) -> serde_json::Result<()> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde::Deserialize::deserialize(&mut de).map(|Distinct| ())?;
+    de.end()
+}
+
+/// Any JSON value, refused when one of its objects repeats a key.
+struct Distinct;
+
+impl<'de> serde::Deserialize<'de> for Distinct {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(DistinctVisitor)
+    }
+}
+
+struct DistinctVisitor;
+
+impl<'de> serde::de::Visitor<'de> for DistinctVisitor {
+    type Value = Distinct;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Distinct, E> {
+        Ok(Distinct)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Distinct, E> {
+        Ok(Distinct)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Distinct, E> {
+        Ok(Distinct)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Distinct, E> {
+        Ok(Distinct)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Distinct, E> {
+        Ok(Distinct)
+    }
+    fn visit_unit<E>(self) -> Result<Distinct, E> {
+        Ok(Distinct)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Distinct, A::Error> {
+        while seq.next_element::<Distinct>()?.is_some() {}
+        Ok(Distinct)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Distinct, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if !seen.insert(key.to_string()) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "duplicate key {:?}",
+                    key.as_ref()
+                )));
+            }
+            map.next_value::<Distinct>()?;
+        }
+        Ok(Distinct)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_repeated_anywhere_is_refused() {
+        assert!(distinct_keys(br#"{"a":[{"b":1,"c":{"d":null}}],"e":""}"#).is_ok());
+        for doc in [
+            r#"{"a":1,"a":2}"#,
+            r#"{"r":{"o":{"m":{"an":{"k":"v","k":null}}}}}"#,
+            r#"[{"x":1},{"y":{"k":1,"\u006b":2}}]"#,
+        ] {
+            let e = distinct_keys(doc.as_bytes()).expect_err(doc).to_string();
+            assert!(e.contains("duplicate key"), "{doc}: {e}");
+        }
+        assert!(distinct_keys(b"{} {}").is_err(), "trailing data");
+    }
 
     #[test]
     fn escapes_as_serde_json_does() {
