@@ -385,29 +385,82 @@ pub fn read_path(path: &Path, evidence: &mut Evidence) -> Result<(), String> {
     Ok(())
 }
 
+/// The longest line of a log, and the largest recording, read: a
+/// kube-apiserver audit event at the RequestResponse level carries the
+/// request and the response, each an object of up to 3 MiB.
+const MAX_EVIDENCE_LINE: usize = 16 * 1024 * 1024;
+
 /// How many evidence entries the file held.
 fn read_file(path: &Path, evidence: &mut Evidence) -> Result<usize, String> {
     let err = |e: std::io::Error| format!("{}: {e}", path.display());
     let file = files::open_regular(path).map_err(err)?;
     let mut reader = std::io::BufReader::new(file);
-    let mut first = String::new();
-    reader.read_line(&mut first).map_err(err)?;
+    let mut lines = Lines::default();
+    let Some(first) = lines.next(&mut reader).map_err(err)? else {
+        return Ok(0);
+    };
     let mut found = 0;
     // A recording is one pretty-printed JSON document; logs are JSON lines.
     if first.trim() == "{" {
-        let mut rest = String::new();
-        std::io::Read::read_to_string(&mut reader, &mut rest).map_err(err)?;
-        if let Ok(value) = serde_json::from_str::<Value>(&format!("{first}{rest}")) {
+        let mut text = first;
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(&mut reader, MAX_EVIDENCE_LINE as u64),
+            &mut text,
+        )
+        .map_err(err)?;
+        if text.len() >= MAX_EVIDENCE_LINE {
+            return Err(format!(
+                "{}: a recording larger than {MAX_EVIDENCE_LINE} bytes: not read",
+                path.display()
+            ));
+        }
+        if let Ok(value) = serde_json::from_str::<Value>(&text) {
             found += usize::from(evidence.add(parse_recording(&value)));
         }
         return Ok(found);
     }
     found += usize::from(evidence.add(parse_line(&first)));
-    for line in reader.lines() {
-        let line = line.map_err(err)?;
+    while let Some(line) = lines.next(&mut reader).map_err(err)? {
         found += usize::from(evidence.add(parse_line(&line)));
     }
     Ok(found)
+}
+
+/// The lines of a file, each at most [`MAX_EVIDENCE_LINE`] bytes: one
+/// longer is an error naming it, not a read of the whole file into memory.
+#[derive(Default)]
+struct Lines {
+    number: usize,
+}
+
+impl Lines {
+    fn next(&mut self, reader: &mut impl BufRead) -> std::io::Result<Option<String>> {
+        let mut buf = Vec::new();
+        let limit = MAX_EVIDENCE_LINE as u64 + 1;
+        std::io::Read::take(&mut *reader, limit).read_until(b'\n', &mut buf)?;
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        self.number += 1;
+        if buf.len() > MAX_EVIDENCE_LINE {
+            return Err(std::io::Error::other(format!(
+                "line {} is longer than {MAX_EVIDENCE_LINE} bytes",
+                self.number
+            )));
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+        }
+        String::from_utf8(buf).map(Some).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("line {} is not UTF-8", self.number),
+            )
+        })
+    }
 }
 
 /// The would-deny removals set aside by [`trusted`], by source: those of
@@ -1370,6 +1423,26 @@ fn rewrite(text: &str, rules: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_overlong_line_is_an_error_not_a_whole_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let mut text = String::from("{\"kind\":\"Event\"}\n");
+        text.push_str(&"x".repeat(MAX_EVIDENCE_LINE + 10));
+        std::fs::write(&path, text).unwrap();
+        let e = read_file(&path, &mut Evidence::default()).unwrap_err();
+        assert!(e.contains("line 2 is longer than"), "{e}");
+        // Lines within the limit, CRLF or not, a last one without a newline.
+        std::fs::write(&path, "a\r\nb\nc").unwrap();
+        let mut reader = std::io::BufReader::new(std::fs::File::open(&path).unwrap());
+        let mut lines = Lines::default();
+        let mut got = Vec::new();
+        while let Some(line) = lines.next(&mut reader).unwrap() {
+            got.push(line);
+        }
+        assert_eq!(got, ["a", "b", "c"]);
+    }
     use serde_json::json;
 
     const CONTROLLER: &str = "system:serviceaccount:widgets:widget-controller";
