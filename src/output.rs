@@ -239,7 +239,13 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = String::new();
     let mut next = Some(e);
     while let Some(cause) = next {
-        let (said, last) = match cause.downcast_ref::<kube::Error>() {
+        // A boxed kube::Error (ClusterError keeps them boxed) is one too.
+        let kube_error = cause.downcast_ref::<kube::Error>().or_else(|| {
+            cause
+                .downcast_ref::<Box<kube::Error>>()
+                .map(|boxed| &**boxed)
+        });
+        let (said, last) = match kube_error {
             // Its own text carries the Status's Debug form; its source is the Status.
             Some(kube::Error::Api(status)) => (api_status(status), true),
             _ => (cause.to_string(), false),
@@ -470,6 +476,12 @@ mod tests {
             "reading pod/web-0: pods \"web-0\" is forbidden: User \"alice\" cannot get resource \"pods\" (403)"
         );
         assert!(!text.contains("Status {"), "{text}");
+        // Boxed, as ClusterError keeps it: the same.
+        let status =
+            kube::core::Status::failure("roles \"v\" is forbidden", "Forbidden").with_code(403);
+        let e =
+            crate::cluster::ClusterError::api("reading role/v", kube::Error::Api(status.boxed()));
+        assert_eq!(chain(&e), "reading role/v: roles \"v\" is forbidden (403)");
         // A cause its parent already said is not said twice.
         let io = io::Error::other("connection refused");
         let e = crate::error::Error::io("stdout", io);

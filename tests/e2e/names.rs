@@ -25,27 +25,31 @@ fn role(ns: &str, name: &str) -> Value {
 fn stuck_roles(env: &Env, ns: &str, names: &[&str]) {
     let c = &env.cluster;
     c.namespace(ns);
-    c.admin(&[
-        "create",
-        "rolebinding",
-        "e2e-names-admin",
-        "--clusterrole=admin",
-        "--group=developers",
-        "--group=sre-oncall",
-        "-n",
-        ns,
-    ])
-    .ok();
+    c.apply(&json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "e2e-names-admin", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "developers"},
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "sre-oncall"},
+        ],
+    }));
     for name in names {
         c.apply(&role(ns, name));
         delete_nowait(env, &["role", name, "-n", ns]);
     }
 }
 
+/// The object's finalizer-guard annotations: the override and the approval.
 fn annotation_keys(object: &Value) -> Vec<String> {
     object["metadata"]["annotations"]
         .as_object()
-        .map(|a| a.keys().cloned().collect())
+        .map(|a| {
+            a.keys()
+                .filter(|k| k.starts_with("finalizer-guard.io/"))
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default()
 }
 
