@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use finalizer_guard::cli::{self, Cli, Command, LogFormat};
-use finalizer_guard::output::chain;
+use finalizer_guard::output::{chain, escape};
 
 fn main() {
     let cli = Cli::parse();
@@ -62,7 +62,8 @@ fn cluster(
         .build()
         .expect("a tokio runtime");
     runtime.block_on(command).unwrap_or_else(|e| {
-        eprintln!("error: {}", chain(&e));
+        // What the API server said may quote a name: escaped, as every line is.
+        eprintln!("error: {}", escape(&chain(&e)));
         2
     })
 }

@@ -5,11 +5,13 @@
 //! progress and notes go to standard error, so a pipe into `jq` still works
 //! while a person watches.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 use std::sync::Mutex;
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
+use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
 
 /// `-o FORMAT`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
@@ -81,11 +83,14 @@ impl Printer {
         self.format == Format::Json
     }
 
-    /// One line to `to`. A line that cannot be written is not a reason to
-    /// stop work under way: the report at the end says whether output failed.
+    /// One line to `to`, escaped ([`escape`]): what it quotes from the
+    /// cluster never acts on the terminal. A line that cannot be written is
+    /// not a reason to stop work under way: the report at the end says
+    /// whether output failed.
     fn line(to: &Mutex<Box<dyn Write + Send>>, line: impl std::fmt::Display) {
+        let line = line.to_string();
         let mut to = to.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let _ = writeln!(to, "{line}");
+        let _ = writeln!(to, "{}", escape_lines(&line));
     }
 
     /// What happened to one object, as it happens: with the report in
@@ -117,7 +122,13 @@ impl Printer {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         match self.format {
-            Format::Text => report.write_text(&mut *out)?,
+            // Escaped as every line is; JSON escapes what it must itself.
+            Format::Text => {
+                let mut text = Vec::new();
+                report.write_text(&mut text)?;
+                let text = String::from_utf8_lossy(&text);
+                out.write_all(escape_lines(&text).as_bytes())?;
+            }
             Format::Json => report.write_json(&mut *out)?,
         }
         out.flush()
@@ -131,6 +142,95 @@ pub fn quoted(value: &str) -> String {
     format!("\"{}\"", value.escape_debug())
 }
 
+/// Whether a character would act on a terminal or hide in a line instead of
+/// being shown: control and format characters, unassigned and private-use
+/// code points, line and paragraph separators.
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || c.general_category_group() == GeneralCategoryGroup::Other
+        || matches!(
+            c.general_category(),
+            GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
+        )
+}
+
+/// A value as a terminal line, a log line or an Event note shows it, on one
+/// line: each hidden character (an escape sequence's ESC, a newline, a
+/// bidirectional override) written as `\u{..}`, the rest as it is.
+pub fn escape(s: &str) -> Cow<'_, str> {
+    if !s.contains(hidden) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if hidden(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// [`escape`] for text of several lines: each line escaped, the line breaks kept.
+fn escape_lines(s: &str) -> Cow<'_, str> {
+    if !s.contains(|c: char| c != '\n' && hidden(c)) {
+        return Cow::Borrowed(s);
+    }
+    let lines: Vec<Cow<'_, str>> = s.split('\n').map(escape).collect();
+    Cow::Owned(lines.join("\n"))
+}
+
+/// One word of a command line a person pastes into a shell (bash, zsh, ksh,
+/// POSIX sh), meaning exactly `word` there, whatever it holds: as it is
+/// when it holds only characters no shell gives a meaning; in single quotes
+/// otherwise (`'` written `'\''`); and where it holds a character that
+/// would act on the terminal or hide (see [`escape`]), in ANSI-C quotes
+/// (`$'...'`), each such character written as the escapes of its bytes, so
+/// the line shown is plain printable text and pastes as the same bytes.
+pub fn shell_word(word: &str) -> String {
+    // zsh expands a word that starts with `=` (`=ls` is ls's path).
+    let plain = !word.is_empty()
+        && !word.starts_with('=')
+        && word.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '.' | '-' | '_' | '/' | ':' | '@' | '+' | '=' | ',' | '%')
+        });
+    if plain {
+        return word.to_string();
+    }
+    if !word.contains(hidden) {
+        return format!("'{}'", word.replace('\'', r"'\''"));
+    }
+    let mut out = String::from("$'");
+    for c in word.chars() {
+        match c {
+            '\\' => out.push_str(r"\\"),
+            '\'' => out.push_str(r"\'"),
+            '\n' => out.push_str(r"\n"),
+            '\t' => out.push_str(r"\t"),
+            '\r' => out.push_str(r"\r"),
+            // Its UTF-8 bytes, which `\xHH` gives back in every locale.
+            c if hidden(c) => {
+                let mut bytes = [0; 4];
+                for b in c.encode_utf8(&mut bytes).bytes() {
+                    out.push_str(&format!(r"\x{b:02x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// A command line for a person to paste: each word through [`shell_word`].
+/// Placeholders a person replaces (`REASON`, `TEXT`) are plain words.
+pub fn shell_command<S: AsRef<str>>(words: impl IntoIterator<Item = S>) -> String {
+    let words: Vec<String> = words.into_iter().map(|w| shell_word(w.as_ref())).collect();
+    words.join(" ")
+}
+
 /// An error and its causes, on one line: "cannot reach the API server:
 /// https://10.0.0.1/: client error (Connect): tcp connect error: Connection
 /// refused (os error 111)". A cause already said by the one before it is not
@@ -139,7 +239,13 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = String::new();
     let mut next = Some(e);
     while let Some(cause) = next {
-        let (said, last) = match cause.downcast_ref::<kube::Error>() {
+        // A boxed kube::Error (ClusterError keeps them boxed) is one too.
+        let kube_error = cause.downcast_ref::<kube::Error>().or_else(|| {
+            cause
+                .downcast_ref::<Box<kube::Error>>()
+                .map(|boxed| &**boxed)
+        });
+        let (said, last) = match kube_error {
             // Its own text carries the Status's Debug form; its source is the Status.
             Some(kube::Error::Api(status)) => (api_status(status), true),
             _ => (cause.to_string(), false),
@@ -232,6 +338,126 @@ mod tests {
         assert_eq!(quoted("zero\u{200b}width"), "\"zero\\u{200b}width\"");
     }
 
+    #[test]
+    fn escapes_what_hides_or_breaks_a_line() {
+        assert!(matches!(escape("plain/name-1"), Cow::Borrowed(_)));
+        assert_eq!(
+            escape("a\nb\tc\u{200b}d\u{202e}e\u{2029}"),
+            "a\\u{a}b\\u{9}c\\u{200b}d\\u{202e}e\\u{2029}"
+        );
+        assert_eq!(escape("w\u{1b}[2J\u{9b}"), "w\\u{1b}[2J\\u{9b}");
+        assert_eq!(escape_lines("a\u{1b}\nb\r\n"), "a\\u{1b}\nb\\u{d}\n");
+    }
+
+    /// What a POSIX shell makes of `line`: its words, one a line (`printf
+    /// '%s\n'`), or `None` when no shell is there to ask.
+    fn words_in_shell(
+        shell: &str,
+        locale: &str,
+        dir: &std::path::Path,
+        line: &str,
+    ) -> Option<String> {
+        let out = std::process::Command::new(shell)
+            .env("LC_ALL", locale)
+            .arg("-c")
+            .arg(format!("printf '%s\\n' {line}"))
+            .current_dir(dir)
+            .output()
+            .ok()?;
+        assert!(out.status.success(), "{shell}: {line}: {out:?}");
+        Some(String::from_utf8(out.stdout).unwrap())
+    }
+
+    const HOSTILE: &[&str] = &[
+        "x;touch${IFS}fg-pwned;#",
+        "$(touch fg-pwned)",
+        "`touch fg-pwned`",
+        "it's",
+        "\"quoted\" and 'single'",
+        "back\\slash\\",
+        "two\nlines",
+        "tab\there",
+        "\u{1b}[2J\u{1b}]0;title\u{7}",
+        "\u{9b}31m",
+        "r\u{e9}sum\u{e9}-\u{6f22}",
+        "bidi\u{202e}txt.exe",
+        "zero\u{200b}width",
+        "",
+        " ",
+        "*",
+        "~root",
+        "=ls",
+        "a|b&c>d<e",
+        "!!",
+        "#hash",
+        "-n",
+        "role/victim#decoy",
+        "%41",
+    ];
+
+    #[test]
+    fn shell_words_are_plain_text_and_mean_exactly_the_word() {
+        assert_eq!(shell_word("web-0"), "web-0");
+        assert_eq!(
+            shell_word("widgets.example.com/w1"),
+            "widgets.example.com/w1"
+        );
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("$(x)"), "'$(x)'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(
+            shell_word("x;touch${IFS}fg-pwned;#"),
+            "'x;touch${IFS}fg-pwned;#'"
+        );
+        assert_eq!(shell_word("w\u{1b}[2J"), r"$'w\x1b[2J'");
+        assert_eq!(shell_word("a\nb'c\\"), r"$'a\nb\'c\\'");
+        assert_eq!(shell_word("x\u{202e}y"), r"$'x\xe2\x80\xaey'");
+        assert_eq!(shell_word("=ls"), "'=ls'");
+        assert_eq!(
+            shell_command(["finalizer-guard", "unstick", "role/a b", "-n", "ns"]),
+            "finalizer-guard unstick 'role/a b' -n ns"
+        );
+        for word in HOSTILE {
+            let quoted = shell_word(word);
+            // Plain printable text, on one line: nothing acts on the terminal.
+            assert_eq!(escape(&quoted), quoted, "{word:?}");
+            assert!(!quoted.contains('\n'), "{word:?}");
+        }
+    }
+
+    /// Each hostile word, pasted into a real shell, is one word, exactly
+    /// itself, and runs nothing.
+    #[test]
+    fn a_real_shell_reads_each_word_back_exactly() {
+        let line = HOSTILE
+            .iter()
+            .map(|w| shell_word(w))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut asked = 0;
+        let dir = std::env::temp_dir().join(format!("fg-shell-words-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // In a UTF-8 locale and without one: the bytes are the same.
+        for (shell, locale) in [
+            ("bash", "C.UTF-8"),
+            ("bash", "C"),
+            ("zsh", "C"),
+            ("ksh", "C"),
+        ] {
+            let Some(out) = words_in_shell(shell, locale, &dir, &line) else {
+                continue;
+            };
+            asked += 1;
+            let expected: String = HOSTILE.iter().map(|w| format!("{w}\n")).collect();
+            assert_eq!(out, expected, "{shell} {locale}");
+        }
+        let ran: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(ran.is_empty(), "a word ran a command: {ran:?}");
+        assert!(asked > 0, "no shell to ask (bash is expected)");
+    }
+
     #[derive(Debug, thiserror::Error)]
     #[error("reading pod/web-0")]
     struct Reading(#[source] kube::Error);
@@ -250,6 +476,12 @@ mod tests {
             "reading pod/web-0: pods \"web-0\" is forbidden: User \"alice\" cannot get resource \"pods\" (403)"
         );
         assert!(!text.contains("Status {"), "{text}");
+        // Boxed, as ClusterError keeps it: the same.
+        let status =
+            kube::core::Status::failure("roles \"v\" is forbidden", "Forbidden").with_code(403);
+        let e =
+            crate::cluster::ClusterError::api("reading role/v", kube::Error::Api(status.boxed()));
+        assert_eq!(chain(&e), "reading role/v: roles \"v\" is forbidden (403)");
         // A cause its parent already said is not said twice.
         let io = io::Error::other("connection refused");
         let e = crate::error::Error::io("stdout", io);

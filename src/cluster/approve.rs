@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::engine::{Engine, OverrideValue, Targets};
 use super::select::Found;
 use super::{ClusterError, WriteError, patch};
-use crate::output::quoted;
+use crate::output::{escape, quoted};
 use crate::policy::Approval;
 use crate::policy::approval::{self, APPROVED_BY, OVERRIDE_EXPIRES};
 use crate::policy::seal::APPROVAL_SEAL;
@@ -108,8 +108,10 @@ pub async fn run(config: Approve) -> Result<i32, ClusterError> {
             why,
         });
     }
-    for m in selected.missing {
-        engine.out.progress(format_args!("{} {}", m.target, m.why));
+    for m in selected.missing.into_iter().chain(selected.unread) {
+        engine
+            .out
+            .progress(format_args!("{} {}", escape(&m.target), m.why));
         objects.push(Approved {
             object: m.target,
             namespace: None,

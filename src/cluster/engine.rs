@@ -7,8 +7,9 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 
+use super::object::ObjectApi;
 use super::select::{Found, Selected, Selection};
 use super::{
     ClusterError, Connection, DryRun, PolicySource, Session, WEBHOOK_DOWN_HELP, WriteError,
@@ -119,7 +120,7 @@ impl Engine {
     /// A JSON patch, through the API server and the webhook.
     pub async fn patch(
         &self,
-        api: &Api<DynamicObject>,
+        api: &ObjectApi,
         name: &str,
         patch: json_patch::Patch,
     ) -> Result<DynamicObject, WriteError> {
@@ -131,7 +132,7 @@ impl Engine {
     /// A Namespace through `namespaces/NAME/finalize`, which takes a whole object.
     pub async fn finalize(
         &self,
-        api: &Api<DynamicObject>,
+        api: &ObjectApi,
         name: &str,
         body: &DynamicObject,
     ) -> Result<DynamicObject, WriteError> {
@@ -147,11 +148,7 @@ impl Engine {
 
     /// Deletes `found` with grace period 0, only if it is still the object
     /// read (its uid): never a pod of the same name created since.
-    pub async fn delete_now(
-        &self,
-        api: &Api<DynamicObject>,
-        found: &Found,
-    ) -> Result<(), WriteError> {
+    pub async fn delete_now(&self, api: &ObjectApi, found: &Found) -> Result<(), WriteError> {
         let params = DeleteParams {
             grace_period_seconds: Some(0),
             dry_run: self.dry_run,
@@ -162,7 +159,7 @@ impl Engine {
             ..DeleteParams::default()
         };
         match api.delete(found.name(), &params).await {
-            Ok(_) => Ok(()),
+            Ok(()) => Ok(()),
             Err(e) => Err(self.refused(&e)),
         }
     }

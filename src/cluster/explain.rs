@@ -8,15 +8,16 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{NamespaceStatus, Node, Pod};
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, ListParams};
 use kube::discovery::{Scope, verbs};
 use serde::Serialize;
 
-use super::select::Resolver;
+use super::object::{ObjectApi, segment};
+use super::select::{self, Resolver};
 use super::{Found, Identity, read};
 use crate::admission::lean::ledger_of;
 use crate::ledger::Ledger;
-use crate::output::chain;
+use crate::output::{chain, escape};
 use crate::policy::builtin::{self, BuiltinController};
 use crate::policy::{
     self, Change, FinalizerField, FinalizerLists, Operation, Outcome, OverrideProblem, Policy,
@@ -227,8 +228,7 @@ impl Probe {
         };
         for resource in types {
             let type_name = type_name(&resource);
-            let api: &Api<DynamicObject> =
-                &Api::namespaced_with(self.client.clone(), ns, &resource);
+            let api = &ObjectApi::new(&self.client, &resource, Some(ns));
             let mut count = 0;
             let listed = read::pages(
                 &ListParams::default(),
@@ -240,12 +240,15 @@ impl Probe {
                     if finalizers.is_empty() {
                         return;
                     }
-                    let name = meta.name.unwrap_or_default();
+                    let object = format!("{type_name}/{}", meta.name.unwrap_or_default());
                     contents.holding.push(Holding {
-                        command: format!(
-                            "finalizer-guard unstick {type_name}/{name} -n {ns} --reason REASON --detail TEXT"
+                        command: select::command(
+                            "unstick",
+                            &object,
+                            Some(ns),
+                            &["--reason", "REASON", "--detail", "TEXT"],
                         ),
-                        object: format!("{type_name}/{name}"),
+                        object,
                         deleting: meta.deletion_timestamp.is_some(),
                         finalizers,
                     });
@@ -268,7 +271,11 @@ impl Probe {
             return l.clone();
         }
         let api: Api<Node> = Api::all(self.client.clone());
-        let liveness = match api.get_opt(name).await {
+        let got = api.get_opt(&segment(name)).await;
+        let liveness = match got {
+            Ok(Some(node)) if node.metadata.name.as_deref() != Some(name) => Liveness::Unknown(
+                format!("asked for node {name}, the API server answered with another"),
+            ),
             Ok(None) => Liveness::Gone(format!("node {name} does not exist")),
             Ok(Some(node)) => self.node_liveness(name, &node),
             Err(kube::Error::Api(status)) if status.code == 403 => Liveness::Unknown(format!(
@@ -919,8 +926,8 @@ impl Contents {
             };
             lines.push(format!(
                 "    {} ({}){not_deleting}: {}",
-                h.object,
-                h.finalizers.join(", "),
+                escape(&h.object),
+                escape(&h.finalizers.join(", ")),
                 h.command
             ));
         }

@@ -11,6 +11,7 @@ pub mod doctor;
 mod engine;
 mod explain;
 mod install;
+mod object;
 mod patch;
 mod read;
 mod release;

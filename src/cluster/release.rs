@@ -13,7 +13,7 @@
 //! node is Ready, a Ready pod runs as its ServiceAccount) is left in place
 //! unless it is named with `--finalizer`.
 
-use kube::api::{Api, DynamicObject};
+use kube::api::DynamicObject;
 
 use super::WriteError;
 use super::engine::{Engine, OverrideValue};
@@ -21,10 +21,11 @@ use super::explain::{
     self, Contents, FinalizerReport, Finish, Kubelet, Liveness, NAMESPACE_FINALIZER, Probe,
     Proposed, Removable,
 };
+use super::object::{ObjectApi, ReadError};
 use super::patch;
 use super::report::{End, Left, ObjectReport, Orphaned};
 use super::select::Found;
-use crate::output::chain;
+use crate::output::{escape, shell_word};
 use crate::policy::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
 use crate::policy::seal::APPROVAL_SEAL;
 use crate::policy::{FinalizerField, Outcome};
@@ -178,10 +179,12 @@ enum Stopped {
     KeptChanging,
     #[error("read again, it is no longer being deleted: left alone")]
     NoLongerDeleting,
-    #[error("reading it again: {}", chain(.0.as_ref()))]
-    Reread(Box<kube::Error>),
+    #[error("reading it again: {0}")]
+    Reread(Box<ReadError>),
     #[error(
-        "it is stored, but its namespace {0} no longer exists (it was orphaned), and the API server refuses every write to it as not found: create the namespace again (kubectl create namespace {0}), run this again, then delete the namespace"
+        "it is stored, but its namespace {} no longer exists (it was orphaned), and the API server refuses every write to it as not found: create the namespace again (kubectl create namespace {}), run this again, then delete the namespace",
+        escape(.0),
+        shell_word(.0)
     )]
     Orphaned(String),
 }
@@ -271,8 +274,11 @@ impl Releaser<'_> {
         let planned = report.finalizers.iter().filter(|f| plans.contains(f));
         let blocked = planned.clone().find_map(|f| match &f.removable {
             Removable::NeedsApproval { why, approvers } => Some(format!(
-                "{why}; an approver ({approvers}) runs: finalizer-guard approve {} --reason R --detail T --for 1h",
-                report.label()
+                "{why}; an approver ({approvers}) runs: {}",
+                report.command(
+                    "approve",
+                    &["--reason", "R", "--detail", "T", "--for", "1h"]
+                )
             )),
             Removable::NotDeleting => Some("the object is not being deleted".into()),
             Removable::No { why } => Some(why.clone()),
@@ -311,7 +317,7 @@ impl Releaser<'_> {
     /// through `namespaces/finalize`, after the override when one is needed.
     async fn write(
         &self,
-        api: &Api<DynamicObject>,
+        api: &ObjectApi,
         uid: &str,
         found: &mut Found,
         plans: &Plans,
@@ -348,7 +354,7 @@ impl Releaser<'_> {
     /// the override (or the approval) this release used.
     async fn afterwards(
         &mut self,
-        api: &Api<DynamicObject>,
+        api: &ObjectApi,
         uid: &str,
         found: &Found,
         authority: &Authority,
@@ -396,7 +402,7 @@ impl Releaser<'_> {
     /// concurrent change.
     async fn patch_loop(
         &self,
-        api: &Api<DynamicObject>,
+        api: &ObjectApi,
         uid: &str,
         found: &mut Found,
         plan: &[String],
@@ -427,7 +433,7 @@ impl Releaser<'_> {
     /// read, which the API server holds the write to.
     async fn finalize_loop(
         &self,
-        api: &Api<DynamicObject>,
+        api: &ObjectApi,
         uid: &str,
         found: &mut Found,
         plan: &[String],
@@ -453,7 +459,7 @@ impl Releaser<'_> {
     /// is left Terminating, or nothing when its kubelet will finish it.
     pub async fn finish_pod(
         &mut self,
-        api: &Api<DynamicObject>,
+        api: &ObjectApi,
         found: &Found,
     ) -> Result<PodEnd, WriteError> {
         let Some(node) = found.node().filter(|_| found.awaits_kubelet()) else {
@@ -475,7 +481,7 @@ impl Releaser<'_> {
     /// `Ok(false)`: it is gone or replaced, or the annotation changed.
     async fn clear_override(
         &self,
-        api: &Api<DynamicObject>,
+        api: &ObjectApi,
         uid: &str,
         name: &str,
         authority: &Authority,
@@ -552,7 +558,7 @@ fn distinct(names: impl Iterator<Item = String>) -> Vec<String> {
 /// [`ATTEMPTS`] times. `write` returns the planned names it finds on the
 /// object and the API server's answer, `None` when it wrote nothing.
 async fn retry(
-    api: &Api<DynamicObject>,
+    api: &ObjectApi,
     name: &str,
     uid: &str,
     plan: &[String],
@@ -607,7 +613,7 @@ fn same_and_deleting(uid: &str, object: &DynamicObject) -> Result<Reread, Stoppe
 /// that it is still the object explained and still being deleted, and says
 /// whether to try again.
 async fn read_again(
-    api: &Api<DynamicObject>,
+    api: &ObjectApi,
     name: &str,
     uid: &str,
     found: &mut Found,

@@ -11,7 +11,7 @@ use super::explain::{self, Contents, FinalizerReport, Kubelet};
 use super::select::{self, Found, Missing};
 use super::{Identity, PolicySource};
 use crate::ledger::Ledger;
-use crate::output::quoted;
+use crate::output::{escape, quoted};
 use crate::policy::FinalizerField;
 
 /// What happened to one object (`result` in the report).
@@ -152,6 +152,11 @@ impl ObjectReport {
     /// `pod/web-0 -n team-a`: as a kubectl command names it.
     pub fn label(&self) -> String {
         select::label(&self.object, self.namespace.as_deref())
+    }
+
+    /// `finalizer-guard VERB OBJECT [-n NS] ARGS...`, shell-quoted: a command to paste.
+    pub fn command(&self, verb: &str, args: &[&str]) -> String {
+        select::command(verb, &self.object, self.namespace.as_deref(), args)
     }
 
     pub fn not_released(mut self, why: impl Into<String>) -> ObjectReport {
@@ -346,6 +351,11 @@ pub struct Report {
     pub objects: Vec<ObjectReport>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_found: Vec<MissingReport>,
+    /// Listed or named objects that could not be read as the object
+    /// meant (an error reading one, another object in its place): each
+    /// left alone, the rest done.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unread: Vec<MissingReport>,
     /// Listed objects left alone because they are not stuck.
     pub not_stuck: usize,
     pub summary: Summary,
@@ -503,7 +513,8 @@ impl ObjectReport {
 impl Report {
     /// 0 when every object selected is released (or gone), 1 when any is not.
     pub fn exit_code(&self) -> i32 {
-        self.summary.exit_code(self.not_found.len())
+        self.summary
+            .exit_code(self.not_found.len() + self.unread.len())
     }
 
     fn release(&self) -> bool {
@@ -546,7 +557,7 @@ impl Report {
         format!(
             "released {} of {} object(s), {} already gone, {} force-deleted{more}{dry}{left_alone}",
             summary.released,
-            summary.objects + self.not_found.len(),
+            summary.objects + self.not_found.len() + self.unread.len(),
             summary.gone,
             summary.force_deleted
         )
@@ -558,7 +569,10 @@ impl crate::output::Report for Report {
     /// released: the objects themselves were printed as the run went.
     fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
         for m in &self.not_found {
-            writeln!(out, "{} {}", m.target, m.why)?;
+            writeln!(out, "{} {}", escape(&m.target), m.why)?;
+        }
+        for m in &self.unread {
+            writeln!(out, "{} error: {}", escape(&m.target), m.why)?;
         }
         writeln!(out, "{}", self.summary_line())?;
         if !self.release() || self.objects.is_empty() {
@@ -574,14 +588,14 @@ impl crate::output::Report for Report {
                 )
             })
             .collect();
-        if !failed.is_empty() || !self.not_found.is_empty() {
+        if !failed.is_empty() || !self.not_found.is_empty() || !self.unread.is_empty() {
             writeln!(out, "not released:")?;
             for r in &failed {
                 let why = r.why.as_deref().unwrap_or_default();
                 writeln!(out, "  {}: {why}", r.label())?;
             }
-            for m in &self.not_found {
-                writeln!(out, "  {}: {}", m.target, m.why)?;
+            for m in self.not_found.iter().chain(&self.unread) {
+                writeln!(out, "  {}: {}", escape(&m.target), m.why)?;
             }
         }
         // Released, but still Terminating: what the operator must still see to.
@@ -683,6 +697,7 @@ mod tests {
             summary: Summary::of(&objects),
             objects,
             not_found,
+            unread: Vec::new(),
             not_stuck: 2,
         }
     }

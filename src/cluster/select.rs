@@ -3,10 +3,12 @@
 use clap::Args;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{DynamicObject, ListParams};
 use kube::discovery::{ApiCapabilities, ApiResource, Discovery, Scope};
 
+use super::object::{ObjectApi, ReadError, invalid_name};
 use super::{ClusterError, Session, read};
+use crate::output::escape;
 
 /// Which objects: kubectl's habits.
 #[derive(Debug, Clone, Default, Args)]
@@ -45,13 +47,7 @@ pub struct Found {
 impl Found {
     /// `pod/web-0`, `widget.example.com/w1`: as kubectl names objects.
     pub fn display_name(&self) -> String {
-        let kind = self.resource.kind.to_lowercase();
-        let name = self.object.metadata.name.as_deref().unwrap_or_default();
-        if self.resource.group.is_empty() {
-            format!("{kind}/{name}")
-        } else {
-            format!("{kind}.{}/{name}", self.resource.group)
-        }
+        display_name(&self.resource, self.name())
     }
 
     pub fn name(&self) -> &str {
@@ -74,11 +70,10 @@ impl Found {
         self.resource.group.is_empty() && self.resource.plural == "namespaces"
     }
 
-    pub fn api(&self, client: &Client) -> Api<DynamicObject> {
-        match self.namespace() {
-            Some(ns) if self.namespaced => Api::namespaced_with(client.clone(), ns, &self.resource),
-            _ => Api::all_with(client.clone(), &self.resource),
-        }
+    /// Its API, addressing it by its exact name.
+    pub fn api(&self, client: &Client) -> ObjectApi {
+        let namespace = self.namespace().filter(|_| self.namespaced);
+        ObjectApi::new(client, &self.resource, namespace)
     }
 
     /// `spec.finalizers`: a Namespace's, written through `namespaces/finalize`.
@@ -127,11 +122,36 @@ impl Found {
     }
 }
 
-/// `pod/web-0 -n team-a`, `namespace/legacy`: as a kubectl command names an object.
+/// `finalizer-guard VERB OBJECT [-n NS] ARGS...` for a person to paste:
+/// each word shell-quoted ([`crate::output::shell_command`]), so that no
+/// name runs anything and each names exactly its object.
+pub fn command(verb: &str, object: &str, namespace: Option<&str>, args: &[&str]) -> String {
+    let mut words = vec!["finalizer-guard", verb, object];
+    if let Some(ns) = namespace {
+        words.extend(["-n", ns]);
+    }
+    words.extend(args);
+    crate::output::shell_command(words)
+}
+
+/// `pod/web-0`, `widget.example.com/w1`: as kubectl names objects, as they are.
+fn display_name(resource: &ApiResource, name: &str) -> String {
+    let kind = resource.kind.to_lowercase();
+    if resource.group.is_empty() {
+        format!("{kind}/{name}")
+    } else {
+        format!("{kind}.{}/{name}", resource.group)
+    }
+}
+
+/// `pod/web-0 -n team-a`, `namespace/legacy`: as a kubectl command names
+/// an object, for a person to read: escaped ([`escape`]), so that a name's
+/// control characters never act on the terminal. Not for pasting: a
+/// command to paste is built by [`crate::output::shell_command`].
 pub fn label(object: &str, namespace: Option<&str>) -> String {
     match namespace {
-        Some(ns) => format!("{object} -n {ns}"),
-        None => object.to_string(),
+        Some(ns) => format!("{} -n {}", escape(object), escape(ns)),
+        None => escape(object).into_owned(),
     }
 }
 
@@ -153,11 +173,14 @@ pub struct Missing {
     pub why: String,
 }
 
-/// What a selection found: the objects, and the named ones that were not there.
+/// What a selection found: the objects, the named ones that were not
+/// there, and those that could not be read as the object named or listed.
 #[derive(Debug, Default)]
 pub struct Selected {
     pub objects: Vec<Found>,
     pub missing: Vec<Missing>,
+    /// Each left alone, with why: the rest go on.
+    pub unread: Vec<Missing>,
     /// Objects listed (by TYPE or --node) that are not stuck, left alone.
     pub not_stuck: usize,
 }
@@ -359,35 +382,29 @@ impl Selection {
             )));
         }
         let ns = self.namespace.as_deref().unwrap_or(&session.namespace);
-        let api = object_api(&session.client, &resource, namespaced.then_some(ns));
+        let missing = |why: String| {
+            Ok(Err(Missing {
+                target: target.to_string(),
+                why,
+            }))
+        };
+        if let Some(why) = invalid_name(name) {
+            return missing(format!("not a name the API server can hold: {why}"));
+        }
+        let api = ObjectApi::new(&session.client, &resource, namespaced.then_some(ns));
         match api.get_opt(name).await {
             Ok(Some(object)) => Ok(Ok(Found {
                 resource,
                 namespaced,
                 object,
             })),
-            Ok(None) => Ok(Err(Missing {
-                target: target.to_string(),
-                why: if namespaced {
-                    format!("not found in namespace {ns}")
-                } else {
-                    "not found".into()
-                },
-            })),
-            Err(e) => Err(ClusterError::api(format!("reading {target}"), e)),
+            Ok(None) if namespaced => missing(format!("not found in namespace {}", escape(ns))),
+            Ok(None) => missing("not found".into()),
+            Err(e @ ReadError::NotTheOneNamed { .. }) => missing(e.to_string()),
+            Err(ReadError::Api(e)) => {
+                Err(ClusterError::api(format!("reading {}", escape(target)), e))
+            }
         }
-    }
-}
-
-/// The API of one type, in one namespace or (`None`) all.
-fn object_api(
-    client: &Client,
-    resource: &ApiResource,
-    namespace: Option<&str>,
-) -> Api<DynamicObject> {
-    match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
-        None => Api::all_with(client.clone(), resource),
     }
 }
 
@@ -406,7 +423,7 @@ impl Listing<'_> {
     /// for its node's kubelet) are read whole, for what explains them. The
     /// rest are counted as not stuck.
     async fn stuck(&self, params: &ListParams, selected: &mut Selected) -> kube::Result<()> {
-        let api = object_api(
+        let api = ObjectApi::new(
             self.client,
             &self.resource,
             self.namespace.filter(|_| self.namespaced),
@@ -414,7 +431,7 @@ impl Listing<'_> {
         let core = self.resource.group.is_empty();
         let is_namespace = core && self.resource.plural == "namespaces";
         let is_pod = core && self.resource.plural == "pods";
-        let mut candidates = Vec::new();
+        let mut candidates: Vec<(Option<String>, String, Option<String>)> = Vec::new();
         let api = &api;
         read::pages(
             params,
@@ -425,21 +442,44 @@ impl Listing<'_> {
                     || is_namespace
                     || is_pod;
                 if meta.deletion_timestamp.is_some() && held {
-                    candidates.push((meta.namespace, meta.name.unwrap_or_default()));
+                    candidates.push((meta.namespace, meta.name.unwrap_or_default(), meta.uid));
                 } else {
                     selected.not_stuck += 1;
                 }
             },
         )
         .await?;
-        for (namespace, name) in candidates {
+        for (namespace, name, uid) in candidates {
             let namespace = namespace.as_deref().filter(|_| self.namespaced);
-            // Gone since it was listed: nothing holds it any more.
-            if let Some(object) = object_api(self.client, &self.resource, namespace)
+            let read = ObjectApi::new(self.client, &self.resource, namespace)
                 .get_opt(&name)
-                .await?
-            {
-                push_listed(selected, self.resource.clone(), self.namespaced, object);
+                .await;
+            // One object that cannot be read, or reads as another, is that
+            // object's error line: the rest of the listing goes on.
+            let unread = |why: String| {
+                let object = display_name(&self.resource, &name);
+                Missing {
+                    target: match namespace {
+                        Some(ns) => format!("{object} -n {ns}"),
+                        None => object,
+                    },
+                    why,
+                }
+            };
+            match read {
+                // Gone since it was listed: nothing holds it any more.
+                Ok(None) => {}
+                Ok(Some(object)) if uid.is_some() && object.metadata.uid != uid => {
+                    selected.unread.push(unread(format!(
+                        "replaced since it was listed (uid {}, now {}): left alone",
+                        uid.unwrap_or_default(),
+                        object.metadata.uid.unwrap_or_default()
+                    )));
+                }
+                Ok(Some(object)) => {
+                    push_listed(selected, self.resource.clone(), self.namespaced, object)
+                }
+                Err(e) => selected.unread.push(unread(format!("cannot be read: {e}"))),
             }
         }
         Ok(())

@@ -108,6 +108,11 @@ pub async fn run(config: Unstick) -> Result<i32, ClusterError> {
             .into_iter()
             .map(MissingReport::from)
             .collect(),
+        unread: selected
+            .unread
+            .into_iter()
+            .map(MissingReport::from)
+            .collect(),
         not_stuck: selected.not_stuck + run.not_stuck,
     };
     engine.out.report(&report).map_err(ClusterError::Output)?;

@@ -16,6 +16,7 @@ mod install;
 #[path = "../live/mod.rs"]
 mod live;
 mod monitoring;
+mod names;
 mod oncall;
 mod preflight;
 mod storm;

@@ -9,16 +9,16 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, DynamicObject, TypeMeta};
+use kube::api::{DynamicObject, TypeMeta};
 
 use super::tracker::{Announced, Due, Shared};
 use super::{REASON, REPORTING_CONTROLLER, escape};
 use crate::cluster::Identity;
 use crate::cluster::explain::{self, Probe};
+use crate::cluster::object::ObjectApi;
 use crate::cluster::report::ObjectReport;
 use crate::cluster::select::Found;
 use crate::events::{EventSink, MAX_NOTE_BYTES, Notice, Occurrence};
-use crate::output::chain;
 use crate::policy::Policy;
 
 /// How often stuck objects are looked for, to announce them.
@@ -138,12 +138,8 @@ impl Announcer {
     /// ConfigMaps, whose metadata is all it reads.
     async fn read(&self, d: &Due) -> Result<Option<Found>, String> {
         let resource = &d.kind.resource;
-        let api: Api<DynamicObject> = match d.namespace.as_deref() {
-            Some(ns) if d.kind.namespaced => {
-                Api::namespaced_with(self.client.clone(), ns, resource)
-            }
-            _ => Api::all_with(self.client.clone(), resource),
-        };
+        let namespace = d.namespace.as_deref().filter(|_| d.kind.namespaced);
+        let api = ObjectApi::new(&self.client, resource, namespace);
         let object = if d.kind.metadata_only() {
             api.get_metadata_opt(&d.name).await.map(|o| {
                 o.map(|meta| DynamicObject {
@@ -158,7 +154,7 @@ impl Announcer {
         } else {
             api.get_opt(&d.name).await
         }
-        .map_err(|e| chain(&e))?;
+        .map_err(|e| e.to_string())?;
         Ok(object
             .filter(|o| d.uid.is_none() || o.metadata.uid == d.uid)
             .map(|object| Found {
@@ -249,7 +245,7 @@ mod tests {
         let d = shared.due(at(T0), 1).remove(0);
         assert_eq!(
             d.command,
-            "finalizer-guard unstick 'widget.example.com/w\\u{1b}[2J' -n shop"
+            "finalizer-guard unstick $'widget.example.com/w\\x1b[2J' -n shop"
         );
         let leak = Ledger {
             node: Some("worker\n3".into()),
@@ -262,14 +258,14 @@ mod tests {
         );
         assert_eq!(
             note(&report, &d.command),
-            "widget.example.com/w\\u{1b}[2J -n shop: Terminating for 12m. blocked by: APIService v1.x is not Available (\\u{2028}). may leak: node worker\\u{a}3. x.io/f; owner: unknown: no built-in controller or policy rule names it; owner alive: cannot tell: no owner is known. Explain and release: finalizer-guard unstick 'widget.example.com/w\\u{1b}[2J' -n shop"
+            "widget.example.com/w\\u{1b}[2J -n shop: Terminating for 12m. blocked by: APIService v1.x is not Available (\\u{2028}). may leak: node worker\\u{a}3. x.io/f; owner: unknown: no built-in controller or policy rule names it; owner alive: cannot tell: no owner is known. Explain and release: finalizer-guard unstick $'widget.example.com/w\\x1b[2J' -n shop"
         );
         let text = note(
             &explained(&d, leak.clone(), vec!["y".repeat(5000)]),
             &d.command,
         );
         assert!(text.len() <= MAX_NOTE_BYTES, "{}", text.len());
-        assert!(text.ends_with(".... Explain and release: finalizer-guard unstick 'widget.example.com/w\\u{1b}[2J' -n shop"), "{text}");
+        assert!(text.ends_with(".... Explain and release: finalizer-guard unstick $'widget.example.com/w\\x1b[2J' -n shop"), "{text}");
         let wide = explained(&d, leak, vec!["é".repeat(2000)]);
         assert!(note(&wide, &d.command).len() <= MAX_NOTE_BYTES);
         assert!(short_note(&d).starts_with("widget.example.com/w\\u{1b}[2J -n shop: Terminating since 2026-11-21T07:00:00Z, held by x.io/f. Explain"));

@@ -30,7 +30,6 @@ mod fixtures;
 mod metrics;
 mod tracker;
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,7 +43,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
 
 use self::announce::Announcer;
 use self::discovery::{Discoverer, FIRST_LISTS};
@@ -53,6 +51,7 @@ use self::tracker::Shared;
 use super::explain;
 use super::{ClusterError, Connection};
 use crate::events::EventSink;
+pub use crate::output::escape;
 
 /// What `watch`'s `/metrics` serves before it has seen anything: every
 /// family it exports, with its `# TYPE` line (the chart's dashboard is
@@ -277,62 +276,5 @@ async fn readyz(State(state): State<AdminState>) -> Response {
             format!("not ready: {why}\n"),
         )
             .into_response(),
-    }
-}
-
-/// line or an Event note shows it, on one line.
-pub fn escape(s: &str) -> Cow<'_, str> {
-    let hidden = |c: char| {
-        c.is_control()
-            || c.general_category_group() == GeneralCategoryGroup::Other
-            || matches!(
-                c.general_category(),
-                GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
-            )
-    };
-    if !s.contains(hidden) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if hidden(c) {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
-}
-
-/// One word of a shell command: as it is when plain, else single-quoted;
-/// escaped either way.
-fn shell_word(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars().all(|c| {
-            c.is_ascii_alphanumeric()
-                || matches!(c, '.' | '-' | '_' | '/' | ':' | '@' | '+' | '=' | ',')
-        });
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", escape(&s.replace('\'', r"'\''")))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escapes_what_hides_or_breaks_a_line() {
-        assert!(matches!(escape("plain/name-1"), Cow::Borrowed(_)));
-        assert_eq!(
-            escape("a\nb\tc\u{200b}d\u{202e}e\u{2029}"),
-            "a\\u{a}b\\u{9}c\\u{200b}d\\u{202e}e\\u{2029}"
-        );
-        assert_eq!(shell_word("web-0"), "web-0");
-        assert_eq!(shell_word(""), "''");
-        assert_eq!(shell_word("a b"), "'a b'");
-        assert_eq!(shell_word("$(x)"), "'$(x)'");
     }
 }

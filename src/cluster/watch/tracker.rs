@@ -14,7 +14,7 @@ use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::discovery::ApiResource;
 
-use super::{OTHER, escape, shell_word};
+use super::{OTHER, escape};
 
 /// How often a stuck object's Event is repeated while it stays stuck: within
 /// the Event writer's six-minute series ([`crate::events::SERIES_END`]), so a repeat is one more in the Event's
@@ -126,16 +126,9 @@ impl Tracked {
 
     /// The `unstick` command that explains it and, with `--reason`, releases it.
     pub(super) fn command(&self) -> String {
-        let mut words = vec![
-            "finalizer-guard".to_string(),
-            "unstick".into(),
-            shell_word(&format!("{}/{}", self.kind.command_type(), self.name)),
-        ];
-        if let Some(ns) = self.namespace.as_deref().filter(|_| self.kind.namespaced) {
-            words.push("-n".into());
-            words.push(shell_word(ns));
-        }
-        words.join(" ")
+        let object = format!("{}/{}", self.kind.command_type(), self.name);
+        let namespace = self.namespace.as_deref().filter(|_| self.kind.namespaced);
+        crate::cluster::select::command("unstick", &object, namespace, &[])
     }
 }
 
