@@ -170,6 +170,16 @@ pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Occurrence> {
     if record.dry_run {
         return None;
     }
+    // A namespace kube-apiserver sends is a DNS label; anything else did
+    // not come from it, and would reach the Event's request path.
+    if record
+        .namespace
+        .as_deref()
+        .is_some_and(|ns| !is_dns_label(ns))
+    {
+        tracing::debug!("no Event: the review's namespace is not a DNS label");
+        return None;
+    }
     let (type_, reason, note, audit_reference) = what_happened(record)?;
     let repeats_as = truncate(&note, MAX_NOTE_BYTES / 4);
     let note = match audit_reference {
@@ -256,6 +266,18 @@ fn what_happened(
         | Verdict::ApprovalRecorded
         | Verdict::ApprovalWouldDeny => return None,
     })
+}
+
+/// A namespace's name as Kubernetes validates it (RFC 1123 label).
+fn is_dns_label(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes[0] != b'-'
+        && bytes[bytes.len() - 1] != b'-'
 }
 
 /// `OBJECT.TIMESTAMP`, as Kubernetes' own event recorder names Events (the
@@ -695,6 +717,24 @@ mod tests {
 
     fn occurrence(decision: Verdict) -> Occurrence {
         event_for(&record(decision), "pod-1").unwrap()
+    }
+
+    #[test]
+    fn no_event_for_a_namespace_kube_apiserver_could_not_have_sent() {
+        let mut r = record(Verdict::Denied);
+        assert!(event_for(&r, "pod").is_some());
+        for bad in [
+            "payments/events/x",
+            "a#b",
+            "A",
+            "",
+            "-a",
+            &"a".repeat(64),
+            "a?x=1",
+        ] {
+            r.namespace = Some(bad.to_string());
+            assert!(event_for(&r, "pod").is_none(), "{bad:?}");
+        }
     }
 
     #[test]
