@@ -20,6 +20,9 @@
 #                      Event creates
 #   bin/               kubectl, kube-apiserver, kube-controller-manager, etcd
 #   ca.crt             the CA of the API server's serving certificate
+#   webhook-client-ca.crt  the CA of the client certificate kube-apiserver
+#                      presents to every admission webhook that asks for one
+#                      (admission-config.yaml): `serve --client-ca` takes it
 #   logs/              each process's output
 # There is no kubelet and no scheduler: pods stay Pending unless a test binds
 # them to a Node object itself, and a webhook runs as a local process reached
@@ -129,6 +132,45 @@ certificates() {
   # Service-account tokens: kube-controller-manager signs them, the API server checks them.
   openssl genrsa -out "$pki/sa.key" 2048 2> /dev/null
   openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2> /dev/null
+  # kube-apiserver's client certificate towards admission webhooks, from a CA
+  # of its own (webhook-client-ca.crt, for `serve --client-ca`): one from
+  # ca.crt would also log in to the API server itself.
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=finalizer-guard-e2e-webhook-client-ca" \
+    -keyout "$pki/webhook-client-ca.key" -out "$dir/webhook-client-ca.crt" 2> /dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
+    -keyout "$pki/webhook-client.key" -out "$pki/webhook-client.csr" 2> /dev/null
+  printf 'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' > "$pki/webhook-client.ext"
+  openssl x509 -req -in "$pki/webhook-client.csr" -CA "$dir/webhook-client-ca.crt" \
+    -CAkey "$pki/webhook-client-ca.key" -CAserial "$pki/webhook-client-ca.srl" -CAcreateserial -days 3650 -extfile "$pki/webhook-client.ext" \
+    -out "$pki/webhook-client.crt" 2> /dev/null
+}
+
+# admission WEBHOOK_KUBECONFIG CONFIG: the AdmissionConfiguration that gives
+# kube-apiserver its client certificate for every admission webhook, as
+# docs/deployment.md's "Only kube-apiserver may call" does for the Service.
+# The users entry `*` matches every webhook host: a `url:` webhook's
+# 127.0.0.1:PORT, a Service's NAME.NS.svc:PORT. A webhook server that asks
+# for no certificate is sent none.
+admission() {
+  cat > "$1" <<EOF
+apiVersion: v1
+kind: Config
+users:
+  - name: "*"
+    user:
+      client-certificate: $dir/pki/webhook-client.crt
+      client-key: $dir/pki/webhook-client.key
+EOF
+  cat > "$2" <<EOF
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+  - name: ValidatingAdmissionWebhook
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: WebhookAdmissionConfiguration
+      kubeConfigFile: $1
+EOF
 }
 
 up() {
@@ -180,6 +222,8 @@ rules:
   - level: None
 EOF
 
+  admission "$dir/pki/webhook-client.kubeconfig" "$dir/admission-config.yaml"
+
   start etcd --name e2e --data-dir "$dir/etcd" \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
@@ -201,6 +245,7 @@ EOF
     --kubelet-preferred-address-types InternalIP \
     --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
     --audit-log-format json --audit-log-mode blocking \
+    --admission-control-config-file "$dir/admission-config.yaml" \
     --cert-dir "$dir/pki" --v 1
   wait_for kube-apiserver 120 "$dir/bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" get --raw /readyz
 

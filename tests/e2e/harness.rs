@@ -7,7 +7,10 @@
 //! docs/deployment.md's enforce overlay makes it (the scenarios enforce), and
 //! only its `clientConfig` is pointed at the local server's `url:`. The
 //! server sends its Events with the token of the ServiceAccount the manifests
-//! install, so their RBAC is what is tested.
+//! install, so their RBAC is what is tested. It runs with `--client-ca`, as
+//! docs/deployment.md's "Only kube-apiserver may call" sets it up: the
+//! client certificate kube-apiserver presents (cluster.sh's admission
+//! configuration) is the only one it serves.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -44,6 +47,11 @@ impl Cluster {
 
     pub fn kubeconfig(&self, user: &str) -> PathBuf {
         self.dir.join(format!("{user}.kubeconfig"))
+    }
+
+    /// The CA of the client certificate kube-apiserver presents to webhooks.
+    pub fn webhook_client_ca(&self) -> PathBuf {
+        self.dir.join("webhook-client-ca.crt")
     }
 
     /// Runs kubectl as `user` (admin, alice, carol, oncall), with `stdin` if given.
@@ -470,10 +478,13 @@ impl Env {
             .args(["--admin-listen", &format!("127.0.0.1:{}", self.admin_port)])
             .arg("--record-dir")
             .arg(self.work.join("recordings"))
-            // The test control plane's kube-apiserver presents no client
-            // certificate (no --client-ca here), and only it reaches this
-            // loopback port: its reviews' Events are wanted all the same.
-            .arg("--events-unauthenticated=true")
+            // Only kube-apiserver may call, as docs/deployment.md sets it up:
+            // cluster.sh gives it a client certificate for every webhook
+            // (its admission configuration), so its reviews are
+            // authenticated and write their Events; anything else is
+            // refused at the handshake.
+            .arg("--client-ca")
+            .arg(self.cluster.webhook_client_ca())
             .args([
                 "--reload-interval",
                 "200ms",
@@ -563,6 +574,82 @@ impl Env {
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
+    }
+
+    /// The webhook's recordings so far (`--record-dir`), oldest first.
+    pub fn recordings(&self) -> Vec<Value> {
+        let mut paths: Vec<PathBuf> = fs::read_dir(self.work.join("recordings"))
+            .map(|dir| dir.filter_map(|e| Some(e.ok()?.path())).collect())
+            .unwrap_or_default();
+        paths.retain(|p| p.extension().is_some_and(|e| e == "json"));
+        paths.sort();
+        paths
+            .iter()
+            .filter_map(|p| serde_json::from_str(&fs::read_to_string(p).ok()?).ok())
+            .collect()
+    }
+
+    /// POSTs `body` to the webhook port's `/validate` the way anything on
+    /// the network could, not through kube-apiserver: over TLS that trusts
+    /// the serving CA, presenting `client` (certificate and key, PEM) or no
+    /// certificate at all. The HTTP answer, or the error that ended the
+    /// exchange (a TLS alert reads `received fatal alert: ...`).
+    pub fn post_review(
+        &self,
+        body: &str,
+        client: Option<(&[u8], &[u8])>,
+    ) -> Result<String, String> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+        use std::io::{Read, Write};
+        use std::sync::Arc;
+
+        let ca = fs::read(self.work.join("certs/ca.crt")).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(&ca) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+        let config = match client {
+            None => config.with_no_client_auth(),
+            Some((cert, key)) => config
+                .with_client_auth_cert(
+                    CertificateDer::pem_slice_iter(cert)
+                        .map(Result::unwrap)
+                        .collect(),
+                    PrivateKeyDer::from_pem_slice(key).unwrap(),
+                )
+                .unwrap(),
+        };
+        // The serving certificate's SAN, as the installed configuration's url says.
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+        let tcp = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        tcp.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let mut tls = rustls::StreamOwned::new(connection, tcp);
+        let request = format!(
+            "POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        tls.write_all(request.as_bytes())
+            .and_then(|()| tls.flush())
+            .map_err(|e| e.to_string())?;
+        let mut answer = Vec::new();
+        match tls.read_to_end(&mut answer) {
+            Ok(_) => Ok(String::from_utf8_lossy(&answer).into_owned()),
+            // A server that closes without close_notify after its answer.
+            Err(e) if !answer.is_empty() && e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                Ok(String::from_utf8_lossy(&answer).into_owned())
+            }
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// kube-apiserver's audit events so far.

@@ -244,6 +244,28 @@ fn dead_node_pods_are_released_only_with_an_override() {
     assert_eq!(annotation(allowed, "override-reason"), "node-lost");
     assert_eq!(annotation(allowed, "removed-finalizers"), CNI);
 
+    // The webhook's own records of both: kube-apiserver posted them, with
+    // the client certificate --client-ca verifies.
+    let records = || -> Vec<Value> {
+        env.audit_records()
+            .into_iter()
+            .filter(|r| r["name"] == "web-0" && r["namespace"] == ns)
+            .collect()
+    };
+    wait_until(
+        "the webhook's records of the denial and the override",
+        30,
+        || {
+            let records = records();
+            ["denied", "override"]
+                .iter()
+                .all(|d| records.iter().any(|r| r["decision"] == *d))
+        },
+    );
+    for record in &records() {
+        assert_eq!(record["authenticated"], true, "{record}");
+    }
+
     // And `kubectl get events` shows the webhook's Event.
     wait_until("the webhook's override Event", 30, || {
         self::events(&env, ns, "web-0", "FinalizerOverride") == 1
@@ -251,6 +273,134 @@ fn dead_node_pods_are_released_only_with_an_override() {
     let run = c.kubectl("alice", &["get", "events", "-n", ns]).ok();
     assert!(run.stdout.contains("FinalizerOverride"), "{run:#?}");
     assert!(run.stdout.contains("FinalizerRemovalDenied"), "{run:#?}");
+}
+
+/// docs/deployment.md's "Only kube-apiserver may call", with the real
+/// kube-apiserver: the server runs with `--client-ca`, and kube-apiserver's
+/// admission configuration gives it a client certificate for webhooks
+/// (e2e/cluster.sh). Its reviews are authenticated: their audit records and
+/// recordings say so, and they write Events. A review posted straight to the
+/// webhook port, with no certificate or with one from another CA, is refused
+/// at the TLS handshake: no answer, no audit record, no Event.
+#[test]
+#[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
+fn only_kube_apiserver_may_post_a_review() {
+    let env = env();
+    let c = &env.cluster;
+    let ns = "e2e-mtls";
+    c.namespace(ns);
+    let finalizer = "example.com/cleanup";
+    c.apply(&configmap(ns, "held", &[finalizer]));
+    let strip = [
+        "patch",
+        "configmap",
+        "held",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        STRIP,
+    ];
+
+    // Through kube-apiserver: judged, authenticated, and an Event.
+    c.kubectl("alice", &strip).refused(&denied());
+    // Audit records and recordings are written in the background.
+    let record = || {
+        env.audit_records()
+            .into_iter()
+            .rev()
+            .find(|r| r["name"] == "held" && r["namespace"] == ns)
+    };
+    wait_until("the denial's audit record", 30, || record().is_some());
+    let record = record().unwrap();
+    assert_eq!(record["decision"], "denied", "{record}");
+    assert_eq!(record["authenticated"], true, "{record}");
+    let held = |r: &Value| {
+        r["review"]["request"]["name"] == "held" && r["review"]["request"]["namespace"] == ns
+    };
+    wait_until("the denial's recording", 30, || {
+        env.recordings().iter().any(held)
+    });
+    for recording in env.recordings().iter().filter(|r| held(r)) {
+        assert_eq!(recording["authenticated"], true, "{recording}");
+    }
+    wait_until("the denial's Event", 30, || {
+        events(&env, ns, "held", "FinalizerRemovalDenied") >= 1
+    });
+
+    // Forged: a review kube-apiserver never sent, saying carol stripped
+    // another configmap. Refused before a byte of HTTP is read.
+    let object = |finalizers: &[&str]| {
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "forged", "namespace": ns, "finalizers": finalizers},
+        })
+    };
+    let forged = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "00000000-0000-0000-0000-00000000f0f0",
+            "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "name": "forged", "namespace": ns, "operation": "UPDATE",
+            "userInfo": {"username": "carol", "groups": ["sre-oncall", "system:authenticated"]},
+            "object": object(&[]),
+            "oldObject": object(&[finalizer]),
+            "dryRun": false,
+        },
+    })
+    .to_string();
+    let seen = env.audit_records().len();
+    let refused = env
+        .post_review(&forged, None)
+        .expect_err("a review without a client certificate was answered");
+    assert!(
+        refused.contains("CertificateRequired"),
+        "not refused for want of a certificate: {refused}"
+    );
+    // A client certificate, but not from the CA --client-ca names.
+    let other = env.work.join("other-client-ca");
+    let _ = std::fs::remove_dir_all(&other);
+    c.finalizer_guard(
+        "admin",
+        &[
+            "certs",
+            "--client",
+            "kube-apiserver",
+            "--out",
+            other.to_str().unwrap(),
+        ],
+    )
+    .ok();
+    let read = |name: &str| std::fs::read(other.join(name)).unwrap();
+    let (cert, key) = (read("client.crt"), read("client.key"));
+    let refused = env
+        .post_review(&forged, Some((&cert, &key)))
+        .expect_err("a review with another CA's client certificate was answered");
+    assert!(refused.contains("alert"), "{refused}");
+
+    // Nothing of it reached the evidence, and the server serves on.
+    c.kubectl("alice", &strip).refused(&denied());
+    wait_until("the second strip's audit record and recording", 30, || {
+        env.audit_records()[seen..]
+            .iter()
+            .any(|r| r["name"] == "held")
+            && env.recordings().iter().filter(|r| held(r)).count() >= 2
+    });
+    let records = env.audit_records();
+    assert!(
+        records.iter().all(|r| r["name"] != "forged"),
+        "a forged review left an audit record"
+    );
+    assert!(
+        env.recordings()
+            .iter()
+            .all(|r| r["review"]["request"]["name"] != "forged")
+    );
+    assert_eq!(events(&env, ns, "forged", "FinalizerRemovalDenied"), 0);
+
+    release(&env, "configmap", "held", ns);
+    c.admin(&["delete", "namespace", ns, "--timeout=120s"]).ok();
 }
 
 #[test]

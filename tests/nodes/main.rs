@@ -623,12 +623,14 @@ const SKIPPED_SA: &str = "system:serviceaccount:storage-system:volume-cleaner";
 const SKIP_BINDING: &str = "nodes-e2e-skip-identities";
 
 /// The chart's life on the nodes after the install: its objects as
-/// rendered, the denial and an override through the pods with their Events;
-/// `helm upgrade` with a policy `serve` would refuse, refused by the policy
-/// check's Job on a node with nothing changed; an upgrade that passes, the
-/// pods rolled to its policy (a rule for the developers, and identities
-/// matchConditions keep away from the webhook), the certificates kept;
-/// and `helm uninstall`, which leaves nothing.
+/// rendered, the denial and an override through the pods, unauthenticated
+/// (no `--client-ca` as installed) and so without Events; `helm upgrade`
+/// with a policy `serve` would refuse, refused by the policy check's Job on
+/// a node with nothing changed; an upgrade that passes, the pods rolled to
+/// its policy (a rule for the developers, and identities matchConditions
+/// keep away from the webhook) and to `events.unauthenticated=true`, whose
+/// denials write Events again, the certificates kept; and `helm
+/// uninstall`, which leaves nothing.
 #[test]
 #[ignore = "needs e2e/nodes.sh's nodes and the image: see .ci/run"]
 fn helm_upgrade_checks_the_policy_rolls_the_pods_and_uninstall_leaves_nothing() {
@@ -670,8 +672,7 @@ fn helm_upgrade_checks_the_policy_rolls_the_pods_and_uninstall_leaves_nothing() 
         "the caBundle is the Secret's CA"
     );
 
-    // Denied through the pods, with an Event through the chart's RBAC; an
-    // override lets it through, with a warning and its Event.
+    // Denied through the pods; an override lets it through, with a warning.
     let _uninstall = UninstallOnPanic(&n);
     n.held(ns, "cni", CNI);
     n.delete_held(ns, "cni");
@@ -698,16 +699,38 @@ fn helm_upgrade_checks_the_policy_rolls_the_pods_and_uninstall_leaves_nothing() 
         run.stderr.contains("Warning:") && run.stderr.contains("node-lost"),
         "{run:#?}"
     );
-    for reason in ["FinalizerRemovalDenied", "FinalizerOverride"] {
-        wait_until(&format!("the {reason} Event of cni"), 30, || {
-            !n.events(ns, "cni", reason).is_empty()
-        });
-    }
-    wait_until("the pods' audit record of the override", 30, || {
+    // As installed the pods have no --client-ca: they cannot tell
+    // kube-apiserver from anyone else who reaches them. Their audit records
+    // say so, and they write no Event about the object (docs/security.md,
+    // "Who can post a review"); events.unauthenticated, below, turns them on.
+    let cni_records = || -> Vec<Value> {
         n.audit_records()
-            .iter()
-            .any(|r| r["decision"] == "override" && r["name"] == "cni" && r["namespace"] == ns)
-    });
+            .into_iter()
+            .filter(|r| r["name"] == "cni" && r["namespace"] == ns)
+            .collect()
+    };
+    wait_until(
+        "the pods' audit records of the denial and the override",
+        30,
+        || {
+            let records = cni_records();
+            ["denied", "override"]
+                .iter()
+                .all(|d| records.iter().any(|r| r["decision"] == *d))
+        },
+    );
+    for record in cni_records() {
+        assert_eq!(record["authenticated"], false, "{record}");
+    }
+    // An Event would be sent within a second of its review.
+    std::thread::sleep(Duration::from_secs(3));
+    for reason in ["FinalizerRemovalDenied", "FinalizerOverride"] {
+        let events = n.events(ns, "cni", reason);
+        assert!(
+            events.is_empty(),
+            "an unauthenticated {reason} Event: {events:#?}"
+        );
+    }
 
     // helm upgrade with a policy `serve` would refuse: Kubernetes' own
     // controllers judged (builtinControllers false) and no rule for them.
@@ -762,8 +785,9 @@ fn helm_upgrade_checks_the_policy_rolls_the_pods_and_uninstall_leaves_nothing() 
     assert_eq!(run.code, 1, "{run:#?}");
     assert!(run.stderr.contains(&denied()), "{run:#?}");
 
-    // An upgrade that passes: the developers' rule, and identities kept
-    // away from the webhook by matchConditions. The pods roll to it.
+    // An upgrade that passes: the developers' rule, identities kept away
+    // from the webhook by matchConditions, and Events for unauthenticated
+    // reviews (only kube-apiserver reaches the pods here). The pods roll to it.
     n.apply(&json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
         "metadata": {"name": SKIP_BINDING},
@@ -783,6 +807,8 @@ fn helm_upgrade_checks_the_policy_rolls_the_pods_and_uninstall_leaves_nothing() 
         &rule,
         "--set-json",
         r#"webhook.skipIdentities={"serviceAccounts":["storage-system:volume-cleaner"]}"#,
+        "--set",
+        "events.unauthenticated=true",
     ])
     .ok();
     n.old_pods_gone();
@@ -832,6 +858,14 @@ fn helm_upgrade_checks_the_policy_rolls_the_pods_and_uninstall_leaves_nothing() 
     wait_until("the pods' audit record of by-bob", 30, || {
         n.audit_records().iter().any(|r| r["name"] == "by-bob")
     });
+    // events.unauthenticated=true: the denial's Event, through the chart's
+    // RBAC, though the review is still unauthenticated.
+    wait_until("the FinalizerRemovalDenied Event of by-bob", 30, || {
+        !n.events(ns, "by-bob", "FinalizerRemovalDenied").is_empty()
+    });
+    for record in n.audit_records().iter().filter(|r| r["name"] == "by-bob") {
+        assert_eq!(record["authenticated"], false, "{record}");
+    }
     assert!(
         !n.audit_records().iter().any(|r| r["name"] == "by-sa"),
         "the webhook was called for the skipped service account"
