@@ -123,3 +123,126 @@ fn a_review_removing_any_number_of_finalizers_has_a_bounded_answer_and_record() 
     assert!(reviewed.audit.unwrap().fields().len() < 16 * 1024);
 }
 
+/// `GET /metrics` on the admin port, pipelined: answers the client never reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_answers_loses_its_connection() {
+    const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+    const REQUESTS: usize = 20_000;
+    let server = start_with(None, |config, _| {
+        config.limits.write_timeout = WRITE_TIMEOUT;
+        config.limits.header_timeout = Duration::from_secs(300);
+    })
+    .await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    // A small window: the server's writes stall soon.
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(server.handle.admin_addr).await.unwrap();
+    let (mut read, mut write) = stream.into_split();
+    let writer = tokio::spawn(async move {
+        let request = b"GET /metrics HTTP/1.1\r\nhost: admin\r\n\r\n".repeat(REQUESTS);
+        let _ = write.write_all(&request).await;
+        write
+    });
+    // Never read while the server writes: it gives up after the write timeout.
+    tokio::time::sleep(WRITE_TIMEOUT * 5).await;
+    let answers = tokio::time::timeout(BOUND, async {
+        let mut seen = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match read.read(&mut buf).await {
+                Ok(0) | Err(_) => return seen,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .expect("the connection of a client that reads nothing stays open");
+    let answered = answers
+        .windows(b"HTTP/1.1 200".len())
+        .filter(|w| *w == b"HTTP/1.1 200")
+        .count();
+    assert!(
+        answered < REQUESTS,
+        "all {REQUESTS} answers were written to a client that read none"
+    );
+    writer.abort();
+    // The server keeps serving.
+    assert!(
+        server
+            .metrics()
+            .await
+            .contains("finalizer_guard_build_info")
+    );
+    server.handle.shutdown().await;
+}
+
+/// An HTTP/2 connection that made one request and went silent.
+async fn idle_h2(server: &common::Running) -> tokio::task::JoinHandle<Instant> {
+    let tls =
+        tokio_rustls::TlsConnector::from(Arc::new(common::tls_config(&server.ca_pem, &[b"h2"])));
+    let tcp = TcpStream::connect(server.handle.addr).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from(common::SERVICE_NAME).unwrap();
+    let io = tls.connect(name, tcp).await.unwrap();
+    let (client, connection) = h2::client::handshake(io).await.unwrap();
+    let ended = tokio::spawn(async move {
+        let _ = connection.await;
+        Instant::now()
+    });
+    let mut client = client.ready().await.unwrap();
+    let body = serde_json::to_vec(&strip("alice", Value::Null)).unwrap();
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("https://{}/validate", common::SERVICE_NAME))
+        .header("content-type", "application/json")
+        .body(())
+        .unwrap();
+    let (response, mut send) = client.send_request(request, false).unwrap();
+    send.send_data(bytes::Bytes::from(body), true).unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut answer = response.into_body();
+    while let Some(chunk) = answer.data().await {
+        let chunk = chunk.unwrap();
+        let _ = answer.flow_control().release_capacity(chunk.len());
+    }
+    // Kept, never used again: the connection stays open as far as the client goes.
+    tokio::spawn(async move {
+        let _client = client;
+        std::future::pending::<()>().await;
+    });
+    ended
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_http2_connections_free_their_slots_within_the_idle_timeout() {
+    const CAP: usize = 4;
+    const IDLE: Duration = Duration::from_secs(1);
+    let server = start_with(None, |config, _| {
+        config.limits.max_connections = CAP;
+        config.limits.header_timeout = IDLE;
+    })
+    .await;
+    let mut idle = Vec::new();
+    for _ in 0..CAP {
+        idle.push(idle_h2(&server).await);
+    }
+    let since = Instant::now();
+    // Every slot is held by an idle client: a new one is served once they
+    // have been idle for the timeout.
+    let answer = tokio::time::timeout(BOUND, server.review(&strip("alice", Value::Null)))
+        .await
+        .expect("a new client is never served while idle HTTP/2 clients hold every slot");
+    assert_eq!(answer["response"]["allowed"], false);
+    let waited = since.elapsed();
+    assert!(waited < IDLE * 5, "served after {waited:?}");
+    // The idle ones were closed by the server (GOAWAY), not left open.
+    for ended in idle {
+        let closed = tokio::time::timeout(BOUND, ended)
+            .await
+            .expect("an idle HTTP/2 connection is never closed")
+            .unwrap();
+        assert!(closed.duration_since(since) < IDLE * 5);
+    }
+    server.handle.shutdown().await;
+}
+
