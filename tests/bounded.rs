@@ -246,3 +246,41 @@ async fn idle_http2_connections_free_their_slots_within_the_idle_timeout() {
     server.handle.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_groups_leave_metrics_small() {
+    let server = start_with(None, |_, _| {}).await;
+    let review = |group: &str| {
+        ReviewBuilder::pod_update("alice")
+            .resource(group, "v1", "widgets", "Widget")
+            .finalizers(json!(["example.com/a"]), Value::Null)
+            .to_value()
+    };
+    let huge = "g".repeat(100 * 1024);
+    for i in 0..100 {
+        let answer = server.review(&review(&format!("{i}{huge}"))).await;
+        assert_eq!(answer["response"]["allowed"], false);
+    }
+    for i in 0..100 {
+        server.review(&review(&format!("g{i}.example.org"))).await;
+    }
+    server.review(&review("apps")).await;
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.len() < 32 * 1024,
+        "/metrics of {} bytes",
+        metrics.len()
+    );
+    let groups: std::collections::BTreeSet<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("finalizer_guard_reviews_total{"))
+        .filter_map(|l| l.split("group=\"").nth(1)?.split('"').next())
+        .collect();
+    assert!(
+        groups.contains("other") && groups.contains("apps"),
+        "{groups:?}"
+    );
+    assert!(groups.contains("g0.example.org"), "{groups:?}");
+    assert!(!groups.contains("g99.example.org"), "{groups:?}");
+    assert_eq!(groups.len(), 32 + 2, "{groups:?}");
+    server.handle.shutdown().await;
+}

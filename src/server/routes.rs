@@ -137,7 +137,7 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
             Err(e) => return reject(&state, StatusCode::BAD_REQUEST, e.to_string()),
         };
         state.metrics.latency.observe(started.elapsed().as_secs_f64());
-        state.metrics.review(&reviewed);
+        state.metrics.review(&reviewed, &policy);
         let span = tracing::Span::current();
         span.record("decision", reviewed.verdict().as_str());
         if let Some(entry) = reviewed.audit.take() {
