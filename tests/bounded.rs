@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{start_with, strip};
+use finalizer_guard::admission::request::MAX_LIST_NAMES;
 use finalizer_guard::admission::{self, ReviewBuilder};
 use finalizer_guard::audit::MAX_AUDITED_FINALIZERS;
 use finalizer_guard::policy::message::{MAX_NAMED_FINALIZERS, MAX_WARNING_CHARS, Thousands};
@@ -24,8 +25,8 @@ const MAX_BODY: usize = 8 * 1024 * 1024;
 const BOUND: Duration = Duration::from_secs(30);
 
 /// A review of at most `max` bytes by `mallory` stripping as many tiny
-/// finalizers as fit; how many.
-fn strip_many(builder: ReviewBuilder, max: usize) -> (Vec<u8>, usize) {
+/// finalizers as fit, at most `names`; how many.
+fn strip_many(builder: ReviewBuilder, max: usize, names: usize) -> (Vec<u8>, usize) {
     let template = builder.finalizers(json!("LIST"), Value::Null).to_vec();
     let template = String::from_utf8(template).unwrap();
     let room = max - (template.len() - "\"LIST\"".len());
@@ -34,7 +35,7 @@ fn strip_many(builder: ReviewBuilder, max: usize) -> (Vec<u8>, usize) {
     let mut n = 0usize;
     loop {
         let name = format!("\"f{n:x}\"");
-        if list.len() + name.len() + 2 > room {
+        if n == names || list.len() + name.len() + 2 > room {
             break;
         }
         if n > 0 {
@@ -50,9 +51,62 @@ fn strip_many(builder: ReviewBuilder, max: usize) -> (Vec<u8>, usize) {
 }
 
 #[test]
-fn a_review_removing_any_number_of_finalizers_has_a_bounded_answer_and_record() {
-    let (body, n) = strip_many(ReviewBuilder::pod_update("mallory"), MAX_BODY);
-    assert!(n > 800_000, "{n} finalizers");
+fn a_review_of_more_finalizers_than_any_object_holds_is_refused() {
+    let (body, n) = strip_many(ReviewBuilder::pod_update("mallory"), MAX_BODY, usize::MAX);
+    assert!(n > 900_000, "{n} finalizers");
+    let error = admission::review(&Policy::embedded_default(), &body)
+        .unwrap_err()
+        .to_string();
+    let want = format!(
+        "body is not an AdmissionReview: request.oldObject.metadata.finalizers: more than {MAX_LIST_NAMES} names: too many to judge"
+    );
+    assert!(error.starts_with(&want), "{error}");
+    // The most a list may hold is judged.
+    let (body, n) = strip_many(
+        ReviewBuilder::pod_update("mallory"),
+        MAX_BODY,
+        MAX_LIST_NAMES,
+    );
+    assert_eq!(n, MAX_LIST_NAMES);
+    let reviewed = admission::review(&Policy::embedded_default(), &body).unwrap();
+    assert_eq!(reviewed.verdict(), Verdict::Denied);
+    // With escapes, read name by name, and in spec.finalizers and groups.
+    let escaped: Vec<String> = (0..=MAX_LIST_NAMES).map(|i| format!("f\"{i}")).collect();
+    let lists = [
+        (
+            "request.oldObject.metadata.finalizers",
+            ReviewBuilder::pod_update("mallory").finalizers(json!(escaped), Value::Null),
+        ),
+        (
+            "request.userInfo.groups",
+            ReviewBuilder::pod_update("mallory")
+                .groups(&escaped.iter().map(String::as_str).collect::<Vec<_>>()),
+        ),
+        (
+            "request.object.spec.finalizers",
+            ReviewBuilder::pod_update("mallory")
+                .edit_object(|o| o["spec"] = json!({"finalizers": escaped})),
+        ),
+    ];
+    for (path, builder) in lists {
+        let error = admission::review(&Policy::embedded_default(), &builder.to_vec())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(&format!("{path}: more than {MAX_LIST_NAMES} names")),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn a_review_removing_many_finalizers_has_a_bounded_answer_and_record() {
+    let (body, n) = strip_many(
+        ReviewBuilder::pod_update("mallory"),
+        MAX_BODY,
+        MAX_LIST_NAMES,
+    );
+    assert_eq!(n, MAX_LIST_NAMES);
     let enforce = Policy::embedded_default();
     let reviewed = admission::review(&enforce, &body).unwrap();
     assert_eq!(reviewed.verdict(), Verdict::Denied);
@@ -111,6 +165,7 @@ fn a_review_removing_any_number_of_finalizers_has_a_bounded_answer_and_record() 
         ReviewBuilder::pod_update("mallory")
             .annotate("finalizer-guard.io/override", "node-lost: INC-4711 gone"),
         MAX_BODY,
+        MAX_LIST_NAMES,
     );
     let reviewed = admission::review(&enforce, &body).unwrap();
     assert_eq!(reviewed.verdict(), Verdict::Override);
