@@ -127,6 +127,9 @@ pub struct AppState {
     pub audit: AuditLog,
     /// `limits.max_inflight_body_bytes`, in KiB permits.
     pub body_budget: Arc<Semaphore>,
+    /// Reviews of large bodies decided at once ([`routes::OFFLOAD_BYTES`]):
+    /// their working memory, on top of the bodies, stays that of a few.
+    pub large_reviews: Arc<Semaphore>,
     /// This replica's name, for Events' reportingInstance.
     pub instance: String,
     /// The serving certificate, whose key seals two-person approvals;
@@ -145,6 +148,7 @@ impl AppState {
             recorder: None,
             events: None,
             body_budget: Arc::new(Semaphore::new(kib(limits.max_inflight_body_bytes))),
+            large_reviews: Arc::new(Semaphore::new(routes::LARGE_REVIEWS)),
             audit,
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard".into()),
             certificates: None,
