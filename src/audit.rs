@@ -31,6 +31,10 @@ use crate::queue::{self, Queue, WhenFull};
 /// Audit annotation values are cut to this many characters.
 const MAX_AUDIT_VALUE_CHARS: usize = 256;
 
+/// How many removed finalizers a record lists; the others are counted in
+/// `removedFinalizersOmitted`, so a record stays small whatever a client sends.
+pub const MAX_AUDITED_FINALIZERS: usize = 128;
+
 /// One finalizer in an audit record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -67,6 +71,9 @@ pub struct AuditRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_uid: Option<String>,
     pub removed_finalizers: Vec<AuditedRemoval>,
+    /// Removed finalizers past the first [`MAX_AUDITED_FINALIZERS`], not listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub removed_finalizers_omitted: usize,
     pub decision: Verdict,
     pub mode: Mode,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,8 +133,8 @@ impl AuditEntry {
     ) -> AuditEntry {
         let target = &change.target;
         let (group, version, kind) = subject.kind;
-        let mut out =
-            String::with_capacity(512 + message.map_or(0, str::len) + 64 * decision.removed.len());
+        let listed = decision.removed.len().min(MAX_AUDITED_FINALIZERS);
+        let mut out = String::with_capacity(512 + message.map_or(0, str::len) + 64 * listed);
         json::key(&mut out, "uid");
         json::string(&mut out, subject.uid);
         json::field(&mut out, "user", change.requester.username);
@@ -158,7 +165,7 @@ impl AuditEntry {
             json::field(&mut out, "objectUid", uid);
         }
         out.push_str(",\"removedFinalizers\":[");
-        for (i, r) in decision.removed.iter().enumerate() {
+        for (i, r) in decision.removed.iter().take(listed).enumerate() {
             if i > 0 {
                 out.push(',');
             }
@@ -176,6 +183,13 @@ impl AuditEntry {
             out.push('}');
         }
         out.push(']');
+        if decision.removed.len() > listed {
+            let _ = write!(
+                out,
+                ",\"removedFinalizersOmitted\":{}",
+                decision.removed.len() - listed
+            );
+        }
         json::field(&mut out, "decision", decision.verdict().as_str());
         json::field(&mut out, "mode", mode.as_str());
         if let Some(used) = decision.override_used() {
@@ -250,6 +264,10 @@ fn write_line(out: &mut String, time: jiff::Timestamp, fields: &str) {
     );
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 fn qualified_resource<'a>(target: &Target<'a>) -> Cow<'a, str> {
     if target.group.is_empty() {
         Cow::Borrowed(target.resource)
@@ -293,6 +311,10 @@ pub fn write_annotations(
                 .iter()
                 .filter(|r| r.field == field && (!only_unauthorized || r.authorized_by.is_none()))
             {
+                // Past what the value keeps, the rest would only be cut.
+                if names.len() > 4 * MAX_AUDIT_VALUE_CHARS {
+                    break;
+                }
                 if !names.is_empty() {
                     names.push(',');
                 }

@@ -413,12 +413,15 @@ pub struct ServeArgs {
     /// How long a client may take to finish the TLS handshake.
     #[arg(long, env = "FINALIZER_GUARD_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub handshake_timeout: Duration,
-    /// How long a client may take to send a request's headers (and an idle kept-alive connection stays open).
+    /// How long a client may take to send a request's headers (and a connection, HTTP/1.1 or HTTP/2, with no request in flight stays open).
     #[arg(long, env = "FINALIZER_GUARD_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub header_timeout: Duration,
     /// How long a client may take to send the request body.
     #[arg(long, env = "FINALIZER_GUARD_BODY_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub body_timeout: Duration,
+    /// How long a write to a client may make no progress (it does not read its answer) before its connection is closed.
+    #[arg(long, env = "FINALIZER_GUARD_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub write_timeout: Duration,
     /// Most TLS connections served at once; more wait to be accepted.
     #[arg(long, env = "FINALIZER_GUARD_MAX_CONNECTIONS", default_value_t = 4096)]
     pub max_connections: usize,
@@ -557,6 +560,7 @@ impl ServeArgs {
             handshake_timeout,
             header_timeout,
             body_timeout,
+            write_timeout,
             max_connections,
             max_inflight_body_bytes,
             reload_interval,
@@ -582,6 +586,7 @@ impl ServeArgs {
                 handshake_timeout,
                 header_timeout,
                 body_timeout,
+                write_timeout,
                 max_connections,
                 max_inflight_body_bytes,
             },

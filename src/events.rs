@@ -699,6 +699,7 @@ mod tests {
                 field: FinalizerField::Metadata,
                 authorized_by: None,
             }],
+            removed_finalizers_omitted: 0,
             decision,
             mode: Mode::Enforce,
             override_reason: Some("node-lost".into()),

@@ -3,6 +3,8 @@
 use std::fmt::Write as _;
 
 use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::Mutex;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -19,7 +21,46 @@ const LATENCY_BUCKETS: [f64; 14] = [
 ];
 
 use crate::admission::Reviewed;
-use crate::policy::{Operation, Verdict};
+use crate::policy::{Operation, Policy, Verdict};
+
+/// The `group` label of a group that is neither Kubernetes' own nor named in
+/// the policy, once [`MAX_OTHER_GROUPS`] such groups have a label of their
+/// own, or when it is not a valid group name.
+pub const OTHER_GROUP: &str = "other";
+
+/// Groups neither Kubernetes' own nor named in the policy that get a label
+/// value of their own (first come): a review's group is whatever its body
+/// says, and every distinct value would be a series kept for good.
+pub const MAX_OTHER_GROUPS: usize = 32;
+
+/// A valid API group is a DNS subdomain: at most 253 characters.
+const MAX_GROUP_CHARS: usize = 253;
+
+/// The API groups Kubernetes itself serves (`core` aside), sorted.
+const KUBERNETES_GROUPS: [&str; 22] = [
+    "admissionregistration.k8s.io",
+    "apiextensions.k8s.io",
+    "apiregistration.k8s.io",
+    "apps",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
+    "autoscaling",
+    "batch",
+    "certificates.k8s.io",
+    "coordination.k8s.io",
+    "discovery.k8s.io",
+    "events.k8s.io",
+    "extensions",
+    "flowcontrol.apiserver.k8s.io",
+    "internal.apiserver.k8s.io",
+    "networking.k8s.io",
+    "node.k8s.io",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "resource.k8s.io",
+    "scheduling.k8s.io",
+    "storage.k8s.io",
+];
 
 impl EncodeLabelValue for Verdict {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
@@ -37,7 +78,8 @@ impl EncodeLabelValue for Operation {
 pub struct ReviewLabels {
     pub operation: Operation,
     pub decision: Verdict,
-    /// The resource's API group; `core` for the core group.
+    /// The resource's API group; `core` for the core group; `other` past
+    /// the groups that get a value of their own ([`Metrics::group_label`]).
     pub group: Cow<'static, str>,
 }
 
@@ -94,6 +136,9 @@ pub struct Metrics {
     pub certificate_expiry: Gauge,
     pub events: Family<EventLabels, Counter>,
     pub dropped: Family<QueueLabels, Counter>,
+    /// Groups neither Kubernetes' own nor the policy's given a label of
+    /// their own so far, at most [`MAX_OTHER_GROUPS`].
+    other_groups: Mutex<HashSet<String>>,
 }
 
 impl Default for Metrics {
@@ -108,7 +153,7 @@ impl Metrics {
         let reviews = Family::<ReviewLabels, Counter>::default();
         registry.register(
             "reviews",
-            "AdmissionReviews answered, by operation and decision",
+            "AdmissionReviews answered, by operation, decision and API group (core; Kubernetes' own groups and those the policy names; the first 32 others; past them other)",
             reviews.clone(),
         );
         let rejected = Family::<RejectLabels, Counter>::default();
@@ -160,6 +205,7 @@ impl Metrics {
             certificate_expiry,
             events,
             dropped,
+            other_groups: Mutex::new(HashSet::new()),
         }
     }
 
@@ -175,13 +221,9 @@ impl Metrics {
         self.dropped.get_or_create(&QueueLabels { queue }).clone()
     }
 
-    /// Counts one answered review.
-    pub fn review(&self, reviewed: &Reviewed) {
-        let group = if reviewed.group.is_empty() {
-            Cow::Borrowed("core")
-        } else {
-            Cow::Owned(reviewed.group.clone())
-        };
+    /// Counts one answered review, decided under `policy`.
+    pub fn review(&self, reviewed: &Reviewed, policy: &Policy) {
+        let group = self.group_label(&reviewed.group, policy);
         let decision = reviewed.verdict();
         self.reviews
             .get_or_create(&ReviewLabels {
@@ -205,6 +247,44 @@ impl Metrics {
         }
     }
 
+    /// The `group` label of a review of a resource in `group`: `core`,
+    /// Kubernetes' own groups and those named in the policy's rules as they
+    /// are; other valid group names as they are while fewer than
+    /// [`MAX_OTHER_GROUPS`] have been seen; `other` for the rest. No label
+    /// value is taken from a request unbounded.
+    pub fn group_label(&self, group: &str, policy: &Policy) -> Cow<'static, str> {
+        if group.is_empty() {
+            return Cow::Borrowed("core");
+        }
+        if let Ok(i) = KUBERNETES_GROUPS.binary_search(&group) {
+            return Cow::Borrowed(KUBERNETES_GROUPS[i]);
+        }
+        let in_policy = policy
+            .rules
+            .iter()
+            .filter_map(|rule| rule.resources.as_deref())
+            .flatten()
+            .any(|r| r.group == group);
+        if in_policy {
+            return Cow::Owned(group.to_string());
+        }
+        if !is_group_name(group) {
+            return Cow::Borrowed(OTHER_GROUP);
+        }
+        let mut named = self
+            .other_groups
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if named.contains(group) {
+            Cow::Owned(group.to_string())
+        } else if named.len() < MAX_OTHER_GROUPS {
+            named.insert(group.to_string());
+            Cow::Owned(group.to_string())
+        } else {
+            Cow::Borrowed(OTHER_GROUP)
+        }
+    }
+
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -213,6 +293,22 @@ impl Metrics {
         out
     }
 }
+/// Whether `group` could be an API group: a DNS subdomain (lowercase
+/// letters, digits, `-` and `.`, at most 253 characters), never `other`.
+fn is_group_name(group: &str) -> bool {
+    group.len() <= MAX_GROUP_CHARS
+        && group != OTHER_GROUP
+        && group.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        })
+}
+
 /// The Event writer's counters ([`crate::events::EventSink`]): every
 /// command that writes Events (`serve`, `watch`) registers them so.
 pub fn register_event_writer(
@@ -242,4 +338,49 @@ pub fn register_build_info(registry: &mut Registry) {
         })
         .set(1);
     registry.register("build_info", "The running version", build);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_labels_are_bounded() {
+        let metrics = Metrics::new();
+        let policy = Policy::from_yaml(
+            "rules:\n  - finalizers: [\"example.com/a\"]\n    users: [ops]\n    resources: [widgets.example.com]\n",
+        )
+        .unwrap();
+        let label = |group: &str| metrics.group_label(group, &policy);
+        assert_eq!(label(""), "core");
+        assert_eq!(label("apps"), "apps");
+        assert_eq!(label("example.com"), "example.com");
+        for bad in [
+            "x".repeat(100_000).as_str(),
+            "Upper.example.com",
+            "quote\".example.com",
+            "new\nline",
+            "a..b",
+            "-a.b",
+            "other",
+        ] {
+            assert_eq!(label(bad), OTHER_GROUP, "{bad:?}");
+        }
+        for i in 0..MAX_OTHER_GROUPS {
+            assert_eq!(
+                label(&format!("g{i}.example.org")),
+                format!("g{i}.example.org")
+            );
+        }
+        assert_eq!(label("late.example.org"), OTHER_GROUP);
+        // Those named stay named, as do Kubernetes' and the policy's.
+        assert_eq!(label("g0.example.org"), "g0.example.org");
+        assert_eq!(label("batch"), "batch");
+        assert_eq!(label("example.com"), "example.com");
+    }
+
+    #[test]
+    fn kubernetes_groups_are_sorted() {
+        assert!(KUBERNETES_GROUPS.windows(2).all(|w| w[0] < w[1]));
+    }
 }

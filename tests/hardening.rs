@@ -422,6 +422,7 @@ fn the_default_limits_fit_several_api_servers() {
         limits.handshake_timeout,
         limits.header_timeout,
         limits.body_timeout,
+        limits.write_timeout,
     ] {
         // Longer than kube-apiserver's own webhook timeout (at most 30s) is pointless.
         assert!(

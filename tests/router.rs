@@ -32,6 +32,7 @@ fn state(lines: &Lines) -> Arc<AppState> {
         handshake_timeout: Duration::from_secs(5),
         header_timeout: Duration::from_secs(5),
         body_timeout: Duration::from_secs(5),
+        write_timeout: Duration::from_secs(10),
         max_connections: 16,
         max_inflight_body_bytes: 4 * 1024 * 1024,
     };

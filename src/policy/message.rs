@@ -15,12 +15,32 @@ pub const MAX_WARNING_CHARS: usize = 256;
 /// How much of an override annotation's value a message quotes.
 const MAX_QUOTED_CHARS: usize = 200;
 
+/// How many removed finalizers of each field a message names; the rest are
+/// counted (`and 699,990 more`). A review may remove any number, and a
+/// message, a warning, an Event and an audit record must stay small whatever
+/// a client sends.
+pub const MAX_NAMED_FINALIZERS: usize = 16;
+
+/// How much of one finalizer name a message quotes: a valid one (a DNS
+/// subdomain prefix, `/`, a 63-character name) is never cut.
+const MAX_FINALIZER_CHARS: usize = 317;
+
+/// How much of a name taken from the request (the object's name, its
+/// namespace, resource and group, the requester) a message quotes: far more
+/// than Kubernetes lets any of them be, far less than a body can carry.
+const MAX_NAME_CHARS: usize = 512;
+
 /// `s` quoted as `{:?}` quotes it. Most names are printable ASCII with no
 /// quote or backslash, which Debug writes unchanged between quotes; only
 /// the others go through Debug's escaping.
 struct Quoted<'a>(&'a str);
 
-impl Quoted<'_> {
+impl<'a> Quoted<'a> {
+    /// `s` quoted, cut to `max` characters (marked `...`) when longer.
+    fn cut(s: &'a str, max: usize) -> Cut<'a> {
+        Cut(truncated(s, max))
+    }
+
     fn plain(&self) -> bool {
         self.0
             .bytes()
@@ -51,50 +71,92 @@ impl fmt::Display for Quoted<'_> {
     }
 }
 
+/// A string from the request, quoted, cut to a bounded length.
+struct Cut<'a>(std::borrow::Cow<'a, str>);
+
+impl Cut<'_> {
+    fn push_to(&self, out: &mut String) {
+        Quoted(&self.0).push_to(out);
+    }
+}
+
+impl fmt::Display for Cut<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Quoted(&self.0).fmt(f)
+    }
+}
+
+/// `s` cut to at most `max` characters (marked `...`), borrowed when it fits.
+fn truncated(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max || s.chars().count() <= max {
+        std::borrow::Cow::Borrowed(s)
+    } else {
+        std::borrow::Cow::Owned(truncate(s, max))
+    }
+}
+
 /// `pods "web-0" in namespace "team-a"`, `widgets.example.com "w1"`, `persistentvolumes "pv-1"`.
 pub fn describe_object(target: &Target<'_>) -> String {
     let mut s = String::with_capacity(64);
-    s.push_str(target.resource);
+    s.push_str(&truncated(target.resource, MAX_NAME_CHARS));
     if !target.group.is_empty() {
         s.push('.');
-        s.push_str(target.group);
+        s.push_str(&truncated(target.group, MAX_NAME_CHARS));
     }
     s.push(' ');
-    Quoted(target.name).push_to(&mut s);
+    Quoted::cut(target.name, MAX_NAME_CHARS).push_to(&mut s);
     if let Some(ns) = target.object_namespace() {
         s.push_str(" in namespace ");
-        Quoted(ns).push_to(&mut s);
+        Quoted::cut(ns, MAX_NAME_CHARS).push_to(&mut s);
     }
     s
 }
 
-/// `finalizer "a"`, `finalizers "a", "b"`, `spec.finalizers "kubernetes"`, each field once.
+/// `finalizer "a"`, `finalizers "a", "b"`, `spec.finalizers "kubernetes"`,
+/// each field once; past [`MAX_NAMED_FINALIZERS`] names of a field, the
+/// rest counted: `finalizers "f0", ..., "f15" and 699,984 more`.
 pub fn describe_finalizers<'a>(removals: impl Iterator<Item = &'a Removal> + Clone) -> String {
     let mut s = String::with_capacity(64);
     for field in [FinalizerField::Metadata, FinalizerField::Spec] {
-        let names: Vec<&str> = removals
-            .clone()
-            .filter(|r| r.field == field)
-            .map(|r| r.finalizer.as_str())
-            .collect();
-        if names.is_empty() {
+        let names = removals.clone().filter(|r| r.field == field);
+        let count = names.clone().count();
+        if count == 0 {
             continue;
         }
         if !s.is_empty() {
             s.push_str(" and ");
         }
-        let noun = match (field, names.len()) {
+        let noun = match (field, count) {
             (FinalizerField::Metadata, 1) => "finalizer",
             (FinalizerField::Metadata, _) => "finalizers",
             (FinalizerField::Spec, _) => "spec.finalizers",
         };
         s.push_str(noun);
-        for (i, name) in names.iter().enumerate() {
+        for (i, removal) in names.take(MAX_NAMED_FINALIZERS).enumerate() {
             s.push_str(if i == 0 { " " } else { ", " });
-            Quoted(name).push_to(&mut s);
+            Quoted::cut(&removal.finalizer, MAX_FINALIZER_CHARS).push_to(&mut s);
+        }
+        if count > MAX_NAMED_FINALIZERS {
+            let _ = write!(s, " and {} more", Thousands(count - MAX_NAMED_FINALIZERS));
         }
     }
     s
+}
+
+/// A count with thousands separators: `699,990`.
+pub struct Thousands(pub usize);
+
+impl fmt::Display for Thousands {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let digits = self.0.to_string();
+        for (i, digit) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                f.write_char(',')?;
+            }
+            f.write_char(digit)?;
+        }
+        Ok(())
+    }
 }
 
 /// The denial message (status.message of a 403).
@@ -108,7 +170,7 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
              Approvers: {}; an approval names its approver in {APPROVED_BY} and expires at most {:#} ahead.",
             settings.annotation,
             describe_object(&change.target),
-            Quoted(change.requester.username),
+            Quoted::cut(change.requester.username, MAX_NAME_CHARS),
             approval.describe_approvers(),
             approval.max_age,
         );
@@ -120,7 +182,7 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
         "finalizer-guard denied removing {} from {}: requester {} is not authorized to remove {} by any rule or built-in controller.",
         describe_finalizers(decision.unauthorized()),
         describe_object(&change.target),
-        Quoted(change.requester.username),
+        Quoted::cut(change.requester.username, MAX_NAME_CHARS),
         if decision.unauthorized().count() == 1 {
             "it"
         } else {
@@ -227,7 +289,7 @@ pub fn would_deny_warning(change: &Change<'_>, decision: &Decision) -> Option<St
     Some(truncate(
         &format!(
             "finalizer-guard (warn mode) would deny: {} may not remove {} from {}{why}",
-            Quoted(change.requester.username),
+            Quoted::cut(change.requester.username, MAX_NAME_CHARS),
             describe_finalizers(decision.unauthorized()),
             describe_object(&change.target),
         ),
@@ -391,6 +453,45 @@ REASON one of: node-lost, controller-unavailable, controller-uninstalled, apiser
         assert!(warning.starts_with("finalizer-guard: override \"node-lost\" removed finalizer \"example.com/a\" from pods \"web-0\""));
         assert!(warning.chars().count() <= MAX_WARNING_CHARS);
         assert!(would.is_none());
+    }
+
+    #[test]
+    fn a_message_names_the_first_finalizers_and_counts_the_rest() {
+        let p = Policy::embedded_default();
+        let names: Vec<String> = (0..700_000).map(|i| format!("f{i}")).collect();
+        let old: Vec<&str> = names.iter().map(String::as_str).collect();
+        let (_, msg, ..) = render(pod(), &old, &[], &BTreeMap::new(), &p);
+        assert!(
+            msg.starts_with(
+                "finalizer-guard denied removing finalizers \"f0\", \"f1\", \"f2\", \"f3\", \"f4\", \"f5\", \"f6\", \"f7\", \"f8\", \"f9\", \"f10\", \"f11\", \"f12\", \"f13\", \"f14\", \"f15\" and 699,984 more from pods \"web-0\""
+            ),
+            "{msg}"
+        );
+        assert!(msg.contains("finalizer-guard.io/override"), "{msg}");
+        assert!(msg.len() < 1024, "{} bytes", msg.len());
+        // Sixteen are named whole; the next one is counted.
+        let (_, msg, ..) = render(pod(), &old[..17], &[], &BTreeMap::new(), &p);
+        assert!(msg.contains("\"f15\" and 1 more from"), "{msg}");
+        let (_, msg, ..) = render(pod(), &old[..16], &[], &BTreeMap::new(), &p);
+        assert!(msg.contains("\"f15\" from"), "{msg}");
+        // A name no API server would accept is cut, as is the requester's.
+        let huge = "x".repeat(1_000_000);
+        let (_, msg, ..) = render(pod(), &[&huge], &[], &BTreeMap::new(), &p);
+        assert!(msg.len() < 2048, "{} bytes", msg.len());
+        assert!(msg.contains("xxx...\" from pods"), "{msg}");
+    }
+
+    #[test]
+    fn thousands_are_grouped() {
+        for (n, want) in [
+            (0, "0"),
+            (999, "999"),
+            (1000, "1,000"),
+            (699_990, "699,990"),
+            (1_234_567, "1,234,567"),
+        ] {
+            assert_eq!(Thousands(n).to_string(), want);
+        }
     }
 
     #[test]

@@ -3,23 +3,23 @@
 mod drain;
 pub mod reload;
 pub mod routes;
+mod stall;
 pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
@@ -101,11 +101,15 @@ pub struct Limits {
     /// How long a client may take to finish the TLS handshake.
     pub handshake_timeout: Duration,
     /// How long a client may take to send a request's headers: after the
-    /// handshake, its first request's; on a kept-alive HTTP/1.1 connection,
-    /// each next one's (so an idle connection is closed after it too).
+    /// handshake, its first request's; on a kept-alive connection, each next
+    /// one's. A connection with no request in flight (HTTP/1.1 or HTTP/2)
+    /// is closed after it.
     pub header_timeout: Duration,
     /// How long a client may take to send a request's body.
     pub body_timeout: Duration,
+    /// How long a write to a client may make no progress (a client that
+    /// does not read its answer) before its connection is closed.
+    pub write_timeout: Duration,
     /// Most webhook connections served at once; more wait to be accepted.
     pub max_connections: usize,
     /// Most request body bytes held at once, across all connections: a
@@ -126,6 +130,9 @@ pub struct AppState {
     pub audit: AuditLog,
     /// `limits.max_inflight_body_bytes`, in KiB permits.
     pub body_budget: Arc<Semaphore>,
+    /// Reviews of large bodies decided at once ([`routes::OFFLOAD_BYTES`]):
+    /// their working memory, on top of the bodies, stays that of a few.
+    pub large_reviews: Arc<Semaphore>,
     /// This replica's name, for Events' reportingInstance.
     pub instance: String,
     /// The serving certificate, whose key seals two-person approvals;
@@ -151,6 +158,7 @@ impl AppState {
             recorder: None,
             events: None,
             body_budget: Arc::new(Semaphore::new(kib(limits.max_inflight_body_bytes))),
+            large_reviews: Arc::new(Semaphore::new(routes::LARGE_REVIEWS)),
             audit,
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard".into()),
             certificates: None,
@@ -562,8 +570,9 @@ fn dev_certificate(dir: &Path) -> Result<(rustls::sign::CertifiedKey, SealKey, P
 
 /// Accepts connections (TLS ones when `tls` is set) and serves HTTP/1.1 and
 /// HTTP/2 on them until stopped, then lets open connections finish (up to
-/// `drain`). At most `limits.max_connections` are open at once: the others
-/// wait in the listen backlog, not in memory.
+/// `drain`) and closes those left. At most `limits.max_connections` are open
+/// at once: the others wait in the listen backlog, not in memory. A slot
+/// held by an idle connection is freed within the header timeout.
 async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
@@ -578,13 +587,19 @@ async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .keep_alive(true);
+    // Pings find a peer gone silent while a stream is open; an idle
+    // connection, with none open, is closed by `Connection::serve`.
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_concurrent_streams(250);
-    let graceful = GracefulShutdown::new();
+        .max_concurrent_streams(250)
+        .keep_alive_interval(Some(limits.header_timeout))
+        .keep_alive_timeout(limits.write_timeout);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let mut connections = JoinSet::new();
     loop {
+        // Reap the finished, so the set holds only open connections.
+        while connections.try_join_next().is_some() {}
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => match slot {
                 Ok(slot) => slot,
@@ -608,41 +623,51 @@ async fn serve(
         let connection = Connection {
             builder: builder.clone(),
             router: router.clone(),
-            watcher: graceful.watcher(),
-            header_timeout: limits.header_timeout,
+            idle_timeout: limits.header_timeout,
+            // Once asked to close, an idle connection has this long to
+            // finish what raced in.
+            close_timeout: limits.header_timeout.max(limits.body_timeout),
             drain: (
                 limits.max_body_bytes.saturating_mul(routes::DRAIN_FACTOR),
                 limits.body_timeout,
             ),
             peer,
             client: tls::ClientCert::Unverified,
+            stopped: stopped.clone(),
         };
+        let tcp = stall::WriteTimeout::new(tcp, limits.write_timeout);
         let tls = tls.clone();
         let handshake_timeout = limits.handshake_timeout;
-        tokio::spawn(async move {
+        let mut stopping = stopped.clone();
+        connections.spawn(async move {
             let _slot = slot;
             let Some(acceptor) = tls else {
                 return connection.serve(tcp).await;
             };
-            match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => {
-                    let client = tls::ClientCert::of(&tls);
-                    connection.client(client).serve(tls).await
-                }
-                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+            let handshake = tokio::time::timeout(handshake_timeout, acceptor.accept(tcp));
+            tokio::select! {
+                shaken = handshake => match shaken {
+                    Ok(Ok(tls)) => {
+                        let client = tls::ClientCert::of(&tls);
+                        connection.client(client).serve(tls).await
+                    }
+                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                },
+                () = stopped_signal(&mut stopping) => {}
             }
         });
     }
     drop(listener);
-    if tokio::time::timeout(drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    // Each connection saw the stop and closes once its requests are answered.
+    let closed = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(drain, closed).await.is_err() {
         tracing::warn!(
             ?drain,
+            open = connections.len(),
             "connections still open after the drain timeout; closing them"
         );
+        connections.shutdown().await;
     }
 }
 
@@ -650,14 +675,60 @@ async fn serve(
 struct Connection {
     builder: auto::Builder<TokioExecutor>,
     router: Router,
-    watcher: Watcher,
-    header_timeout: Duration,
+    /// How long a connection with no request in flight stays open: before
+    /// its first request, and between requests, whatever the protocol.
+    idle_timeout: Duration,
+    /// How long a connection asked to close while idle may take to close.
+    close_timeout: Duration,
     /// How much of a body nobody read is still read, and for how long.
     drain: (usize, Duration),
     peer: SocketAddr,
     /// Whether the TLS client presented a verified certificate; every
     /// request on the connection carries it.
     client: tls::ClientCert,
+    /// The server stops: close once the requests in flight are answered.
+    stopped: watch::Receiver<bool>,
+}
+
+/// What a connection's requests are doing: whether one has begun, how many
+/// are in flight, and since when none is.
+struct Activity {
+    started: AtomicBool,
+    in_flight: AtomicUsize,
+    since: Mutex<tokio::time::Instant>,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            started: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+            since: Mutex::new(tokio::time::Instant::now()),
+        }
+    }
+
+    /// A request begins; it ends when the guard is dropped.
+    fn begin(self: &Arc<Self>) -> Busy {
+        self.started.store(true, Ordering::Relaxed);
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        Busy(self.clone())
+    }
+
+    /// When the connection went idle; `None` while a request is in flight.
+    fn idle_since(&self) -> Option<tokio::time::Instant> {
+        let since = *self.since.lock().unwrap_or_else(PoisonError::into_inner);
+        (self.in_flight.load(Ordering::Acquire) == 0).then_some(since)
+    }
+}
+
+/// A request in flight on its connection.
+struct Busy(Arc<Activity>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        *self.0.since.lock().unwrap_or_else(PoisonError::into_inner) = tokio::time::Instant::now();
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Connection {
@@ -665,13 +736,16 @@ impl Connection {
         Connection { client, ..self }
     }
 
-    /// Serves HTTP on `io` until the client or a drain closes it.
+    /// Serves HTTP on `io` until the client closes it, it stays idle for
+    /// the idle timeout, or the server stops.
     ///
     /// hyper's header timeout starts only once it knows the protocol, which
-    /// takes the client's first bytes: a client silent after the handshake,
-    /// or stopping inside the HTTP/2 preface, would hold its connection
-    /// slot forever. So a connection whose first request has not begun
-    /// within the header timeout is closed here.
+    /// takes the client's first bytes, and covers only HTTP/1.1; HTTP/2 has
+    /// no idle timeout at all. So a connection with no request in flight
+    /// for the idle timeout is closed here: at once when it never began a
+    /// request (silent after the handshake, or stopped inside the HTTP/2
+    /// preface), else gracefully (HTTP/2: GOAWAY, so the client retries
+    /// elsewhere what it sent meanwhile).
     async fn serve<I>(self, io: I)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -679,37 +753,70 @@ impl Connection {
         let Connection {
             builder,
             router,
-            watcher,
-            header_timeout,
+            idle_timeout,
+            close_timeout,
             drain: (drain_bytes, drain_timeout),
             peer,
             client,
+            mut stopped,
         } = self;
-        let started = Arc::new(AtomicBool::new(false));
+        let activity = Arc::new(Activity::new());
         let service = {
-            let started = started.clone();
+            let activity = activity.clone();
             hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
-                started.store(true, Ordering::Relaxed);
+                let busy = activity.begin();
                 let mut request =
                     request.map(|body| drain::Drained::new(body, drain_bytes, drain_timeout));
                 request.extensions_mut().insert(client);
-                router.clone().oneshot(request)
+                let answer = router.clone().oneshot(request);
+                async move {
+                    let answer = answer.await;
+                    drop(busy);
+                    answer
+                }
             })
         };
-        let connection = watcher.watch(
-            builder
-                .serve_connection_with_upgrades(TokioIo::new(io), service)
-                .into_owned(),
-        );
+        let connection = builder
+            .serve_connection_with_upgrades(TokioIo::new(io), service)
+            .into_owned();
         tokio::pin!(connection);
-        let ended = tokio::select! {
-            ended = connection.as_mut() => ended,
-            () = tokio::time::sleep(header_timeout) => {
-                if !started.load(Ordering::Relaxed) {
-                    tracing::debug!(%peer, "no request within the header timeout; closing");
-                    return;
+        let check = tokio::time::sleep(idle_timeout);
+        tokio::pin!(check);
+        let mut closing = false;
+        let mut stopping = false;
+        let ended = loop {
+            tokio::select! {
+                ended = connection.as_mut() => break ended,
+                () = check.as_mut(), if !stopping => {
+                    if closing {
+                        tracing::debug!(%peer, "connection not closed in time; dropping it");
+                        return;
+                    }
+                    let now = tokio::time::Instant::now();
+                    match activity.idle_since() {
+                        None => check.as_mut().reset(now + idle_timeout),
+                        Some(since) if now < since + idle_timeout => {
+                            check.as_mut().reset(since + idle_timeout);
+                        }
+                        Some(_) if !activity.started.load(Ordering::Relaxed) => {
+                            tracing::debug!(%peer, "no request within the header timeout; closing");
+                            return;
+                        }
+                        Some(_) => {
+                            tracing::debug!(%peer, "idle connection; closing");
+                            connection.as_mut().graceful_shutdown();
+                            closing = true;
+                            check.as_mut().reset(now + close_timeout);
+                        }
+                    }
                 }
-                connection.await
+                () = stopped_signal(&mut stopped), if !closing => {
+                    // The requests in flight finish, within the drain timeout
+                    // (`serve` closes what is left after it).
+                    connection.as_mut().graceful_shutdown();
+                    closing = true;
+                    stopping = true;
+                }
             }
         };
         if let Err(e) = ended {

@@ -22,7 +22,15 @@ use crate::policy::Policy;
 
 /// Bodies larger than this are decided on the blocking pool, so a few huge
 /// reviews cannot stall the small ones sharing a worker thread.
-const OFFLOAD_BYTES: usize = 256 * 1024;
+pub(super) const OFFLOAD_BYTES: usize = 256 * 1024;
+
+/// Most large reviews decided at once. A review's working memory (its
+/// finalizer lists, what it removed) can approach its body's size: with
+/// every body the in-flight budget holds decided at once, 8 bodies of 8 MiB
+/// of long finalizer names peaked at 141 MiB, past the chart's limit. The
+/// others wait, their bodies already counted in the budget
+/// (docs/performance.md, "Memory per review at the largest body").
+pub(super) const LARGE_REVIEWS: usize = 1;
 
 /// The TLS port: `POST /validate`, and the probes.
 pub fn webhook(state: Arc<AppState>) -> Router {
@@ -128,9 +136,18 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
             admission::review_with(policy, body, jiff::Timestamp::now(), seal_key.as_deref())
         };
         let result = if body.len() > OFFLOAD_BYTES {
+            let Ok(deciding) = state.large_reviews.clone().acquire_owned().await else {
+                return reject(&state, StatusCode::INTERNAL_SERVER_ERROR, "internal error".into());
+            };
             let policy = policy.clone();
             let body = body.clone();
-            match tokio::task::spawn_blocking(move || review(&policy, &body)).await {
+            // The permit goes with the task: it is held until the review
+            // is done, even if the client has gone.
+            let decide = move || {
+                let _deciding = deciding;
+                review(&policy, &body)
+            };
+            match tokio::task::spawn_blocking(decide).await {
                 Ok(result) => result,
                 Err(e) => {
                     tracing::error!(error = %e, "review task failed");
@@ -145,7 +162,7 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
             Err(e) => return reject(&state, StatusCode::BAD_REQUEST, e.to_string()),
         };
         state.metrics.latency.observe(started.elapsed().as_secs_f64());
-        state.metrics.review(&reviewed);
+        state.metrics.review(&reviewed, &policy);
         let span = tracing::Span::current();
         span.record("decision", reviewed.verdict().as_str());
         span.record("authenticated", authenticated);

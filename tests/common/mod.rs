@@ -29,6 +29,7 @@ pub fn config(dir: &Path) -> ServeConfig {
             handshake_timeout: Duration::from_secs(10),
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(10),
             max_connections: 1024,
             max_inflight_body_bytes: 64 * 1024 * 1024,
         },

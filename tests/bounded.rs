@@ -1,0 +1,341 @@
+//! What one client may make the server hold is bounded: the answer, the
+//! audit record and the warnings of a review whatever it removes; a
+//! connection whose client does not read its answers, or sends no request,
+//! over HTTP/1.1 or HTTP/2; the series of /metrics whatever the bodies say.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{start_with, strip};
+use finalizer_guard::admission::request::MAX_LIST_NAMES;
+use finalizer_guard::admission::{self, ReviewBuilder};
+use finalizer_guard::audit::MAX_AUDITED_FINALIZERS;
+use finalizer_guard::policy::message::{MAX_NAMED_FINALIZERS, MAX_WARNING_CHARS, Thousands};
+use finalizer_guard::policy::{Policy, Verdict};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The largest body `serve` accepts by default (`--max-body-bytes`).
+const MAX_BODY: usize = 8 * 1024 * 1024;
+
+/// How long anything the server should do promptly may take here.
+const BOUND: Duration = Duration::from_secs(30);
+
+/// A review of at most `max` bytes by `mallory` stripping as many tiny
+/// finalizers as fit, at most `names`; how many.
+fn strip_many(builder: ReviewBuilder, max: usize, names: usize) -> (Vec<u8>, usize) {
+    let template = builder.finalizers(json!("LIST"), Value::Null).to_vec();
+    let template = String::from_utf8(template).unwrap();
+    let room = max - (template.len() - "\"LIST\"".len());
+    let mut list = String::with_capacity(room);
+    list.push('[');
+    let mut n = 0usize;
+    loop {
+        let name = format!("\"f{n:x}\"");
+        if n == names || list.len() + name.len() + 2 > room {
+            break;
+        }
+        if n > 0 {
+            list.push(',');
+        }
+        list.push_str(&name);
+        n += 1;
+    }
+    list.push(']');
+    let body = template.replacen("\"LIST\"", &list, 1).into_bytes();
+    assert!(body.len() <= max);
+    (body, n)
+}
+
+#[test]
+fn a_review_of_more_finalizers_than_any_object_holds_is_refused() {
+    let (body, n) = strip_many(ReviewBuilder::pod_update("mallory"), MAX_BODY, usize::MAX);
+    assert!(n > 900_000, "{n} finalizers");
+    let error = admission::review(&Policy::embedded_default(), &body)
+        .unwrap_err()
+        .to_string();
+    let want = format!(
+        "body is not an AdmissionReview: request.oldObject.metadata.finalizers: more than {MAX_LIST_NAMES} names: too many to judge"
+    );
+    assert!(error.starts_with(&want), "{error}");
+    // The most a list may hold is judged.
+    let (body, n) = strip_many(
+        ReviewBuilder::pod_update("mallory"),
+        MAX_BODY,
+        MAX_LIST_NAMES,
+    );
+    assert_eq!(n, MAX_LIST_NAMES);
+    let reviewed = admission::review(&Policy::embedded_default(), &body).unwrap();
+    assert_eq!(reviewed.verdict(), Verdict::Denied);
+    // With escapes, read name by name, and in spec.finalizers and groups.
+    let escaped: Vec<String> = (0..=MAX_LIST_NAMES).map(|i| format!("f\"{i}")).collect();
+    let lists = [
+        (
+            "request.oldObject.metadata.finalizers",
+            ReviewBuilder::pod_update("mallory").finalizers(json!(escaped), Value::Null),
+        ),
+        (
+            "request.userInfo.groups",
+            ReviewBuilder::pod_update("mallory")
+                .groups(&escaped.iter().map(String::as_str).collect::<Vec<_>>()),
+        ),
+        (
+            "request.object.spec.finalizers",
+            ReviewBuilder::pod_update("mallory")
+                .edit_object(|o| o["spec"] = json!({"finalizers": escaped})),
+        ),
+    ];
+    for (path, builder) in lists {
+        let error = admission::review(&Policy::embedded_default(), &builder.to_vec())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(&format!("{path}: more than {MAX_LIST_NAMES} names")),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn a_review_removing_many_finalizers_has_a_bounded_answer_and_record() {
+    let (body, n) = strip_many(
+        ReviewBuilder::pod_update("mallory"),
+        MAX_BODY,
+        MAX_LIST_NAMES,
+    );
+    assert_eq!(n, MAX_LIST_NAMES);
+    let enforce = Policy::embedded_default();
+    let reviewed = admission::review(&enforce, &body).unwrap();
+    assert_eq!(reviewed.verdict(), Verdict::Denied);
+    assert_eq!(reviewed.unauthorized(), n);
+    // The message still names the first finalizers, the object, the
+    // requester and how to override; the rest are counted.
+    let message = reviewed.message.clone().unwrap();
+    let more = format!(
+        "\"f{:x}\" and {} more from pods \"web-0\" in namespace \"team-a\": requester \"mallory\"",
+        MAX_NAMED_FINALIZERS - 1,
+        Thousands(n - MAX_NAMED_FINALIZERS)
+    );
+    assert!(message.contains(&more), "{message}");
+    assert!(message.contains("finalizer-guard.io/override"), "{message}");
+    assert!(
+        reviewed.body.len() < 4096,
+        "answer of {} bytes",
+        reviewed.body.len()
+    );
+    let entry = reviewed.audit.as_ref().unwrap();
+    assert!(
+        entry.fields().len() < 16 * 1024,
+        "audit record of {} bytes",
+        entry.fields().len()
+    );
+    let record = reviewed.audit_record().unwrap();
+    assert_eq!(record.removed_finalizers.len(), MAX_AUDITED_FINALIZERS);
+    assert_eq!(record.removed_finalizers[0].finalizer, "f0");
+    assert_eq!(
+        record.removed_finalizers_omitted,
+        n - MAX_AUDITED_FINALIZERS
+    );
+    let answer: Value = serde_json::from_slice(&reviewed.body).unwrap();
+    let removed = answer["response"]["auditAnnotations"]["removed-finalizers"]
+        .as_str()
+        .unwrap();
+    assert!(
+        removed.starts_with("f0,f1,f2,") && removed.ends_with("..."),
+        "{removed}"
+    );
+
+    // Warn mode: a bounded warning in place of the denial.
+    let warn = Policy::from_yaml("mode: warn\n").unwrap();
+    let reviewed = admission::review(&warn, &body).unwrap();
+    assert_eq!(reviewed.verdict(), Verdict::WouldDeny);
+    assert!(reviewed.warnings[0].chars().count() <= MAX_WARNING_CHARS);
+    assert!(
+        reviewed.body.len() < 4096,
+        "answer of {} bytes",
+        reviewed.body.len()
+    );
+    assert!(reviewed.audit.unwrap().fields().len() < 16 * 1024);
+
+    // An override: allowed, with a bounded warning and record.
+    let (body, _) = strip_many(
+        ReviewBuilder::pod_update("mallory")
+            .annotate("finalizer-guard.io/override", "node-lost: INC-4711 gone"),
+        MAX_BODY,
+        MAX_LIST_NAMES,
+    );
+    let reviewed = admission::review(&enforce, &body).unwrap();
+    assert_eq!(reviewed.verdict(), Verdict::Override);
+    assert!(reviewed.warnings[0].chars().count() <= MAX_WARNING_CHARS);
+    assert!(
+        reviewed.body.len() < 4096,
+        "answer of {} bytes",
+        reviewed.body.len()
+    );
+    assert!(reviewed.audit.unwrap().fields().len() < 16 * 1024);
+}
+
+/// `GET /metrics` on the admin port, pipelined: answers the client never reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_answers_loses_its_connection() {
+    const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+    const REQUESTS: usize = 20_000;
+    let server = start_with(None, |config, _| {
+        config.limits.write_timeout = WRITE_TIMEOUT;
+        config.limits.header_timeout = Duration::from_secs(300);
+    })
+    .await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    // A small window: the server's writes stall soon.
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(server.handle.admin_addr).await.unwrap();
+    let (mut read, mut write) = stream.into_split();
+    let writer = tokio::spawn(async move {
+        let request = b"GET /metrics HTTP/1.1\r\nhost: admin\r\n\r\n".repeat(REQUESTS);
+        let _ = write.write_all(&request).await;
+        write
+    });
+    // Never read while the server writes: it gives up after the write timeout.
+    tokio::time::sleep(WRITE_TIMEOUT * 5).await;
+    let answers = tokio::time::timeout(BOUND, async {
+        let mut seen = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match read.read(&mut buf).await {
+                Ok(0) | Err(_) => return seen,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .expect("the connection of a client that reads nothing stays open");
+    let answered = answers
+        .windows(b"HTTP/1.1 200".len())
+        .filter(|w| *w == b"HTTP/1.1 200")
+        .count();
+    assert!(
+        answered < REQUESTS,
+        "all {REQUESTS} answers were written to a client that read none"
+    );
+    writer.abort();
+    // The server keeps serving.
+    assert!(
+        server
+            .metrics()
+            .await
+            .contains("finalizer_guard_build_info")
+    );
+    server.handle.shutdown().await;
+}
+
+/// An HTTP/2 connection that made one request and went silent.
+async fn idle_h2(server: &common::Running) -> tokio::task::JoinHandle<Instant> {
+    let tls =
+        tokio_rustls::TlsConnector::from(Arc::new(common::tls_config(&server.ca_pem, &[b"h2"])));
+    let tcp = TcpStream::connect(server.handle.addr).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from(common::SERVICE_NAME).unwrap();
+    let io = tls.connect(name, tcp).await.unwrap();
+    let (client, connection) = h2::client::handshake(io).await.unwrap();
+    let ended = tokio::spawn(async move {
+        let _ = connection.await;
+        Instant::now()
+    });
+    let mut client = client.ready().await.unwrap();
+    let body = serde_json::to_vec(&strip("alice", Value::Null)).unwrap();
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("https://{}/validate", common::SERVICE_NAME))
+        .header("content-type", "application/json")
+        .body(())
+        .unwrap();
+    let (response, mut send) = client.send_request(request, false).unwrap();
+    send.send_data(bytes::Bytes::from(body), true).unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut answer = response.into_body();
+    while let Some(chunk) = answer.data().await {
+        let chunk = chunk.unwrap();
+        let _ = answer.flow_control().release_capacity(chunk.len());
+    }
+    // Kept, never used again: the connection stays open as far as the client goes.
+    tokio::spawn(async move {
+        let _client = client;
+        std::future::pending::<()>().await;
+    });
+    ended
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_http2_connections_free_their_slots_within_the_idle_timeout() {
+    const CAP: usize = 4;
+    const IDLE: Duration = Duration::from_secs(1);
+    let server = start_with(None, |config, _| {
+        config.limits.max_connections = CAP;
+        config.limits.header_timeout = IDLE;
+    })
+    .await;
+    let mut idle = Vec::new();
+    for _ in 0..CAP {
+        idle.push(idle_h2(&server).await);
+    }
+    let since = Instant::now();
+    // Every slot is held by an idle client: a new one is served once they
+    // have been idle for the timeout.
+    let answer = tokio::time::timeout(BOUND, server.review(&strip("alice", Value::Null)))
+        .await
+        .expect("a new client is never served while idle HTTP/2 clients hold every slot");
+    assert_eq!(answer["response"]["allowed"], false);
+    let waited = since.elapsed();
+    assert!(waited < IDLE * 5, "served after {waited:?}");
+    // The idle ones were closed by the server (GOAWAY), not left open.
+    for ended in idle {
+        let closed = tokio::time::timeout(BOUND, ended)
+            .await
+            .expect("an idle HTTP/2 connection is never closed")
+            .unwrap();
+        assert!(closed.duration_since(since) < IDLE * 5);
+    }
+    server.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_groups_leave_metrics_small() {
+    let server = start_with(None, |_, _| {}).await;
+    let review = |group: &str| {
+        ReviewBuilder::pod_update("alice")
+            .resource(group, "v1", "widgets", "Widget")
+            .finalizers(json!(["example.com/a"]), Value::Null)
+            .to_value()
+    };
+    let huge = "g".repeat(100 * 1024);
+    for i in 0..100 {
+        let answer = server.review(&review(&format!("{i}{huge}"))).await;
+        assert_eq!(answer["response"]["allowed"], false);
+    }
+    for i in 0..100 {
+        server.review(&review(&format!("g{i}.example.org"))).await;
+    }
+    server.review(&review("apps")).await;
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.len() < 32 * 1024,
+        "/metrics of {} bytes",
+        metrics.len()
+    );
+    let groups: std::collections::BTreeSet<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("finalizer_guard_reviews_total{"))
+        .filter_map(|l| l.split("group=\"").nth(1)?.split('"').next())
+        .collect();
+    assert!(
+        groups.contains("other") && groups.contains("apps"),
+        "{groups:?}"
+    );
+    assert!(groups.contains("g0.example.org"), "{groups:?}");
+    assert!(!groups.contains("g99.example.org"), "{groups:?}");
+    assert_eq!(groups.len(), 32 + 2, "{groups:?}");
+    server.handle.shutdown().await;
+}
