@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::admission::json;
 use crate::ledger::Ledger;
+use crate::policy::message::truncated;
 use crate::policy::{
     Authority, Change, Decision, FinalizerField, Mode, Operation, Outcome, OverrideProblem, Target,
     Verdict,
@@ -34,6 +35,20 @@ const MAX_AUDIT_VALUE_CHARS: usize = 256;
 /// How many removed finalizers a record lists; the others are counted in
 /// `removedFinalizersOmitted`, so a record stays small whatever a client sends.
 pub const MAX_AUDITED_FINALIZERS: usize = 128;
+
+/// How many of the requester's groups a record lists; the others are
+/// counted in `groupsOmitted`.
+pub const MAX_AUDITED_GROUPS: usize = 64;
+
+/// How much of one string taken from the request (uid, user, each group,
+/// resource, kind, apiVersion, subresource, namespace, name, object uid,
+/// finalizer, override reason and detail, approver) a record keeps: far
+/// more than Kubernetes lets any of them be, far less than a body can carry.
+const MAX_AUDITED_CHARS: usize = 512;
+
+/// How much of the denial message a record keeps (the message is built of
+/// cut names already; this bounds it whatever it grows to).
+const MAX_AUDITED_MESSAGE_CHARS: usize = 16 * 1024;
 
 /// One finalizer in an audit record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +72,9 @@ pub struct AuditRecord {
     pub uid: String,
     pub user: String,
     pub groups: Vec<String>,
+    /// Groups past the first [`MAX_AUDITED_GROUPS`], not listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub groups_omitted: usize,
     pub operation: Operation,
     /// `resource` or `resource.group`.
     pub resource: String,
@@ -134,35 +152,53 @@ impl AuditEntry {
         let target = &change.target;
         let (group, version, kind) = subject.kind;
         let listed = decision.removed.len().min(MAX_AUDITED_FINALIZERS);
-        let mut out = String::with_capacity(512 + message.map_or(0, str::len) + 64 * listed);
+        let mut out = String::with_capacity(
+            512 + message.map_or(0, |m| m.len().min(4 * MAX_AUDITED_MESSAGE_CHARS)) + 64 * listed,
+        );
+        let cut = |s| truncated(s, MAX_AUDITED_CHARS);
+        let field = |out: &mut String, key: &str, value: &str| {
+            json::field(out, key, &truncated(value, MAX_AUDITED_CHARS));
+        };
         json::key(&mut out, "uid");
-        json::string(&mut out, subject.uid);
-        json::field(&mut out, "user", change.requester.username);
+        json::string(&mut out, &cut(subject.uid));
+        field(&mut out, "user", change.requester.username);
+        let groups = change.requester.groups;
         out.push_str(",\"groups\":[");
-        for (i, g) in change.requester.groups.iter().enumerate() {
+        for (i, g) in groups.iter().take(MAX_AUDITED_GROUPS).enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            json::string(&mut out, g);
+            json::string(&mut out, &cut(g));
         }
         out.push(']');
+        if groups.len() > MAX_AUDITED_GROUPS {
+            let _ = write!(
+                out,
+                ",\"groupsOmitted\":{}",
+                groups.len() - MAX_AUDITED_GROUPS
+            );
+        }
         json::field(&mut out, "operation", change.operation.as_str());
-        json::field(&mut out, "resource", &qualified_resource(target));
-        json::field(&mut out, "objectKind", kind);
+        field(&mut out, "resource", &qualified_resource(target));
+        field(&mut out, "objectKind", kind);
         if group.is_empty() {
-            json::field(&mut out, "objectApiVersion", version);
+            field(&mut out, "objectApiVersion", version);
         } else {
-            json::field(&mut out, "objectApiVersion", &format!("{group}/{version}"));
+            field(
+                &mut out,
+                "objectApiVersion",
+                &format!("{}/{}", cut(group), cut(version)),
+            );
         }
         if !target.subresource.is_empty() {
-            json::field(&mut out, "subresource", target.subresource);
+            field(&mut out, "subresource", target.subresource);
         }
         if let Some(namespace) = target.object_namespace() {
-            json::field(&mut out, "namespace", namespace);
+            field(&mut out, "namespace", namespace);
         }
-        json::field(&mut out, "name", target.name);
+        field(&mut out, "name", target.name);
         if let Some(uid) = subject.object_uid {
-            json::field(&mut out, "objectUid", uid);
+            field(&mut out, "objectUid", uid);
         }
         out.push_str(",\"removedFinalizers\":[");
         for (i, r) in decision.removed.iter().take(listed).enumerate() {
@@ -171,13 +207,13 @@ impl AuditEntry {
             }
             out.push('{');
             json::key(&mut out, "finalizer");
-            json::string(&mut out, &r.finalizer);
+            json::string(&mut out, &cut(&r.finalizer));
             json::field(&mut out, "field", r.field.path());
             if let Some(authority) = &r.authorized_by {
                 let (what, name) = authority.parts();
                 out.push_str(",\"authorizedBy\":\"");
                 json::contents(&mut out, what);
-                json::contents(&mut out, name);
+                json::contents(&mut out, &cut(name));
                 out.push('"');
             }
             out.push('}');
@@ -193,15 +229,15 @@ impl AuditEntry {
         json::field(&mut out, "decision", decision.verdict().as_str());
         json::field(&mut out, "mode", mode.as_str());
         if let Some(used) = decision.override_used() {
-            json::field(&mut out, "overrideReason", &used.reason);
-            json::field(&mut out, "overrideDetail", &used.detail);
+            field(&mut out, "overrideReason", &used.reason);
+            field(&mut out, "overrideDetail", &used.detail);
         }
         let evidence = &decision.evidence;
         if let Some(by) = &evidence.approved_by {
-            json::field(&mut out, "approvedBy", by);
+            field(&mut out, "approvedBy", by);
         }
         if let Some(expires) = &evidence.override_expires {
-            json::field(&mut out, "overrideExpires", expires);
+            field(&mut out, "overrideExpires", expires);
         }
         if let Some(ledger) = ledger {
             out.push(',');
@@ -209,7 +245,11 @@ impl AuditEntry {
             out.push_str(&serde_json::to_string(ledger).expect("a ledger always serializes"));
         }
         if let Some(message) = message {
-            json::field(&mut out, "message", message);
+            json::field(
+                &mut out,
+                "message",
+                &truncated(message, MAX_AUDITED_MESSAGE_CHARS),
+            );
         }
         out.push_str(if subject.dry_run {
             ",\"dryRun\":true"
@@ -289,7 +329,7 @@ pub fn write_annotations(
     json::key(out, "decision");
     json::string(out, decision.verdict().as_str());
     let put = |out: &mut String, key: &str, value: &str| {
-        json::field(out, key, &clip(value, MAX_AUDIT_VALUE_CHARS));
+        json::field(out, key, &truncated(value, MAX_AUDIT_VALUE_CHARS));
     };
     let mut names = String::with_capacity(64);
     for (field, removed_key, unauthorized_key) in [
@@ -360,6 +400,10 @@ pub fn write_annotations(
             put(out, "mode", mode.as_str());
             put(out, "approval-problem", &problem.to_string());
         }
+        Outcome::TooManyNames { field, .. } => {
+            put(out, "mode", mode.as_str());
+            put(out, "too-many-names", field.path());
+        }
         Outcome::NotJudged
         | Outcome::NothingRemoved
         | Outcome::Authorized
@@ -380,17 +424,50 @@ pub fn write_annotations(
     out.push('}');
 }
 
-/// `s`, cut to `max` characters with `...` when longer.
-fn clip(s: &str, max: usize) -> Cow<'_, str> {
-    if s.len() <= max || s.chars().count() <= max {
-        Cow::Borrowed(s)
-    } else {
-        Cow::Owned(crate::policy::message::truncate(s, max))
-    }
-}
-
 /// Records waiting for the writer thread, at most.
 const QUEUE: usize = 4096;
+
+/// Bytes of records waiting for the writer thread, at most: a record is
+/// bounded (its strings cut), but 4096 of the largest would still be
+/// hundreds of MiB. Past this a review waits, as it does for a full queue.
+pub const QUEUE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The bytes of the records queued, and the reviews waiting for room.
+#[derive(Default)]
+struct Queued {
+    bytes: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl Queued {
+    /// Takes `n` bytes, waiting while the queue holds others and `n` more
+    /// would pass [`QUEUE_BYTES`] (one record larger than that alone is
+    /// let through). On a multi-threaded runtime's worker the runtime
+    /// first hands the worker's other tasks to a fresh thread, as a full
+    /// queue does ([`queue`]).
+    fn take(&self, n: usize) {
+        let wait = || {
+            let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
+            while *bytes > 0 && *bytes + n > QUEUE_BYTES {
+                bytes = self.freed.wait(bytes).unwrap_or_else(|e| e.into_inner());
+            }
+            *bytes += n;
+        };
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(wait)
+            }
+            _ => wait(),
+        }
+    }
+
+    fn give_back(&self, n: usize) {
+        let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
+        *bytes = bytes.saturating_sub(n);
+        self.freed.notify_all();
+    }
+}
 
 /// Once woken by a record, the writer waits this long for others to join it:
 /// under load one wake-up and one write carry many records, instead of a
@@ -405,6 +482,7 @@ enum Message {
 /// Writes audit lines from its own thread.
 pub struct AuditLog {
     queue: Queue<Message>,
+    queued: std::sync::Arc<Queued>,
 }
 
 impl AuditLog {
@@ -416,17 +494,22 @@ impl AuditLog {
     /// Audit lines to `out`. The queue waits rather than drop, so `dropped` stays at 0.
     pub fn to(out: impl Write + Send + 'static, dropped: Counter) -> std::io::Result<AuditLog> {
         let (queue, incoming) = queue::bounded("audit", QUEUE, WhenFull::Wait, dropped);
+        let queued = std::sync::Arc::new(Queued::default());
+        let written = queued.clone();
         std::thread::Builder::new()
             .name("audit".into())
-            .spawn(move || write_lines(incoming, out))?;
-        Ok(AuditLog { queue })
+            .spawn(move || write_lines(incoming, out, &written))?;
+        Ok(AuditLog { queue, queued })
     }
 
     /// Queues one record, stamped now; waits for room when the queue is full.
     pub fn emit(&self, entry: AuditEntry) {
+        let size = entry.fields().len();
+        self.queued.take(size);
         let message = Message::Record(jiff::Timestamp::now(), entry);
         // The writer thread is gone: write this one here rather than lose it.
         if let Err(Message::Record(time, entry)) = self.queue.send(message) {
+            self.queued.give_back(size);
             let mut line = entry.line_at(time);
             line.push('\n');
             let mut out = std::io::stdout().lock();
@@ -445,7 +528,7 @@ impl AuditLog {
     }
 }
 
-fn write_lines(mut incoming: mpsc::Receiver<Message>, out: impl Write) {
+fn write_lines(mut incoming: mpsc::Receiver<Message>, out: impl Write, queued: &Queued) {
     let mut out = BufWriter::with_capacity(64 * 1024, out);
     let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
     let mut line = String::new();
@@ -464,6 +547,7 @@ fn write_lines(mut incoming: mpsc::Receiver<Message>, out: impl Write) {
                     if let Err(e) = out.write_all(line.as_bytes()) {
                         tracing::error!(error = %e, "cannot write audit record");
                     }
+                    queued.give_back(entry.fields().len());
                 }
                 Message::Flush(done) => waiting.push(done),
             }
@@ -507,6 +591,27 @@ mod tests {
             crate::admission::review(&crate::policy::Policy::embedded_default(), text.as_bytes())
                 .unwrap();
         reviewed.audit.take().expect("a judged removal")
+    }
+
+    #[test]
+    fn the_queue_holds_at_most_its_bytes() {
+        let queued = std::sync::Arc::new(Queued::default());
+        queued.take(QUEUE_BYTES - 10);
+        let waiter = {
+            let queued = queued.clone();
+            std::thread::spawn(move || queued.take(11))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            !waiter.is_finished(),
+            "waits while the bytes would pass the bound"
+        );
+        queued.give_back(QUEUE_BYTES - 10);
+        waiter.join().unwrap();
+        assert_eq!(*queued.bytes.lock().unwrap(), 11);
+        // One record larger than the bound alone goes through.
+        queued.give_back(11);
+        queued.take(2 * QUEUE_BYTES);
     }
 
     #[test]

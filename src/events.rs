@@ -686,6 +686,7 @@ mod tests {
             uid: "u-1".into(),
             user: "jane".into(),
             groups: vec![],
+            groups_omitted: 0,
             operation: Operation::Update,
             resource: "pods".into(),
             object_kind: "Pod".into(),

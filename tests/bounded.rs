@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use common::{start_with, strip};
 use finalizer_guard::admission::request::MAX_LIST_NAMES;
 use finalizer_guard::admission::{self, ReviewBuilder};
-use finalizer_guard::audit::MAX_AUDITED_FINALIZERS;
+use finalizer_guard::audit::{MAX_AUDITED_FINALIZERS, MAX_AUDITED_GROUPS};
 use finalizer_guard::policy::message::{MAX_NAMED_FINALIZERS, MAX_WARNING_CHARS, Thousands};
-use finalizer_guard::policy::{Policy, Verdict};
+use finalizer_guard::policy::{Mode, Policy, Verdict};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -50,17 +50,45 @@ fn strip_many(builder: ReviewBuilder, max: usize, names: usize) -> (Vec<u8>, usi
     (body, n)
 }
 
+/// The answer a review gives under `policy`: allowed, and the message or warning.
+fn answer(policy: &Policy, body: &[u8]) -> (bool, Value) {
+    let reviewed = admission::review(policy, body).expect("answered, not refused");
+    let v: Value = serde_json::from_slice(&reviewed.body).unwrap();
+    (reviewed.allowed(), v["response"].clone())
+}
+
+fn warn_mode() -> Policy {
+    let mut policy = Policy::embedded_default();
+    policy.mode = Mode::Warn;
+    policy
+}
+
 #[test]
-fn a_review_of_more_finalizers_than_any_object_holds_is_refused() {
+fn a_review_of_more_finalizers_than_any_object_holds_is_denied_not_refused() {
+    // A 400 would be settled by kube-apiserver's failurePolicy (Ignore: the
+    // removal goes through unjudged): past the cap the write is denied.
     let (body, n) = strip_many(ReviewBuilder::pod_update("mallory"), MAX_BODY, usize::MAX);
     assert!(n > 900_000, "{n} finalizers");
-    let error = admission::review(&Policy::embedded_default(), &body)
-        .unwrap_err()
-        .to_string();
-    let want = format!(
-        "body is not an AdmissionReview: request.oldObject.metadata.finalizers: more than {MAX_LIST_NAMES} names: too many to judge"
+    let (allowed, response) = answer(&Policy::embedded_default(), &body);
+    assert!(!allowed);
+    assert_eq!(response["status"]["code"], 403);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "metadata.finalizers holds more than {} names",
+            Thousands(MAX_LIST_NAMES)
+        )),
+        "{message}"
     );
-    assert!(error.starts_with(&want), "{error}");
+    let reviewed = admission::review(&Policy::embedded_default(), &body).unwrap();
+    let record = reviewed.audit_record().expect("a denial is audited");
+    assert_eq!(record.decision, Verdict::Denied);
+    assert!(reviewed.audit.unwrap().fields().len() < 4096);
+    // Warn mode allows it with a warning, as it allows every would-deny.
+    let (allowed, response) = answer(&warn_mode(), &body);
+    assert!(allowed);
+    let warning = response["warnings"][0].as_str().unwrap();
+    assert!(warning.contains("(warn mode) would deny"), "{warning}");
     // The most a list may hold is judged.
     let (body, n) = strip_many(
         ReviewBuilder::pod_update("mallory"),
@@ -70,33 +98,131 @@ fn a_review_of_more_finalizers_than_any_object_holds_is_refused() {
     assert_eq!(n, MAX_LIST_NAMES);
     let reviewed = admission::review(&Policy::embedded_default(), &body).unwrap();
     assert_eq!(reviewed.verdict(), Verdict::Denied);
-    // With escapes, read name by name, and in spec.finalizers and groups.
+    // The new list past the cap, the old one a single name.
+    let junk: Vec<String> = (0..=MAX_LIST_NAMES).map(|i| format!("junk{i}")).collect();
+    let body = ReviewBuilder::pod_update("mallory")
+        .finalizers(json!(["example.com/cleanup"]), json!(junk))
+        .to_vec();
+    let (allowed, response) = answer(&Policy::embedded_default(), &body);
+    assert!(!allowed, "{response}");
+    assert_eq!(response["status"]["code"], 403);
+    // With escapes, read name by name.
     let escaped: Vec<String> = (0..=MAX_LIST_NAMES).map(|i| format!("f\"{i}")).collect();
-    let lists = [
-        (
-            "request.oldObject.metadata.finalizers",
-            ReviewBuilder::pod_update("mallory").finalizers(json!(escaped), Value::Null),
-        ),
-        (
-            "request.userInfo.groups",
-            ReviewBuilder::pod_update("mallory")
-                .groups(&escaped.iter().map(String::as_str).collect::<Vec<_>>()),
-        ),
-        (
-            "request.object.spec.finalizers",
-            ReviewBuilder::pod_update("mallory")
-                .edit_object(|o| o["spec"] = json!({"finalizers": escaped})),
-        ),
-    ];
-    for (path, builder) in lists {
-        let error = admission::review(&Policy::embedded_default(), &builder.to_vec())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.contains(&format!("{path}: more than {MAX_LIST_NAMES} names")),
-            "{error}"
-        );
+    let body = ReviewBuilder::pod_update("mallory")
+        .finalizers(json!(escaped), Value::Null)
+        .to_vec();
+    assert!(!answer(&Policy::embedded_default(), &body).0);
+    // groups only the authenticator sets: a longer list is refused.
+    let body = ReviewBuilder::pod_update("mallory")
+        .groups(&escaped.iter().map(String::as_str).collect::<Vec<_>>())
+        .to_vec();
+    let error = admission::review(&Policy::embedded_default(), &body)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(&format!(
+            "request.userInfo.groups: more than {MAX_LIST_NAMES} names"
+        )),
+        "{error}"
+    );
+}
+
+#[test]
+fn spec_finalizers_past_the_cap_matter_only_to_a_namespace() {
+    let empty: Vec<&str> = vec![""; MAX_LIST_NAMES + 1];
+    // A custom resource's spec.finalizers is not judged: nothing removed.
+    let body = ReviewBuilder::pod_update("mallory")
+        .resource("example.com", "v1", "widgets", "Widget")
+        .finalizers(json!(["example.com/a"]), json!(["example.com/a"]))
+        .edit_object(|o| o["spec"] = json!({"finalizers": empty}))
+        .to_vec();
+    for policy in [Policy::embedded_default(), warn_mode()] {
+        let reviewed = admission::review(&policy, &body).expect("answered");
+        assert!(reviewed.allowed());
+        assert_eq!(reviewed.verdict(), Verdict::NothingRemoved);
     }
+    // A Namespace's, through namespaces/finalize: denied, would-deny in warn mode.
+    let body = ReviewBuilder::pod_update("mallory")
+        .resource("", "v1", "namespaces", "Namespace")
+        .subresource("finalize")
+        .name("team-a")
+        .namespace(Some("team-a"))
+        .finalizers(json!([]), json!([]))
+        .edit_old_object(|o| o["spec"] = json!({"finalizers": ["kubernetes"]}))
+        .edit_object(|o| o["spec"] = json!({"finalizers": empty}))
+        .to_vec();
+    let (allowed, response) = answer(&Policy::embedded_default(), &body);
+    assert!(!allowed);
+    assert_eq!(response["status"]["code"], 403);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("spec.finalizers holds more than"),
+        "{message}"
+    );
+    let reviewed = admission::review(&warn_mode(), &body).unwrap();
+    assert!(reviewed.allowed());
+    assert_eq!(reviewed.verdict(), Verdict::WouldDeny);
+    assert!(reviewed.audit.is_some());
+}
+
+#[test]
+fn a_uid_longer_than_a_uid_is_refused() {
+    let body = ReviewBuilder::pod_update("mallory")
+        .uid(&"u".repeat(129))
+        .to_vec();
+    let error = admission::review(&Policy::embedded_default(), &body)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("request.uid is longer than 128 bytes"),
+        "{error}"
+    );
+    assert!(error.len() < 200);
+    let body = ReviewBuilder::pod_update("mallory")
+        .uid(&"u".repeat(128))
+        .to_vec();
+    assert!(admission::review(&Policy::embedded_default(), &body).is_ok());
+}
+
+#[test]
+fn strings_from_the_request_are_cut_in_the_answer_and_the_record() {
+    let big = "x".repeat(1024 * 1024);
+    let groups: Vec<String> = (0..MAX_LIST_NAMES)
+        .map(|i| format!("{i}{}", "g".repeat(480)))
+        .collect();
+    let body = ReviewBuilder::pod_update(&big)
+        .finalizers(json!(["example.com/cleanup"]), json!([]))
+        .resource(&big, &big, &big, &big)
+        .subresource(&big)
+        .name(&big)
+        .namespace(Some(&big))
+        .groups(&groups.iter().map(String::as_str).collect::<Vec<_>>())
+        .edit_old_object(|o| o["metadata"]["uid"] = json!(big))
+        .to_vec();
+    assert!(body.len() > 7 * 1024 * 1024);
+    let reviewed = admission::review(&Policy::embedded_default(), &body).unwrap();
+    assert_eq!(reviewed.verdict(), Verdict::Denied);
+    assert!(reviewed.body.len() < 16 * 1024, "{}", reviewed.body.len());
+    let fields = reviewed.audit.as_ref().unwrap().fields().len();
+    assert!(fields < 64 * 1024, "{fields}");
+    let record = reviewed.audit_record().unwrap();
+    assert_eq!(record.groups.len(), MAX_AUDITED_GROUPS);
+    assert_eq!(record.groups_omitted, MAX_LIST_NAMES - MAX_AUDITED_GROUPS);
+    assert!(record.user.len() <= 512 && record.name.len() <= 512);
+    // An override's reason and detail, through an allowed override.
+    let detail = "d".repeat(200 * 1024);
+    let body = ReviewBuilder::pod_update("mallory")
+        .finalizers(json!(["example.com/cleanup"]), json!([]))
+        .annotate(
+            "finalizer-guard.io/override",
+            &format!("node-lost: {detail}"),
+        )
+        .to_vec();
+    let reviewed = admission::review(&Policy::embedded_default(), &body).unwrap();
+    assert_eq!(reviewed.verdict(), Verdict::Override);
+    assert!(reviewed.body.len() < 16 * 1024, "{}", reviewed.body.len());
+    let record = reviewed.audit_record().unwrap();
+    assert!(record.override_detail.unwrap().len() <= 512);
 }
 
 #[test]

@@ -25,8 +25,8 @@ use crate::audit::{self, AuditEntry, AuditRecord, Subject};
 use crate::ledger::Ledger;
 use crate::policy::seal::SealKey;
 use crate::policy::{
-    self, Change, Decision, FinalizerLists, Operation, Policy, Requester, Target, Verdict,
-    approval, message,
+    self, Change, Decision, FinalizerField, FinalizerLists, Mode, Operation, Outcome, Policy,
+    Requester, Target, Verdict, approval, message,
 };
 pub use builder::{ReviewBuilder, UID};
 pub use lean::LeanObject;
@@ -34,6 +34,9 @@ pub use request::{Object, Request};
 
 const V1: &str = "admission.k8s.io/v1";
 const V1BETA1: &str = "admission.k8s.io/v1beta1";
+
+/// Longest `request.uid` read: kube-apiserver sends a UUID (36 bytes).
+pub const MAX_UID_BYTES: usize = 128;
 
 /// Why a body could not be judged. The server answers 400 with this text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,6 +49,10 @@ pub enum ReviewError {
     NoRequest,
     #[error("AdmissionReview request has no uid")]
     NoUid,
+    /// kube-apiserver sends a UUID (36 characters): a longer uid is forged,
+    /// and the answer echoes it.
+    #[error("AdmissionReview request.uid is longer than {MAX_UID_BYTES} bytes: not a uid")]
+    UidTooLong,
     #[error("UPDATE request has no {0}: cannot tell which finalizers it removes")]
     NoObject(&'static str),
     #[error("body is nested more than 128 levels deep at line {line} column {column}")]
@@ -133,7 +140,17 @@ pub fn review_with(
     let (api_version, request) = parse(body)?;
     let annotations = Annotations::read(&request, policy)?;
     let change = change(&request, &annotations, now, seal_key)?;
-    let decision = policy::decide(&change, policy);
+    let decision = match too_many_names(&request, &change) {
+        Some(field) => Decision {
+            outcome: Outcome::TooManyNames {
+                field,
+                enforced: policy.mode == Mode::Enforce,
+            },
+            removed: Vec::new(),
+            evidence: Default::default(),
+        },
+        None => policy::decide(&change, policy),
+    };
     // Only an override reads what the object was protecting.
     let ledger = decision.override_used().map(|_| lean::read_ledger(body));
     let answer = respond(
@@ -195,6 +212,9 @@ pub fn parse(body: &[u8]) -> Result<(&'static str, Request<'_>), ReviewError> {
     let request = parsed.request.ok_or(ReviewError::NoRequest)?;
     if request.uid.is_empty() {
         return Err(ReviewError::NoUid);
+    }
+    if request.uid.len() > MAX_UID_BYTES {
+        return Err(ReviewError::UidTooLong);
     }
     Ok((version, request))
 }
@@ -299,6 +319,25 @@ pub fn change<'a>(
         }
     }
     Ok(change)
+}
+
+/// The finalizer list of an UPDATE that held more names than a review
+/// reads, where the decision would read it: `metadata.finalizers` of any
+/// object, `spec.finalizers` of a Namespace through `namespaces/finalize`
+/// (on any other object `spec.finalizers` is not judged, however long).
+fn too_many_names(request: &Request<'_>, change: &Change<'_>) -> Option<FinalizerField> {
+    if change.operation != Operation::Update {
+        return None;
+    }
+    let objects = || [&request.old_object, &request.object].into_iter().flatten();
+    if objects().any(|o| o.finalizers_too_many) {
+        Some(FinalizerField::Metadata)
+    } else if change.target.is_namespace_finalize() && objects().any(|o| o.spec_finalizers_too_many)
+    {
+        Some(FinalizerField::Spec)
+    } else {
+        None
+    }
 }
 
 /// What [`respond`] answers.

@@ -44,8 +44,11 @@ use serde_json::value::RawValue;
 /// `userInfo.groups`). Each name read costs a decision far more memory than
 /// its bytes in the body: a body of 8 MiB holds 940,000 tiny finalizers,
 /// which took 180 MiB to judge. No object carries this many finalizers, nor
-/// any user this many groups; a list longer is refused (400), so under
-/// `failurePolicy: Fail` the write is refused.
+/// any user this many groups. A finalizer list longer is not held but
+/// marked ([`Object::finalizers_too_many`]): an UPDATE it takes part in is
+/// denied (would-deny in warn mode), never answered 400, which
+/// kube-apiserver would settle by `failurePolicy`. A longer `groups`
+/// (which only the authenticator sets) is refused (400).
 pub const MAX_LIST_NAMES: usize = 16_384;
 
 /// The reason a list longer than [`MAX_LIST_NAMES`] is refused.
@@ -155,6 +158,12 @@ pub struct Object<'a> {
     /// object holding a list of strings; `spec_finalizers` then holds only
     /// the strings found, if any.
     pub spec_finalizers_malformed: bool,
+    /// `metadata.finalizers` held more than [`MAX_LIST_NAMES`] names:
+    /// `finalizers` is empty, the names unread.
+    pub finalizers_too_many: bool,
+    /// `spec.finalizers` held more than [`MAX_LIST_NAMES`] names:
+    /// `spec_finalizers` is empty, the names unread.
+    pub spec_finalizers_too_many: bool,
 }
 
 impl Object<'_> {
@@ -218,11 +227,13 @@ impl<'de: 'a, 'a> Deserialize<'de> for Object<'a> {
         let spec = repr.spec.unwrap_or_default();
         Ok(Object {
             uid: meta.uid.map(|t| t.0),
-            finalizers: meta.finalizers,
+            finalizers_too_many: meta.finalizers.too_many,
+            finalizers: meta.finalizers.names,
             deleting: meta.deletion_timestamp.is_some_and(|t| t.0),
             annotations: meta.annotations.0,
             spec_finalizers: spec.names,
             spec_finalizers_malformed: spec.malformed,
+            spec_finalizers_too_many: spec.too_many,
         })
     }
 }
@@ -233,8 +244,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Object<'a> {
 struct Meta<'a> {
     #[serde(borrow, default)]
     uid: Option<Text<'a>>,
-    #[serde(borrow, default, deserialize_with = "names")]
-    finalizers: Vec<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "finalizer_names")]
+    finalizers: Listed<'a>,
     #[serde(default)]
     deletion_timestamp: Option<Timestamp>,
     #[serde(borrow, default)]
@@ -284,9 +295,42 @@ fn names<'de: 'a, 'a, D: Deserializer<'de>>(
     let Some(raw) = Option::<&'de RawValue>::deserialize(deserializer)? else {
         return Ok(Vec::new());
     };
-    match string_list(raw.get()) {
-        Some(names) => names.map_err(de::Error::custom),
-        None => names_at_large(raw.get()).map_err(de::Error::custom),
+    read_names(raw.get()).map_err(de::Error::custom)
+}
+
+fn read_names(text: &str) -> Result<Vec<Cow<'_, str>>, String> {
+    match string_list(text) {
+        Some(names) => names,
+        None => names_at_large(text),
+    }
+}
+
+/// A finalizer list: its names, or none and `too_many` where it held more
+/// than [`MAX_LIST_NAMES`].
+#[derive(Default)]
+struct Listed<'a> {
+    names: Vec<Cow<'a, str>>,
+    too_many: bool,
+}
+
+/// [`names`] for a finalizer list: past [`MAX_LIST_NAMES`] names, none
+/// held and the list marked.
+fn finalizer_names<'de: 'a, 'a, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Listed<'a>, D::Error> {
+    let Some(raw) = Option::<&'de RawValue>::deserialize(deserializer)? else {
+        return Ok(Listed::default());
+    };
+    match read_names(raw.get()) {
+        Ok(names) => Ok(Listed {
+            names,
+            too_many: false,
+        }),
+        Err(e) if e.ends_with(&too_many_names()) => Ok(Listed {
+            names: Vec::new(),
+            too_many: true,
+        }),
+        Err(e) => Err(de::Error::custom(e)),
     }
 }
 
@@ -622,13 +666,15 @@ impl<'de> Deserialize<'de> for Strings {
 struct Spec<'a> {
     names: Vec<Cow<'a, str>>,
     malformed: bool,
+    /// More than [`MAX_LIST_NAMES`] names: `names` is empty.
+    too_many: bool,
 }
 
 impl Spec<'_> {
     fn malformed() -> Self {
         Spec {
-            names: Vec::new(),
             malformed: true,
+            ..Spec::default()
         }
     }
 }
@@ -714,7 +760,14 @@ impl<'de: 'a, 'a> Deserialize<'de> for FinalizerList<'a> {
                 let mut out = Spec::default();
                 while let Some(item) = seq.next_element::<IfString<'de>>()? {
                     if out.names.len() == MAX_LIST_NAMES {
-                        return Err(de::Error::custom(too_many_names()));
+                        // Only a Namespace's is judged: past the cap the
+                        // rest is skipped, nothing held, and the review
+                        // decides what that means for it.
+                        while seq.next_element::<IgnoredAny>()?.is_some() {}
+                        return Ok(Spec {
+                            too_many: true,
+                            ..Spec::default()
+                        });
                     }
                     match item.0 {
                         Some(name) => out.names.push(name),

@@ -783,6 +783,9 @@ fn unexpected(outcome: &Outcome) -> String {
             format!("the approval would be refused: {problem}")
         }
         Outcome::Denied { problem, .. } => problem.to_string(),
+        Outcome::TooManyNames { field, .. } => {
+            format!("{} holds too many names to judge", field.path())
+        }
     }
 }
 

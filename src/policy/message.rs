@@ -86,8 +86,10 @@ impl fmt::Display for Cut<'_> {
     }
 }
 
-/// `s` cut to at most `max` characters (marked `...`), borrowed when it fits.
-fn truncated(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+/// `s` cut to at most `max` characters (marked `...`), borrowed when it
+/// fits: every string taken from a request that a message or an audit
+/// record carries is cut by it.
+pub fn truncated(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     if s.len() <= max || s.chars().count() <= max {
         std::borrow::Cow::Borrowed(s)
     } else {
@@ -174,6 +176,9 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
             approval.describe_approvers(),
             approval.max_age,
         );
+    }
+    if let Outcome::TooManyNames { field, .. } = &decision.outcome {
+        return too_many_names(change, *field, "cannot judge");
     }
     // Room for the usual message without growing.
     let mut msg = String::with_capacity(512);
@@ -275,6 +280,16 @@ pub fn would_deny_warning(change: &Change<'_>, decision: &Decision) -> Option<St
             MAX_WARNING_CHARS,
         ));
     }
+    if let Outcome::TooManyNames {
+        enforced: false,
+        field,
+    } = &decision.outcome
+    {
+        return Some(truncate(
+            &too_many_names(change, *field, "(warn mode) would deny: it cannot judge"),
+            MAX_WARNING_CHARS,
+        ));
+    }
     let Outcome::Denied {
         enforced: false,
         problem,
@@ -295,6 +310,17 @@ pub fn would_deny_warning(change: &Change<'_>, decision: &Decision) -> Option<St
         ),
         MAX_WARNING_CHARS,
     ))
+}
+
+/// Why an UPDATE whose finalizer list is too long to read is denied.
+fn too_many_names(change: &Change<'_>, field: FinalizerField, verb: &str) -> String {
+    format!(
+        "finalizer-guard {verb} the write to {} by {}: {} holds more than {} names, too many to tell which it removes.",
+        describe_object(&change.target),
+        Quoted::cut(change.requester.username, MAX_NAME_CHARS),
+        field.path(),
+        Thousands(crate::admission::request::MAX_LIST_NAMES),
+    )
 }
 
 /// Cuts `s` to at most `max` characters, marking the cut with `...`.

@@ -244,6 +244,15 @@ pub enum Outcome {
         problem: OverrideProblem,
         enforced: bool,
     },
+    /// An UPDATE whose finalizer list (`field`, before or after the write)
+    /// holds more names than a review reads
+    /// ([`crate::admission::request::MAX_LIST_NAMES`]): what it removes
+    /// cannot be told, so it is denied. `enforced` is false in `warn` mode,
+    /// where the write is allowed anyway.
+    TooManyNames {
+        field: FinalizerField,
+        enforced: bool,
+    },
 }
 
 /// What was decided, without why: what audit records, metrics, Events,
@@ -328,7 +337,11 @@ impl Decision {
             Outcome::Denied { enforced: true, .. } => Verdict::Denied,
             Outcome::Denied {
                 enforced: false, ..
+            }
+            | Outcome::TooManyNames {
+                enforced: false, ..
             } => Verdict::WouldDeny,
+            Outcome::TooManyNames { enforced: true, .. } => Verdict::Denied,
             Outcome::ApprovalRecorded => Verdict::ApprovalRecorded,
             Outcome::ApprovalRefused { enforced: true, .. } => Verdict::ApprovalDenied,
             Outcome::ApprovalRefused {
@@ -342,7 +355,9 @@ impl Decision {
         !self.removed.is_empty()
             || matches!(
                 self.outcome,
-                Outcome::ApprovalRecorded | Outcome::ApprovalRefused { .. }
+                Outcome::ApprovalRecorded
+                    | Outcome::ApprovalRefused { .. }
+                    | Outcome::TooManyNames { .. }
             )
     }
 
