@@ -49,7 +49,7 @@ use serde_json::value::RawValue;
 /// denied (would-deny in warn mode), never answered 400, which
 /// kube-apiserver would settle by `failurePolicy`. A longer `groups`
 /// (which only the authenticator sets) is refused (400).
-pub const MAX_LIST_NAMES: usize = 16_384;
+pub use crate::policy::MAX_LIST_NAMES;
 
 /// The reason a list longer than [`MAX_LIST_NAMES`] is refused.
 fn too_many_names() -> String {

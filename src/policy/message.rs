@@ -319,7 +319,7 @@ fn too_many_names(change: &Change<'_>, field: FinalizerField, verb: &str) -> Str
         describe_object(&change.target),
         Quoted::cut(change.requester.username, MAX_NAME_CHARS),
         field.path(),
-        Thousands(crate::admission::request::MAX_LIST_NAMES),
+        Thousands(super::MAX_LIST_NAMES),
     )
 }
 

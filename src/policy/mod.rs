@@ -219,6 +219,10 @@ pub struct Removal {
     pub authorized_by: Option<Authority>,
 }
 
+/// The most names a review reads in one finalizer list: past it, what an
+/// UPDATE removes cannot be told ([`Outcome::TooManyNames`]).
+pub const MAX_LIST_NAMES: usize = 16_384;
+
 /// The verdict, with why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -246,7 +250,7 @@ pub enum Outcome {
     },
     /// An UPDATE whose finalizer list (`field`, before or after the write)
     /// holds more names than a review reads
-    /// ([`crate::admission::request::MAX_LIST_NAMES`]): what it removes
+    /// ([`MAX_LIST_NAMES`]): what it removes
     /// cannot be told, so it is denied. `enforced` is false in `warn` mode,
     /// where the write is allowed anyway.
     TooManyNames {
