@@ -730,7 +730,8 @@ pub fn check_file(
             warnings: r.warnings,
             error: None,
         },
-        Err(e) => failed(e.to_string()),
+        // What the file holds is not quoted: it may be a secret passed by mistake.
+        Err(e) => failed(crate::output::without_values(&e.to_string())),
     }
 }
 
