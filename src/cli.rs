@@ -984,6 +984,9 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
         read.join(", "),
         evidence.seen.len()
     );
+    for (why, n) in &evidence.skipped {
+        eprintln!("skipped {n} would-deny removal(s) {}", why.describe());
+    }
     let (seen, aside) = crate::suggest::trusted(evidence.seen, trust_unauthenticated);
     for line in aside.lines() {
         eprintln!("{line}");

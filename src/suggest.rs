@@ -114,8 +114,53 @@ pub struct Seen {
 pub enum Parsed {
     /// Evidence of a kind this command reads, `Some` when it is a `would-deny`.
     Evidence(Source, Option<Box<Seen>>),
+    /// A `would-deny` removal that never happened ([`Skip`]): evidence read,
+    /// no rule made from it. kube-apiserver's audit ID, when it has one: its
+    /// other stages are the same request.
+    Skipped(Source, Skip, Option<String>),
     /// Not evidence.
     Other,
+}
+
+/// Why a `would-deny` removal is not evidence: nothing was removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Skip {
+    /// A dry run (`?dryRun=All`, `"dryRun": true`): the webhook judged it, nothing was stored.
+    DryRun,
+    /// kube-apiserver answered with a failure (`responseStatus.code` not
+    /// 2xx): another admission step, or the API server, refused it.
+    Failed,
+}
+
+impl Skip {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Skip::DryRun => "of dry-run requests (dryRun: nothing was changed)",
+            Skip::Failed => {
+                "that kube-apiserver answered with a failure (responseStatus.code not 2xx: another admission step or the API server refused them, nothing was removed)"
+            }
+        }
+    }
+}
+
+/// `seen`, unless its request was a dry run or failed.
+fn judged(source: Source, seen: Option<Seen>, skip: Option<Skip>) -> Parsed {
+    match (seen, skip) {
+        (Some(seen), Some(why)) => Parsed::Skipped(source, why, seen.audit_id),
+        (seen, _) => Parsed::Evidence(source, seen.map(Box::new)),
+    }
+}
+
+/// Whether a request URI asks for a dry run: a `dryRun` query parameter,
+/// whatever its value (kube-apiserver refuses any but `All`).
+fn dry_run_uri(uri: &str) -> bool {
+    let Some((_, query)) = uri.split_once('?') else {
+        return false;
+    };
+    query.split(['&', ';']).any(|pair| {
+        let key = pair.split('=').next().unwrap_or_default().replace('+', " ");
+        percent_encoding::percent_decode_str(&key).decode_utf8_lossy() == "dryRun"
+    })
 }
 
 fn strings(value: &Value) -> Vec<String> {
@@ -151,17 +196,23 @@ pub fn parse_line(line: &str) -> Parsed {
         return Parsed::Other;
     };
     if value["kind"] == "FinalizerRemoval" && value.get("decision").is_some() {
-        return Parsed::Evidence(Source::WebhookAudit, webhook_record(&value).map(Box::new));
+        let dry = (value["dryRun"] == true).then_some(Skip::DryRun);
+        return judged(Source::WebhookAudit, webhook_record(&value), dry);
     }
     if value["kind"] == "Event"
         && value["apiVersion"]
             .as_str()
             .is_some_and(|v| v.starts_with("audit.k8s.io/"))
     {
-        return Parsed::Evidence(
-            Source::ApiserverAudit,
-            apiserver_event(&value).map(Box::new),
-        );
+        let failed = value["responseStatus"]["code"]
+            .as_u64()
+            .is_some_and(|code| !(200..300).contains(&code));
+        let skip = if value["requestURI"].as_str().is_some_and(dry_run_uri) {
+            Some(Skip::DryRun)
+        } else {
+            failed.then_some(Skip::Failed)
+        };
+        return judged(Source::ApiserverAudit, apiserver_event(&value), skip);
     }
     Parsed::Other
 }
@@ -259,7 +310,8 @@ pub fn parse_recording(value: &Value) -> Parsed {
     {
         return Parsed::Other;
     }
-    Parsed::Evidence(Source::Recording, recording(value).map(Box::new))
+    let dry = (value["review"]["request"]["dryRun"] == true).then_some(Skip::DryRun);
+    judged(Source::Recording, recording(value), dry)
 }
 
 /// A recording names the removed finalizers, not which were unauthorized:
@@ -321,7 +373,11 @@ pub struct Evidence {
     pub seen: Vec<Seen>,
     /// Evidence entries read, per kind (would-deny or not).
     pub read: BTreeMap<Source, usize>,
+    /// Would-deny removals that never happened, by why.
+    pub skipped: BTreeMap<Skip, usize>,
     audit_ids: HashSet<String>,
+    /// Audit IDs of requests that never happened: their other stages are skipped too.
+    skipped_ids: HashSet<String>,
 }
 
 impl Evidence {
@@ -329,9 +385,29 @@ impl Evidence {
     pub fn add(&mut self, parsed: Parsed) -> bool {
         match parsed {
             Parsed::Other => false,
+            Parsed::Skipped(source, why, audit_id) => {
+                *self.read.entry(source).or_default() += 1;
+                let first = match audit_id {
+                    // A stage read before (RequestReceived) counted the request: no longer.
+                    Some(id) => {
+                        self.seen.retain(|s| s.audit_id.as_ref() != Some(&id));
+                        self.audit_ids.insert(id.clone());
+                        self.skipped_ids.insert(id)
+                    }
+                    None => true,
+                };
+                if first {
+                    *self.skipped.entry(why).or_default() += 1;
+                }
+                true
+            }
             Parsed::Evidence(source, seen) => {
                 *self.read.entry(source).or_default() += 1;
-                if let Some(seen) = seen {
+                if let Some(seen) = seen.filter(|s| {
+                    s.audit_id
+                        .as_ref()
+                        .is_none_or(|id| !self.skipped_ids.contains(id))
+                }) {
                     // kube-apiserver writes an event per stage of one request.
                     let fresh = match &seen.audit_id {
                         Some(id) => self.audit_ids.insert(id.clone()),
@@ -1503,6 +1579,7 @@ mod tests {
                     assert_eq!(Some(s), source, "{line}");
                     assert_eq!(seen.is_some(), would_deny, "{line}");
                 }
+                Parsed::Skipped(..) => panic!("{line}"),
                 Parsed::Other => assert_eq!(source, None, "{line}"),
             }
         }
@@ -2045,6 +2122,78 @@ mod tests {
             e.add(parse_line(l));
         }
         e
+    }
+
+    /// A dry run, or a request kube-apiserver answered with a failure,
+    /// removed nothing: read, counted as skipped, no rule made from it.
+    #[test]
+    fn dry_runs_and_failed_requests_are_not_evidence() {
+        let event = |id: &str, uri: &str, code: Option<u16>, stage: &str| {
+            let mut e: Value =
+                serde_json::from_str(&apiserver(id, CONTROLLER, "would-deny", "example.com/a"))
+                    .unwrap();
+            e["requestURI"] = json!(uri);
+            e["stage"] = json!(stage);
+            if let Some(code) = code {
+                e["responseStatus"] = json!({"code": code});
+            }
+            e.to_string()
+        };
+        let record = |dry: bool| {
+            json!({"time": "2026-11-23T19:00:00Z", "kind": "FinalizerRemoval", "uid": "u1",
+                "user": CONTROLLER, "groups": [], "operation": "UPDATE", "resource": "widgets.example.com",
+                "subresource": "", "namespace": "team-a", "name": "w1",
+                "removedFinalizers": [{"finalizer": "example.com/a", "field": "metadata.finalizers"}],
+                "decision": "would-deny", "mode": "warn", "dryRun": dry, "authenticated": true})
+            .to_string()
+        };
+        let uri = "/apis/example.com/v1/namespaces/team-a/widgets/w1";
+        let e = evidence(&[
+            event(
+                "1",
+                &format!("{uri}?dryRun=All"),
+                Some(200),
+                "ResponseComplete",
+            ),
+            event(
+                "2",
+                &format!("{uri}?fieldManager=x&dry%52un=All"),
+                None,
+                "ResponseComplete",
+            ),
+            // Its first stage has no status yet; the last says it failed.
+            event("3", uri, None, "RequestReceived"),
+            event("3", uri, Some(403), "ResponseComplete"),
+            event("4", uri, Some(500), "ResponseComplete"),
+            event("4", uri, None, "RequestReceived"),
+            record(true),
+        ]);
+        assert_eq!(e.seen, [], "{:#?}", e.seen);
+        assert_eq!(
+            e.skipped,
+            BTreeMap::from([(Skip::DryRun, 3), (Skip::Failed, 2)])
+        );
+        assert!(suggest(&e.seen, None).rules().is_empty());
+        // A request that succeeded, and a record that is no dry run, are evidence.
+        let e = evidence(&[
+            event(
+                "5",
+                &format!("{uri}?fieldManager=dryRunner"),
+                Some(200),
+                "ResponseComplete",
+            ),
+            record(false),
+        ]);
+        assert_eq!(e.seen.len(), 2);
+        assert!(e.skipped.is_empty());
+        let value: Value = json!({"kind": crate::recording::KIND, "apiVersion": crate::recording::API_VERSION,
+            "decision": "would-deny", "review": {"request": {"dryRun": true, "userInfo": {"username": CONTROLLER},
+            "resource": {"group": "example.com", "resource": "widgets"}, "namespace": "team-a", "name": "w1",
+            "oldObject": {"metadata": {"finalizers": ["example.com/a"]}}, "object": {"metadata": {}}}}});
+        assert!(matches!(
+            parse_recording(&value),
+            Parsed::Skipped(Source::Recording, Skip::DryRun, None)
+        ));
     }
 
     #[test]
