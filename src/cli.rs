@@ -997,6 +997,12 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
             aside.confirmed
         );
     }
+    if aside.same > 0 {
+        eprintln!(
+            "counted {} webhook record(s) once, as the kube-apiserver audit event of the same request",
+            aside.same
+        );
+    }
     let suggestions = crate::suggest::suggest(&seen, base.as_ref().map(|(_, p)| p));
     let yaml = crate::suggest::render(
         &suggestions,

@@ -549,6 +549,9 @@ pub struct SetAside {
     pub unmarked: BTreeMap<Source, usize>,
     /// Unauthenticated or unmarked, kept: kube-apiserver's audit log shows the same removal.
     pub confirmed: usize,
+    /// Authenticated records of a removal kube-apiserver's audit log shows
+    /// too: the same request, counted once.
+    pub same: usize,
 }
 
 impl SetAside {
@@ -588,9 +591,24 @@ impl SetAside {
     }
 }
 
+/// How far apart kube-apiserver may receive a request and the webhook
+/// record its review: the longest webhook timeout kube-apiserver allows is
+/// 30 seconds; twice that leaves room for clocks apart.
+const SAME_REQUEST: jiff::SignedDuration = jiff::SignedDuration::from_secs(60);
+
+/// How far apart in time two pieces of evidence are (zero when one does not say).
+fn apart(a: &Seen, b: &Seen) -> jiff::SignedDuration {
+    match (a.time, b.time) {
+        (Some(a), Some(b)) => a.duration_since(b).abs(),
+        _ => jiff::SignedDuration::ZERO,
+    }
+}
+
 /// Whether kube-apiserver's audit event `by` shows the removal `seen`: the
 /// same identity (username and groups) removing the same finalizers from
-/// the same object.
+/// the same object, at the same time. The webhook's record cannot name the
+/// event: the AdmissionReview's `uid` is a fresh UUID per webhook call,
+/// never kube-apiserver's `auditID`.
 fn confirms(by: &Seen, seen: &Seen) -> bool {
     fn groups(s: &Seen) -> BTreeSet<&str> {
         s.groups.iter().map(String::as_str).collect()
@@ -604,6 +622,7 @@ fn confirms(by: &Seen, seen: &Seen) -> bool {
         && object_namespace(by) == object_namespace(seen)
         && by.name == seen.name
         && seen.finalizers.iter().all(|f| by.finalizers.contains(f))
+        && apart(by, seen) <= SAME_REQUEST
 }
 
 /// The evidence `policy suggest` makes rules from. kube-apiserver's audit
@@ -616,31 +635,50 @@ fn confirms(by: &Seen, seen: &Seen) -> bool {
 /// existed) are kept only when a kube-apiserver audit event among `seen`
 /// shows the same removal ([`confirms`]), or with `trust_unauthenticated`;
 /// the rest are set aside, counted.
+///
+/// One request is one removal: each kube-apiserver event stands for one
+/// webhook record at most (the nearest in time), and a record it stands
+/// for is counted once, as the event. Fifty forged records of one real
+/// removal are one confirmed removal and forty-nine set aside.
 pub fn trusted(seen: Vec<Seen>, trust_unauthenticated: bool) -> (Vec<Seen>, SetAside) {
     let mut aside = SetAside::default();
-    if trust_unauthenticated {
-        return (seen, aside);
-    }
-    let apiserver: Vec<Seen> = seen
-        .iter()
-        .filter(|s| s.source == Source::ApiserverAudit)
-        .cloned()
-        .collect();
-    let mut kept = Vec::with_capacity(seen.len());
-    for s in seen {
-        if s.source == Source::ApiserverAudit || s.authenticated == Some(true) {
-            kept.push(s);
-        } else if apiserver.iter().any(|by| confirms(by, &s)) {
-            aside.confirmed += 1;
-            kept.push(s);
-        } else {
-            let by = match s.authenticated {
-                Some(_) => &mut aside.unauthenticated,
-                None => &mut aside.unmarked,
-            };
-            *by.entry(s.source).or_default() += 1;
+    let (events, records): (Vec<Seen>, Vec<Seen>) = seen
+        .into_iter()
+        .partition(|s| s.source == Source::ApiserverAudit);
+    // The authenticated records first: a forged one must not take their event.
+    let (authenticated, others): (Vec<Seen>, Vec<Seen>) = records
+        .into_iter()
+        .partition(|s| s.authenticated == Some(true));
+    let mut used = vec![false; events.len()];
+    let mut kept = Vec::with_capacity(events.len() + authenticated.len() + others.len());
+    for s in authenticated.into_iter().chain(others) {
+        let same = events
+            .iter()
+            .enumerate()
+            .filter(|(i, by)| !used[*i] && confirms(by, &s))
+            .min_by_key(|(_, by)| apart(by, &s))
+            .map(|(i, _)| i);
+        let trusted = trust_unauthenticated || s.authenticated == Some(true);
+        match same {
+            Some(i) => {
+                used[i] = true;
+                if trusted {
+                    aside.same += 1;
+                } else {
+                    aside.confirmed += 1;
+                }
+            }
+            None if trusted => kept.push(s),
+            None => {
+                let by = match s.authenticated {
+                    Some(_) => &mut aside.unauthenticated,
+                    None => &mut aside.unmarked,
+                };
+                *by.entry(s.source).or_default() += 1;
+            }
         }
     }
+    kept.extend(events);
     (kept, aside)
 }
 
@@ -1973,13 +2011,15 @@ mod tests {
         };
         let mut with_log = seen.clone();
         with_log.push(apiserver.clone());
+        // One event is one request: it confirms b, and c (another request) stays aside.
         let (kept, aside) = trusted(with_log, false);
-        assert_eq!(kept.len(), 4, "{kept:#?}");
-        assert_eq!(aside.confirmed, 2);
+        assert_eq!(kept, [seen[0].clone(), apiserver.clone()], "{kept:#?}");
+        assert_eq!(aside.confirmed, 1);
         assert_eq!(
             aside.unauthenticated,
             BTreeMap::from([(Source::Recording, 1)])
         );
+        assert_eq!(aside.unmarked, BTreeMap::from([(Source::WebhookAudit, 1)]));
 
         // What differs confirms nothing: the user, a group, the object, the finalizer.
         let differing = [
@@ -2011,6 +2051,72 @@ mod tests {
             );
             assert_eq!(aside.confirmed, 0, "{other:?}");
         }
+    }
+
+    /// One kube-apiserver event confirms one webhook record, of its time:
+    /// fifty forged records of one real removal are not fifty removals, and
+    /// the webhook's record of a request and kube-apiserver's event of it
+    /// are one removal.
+    #[test]
+    fn one_request_is_one_removal() {
+        let at = |s: &str| Some(s.parse::<jiff::Timestamp>().unwrap());
+        let event = Seen {
+            time: at("2026-11-23T19:00:00Z"),
+            audit_id: Some("a-1".into()),
+            ..seen_at("widgets.example.com", Some("team-a"), "example.com/a")
+        };
+        let record = |authenticated: Option<bool>, time: &str| Seen {
+            source: Source::WebhookAudit,
+            authenticated,
+            time: at(time),
+            ..event.clone()
+        };
+        let mut forged: Vec<Seen> = (0..50)
+            .map(|_| record(Some(false), "2026-11-23T19:00:01Z"))
+            .collect();
+        forged.push(event.clone());
+        let (kept, aside) = trusted(forged, false);
+        assert_eq!(kept, [event.clone()]);
+        assert_eq!(aside.confirmed, 1);
+        assert_eq!(
+            aside.unauthenticated,
+            BTreeMap::from([(Source::WebhookAudit, 49)])
+        );
+
+        // The record and the event of one request: counted once; the
+        // authenticated record takes it before an unauthenticated one.
+        let (kept, aside) = trusted(
+            vec![
+                record(Some(false), "2026-11-23T19:00:00Z"),
+                record(Some(true), "2026-11-23T19:00:01Z"),
+                event.clone(),
+            ],
+            false,
+        );
+        assert_eq!(kept, [event.clone()]);
+        assert_eq!((aside.same, aside.confirmed), (1, 0));
+        assert_eq!(
+            aside.unauthenticated,
+            BTreeMap::from([(Source::WebhookAudit, 1)])
+        );
+        let (kept, aside) = trusted(
+            vec![record(None, "2026-11-23T19:00:00Z"), event.clone()],
+            true,
+        );
+        assert_eq!((kept.len(), aside.same), (1, 1));
+
+        // An hour apart: another request, confirmed by nothing.
+        let (kept, aside) = trusted(
+            vec![record(Some(false), "2026-11-23T20:00:00Z"), event.clone()],
+            false,
+        );
+        assert_eq!(kept, [event.clone()]);
+        assert_eq!(aside.confirmed, 0);
+        let (kept, aside) = trusted(
+            vec![record(Some(true), "2026-11-23T20:00:00Z"), event.clone()],
+            false,
+        );
+        assert_eq!((kept.len(), aside.same), (2, 0));
     }
 
     #[test]
