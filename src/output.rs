@@ -458,6 +458,11 @@ mod tests {
             "a\\u{a}b\\u{9}c\\u{200b}d\\u{202e}e\\u{2029}"
         );
         assert_eq!(escape("w\u{1b}[2J\u{9b}"), "w\\u{1b}[2J\\u{9b}");
+        // DEL, carriage return, NUL, the line separator, a zero-width joiner, a BOM.
+        assert_eq!(
+            escape("a\u{7f}b\rc\0d\u{2028}e\u{200d}f\u{feff}"),
+            "a\\u{7f}b\\u{d}c\\u{0}d\\u{2028}e\\u{200d}f\\u{feff}"
+        );
         assert_eq!(escape_lines("a\u{1b}\nb\r\n"), "a\\u{1b}\nb\\u{d}\n");
     }
 

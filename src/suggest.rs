@@ -435,11 +435,15 @@ pub fn read_path(path: &Path, evidence: &mut Evidence) -> Result<(), String> {
             match found {
                 Found::File(entry) => {
                     if read_file(&entry, evidence)? == 0 {
-                        eprintln!("note: {}: no evidence in it, skipped", entry.display());
+                        eprintln!(
+                            "note: {}: no evidence in it, skipped",
+                            crate::output::escape(&entry.display().to_string())
+                        );
                     }
                 }
                 Found::Again { path, first } => {
-                    eprintln!("note: {}: {}", path.display(), files::again(&first));
+                    let again = format!("{}: {}", path.display(), files::again(&first));
+                    eprintln!("note: {}", crate::output::escape(&again));
                 }
                 Found::Error { path, error } => return Err(format!("{}: {error}", path.display())),
             }

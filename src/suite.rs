@@ -22,6 +22,7 @@ use crate::admission::{self, Reviewed};
 use crate::cases::{self, CaseFile};
 use crate::error::Error;
 use crate::files::{self, Found};
+use crate::output::escape;
 use crate::policy::{Policy, Verdict};
 use crate::recording::{self, Recording};
 
@@ -103,11 +104,14 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// One line, whatever the name and the reason hold ([`escape`]): a
+    /// case named with a newline cannot forge an `ok` line.
     pub fn line(&self) -> String {
+        let name = escape(&self.name);
         match (&self.failure, self.unreadable) {
-            (None, _) => format!("ok   {}: {}", self.name, self.summary),
-            (Some(why), false) => format!("FAIL {}: {why}", self.name),
-            (Some(why), true) => format!("ERROR {}: {why}", self.name),
+            (None, _) => format!("ok   {name}: {}", escape(&self.summary)),
+            (Some(why), false) => format!("FAIL {name}: {}", escape(why)),
+            (Some(why), true) => format!("ERROR {name}: {}", escape(why)),
         }
     }
 }
@@ -563,6 +567,26 @@ mod tests {
         std::fs::write(&suite, "policy: link.yaml\ncases: []\n").unwrap();
         let why = run(&[suite], None)[0].failure.clone().unwrap();
         assert!(why.contains("a symlink out of the suite's folder"), "{why}");
+    }
+
+    /// A case's name, a reason, a summary: each on its result line, escaped.
+    #[test]
+    fn a_result_line_is_one_line_whatever_the_name_holds() {
+        let forged = Outcome {
+            name: "tenant-cannot-strip: denied\nok   deny-cross-team\u{202e}".into(),
+            failure: Some("expected denied, got x\n0 passed".into()),
+            unreadable: false,
+            summary: String::new(),
+        };
+        let line = forged.line();
+        assert_eq!(
+            line,
+            "FAIL tenant-cannot-strip: denied\\u{a}ok   deny-cross-team\\u{202e}: expected denied, got x\\u{a}0 passed"
+        );
+        let report = Report::of(vec![forged]);
+        let mut out = Vec::new();
+        crate::output::Report::write_text(&report, &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap().lines().count(), 2);
     }
 
     #[test]
