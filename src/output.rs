@@ -206,9 +206,9 @@ pub fn without_values(message: &str) -> String {
         };
         out.push_str(&rest[..at]);
         rest = &rest[at + marker.len()..];
-        if marker.ends_with('`') {
+        if let Some(kind) = marker.strip_suffix('`') {
             // A name taken from the file, raw: the schema's own list follows it.
-            out.push_str(&marker[..marker.len() - 1]);
+            out.push_str(kind);
             out.push_str("(name not shown)");
             let end = ["`, expected", "`, there are no"]
                 .iter()
