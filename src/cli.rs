@@ -21,7 +21,7 @@ use crate::cluster::watch::Watch;
 use crate::cluster::{Connection, DryRunFlag, Selection, Targets};
 use crate::error::{Error, Result, TlsError};
 use crate::flags::{MaxBodyFlag, POLICY_ENV, PolicyFlag, parse_duration};
-use crate::output::{Format, OutputFlag, Printer, Report};
+use crate::output::{Format, OutputFlag, Printer, Report, escape};
 use crate::policy::seal::SealKey;
 use crate::policy::{self, LoadError, Policy, Verdict};
 use crate::server::{self, EventsTarget, Limits, RecordConfig, ServeConfig};
@@ -630,7 +630,7 @@ pub fn certs(args: CertsArgs) -> Result<()> {
     let authority = if ca_crt.exists() && ca_key.exists() {
         let cert = std::fs::read_to_string(&ca_crt).map_err(|e| Error::io(&ca_crt, e))?;
         let key = std::fs::read_to_string(&ca_key).map_err(|e| Error::io(&ca_key, e))?;
-        eprintln!("reusing the CA in {}", out.display());
+        eprintln!("reusing the CA in {}", escape(&out.display().to_string()));
         certs::Authority::from_pem(&cert, &key)?
     } else {
         certs::Authority::generate(ca_days)?
@@ -639,7 +639,7 @@ pub fn certs(args: CertsArgs) -> Result<()> {
     names.extend(dns);
     let bundle = authority.issue(&names, &ip, days)?;
     certs::write(&bundle, &out)?;
-    eprintln!(
+    let wrote = format!(
         "wrote {0}/ca.crt, {0}/ca.key, {0}/tls.crt, {0}/tls.key (SANs: {1}); caBundle:",
         out.display(),
         names
@@ -649,13 +649,15 @@ pub fn certs(args: CertsArgs) -> Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    eprintln!("{}", escape(&wrote));
     if let Some(name) = client {
         let client_bundle = authority.issue_client(&name, days)?;
         certs::write_client(&client_bundle, &out)?;
-        eprintln!(
+        let wrote = format!(
             "wrote {0}/client.crt, {0}/client.key (client certificate, CN {name})",
             out.display()
         );
+        eprintln!("{}", escape(&wrote));
     }
     println!("{}", certs::ca_bundle(&bundle.ca_cert_pem));
     Ok(())
@@ -675,15 +677,16 @@ pub struct CheckLine {
 
 impl Report for CheckLine {
     fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
+        // Each value on its line: a file name's newline cannot forge a result line.
+        let file = escape(&self.file);
         match (&self.error, self.allowed) {
-            (Some(e), _) => writeln!(out, "{}: error: {e}", self.file),
+            (Some(e), _) => writeln!(out, "{file}: error: {}", escape(e)),
             (None, Some(false)) => writeln!(
                 out,
-                "{}: denied: {}",
-                self.file,
-                self.message.as_deref().unwrap_or_default()
+                "{file}: denied: {}",
+                escape(self.message.as_deref().unwrap_or_default())
             ),
-            (None, _) => writeln!(out, "{}: allowed", self.file),
+            (None, _) => writeln!(out, "{file}: allowed"),
         }
     }
 
@@ -730,7 +733,8 @@ pub fn check_file(
             warnings: r.warnings,
             error: None,
         },
-        Err(e) => failed(e.to_string()),
+        // What the file holds is not quoted: it may be a secret passed by mistake.
+        Err(e) => failed(crate::output::without_values(&e.to_string())),
     }
 }
 
@@ -865,20 +869,23 @@ impl Validation {
 
 impl Report for Validation {
     fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
-        let file = &self.file;
+        let file = escape(&self.file);
         for e in &self.errors {
-            writeln!(out, "{file}: {e}")?;
+            writeln!(out, "{file}: {}", escape(e))?;
         }
         if let Some(p) = &self.policy {
             writeln!(
                 out,
                 "{file}: valid (mode {}, {} rules, builtinControllers {}, override annotation {})",
-                p.mode, p.rules, p.builtin_controllers, p.override_annotation
+                p.mode,
+                p.rules,
+                p.builtin_controllers,
+                escape(&p.override_annotation)
             )?;
         }
         // Valid, but what can match nothing was surely meant to match something.
         for warning in &self.warnings {
-            writeln!(out, "{file}: warning: {warning}")?;
+            writeln!(out, "{file}: warning: {}", escape(warning))?;
         }
         Ok(())
     }
@@ -930,7 +937,7 @@ pub fn export(args: ExportArgs) -> Result<i32> {
         Ok(policy) => policy,
         Err(LoadError::Invalid(invalid)) => {
             for e in &invalid.0 {
-                eprintln!("{}: {e}", file.display());
+                eprintln!("{}", escape(&format!("{}: {e}", file.display())));
             }
             return Ok(1);
         }
@@ -942,7 +949,10 @@ pub fn export(args: ExportArgs) -> Result<i32> {
             Ok(0)
         }
         Err(e) => {
-            eprintln!("{}: not exported: {e}", file.display());
+            eprintln!(
+                "{}",
+                escape(&format!("{}: not exported: {e}", file.display()))
+            );
             Ok(1)
         }
     }
@@ -969,7 +979,7 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
     let mut evidence = crate::suggest::Evidence::default();
     for path in &paths {
         if let Err(e) = crate::suggest::read_path(path, &mut evidence) {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", escape(&e));
             return Ok(2);
         }
     }
@@ -983,6 +993,9 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
         read.join(", "),
         evidence.seen.len()
     );
+    for (why, n) in &evidence.skipped {
+        eprintln!("skipped {n} would-deny removal(s) {}", why.describe());
+    }
     let (seen, aside) = crate::suggest::trusted(evidence.seen, trust_unauthenticated);
     for line in aside.lines() {
         eprintln!("{line}");
@@ -991,6 +1004,12 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
         eprintln!(
             "used {} would-deny removal(s) of unauthenticated reviews that kube-apiserver's audit log confirms",
             aside.confirmed
+        );
+    }
+    if aside.same > 0 {
+        eprintln!(
+            "counted {} webhook record(s) once, as the kube-apiserver audit event of the same request",
+            aside.same
         );
     }
     let suggestions = crate::suggest::suggest(&seen, base.as_ref().map(|(_, p)| p));
@@ -1034,5 +1053,24 @@ mod tests {
     fn cli_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    /// `check`'s text line is one line, whatever the file's name holds.
+    #[test]
+    fn a_check_line_is_one_line_whatever_the_file_is_named() {
+        let line = CheckLine {
+            file: "x.json: allowed\nevil.json\u{1b}[2J".into(),
+            allowed: Some(false),
+            decision: None,
+            message: Some("denied\nother.json: allowed".into()),
+            warnings: Vec::new(),
+            error: None,
+        };
+        let mut out = Vec::new();
+        line.write_text(&mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "x.json: allowed\\u{a}evil.json\\u{1b}[2J: denied: denied\\u{a}other.json: allowed\n"
+        );
     }
 }

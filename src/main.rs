@@ -17,7 +17,7 @@ fn main() {
                 Ok(()) => 0,
                 Err(e) => {
                     tracing::error!("{e}");
-                    eprintln!("error: {e}");
+                    eprintln!("error: {}", escape(&e.to_string()));
                     1
                 }
             }
@@ -48,7 +48,8 @@ fn main() {
 
 fn report(result: finalizer_guard::error::Result<i32>) -> i32 {
     result.unwrap_or_else(|e| {
-        eprintln!("error: {}", chain(&e));
+        // A path, a name or a value read may hold what acts on a terminal.
+        eprintln!("error: {}", escape(&chain(&e)));
         2
     })
 }
@@ -78,7 +79,7 @@ fn long_running(
         .expect("a tokio runtime");
     runtime.block_on(command).unwrap_or_else(|e| {
         tracing::error!("{e}");
-        eprintln!("error: {e}");
+        eprintln!("error: {}", escape(&e.to_string()));
         2
     })
 }

@@ -181,6 +181,79 @@ fn escape_lines(s: &str) -> Cow<'_, str> {
     Cow::Owned(lines.join("\n"))
 }
 
+/// A parser's error (serde_json's, serde_yaml_ng's) without the values it
+/// quotes from the file: the field path, the line and column, and the kind of
+/// problem stay; `invalid type: string "…"` becomes `invalid type: a string`,
+/// and the name in `unknown field `…`` or `unknown variant `…`` is withheld.
+/// A file named by someone else (a suite's policy, a review) may be a secret:
+/// what it holds must not reach a CI log through an error.
+pub fn without_values(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    loop {
+        let next = [
+            "invalid type: ",
+            "invalid value: ",
+            "unknown field `",
+            "unknown variant `",
+        ]
+        .iter()
+        .filter_map(|m| rest.find(m).map(|at| (at, *m)))
+        .min();
+        let Some((at, marker)) = next else {
+            out.push_str(rest);
+            return out;
+        };
+        out.push_str(&rest[..at]);
+        rest = &rest[at + marker.len()..];
+        if let Some(kind) = marker.strip_suffix('`') {
+            // A name taken from the file, raw: the schema's own list follows it.
+            out.push_str(kind);
+            out.push_str("(name not shown)");
+            let end = ["`, expected", "`, there are no"]
+                .iter()
+                .filter_map(|m| rest.rfind(m))
+                .max();
+            rest = match end {
+                Some(end) => &rest[end + 1..],
+                None => "",
+            };
+            continue;
+        }
+        out.push_str(marker);
+        // serde's `Unexpected`: `string "…"` (Debug-escaped), `integer `1``,
+        // `character `c``, `boolean `true``, `map`, `sequence`, …
+        if let Some(after) = rest.strip_prefix("string \"") {
+            out.push_str("a string");
+            let mut escaped = false;
+            let mut end = after.len();
+            for (i, c) in after.char_indices() {
+                match c {
+                    _ if escaped => escaped = false,
+                    '\\' => escaped = true,
+                    '"' => {
+                        end = i + 1;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            rest = &after[end.min(after.len())..];
+        } else if let Some(tick) = rest.find(" `").filter(|&t| {
+            rest[..t]
+                .chars()
+                .all(|c| c.is_ascii_alphabetic() || c == ' ')
+        }) {
+            out.push_str(&rest[..tick]);
+            let after = &rest[tick + 2..];
+            rest = match after.find('`') {
+                Some(end) => &after[end + 1..],
+                None => "",
+            };
+        }
+    }
+}
+
 /// One word of a command line a person pastes into a shell (bash, zsh, ksh,
 /// POSIX sh), meaning exactly `word` there, whatever it holds: as it is
 /// when it holds only characters no shell gives a meaning; in single quotes
@@ -332,6 +405,45 @@ mod tests {
     }
 
     #[test]
+    fn parser_errors_keep_where_and_what_but_not_the_value() {
+        let token = "eyJhbGciOi.c2VjcmV0.sig";
+        let e = serde_yaml_ng::from_str::<std::collections::BTreeMap<String, u8>>(token)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(token), "{e}");
+        let shown = without_values(&e);
+        assert!(!shown.contains("eyJ"), "{shown}");
+        assert!(
+            shown.starts_with("invalid type: a string, expected a map"),
+            "{shown}"
+        );
+        let e = serde_json::from_str::<u8>(r#""AWS_SECRET \" \\ x""#)
+            .unwrap_err()
+            .to_string();
+        let shown = without_values(&e);
+        assert_eq!(
+            shown,
+            "invalid type: a string, expected u8 at line 1 column 20"
+        );
+        assert_eq!(
+            without_values("rules[0]: unknown field `AKIA`, expected one of `a`, `b` at line 2"),
+            "rules[0]: unknown field (name not shown), expected one of `a`, `b` at line 2"
+        );
+        assert_eq!(
+            without_values("unknown variant `s3cr`et`, expected `x` or `y`"),
+            "unknown variant (name not shown), expected `x` or `y`"
+        );
+        assert_eq!(
+            without_values("invalid value: integer `42`, expected a port"),
+            "invalid value: integer, expected a port"
+        );
+        assert_eq!(
+            without_values("expected value at line 1 column 1"),
+            "expected value at line 1 column 1"
+        );
+    }
+
+    #[test]
     fn quoted_values_stay_on_one_line() {
         assert_eq!(quoted("node-lost: INC-1"), "\"node-lost: INC-1\"");
         assert_eq!(quoted("a\nb\"c"), "\"a\\nb\\\"c\"");
@@ -346,6 +458,11 @@ mod tests {
             "a\\u{a}b\\u{9}c\\u{200b}d\\u{202e}e\\u{2029}"
         );
         assert_eq!(escape("w\u{1b}[2J\u{9b}"), "w\\u{1b}[2J\\u{9b}");
+        // DEL, carriage return, NUL, the line separator, a zero-width joiner, a BOM.
+        assert_eq!(
+            escape("a\u{7f}b\rc\0d\u{2028}e\u{200d}f\u{feff}"),
+            "a\\u{7f}b\\u{d}c\\u{0}d\\u{2028}e\\u{200d}f\\u{feff}"
+        );
         assert_eq!(escape_lines("a\u{1b}\nb\r\n"), "a\\u{1b}\nb\\u{d}\n");
     }
 

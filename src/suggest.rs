@@ -114,8 +114,53 @@ pub struct Seen {
 pub enum Parsed {
     /// Evidence of a kind this command reads, `Some` when it is a `would-deny`.
     Evidence(Source, Option<Box<Seen>>),
+    /// A `would-deny` removal that never happened ([`Skip`]): evidence read,
+    /// no rule made from it. kube-apiserver's audit ID, when it has one: its
+    /// other stages are the same request.
+    Skipped(Source, Skip, Option<String>),
     /// Not evidence.
     Other,
+}
+
+/// Why a `would-deny` removal is not evidence: nothing was removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Skip {
+    /// A dry run (`?dryRun=All`, `"dryRun": true`): the webhook judged it, nothing was stored.
+    DryRun,
+    /// kube-apiserver answered with a failure (`responseStatus.code` not
+    /// 2xx): another admission step, or the API server, refused it.
+    Failed,
+}
+
+impl Skip {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Skip::DryRun => "of dry-run requests (dryRun: nothing was changed)",
+            Skip::Failed => {
+                "that kube-apiserver answered with a failure (responseStatus.code not 2xx: another admission step or the API server refused them, nothing was removed)"
+            }
+        }
+    }
+}
+
+/// `seen`, unless its request was a dry run or failed.
+fn judged(source: Source, seen: Option<Seen>, skip: Option<Skip>) -> Parsed {
+    match (seen, skip) {
+        (Some(seen), Some(why)) => Parsed::Skipped(source, why, seen.audit_id),
+        (seen, _) => Parsed::Evidence(source, seen.map(Box::new)),
+    }
+}
+
+/// Whether a request URI asks for a dry run: a `dryRun` query parameter,
+/// whatever its value (kube-apiserver refuses any but `All`).
+fn dry_run_uri(uri: &str) -> bool {
+    let Some((_, query)) = uri.split_once('?') else {
+        return false;
+    };
+    query.split(['&', ';']).any(|pair| {
+        let key = pair.split('=').next().unwrap_or_default().replace('+', " ");
+        percent_encoding::percent_decode_str(&key).decode_utf8_lossy() == "dryRun"
+    })
 }
 
 fn strings(value: &Value) -> Vec<String> {
@@ -151,17 +196,23 @@ pub fn parse_line(line: &str) -> Parsed {
         return Parsed::Other;
     };
     if value["kind"] == "FinalizerRemoval" && value.get("decision").is_some() {
-        return Parsed::Evidence(Source::WebhookAudit, webhook_record(&value).map(Box::new));
+        let dry = (value["dryRun"] == true).then_some(Skip::DryRun);
+        return judged(Source::WebhookAudit, webhook_record(&value), dry);
     }
     if value["kind"] == "Event"
         && value["apiVersion"]
             .as_str()
             .is_some_and(|v| v.starts_with("audit.k8s.io/"))
     {
-        return Parsed::Evidence(
-            Source::ApiserverAudit,
-            apiserver_event(&value).map(Box::new),
-        );
+        let failed = value["responseStatus"]["code"]
+            .as_u64()
+            .is_some_and(|code| !(200..300).contains(&code));
+        let skip = if value["requestURI"].as_str().is_some_and(dry_run_uri) {
+            Some(Skip::DryRun)
+        } else {
+            failed.then_some(Skip::Failed)
+        };
+        return judged(Source::ApiserverAudit, apiserver_event(&value), skip);
     }
     Parsed::Other
 }
@@ -259,7 +310,8 @@ pub fn parse_recording(value: &Value) -> Parsed {
     {
         return Parsed::Other;
     }
-    Parsed::Evidence(Source::Recording, recording(value).map(Box::new))
+    let dry = (value["review"]["request"]["dryRun"] == true).then_some(Skip::DryRun);
+    judged(Source::Recording, recording(value), dry)
 }
 
 /// A recording names the removed finalizers, not which were unauthorized:
@@ -321,7 +373,11 @@ pub struct Evidence {
     pub seen: Vec<Seen>,
     /// Evidence entries read, per kind (would-deny or not).
     pub read: BTreeMap<Source, usize>,
+    /// Would-deny removals that never happened, by why.
+    pub skipped: BTreeMap<Skip, usize>,
     audit_ids: HashSet<String>,
+    /// Audit IDs of requests that never happened: their other stages are skipped too.
+    skipped_ids: HashSet<String>,
 }
 
 impl Evidence {
@@ -329,9 +385,29 @@ impl Evidence {
     pub fn add(&mut self, parsed: Parsed) -> bool {
         match parsed {
             Parsed::Other => false,
+            Parsed::Skipped(source, why, audit_id) => {
+                *self.read.entry(source).or_default() += 1;
+                let first = match audit_id {
+                    // A stage read before (RequestReceived) counted the request: no longer.
+                    Some(id) => {
+                        self.seen.retain(|s| s.audit_id.as_ref() != Some(&id));
+                        self.audit_ids.insert(id.clone());
+                        self.skipped_ids.insert(id)
+                    }
+                    None => true,
+                };
+                if first {
+                    *self.skipped.entry(why).or_default() += 1;
+                }
+                true
+            }
             Parsed::Evidence(source, seen) => {
                 *self.read.entry(source).or_default() += 1;
-                if let Some(seen) = seen {
+                if let Some(seen) = seen.filter(|s| {
+                    s.audit_id
+                        .as_ref()
+                        .is_none_or(|id| !self.skipped_ids.contains(id))
+                }) {
                     // kube-apiserver writes an event per stage of one request.
                     let fresh = match &seen.audit_id {
                         Some(id) => self.audit_ids.insert(id.clone()),
@@ -359,11 +435,15 @@ pub fn read_path(path: &Path, evidence: &mut Evidence) -> Result<(), String> {
             match found {
                 Found::File(entry) => {
                     if read_file(&entry, evidence)? == 0 {
-                        eprintln!("note: {}: no evidence in it, skipped", entry.display());
+                        eprintln!(
+                            "note: {}: no evidence in it, skipped",
+                            crate::output::escape(&entry.display().to_string())
+                        );
                     }
                 }
                 Found::Again { path, first } => {
-                    eprintln!("note: {}: {}", path.display(), files::again(&first));
+                    let again = format!("{}: {}", path.display(), files::again(&first));
+                    eprintln!("note: {}", crate::output::escape(&again));
                 }
                 Found::Error { path, error } => return Err(format!("{}: {error}", path.display())),
             }
@@ -473,6 +553,9 @@ pub struct SetAside {
     pub unmarked: BTreeMap<Source, usize>,
     /// Unauthenticated or unmarked, kept: kube-apiserver's audit log shows the same removal.
     pub confirmed: usize,
+    /// Authenticated records of a removal kube-apiserver's audit log shows
+    /// too: the same request, counted once.
+    pub same: usize,
 }
 
 impl SetAside {
@@ -512,9 +595,24 @@ impl SetAside {
     }
 }
 
+/// How far apart kube-apiserver may receive a request and the webhook
+/// record its review: the longest webhook timeout kube-apiserver allows is
+/// 30 seconds; twice that leaves room for clocks apart.
+const SAME_REQUEST: jiff::SignedDuration = jiff::SignedDuration::from_secs(60);
+
+/// How far apart in time two pieces of evidence are (zero when one does not say).
+fn apart(a: &Seen, b: &Seen) -> jiff::SignedDuration {
+    match (a.time, b.time) {
+        (Some(a), Some(b)) => a.duration_since(b).abs(),
+        _ => jiff::SignedDuration::ZERO,
+    }
+}
+
 /// Whether kube-apiserver's audit event `by` shows the removal `seen`: the
 /// same identity (username and groups) removing the same finalizers from
-/// the same object.
+/// the same object, at the same time. The webhook's record cannot name the
+/// event: the AdmissionReview's `uid` is a fresh UUID per webhook call,
+/// never kube-apiserver's `auditID`.
 fn confirms(by: &Seen, seen: &Seen) -> bool {
     fn groups(s: &Seen) -> BTreeSet<&str> {
         s.groups.iter().map(String::as_str).collect()
@@ -528,6 +626,7 @@ fn confirms(by: &Seen, seen: &Seen) -> bool {
         && object_namespace(by) == object_namespace(seen)
         && by.name == seen.name
         && seen.finalizers.iter().all(|f| by.finalizers.contains(f))
+        && apart(by, seen) <= SAME_REQUEST
 }
 
 /// The evidence `policy suggest` makes rules from. kube-apiserver's audit
@@ -540,31 +639,50 @@ fn confirms(by: &Seen, seen: &Seen) -> bool {
 /// existed) are kept only when a kube-apiserver audit event among `seen`
 /// shows the same removal ([`confirms`]), or with `trust_unauthenticated`;
 /// the rest are set aside, counted.
+///
+/// One request is one removal: each kube-apiserver event stands for one
+/// webhook record at most (the nearest in time), and a record it stands
+/// for is counted once, as the event. Fifty forged records of one real
+/// removal are one confirmed removal and forty-nine set aside.
 pub fn trusted(seen: Vec<Seen>, trust_unauthenticated: bool) -> (Vec<Seen>, SetAside) {
     let mut aside = SetAside::default();
-    if trust_unauthenticated {
-        return (seen, aside);
-    }
-    let apiserver: Vec<Seen> = seen
-        .iter()
-        .filter(|s| s.source == Source::ApiserverAudit)
-        .cloned()
-        .collect();
-    let mut kept = Vec::with_capacity(seen.len());
-    for s in seen {
-        if s.source == Source::ApiserverAudit || s.authenticated == Some(true) {
-            kept.push(s);
-        } else if apiserver.iter().any(|by| confirms(by, &s)) {
-            aside.confirmed += 1;
-            kept.push(s);
-        } else {
-            let by = match s.authenticated {
-                Some(_) => &mut aside.unauthenticated,
-                None => &mut aside.unmarked,
-            };
-            *by.entry(s.source).or_default() += 1;
+    let (events, records): (Vec<Seen>, Vec<Seen>) = seen
+        .into_iter()
+        .partition(|s| s.source == Source::ApiserverAudit);
+    // The authenticated records first: a forged one must not take their event.
+    let (authenticated, others): (Vec<Seen>, Vec<Seen>) = records
+        .into_iter()
+        .partition(|s| s.authenticated == Some(true));
+    let mut used = vec![false; events.len()];
+    let mut kept = Vec::with_capacity(events.len() + authenticated.len() + others.len());
+    for s in authenticated.into_iter().chain(others) {
+        let same = events
+            .iter()
+            .enumerate()
+            .filter(|(i, by)| !used[*i] && confirms(by, &s))
+            .min_by_key(|(_, by)| apart(by, &s))
+            .map(|(i, _)| i);
+        let trusted = trust_unauthenticated || s.authenticated == Some(true);
+        match same {
+            Some(i) => {
+                used[i] = true;
+                if trusted {
+                    aside.same += 1;
+                } else {
+                    aside.confirmed += 1;
+                }
+            }
+            None if trusted => kept.push(s),
+            None => {
+                let by = match s.authenticated {
+                    Some(_) => &mut aside.unauthenticated,
+                    None => &mut aside.unmarked,
+                };
+                *by.entry(s.source).or_default() += 1;
+            }
         }
     }
+    kept.extend(events);
     (kept, aside)
 }
 
@@ -1503,6 +1621,7 @@ mod tests {
                     assert_eq!(Some(s), source, "{line}");
                     assert_eq!(seen.is_some(), would_deny, "{line}");
                 }
+                Parsed::Skipped(..) => panic!("{line}"),
                 Parsed::Other => assert_eq!(source, None, "{line}"),
             }
         }
@@ -1896,13 +2015,15 @@ mod tests {
         };
         let mut with_log = seen.clone();
         with_log.push(apiserver.clone());
+        // One event is one request: it confirms b, and c (another request) stays aside.
         let (kept, aside) = trusted(with_log, false);
-        assert_eq!(kept.len(), 4, "{kept:#?}");
-        assert_eq!(aside.confirmed, 2);
+        assert_eq!(kept, [seen[0].clone(), apiserver.clone()], "{kept:#?}");
+        assert_eq!(aside.confirmed, 1);
         assert_eq!(
             aside.unauthenticated,
             BTreeMap::from([(Source::Recording, 1)])
         );
+        assert_eq!(aside.unmarked, BTreeMap::from([(Source::WebhookAudit, 1)]));
 
         // What differs confirms nothing: the user, a group, the object, the finalizer.
         let differing = [
@@ -1934,6 +2055,72 @@ mod tests {
             );
             assert_eq!(aside.confirmed, 0, "{other:?}");
         }
+    }
+
+    /// One kube-apiserver event confirms one webhook record, of its time:
+    /// fifty forged records of one real removal are not fifty removals, and
+    /// the webhook's record of a request and kube-apiserver's event of it
+    /// are one removal.
+    #[test]
+    fn one_request_is_one_removal() {
+        let at = |s: &str| Some(s.parse::<jiff::Timestamp>().unwrap());
+        let event = Seen {
+            time: at("2026-11-23T19:00:00Z"),
+            audit_id: Some("a-1".into()),
+            ..seen_at("widgets.example.com", Some("team-a"), "example.com/a")
+        };
+        let record = |authenticated: Option<bool>, time: &str| Seen {
+            source: Source::WebhookAudit,
+            authenticated,
+            time: at(time),
+            ..event.clone()
+        };
+        let mut forged: Vec<Seen> = (0..50)
+            .map(|_| record(Some(false), "2026-11-23T19:00:01Z"))
+            .collect();
+        forged.push(event.clone());
+        let (kept, aside) = trusted(forged, false);
+        assert_eq!(kept, std::slice::from_ref(&event));
+        assert_eq!(aside.confirmed, 1);
+        assert_eq!(
+            aside.unauthenticated,
+            BTreeMap::from([(Source::WebhookAudit, 49)])
+        );
+
+        // The record and the event of one request: counted once; the
+        // authenticated record takes it before an unauthenticated one.
+        let (kept, aside) = trusted(
+            vec![
+                record(Some(false), "2026-11-23T19:00:00Z"),
+                record(Some(true), "2026-11-23T19:00:01Z"),
+                event.clone(),
+            ],
+            false,
+        );
+        assert_eq!(kept, std::slice::from_ref(&event));
+        assert_eq!((aside.same, aside.confirmed), (1, 0));
+        assert_eq!(
+            aside.unauthenticated,
+            BTreeMap::from([(Source::WebhookAudit, 1)])
+        );
+        let (kept, aside) = trusted(
+            vec![record(None, "2026-11-23T19:00:00Z"), event.clone()],
+            true,
+        );
+        assert_eq!((kept.len(), aside.same), (1, 1));
+
+        // An hour apart: another request, confirmed by nothing.
+        let (kept, aside) = trusted(
+            vec![record(Some(false), "2026-11-23T20:00:00Z"), event.clone()],
+            false,
+        );
+        assert_eq!(kept, std::slice::from_ref(&event));
+        assert_eq!(aside.confirmed, 0);
+        let (kept, aside) = trusted(
+            vec![record(Some(true), "2026-11-23T20:00:00Z"), event.clone()],
+            false,
+        );
+        assert_eq!((kept.len(), aside.same), (2, 0));
     }
 
     #[test]
@@ -2045,6 +2232,78 @@ mod tests {
             e.add(parse_line(l));
         }
         e
+    }
+
+    /// A dry run, or a request kube-apiserver answered with a failure,
+    /// removed nothing: read, counted as skipped, no rule made from it.
+    #[test]
+    fn dry_runs_and_failed_requests_are_not_evidence() {
+        let event = |id: &str, uri: &str, code: Option<u16>, stage: &str| {
+            let mut e: Value =
+                serde_json::from_str(&apiserver(id, CONTROLLER, "would-deny", "example.com/a"))
+                    .unwrap();
+            e["requestURI"] = json!(uri);
+            e["stage"] = json!(stage);
+            if let Some(code) = code {
+                e["responseStatus"] = json!({"code": code});
+            }
+            e.to_string()
+        };
+        let record = |dry: bool| {
+            json!({"time": "2026-11-23T19:00:00Z", "kind": "FinalizerRemoval", "uid": "u1",
+                "user": CONTROLLER, "groups": [], "operation": "UPDATE", "resource": "widgets.example.com",
+                "subresource": "", "namespace": "team-a", "name": "w1",
+                "removedFinalizers": [{"finalizer": "example.com/a", "field": "metadata.finalizers"}],
+                "decision": "would-deny", "mode": "warn", "dryRun": dry, "authenticated": true})
+            .to_string()
+        };
+        let uri = "/apis/example.com/v1/namespaces/team-a/widgets/w1";
+        let e = evidence(&[
+            event(
+                "1",
+                &format!("{uri}?dryRun=All"),
+                Some(200),
+                "ResponseComplete",
+            ),
+            event(
+                "2",
+                &format!("{uri}?fieldManager=x&dry%52un=All"),
+                None,
+                "ResponseComplete",
+            ),
+            // Its first stage has no status yet; the last says it failed.
+            event("3", uri, None, "RequestReceived"),
+            event("3", uri, Some(403), "ResponseComplete"),
+            event("4", uri, Some(500), "ResponseComplete"),
+            event("4", uri, None, "RequestReceived"),
+            record(true),
+        ]);
+        assert_eq!(e.seen, [], "{:#?}", e.seen);
+        assert_eq!(
+            e.skipped,
+            BTreeMap::from([(Skip::DryRun, 3), (Skip::Failed, 2)])
+        );
+        assert!(suggest(&e.seen, None).rules().is_empty());
+        // A request that succeeded, and a record that is no dry run, are evidence.
+        let e = evidence(&[
+            event(
+                "5",
+                &format!("{uri}?fieldManager=dryRunner"),
+                Some(200),
+                "ResponseComplete",
+            ),
+            record(false),
+        ]);
+        assert_eq!(e.seen.len(), 2);
+        assert!(e.skipped.is_empty());
+        let value: Value = json!({"kind": crate::recording::KIND, "apiVersion": crate::recording::API_VERSION,
+            "decision": "would-deny", "review": {"request": {"dryRun": true, "userInfo": {"username": CONTROLLER},
+            "resource": {"group": "example.com", "resource": "widgets"}, "namespace": "team-a", "name": "w1",
+            "oldObject": {"metadata": {"finalizers": ["example.com/a"]}}, "object": {"metadata": {}}}}});
+        assert!(matches!(
+            parse_recording(&value),
+            Parsed::Skipped(Source::Recording, Skip::DryRun, None)
+        ));
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! policy lists each decision that would change.
 
 use std::fmt::Write;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -22,6 +22,7 @@ use crate::admission::{self, Reviewed};
 use crate::cases::{self, CaseFile};
 use crate::error::Error;
 use crate::files::{self, Found};
+use crate::output::escape;
 use crate::policy::{Policy, Verdict};
 use crate::recording::{self, Recording};
 
@@ -103,11 +104,14 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// One line, whatever the name and the reason hold ([`escape`]): a
+    /// case named with a newline cannot forge an `ok` line.
     pub fn line(&self) -> String {
+        let name = escape(&self.name);
         match (&self.failure, self.unreadable) {
-            (None, _) => format!("ok   {}: {}", self.name, self.summary),
-            (Some(why), false) => format!("FAIL {}: {why}", self.name),
-            (Some(why), true) => format!("ERROR {}: {why}", self.name),
+            (None, _) => format!("ok   {name}: {}", escape(&self.summary)),
+            (Some(why), false) => format!("FAIL {name}: {}", escape(why)),
+            (Some(why), true) => format!("ERROR {name}: {}", escape(why)),
         }
     }
 }
@@ -221,27 +225,36 @@ fn run_suite(
         Ok(suite) => suite,
         Err(e) => return out.push(unreadable(path, format!("not a suite file: {e}"))),
     };
-    let base = path.parent().unwrap_or(Path::new("."));
+    let base = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
     let policy = match (override_policy, &suite.policy) {
         (Some(p), _) => p.clone(),
         (None, Some(file)) => {
-            let file = base.join(file);
+            let (shown, file) = match inside(base, file, "policy") {
+                Ok(found) => found,
+                Err(why) => return out.push(unreadable(path, why)),
+            };
             match crate::policy::load(&file) {
                 Ok(p) => Arc::new(p),
                 Err(e) => {
-                    return out.push(unreadable(path, Error::policy(file, e).to_string()));
+                    let why = Error::policy(shown, e).to_string();
+                    return out.push(unreadable(path, crate::output::without_values(&why)));
                 }
             }
         }
         (None, None) => Arc::new(Policy::embedded_default()),
     };
     for case in suite.cases {
-        let file = base.join(&case.review);
+        let shown = base.join(&case.review);
         let name = case
             .name
             .clone()
-            .unwrap_or_else(|| file.display().to_string());
-        let body = match read_review(&file, limit) {
+            .unwrap_or_else(|| shown.display().to_string());
+        let body = match inside(base, &case.review, "review")
+            .and_then(|(_, file)| read_review(&shown, &file, limit))
+        {
             Ok(body) => body,
             Err(why) => {
                 out.push(Outcome {
@@ -257,7 +270,10 @@ fn run_suite(
         // an input error, as `check` counts it; the expectation never meets it.
         let (failure, unreadable, summary_line) = match admission::review(&policy, &body) {
             Err(e) => (
-                Some(format!("expected {}, got error: {e}", case.expect.as_str())),
+                Some(crate::output::without_values(&format!(
+                    "expected {}, got error: {e}",
+                    case.expect.as_str()
+                ))),
                 true,
                 String::new(),
             ),
@@ -312,12 +328,48 @@ fn said(r: &Reviewed) -> String {
     s
 }
 
-/// The AdmissionReview bytes in a review file or a recording.
-fn read_review(path: &Path, limit: u64) -> std::result::Result<Vec<u8>, String> {
-    let bytes = files::read_regular(path, limit)
+/// A file a suite names (`what`: its policy, a case's review), as shown and
+/// as read: a relative path, without `..`, that stays inside the suite's
+/// folder once its symlinks are resolved. A suite under review must not
+/// read `/etc/passwd` or a token beside it into a CI log.
+fn inside(
+    base: &Path,
+    named: &Path,
+    what: &str,
+) -> std::result::Result<(PathBuf, PathBuf), String> {
+    let shown = base.join(named);
+    let plain = named
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if named.is_absolute() || !plain || named.as_os_str().is_empty() {
+        return Err(format!(
+            "{what} {}: a suite names its files by paths relative to its folder, without `..`",
+            named.display()
+        ));
+    }
+    let cannot = |e: std::io::Error| format!("cannot read {}: {e}", shown.display());
+    let folder = base.canonicalize().map_err(cannot)?;
+    let file = shown.canonicalize().map_err(cannot)?;
+    if !file.starts_with(&folder) {
+        return Err(format!(
+            "{what} {}: a symlink out of the suite's folder: refused",
+            shown.display()
+        ));
+    }
+    Ok((shown, file))
+}
+
+/// The AdmissionReview bytes in a review file or a recording (`path` as
+/// shown, `file` as read). What the file holds is never quoted in an error.
+fn read_review(path: &Path, file: &Path, limit: u64) -> std::result::Result<Vec<u8>, String> {
+    let bytes = files::read_regular(file, limit)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    crate::admission::json::distinct_keys(&bytes)
-        .map_err(|e| format!("{}: not JSON the webhook would read: {e}", path.display()))?;
+    crate::admission::json::distinct_keys(&bytes).map_err(|e| {
+        crate::output::without_values(&format!(
+            "{}: not JSON the webhook would read: {e}",
+            path.display()
+        ))
+    })?;
     match serde_json::from_slice::<Recording>(&bytes) {
         Ok(r) if r.kind == recording::KIND => {
             Ok(serde_json::to_vec(&r.review).expect("JSON re-serializes"))
@@ -450,6 +502,93 @@ impl crate::output::Report for Report {
 mod tests {
     use super::*;
 
+    /// A folder holding a copy of examples/reviews as `reviews/`.
+    fn examples_in_a_folder() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/reviews");
+        std::fs::create_dir(dir.path().join("reviews")).unwrap();
+        for entry in std::fs::read_dir(examples).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(
+                entry.path(),
+                dir.path().join("reviews").join(entry.file_name()),
+            )
+            .unwrap();
+        }
+        dir
+    }
+
+    /// A suite names files inside its folder only, and what a file it names
+    /// holds is never quoted in an error.
+    #[test]
+    fn a_suite_reads_nothing_outside_its_folder_and_quotes_nothing_it_read() {
+        let outside = tempfile::tempdir().unwrap();
+        let token = outside.path().join("token");
+        std::fs::write(&token, "eyJhbGciOiJSUzI1NiJ9.c2VjcmV0.sig\n").unwrap();
+        let dir = examples_in_a_folder();
+        std::os::unix::fs::symlink(&token, dir.path().join("link.yaml")).unwrap();
+        std::os::unix::fs::symlink(&token, dir.path().join("link.json")).unwrap();
+        std::fs::write(
+            dir.path().join("secret.yaml"),
+            "eyJhbGciOiJSUzI1NiJ9.c2VjcmV0.sig\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("secret.json"),
+            "\"eyJhbGciOiJSUzI1NiJ9.c2VjcmV0.sig\"",
+        )
+        .unwrap();
+        let review = "reviews/pod-strip-finalizers.json";
+        for (policy, review) in [
+            (Some(token.display().to_string()), review.to_string()),
+            (Some("../../../../../../etc/passwd".into()), review.into()),
+            (Some("reviews/../link.yaml".into()), review.into()),
+            (Some("link.yaml".into()), review.into()),
+            (Some("secret.yaml".into()), review.into()),
+            (None, token.display().to_string()),
+            (None, "/etc/passwd".into()),
+            (None, "../token".into()),
+            (None, "link.json".into()),
+            (None, "secret.json".into()),
+        ] {
+            let policy = policy.map_or(String::new(), |p| format!("policy: {p}\n"));
+            let suite = dir.path().join("suite.yaml");
+            std::fs::write(
+                &suite,
+                format!("{policy}cases:\n  - review: {review}\n    expect: denied\n"),
+            )
+            .unwrap();
+            let outcomes = run(&[suite], None);
+            let why = outcomes[0].failure.as_deref().unwrap_or_default();
+            assert!(outcomes[0].unreadable, "{policy} {review}: {outcomes:?}");
+            assert!(!why.contains("eyJ") && !why.contains("root:"), "{why}");
+        }
+        let suite = dir.path().join("suite.yaml");
+        std::fs::write(&suite, "policy: link.yaml\ncases: []\n").unwrap();
+        let why = run(&[suite], None)[0].failure.clone().unwrap();
+        assert!(why.contains("a symlink out of the suite's folder"), "{why}");
+    }
+
+    /// A case's name, a reason, a summary: each on its result line, escaped.
+    #[test]
+    fn a_result_line_is_one_line_whatever_the_name_holds() {
+        let forged = Outcome {
+            name: "tenant-cannot-strip: denied\nok   deny-cross-team\u{202e}".into(),
+            failure: Some("expected denied, got x\n0 passed".into()),
+            unreadable: false,
+            summary: String::new(),
+        };
+        let line = forged.line();
+        assert_eq!(
+            line,
+            "FAIL tenant-cannot-strip: denied\\u{a}ok   deny-cross-team\\u{202e}: expected denied, got x\\u{a}0 passed"
+        );
+        let report = Report::of(vec![forged]);
+        let mut out = Vec::new();
+        crate::output::Report::write_text(&report, &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap().lines().count(), 2);
+    }
+
     #[test]
     fn expected_classes() {
         assert_eq!(Expected::of(Verdict::Override), Expected::Override);
@@ -508,12 +647,8 @@ mod tests {
 
     #[test]
     fn a_suite_with_a_wrong_expectation_fails_and_says_why() {
-        let dir = tempfile::tempdir().unwrap();
-        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/reviews");
-        let suite = format!(
-            "cases:\n  - name: strip\n    review: {0}/pod-strip-finalizers.json\n    expect: allowed\n  - review: {0}/pod-strip-finalizers-override.json\n    expect: override\n    messageContains: INC-4711\n",
-            examples.display()
-        );
+        let dir = examples_in_a_folder();
+        let suite = "cases:\n  - name: strip\n    review: reviews/pod-strip-finalizers.json\n    expect: allowed\n  - review: ./reviews/pod-strip-finalizers-override.json\n    expect: override\n    messageContains: INC-4711\n";
         let path = dir.path().join("suite.yaml");
         std::fs::write(&path, suite).unwrap();
         let outcomes = run(&[path], None);
@@ -584,15 +719,12 @@ mod tests {
     /// else failed beside it.
     #[test]
     fn unreadable_inputs_exit_2_and_failed_cases_1() {
-        let dir = tempfile::tempdir().unwrap();
-        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/reviews");
+        let dir = examples_in_a_folder();
+        let examples = dir.path().join("reviews");
         let wrong = dir.path().join("wrong.yaml");
         std::fs::write(
             &wrong,
-            format!(
-                "cases:\n  - review: {}/pod-strip-finalizers.json\n    expect: allowed\n",
-                examples.display()
-            ),
+            "cases:\n  - review: reviews/pod-strip-finalizers.json\n    expect: allowed\n",
         )
         .unwrap();
         let missing_review = dir.path().join("missing-review.yaml");

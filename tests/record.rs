@@ -271,14 +271,16 @@ async fn a_forged_review_is_recorded_unauthenticated_and_suggests_no_rule() {
     assert!(!err.contains("ignored"), "{err}");
 
     // kube-apiserver's audit log shows the same removal: the rule.
+    // Of the same time: an event of another time is another request.
     let audit = server.dir.path().join("kube-apiserver-audit.log");
+    let received = recorded[0]["recordedAt"].clone();
     let event = |user: &str, finalizers: &str| {
         json!({
             "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata", "auditID": "a-1",
             "stage": "ResponseComplete", "verb": "update",
             "user": {"username": user, "groups": ["system:serviceaccounts", "system:serviceaccounts:team-b", "system:authenticated"]},
             "objectRef": {"resource": "databases", "apiGroup": "db.example.com", "apiVersion": "v1", "namespace": "team-a", "name": "orders"},
-            "requestReceivedTimestamp": "2026-11-23T19:00:00Z",
+            "requestReceivedTimestamp": received,
             "annotations": {
                 "finalizers.finalizer-guard.io/decision": "would-deny",
                 "finalizers.finalizer-guard.io/unauthorized-finalizers": finalizers,

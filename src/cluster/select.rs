@@ -272,9 +272,32 @@ impl Resolver {
     }
 }
 
+/// Whether `ns` can name a namespace: a DNS-1123 label (at most 63
+/// characters of `a-z`, `0-9` and `-`, a letter or digit at each end), as
+/// kube-apiserver requires. Anything else (`..`, `a/b`, an empty string)
+/// would only reach the API server as a path it was never meant to be.
+pub fn check_namespace(ns: &str) -> Result<(), ClusterError> {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let label = !ns.is_empty()
+        && ns.len() <= 63
+        && ns.chars().all(|c| alnum(c) || c == '-')
+        && ns.starts_with(alnum)
+        && ns.ends_with(alnum);
+    if label {
+        return Ok(());
+    }
+    Err(ClusterError::Usage(format!(
+        "-n {}: not a namespace name (a DNS-1123 label: at most 63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit)",
+        crate::output::quoted(ns)
+    )))
+}
+
 impl Selection {
-    /// Whether anything was selected at all.
+    /// Whether anything was selected at all, and a namespace named as one can be.
     pub fn check(&self) -> Result<(), ClusterError> {
+        if let Some(ns) = &self.namespace {
+            check_namespace(ns)?;
+        }
         if self.targets.is_empty() && self.node.is_none() {
             return Err(ClusterError::Usage(
                 "name objects as TYPE/NAME (or a TYPE for all its stuck objects), or select pods with --node NODE".into(),
@@ -501,5 +524,42 @@ fn push_listed(
         selected.objects.push(found);
     } else {
         selected.not_stuck += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `-n` is refused before any request unless it is a DNS-1123 label.
+    #[test]
+    fn a_namespace_that_cannot_be_one_is_refused_before_any_request() {
+        for ns in ["team-a", "a", "0", "kube-system", &"a".repeat(63)] {
+            assert!(check_namespace(ns).is_ok(), "{ns}");
+        }
+        for ns in [
+            "..",
+            ".",
+            "",
+            "a/b",
+            "Team-A",
+            "-a",
+            "a-",
+            "a.b",
+            "a\n",
+            "a\u{1b}[2J",
+            &"a".repeat(64),
+        ] {
+            let e = check_namespace(ns).unwrap_err();
+            assert!(matches!(e, ClusterError::Usage(_)), "{ns}");
+            assert!(!e.to_string().contains('\n'), "{e}");
+        }
+        let selection = Selection {
+            targets: vec!["pod/web-0".into()],
+            namespace: Some("..".into()),
+            ..Selection::default()
+        };
+        let e = selection.check().unwrap_err().to_string();
+        assert!(e.contains("-n \"..\": not a namespace name"), "{e}");
     }
 }
