@@ -357,12 +357,14 @@ async fn a_body_budget_below_the_body_limit_is_a_startup_error() {
 
 // 2. The connection cap.
 
+/// At the connection cap, idle kept-alive connections do not keep a new
+/// one out: the one idle the longest is closed to make room.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_beyond_the_cap_wait_until_one_closes() {
+async fn at_the_cap_the_longest_idle_connection_makes_room() {
     const CAP: usize = 8;
     let server = start_with(None, |config, _| {
         config.limits.max_connections = CAP;
-        // The held connections must outlive the test, idle or not.
+        // Idle connections outlive the test unless made to close.
         config.limits.header_timeout = Duration::from_secs(300);
     })
     .await;
@@ -373,25 +375,69 @@ async fn connections_beyond_the_cap_wait_until_one_closes() {
         assert_eq!(exchange(&mut stream, &body).await.0, 200);
         held.push(stream);
     }
+    // The first one is the idle the longest once the others have been used again.
+    for stream in &mut held[1..] {
+        assert_eq!(exchange(stream, &body).await.0, 200);
+    }
 
-    // One more: the kernel completes its TCP handshake, the server does not take it up.
+    // One more is served at once...
+    let mut stream =
+        tokio::time::timeout(Duration::from_secs(5), tls_connect(&server, &[b"http/1.1"]))
+            .await
+            .expect("a connection beyond the cap waited behind idle ones");
+    let (status, _, text) = exchange(&mut stream, &body).await;
+    assert_eq!(status, 200);
+    assert!(text.contains(r#""allowed":false"#), "{text}");
+    // ...in the place of the one idle the longest, which was closed.
+    let mut first = held.remove(0);
+    until_closed("the longest idle connection", &mut first).await;
+    // The others are still served.
+    for stream in &mut held {
+        assert_eq!(exchange(stream, &body).await.0, 200);
+    }
+    server.handle.shutdown().await;
+}
+
+/// At the connection cap, a connection with a request in flight is never
+/// closed to make room: a new one waits until one is idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_cap_a_connection_with_a_request_in_flight_is_not_closed() {
+    const CAP: usize = 8;
+    let server = start_with(None, |config, _| {
+        config.limits.max_connections = CAP;
+        config.limits.header_timeout = Duration::from_secs(300);
+        config.limits.body_timeout = Duration::from_secs(300);
+    })
+    .await;
+    let body = seed_strip();
+    // Each sends a request's head and its body but for the last byte, slowly.
+    let mut held = Vec::new();
+    for _ in 0..CAP {
+        let mut stream = tls_connect(&server, &[b"http/1.1"]).await;
+        stream
+            .write_all(post_head(body.len()).as_bytes())
+            .await
+            .unwrap();
+        stream.write_all(&body[..body.len() - 1]).await.unwrap();
+        held.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // One more: accepted by the kernel, not served while all are busy.
     let tcp = TcpStream::connect(server.handle.addr).await.unwrap();
     let mut waiting =
         tokio::spawn(connector(&server.ca_pem, &[b"http/1.1"]).connect(service_name(), tcp));
     assert!(
-        tokio::time::timeout(Duration::from_millis(500), &mut waiting)
+        tokio::time::timeout(Duration::from_millis(1500), &mut waiting)
             .await
             .is_err(),
-        "a connection beyond the cap of {CAP} was served"
+        "a connection beyond the cap of {CAP} was served while every one was busy"
     );
-    // The held ones are served all the while.
-    for stream in &mut held {
-        assert_eq!(exchange(stream, &body).await.0, 200);
-    }
-    assert!(!waiting.is_finished(), "served beyond the cap");
 
-    // One closes: the waiting one is taken up and served.
-    drop(held.pop());
+    // One finishes its request: now idle, it makes room for the waiting one.
+    let mut done = held.remove(0);
+    done.write_all(&body[body.len() - 1..]).await.unwrap();
+    assert_eq!(read_response(&mut done).await.0, 200);
     let mut stream = within("the waiting connection", waiting)
         .await
         .unwrap()
@@ -399,6 +445,52 @@ async fn connections_beyond_the_cap_wait_until_one_closes() {
     let (status, _, text) = exchange(&mut stream, &body).await;
     assert_eq!(status, 200);
     assert!(text.contains(r#""allowed":false"#), "{text}");
+    // The busy ones were left alone: each finishes its request.
+    for stream in &mut held {
+        stream.write_all(&body[body.len() - 1..]).await.unwrap();
+        let (status, _, text) = read_response(stream).await;
+        assert_eq!(status, 200, "{text}");
+    }
+    server.handle.shutdown().await;
+}
+
+/// Idle plain TCP connections filling the admin port's slots do not keep
+/// the kubelet's probes out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_do_not_starve_the_admin_port() {
+    let server = start_with(None, |config, _| {
+        config.limits.header_timeout = Duration::from_secs(300);
+    })
+    .await;
+    let admin = server.handle.admin_addr;
+    let mut idle = Vec::new();
+    for _ in 0..160 {
+        idle.push(TcpStream::connect(admin).await.unwrap());
+    }
+    for _ in 0..3 {
+        let probe = async {
+            let mut stream = TcpStream::connect(admin).await.unwrap();
+            stream
+                .write_all(b"GET /healthz HTTP/1.1\r\nhost: probe\r\nconnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            read_response(&mut stream).await.0
+        };
+        let status = tokio::time::timeout(Duration::from_secs(1), probe)
+            .await
+            .expect("/healthz not answered within 1s with the admin port full of idle connections");
+        assert_eq!(status, 200);
+        // The idle connections that were closed come back.
+        let mut kept = Vec::new();
+        for mut stream in idle.drain(..) {
+            let mut byte = [0u8; 1];
+            match tokio::time::timeout(Duration::from_millis(1), stream.read(&mut byte)).await {
+                Err(_) => kept.push(stream),
+                Ok(_) => kept.push(TcpStream::connect(admin).await.unwrap()),
+            }
+        }
+        idle = kept;
+    }
     server.handle.shutdown().await;
 }
 

@@ -980,6 +980,9 @@ fn container_arguments_are_what_serve_accepts_and_fit_the_grace_period() {
             "/etc/finalizer-guard/tls/tls.crt",
             "--tls-key",
             "/etc/finalizer-guard/tls/tls.key",
+            // Connections' buffers and the body budget fit the 128Mi limit.
+            "--max-connections",
+            "256",
         ]
     );
     let parsed = Cli::try_parse_from(

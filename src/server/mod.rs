@@ -9,7 +9,7 @@ pub mod tls;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -18,7 +18,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
@@ -38,6 +38,28 @@ use reload::{CertificateFiles, ClientCaFile, PolicyFile, Reloadable};
 /// handful, and a flood there must not take the file descriptors the webhook
 /// port needs.
 const ADMIN_MAX_CONNECTIONS: usize = 128;
+
+/// hyper's HTTP/1.1 read buffer at most: a request's headers fit with room
+/// to spare; bodies stream through it.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// HTTP/2 flow-control windows, per stream and per connection: the most
+/// body data a peer may send that the handler has not read yet, and so
+/// that the body budget does not count.
+pub const H2_WINDOW_BYTES: u32 = 64 * 1024;
+
+/// Most bytes of header fields in an HTTP/2 request (an admission review's
+/// are a few hundred).
+const H2_MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
+
+/// At the connection cap, how often a new connection looks again for an
+/// idle one to take the place of, while every connection is busy.
+const EVICT_RETRY: Duration = Duration::from_millis(50);
+
+/// How long a connection asked to close while idle may take to close (send
+/// its GOAWAY, flush) before it is dropped; one where a request raced in
+/// has the close timeout to answer it.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// How long a drain waits for queued audit records to be written out.
 const AUDIT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -571,8 +593,10 @@ fn dev_certificate(dir: &Path) -> Result<(rustls::sign::CertifiedKey, SealKey, P
 /// Accepts connections (TLS ones when `tls` is set) and serves HTTP/1.1 and
 /// HTTP/2 on them until stopped, then lets open connections finish (up to
 /// `drain`) and closes those left. At most `limits.max_connections` are open
-/// at once: the others wait in the listen backlog, not in memory. A slot
-/// held by an idle connection is freed within the header timeout.
+/// at once. A new connection that finds every slot taken makes the one idle
+/// the longest close (see [`Registry`]); when every one has a request in
+/// flight, it waits for a slot, and any further ones wait in the listen
+/// backlog, not in memory.
 async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
@@ -582,10 +606,15 @@ async fn serve(
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
+    // What a connection holds that the body budget does not count is
+    // bounded here: hyper's read buffer (HTTP/1.1; bodies stream through
+    // it), and the data an HTTP/2 peer may send before the handler reads it
+    // (the flow-control windows, fixed: an adaptive window grows).
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
+        .max_buf_size(READ_BUFFER_BYTES)
         .keep_alive(true);
     // Pings find a peer gone silent while a stream is open; an idle
     // connection, with none open, is closed by `Connection::serve`.
@@ -593,20 +622,18 @@ async fn serve(
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(250)
+        .adaptive_window(false)
+        .initial_stream_window_size(H2_WINDOW_BYTES)
+        .initial_connection_window_size(H2_WINDOW_BYTES)
+        .max_header_list_size(H2_MAX_HEADER_LIST_BYTES)
         .keep_alive_interval(Some(limits.header_timeout))
         .keep_alive_timeout(limits.write_timeout);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let registry = Registry::default();
     let mut connections = JoinSet::new();
     loop {
         // Reap the finished, so the set holds only open connections.
         while connections.try_join_next().is_some() {}
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
-            () = stopped_signal(&mut stopped) => break,
-        };
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -619,6 +646,22 @@ async fn serve(
             },
             () = stopped_signal(&mut stopped) => break,
         };
+        // At the cap, the connection idle the longest makes room: idle
+        // clients cannot keep the others out. One with a request in flight
+        // is never asked; when all are busy, this one waits for a slot.
+        let slot = loop {
+            if let Ok(slot) = slots.clone().try_acquire_owned() {
+                break Some(slot);
+            }
+            registry.evict_longest_idle();
+            tokio::select! {
+                slot = slots.clone().acquire_owned() => break slot.ok(),
+                () = tokio::time::sleep(EVICT_RETRY) => {}
+                () = stopped_signal(&mut stopped) => break None,
+            }
+        };
+        let Some(slot) = slot else { break };
+        let activity = registry.register(limits.max_connections);
         let _ = tcp.set_nodelay(true);
         let connection = Connection {
             builder: builder.clone(),
@@ -634,6 +677,7 @@ async fn serve(
             peer,
             client: tls::ClientCert::Unverified,
             stopped: stopped.clone(),
+            activity: activity.clone(),
         };
         let tcp = stall::WriteTimeout::new(tcp, limits.write_timeout);
         let tls = tls.clone();
@@ -655,6 +699,9 @@ async fn serve(
                     Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                 },
                 () = stopped_signal(&mut stopping) => {}
+                () = activity.close.notified() => {
+                    tracing::debug!(%peer, "connection cap reached; dropping a connection still in its TLS handshake");
+                }
             }
         });
     }
@@ -678,7 +725,8 @@ struct Connection {
     /// How long a connection with no request in flight stays open: before
     /// its first request, and between requests, whatever the protocol.
     idle_timeout: Duration,
-    /// How long a connection asked to close while idle may take to close.
+    /// How long a connection asked to close while idle may take to answer
+    /// a request that raced in.
     close_timeout: Duration,
     /// How much of a body nobody read is still read, and for how long.
     drain: (usize, Duration),
@@ -688,6 +736,8 @@ struct Connection {
     client: tls::ClientCert,
     /// The server stops: close once the requests in flight are answered.
     stopped: watch::Receiver<bool>,
+    /// What its requests are doing, as the port's [`Registry`] sees it.
+    activity: Arc<Activity>,
 }
 
 /// What a connection's requests are doing: whether one has begun, how many
@@ -696,6 +746,10 @@ struct Activity {
     started: AtomicBool,
     in_flight: AtomicUsize,
     since: Mutex<tokio::time::Instant>,
+    /// Set once the port asked the connection to make room.
+    evicted: AtomicBool,
+    /// Close now, to make room for a new connection.
+    close: Notify,
 }
 
 impl Activity {
@@ -704,6 +758,8 @@ impl Activity {
             started: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             since: Mutex::new(tokio::time::Instant::now()),
+            evicted: AtomicBool::new(false),
+            close: Notify::new(),
         }
     }
 
@@ -718,6 +774,51 @@ impl Activity {
     fn idle_since(&self) -> Option<tokio::time::Instant> {
         let since = *self.since.lock().unwrap_or_else(PoisonError::into_inner);
         (self.in_flight.load(Ordering::Acquire) == 0).then_some(since)
+    }
+}
+
+/// The open connections of a port, for the one to ask to close when a new
+/// connection finds every slot taken.
+#[derive(Default)]
+struct Registry(Mutex<Vec<Weak<Activity>>>);
+
+impl Registry {
+    /// A new connection's activity, tracked while the connection lives.
+    fn register(&self, max_connections: usize) -> Arc<Activity> {
+        let activity = Arc::new(Activity::new());
+        let mut open = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if open.len() >= max_connections.saturating_mul(2) {
+            open.retain(|weak| weak.strong_count() > 0);
+        }
+        open.push(Arc::downgrade(&activity));
+        activity
+    }
+
+    /// Asks the connection idle the longest (no request in flight; one that
+    /// never began a request counts from its accept) to close, unless one
+    /// asked before is still idle and closing. A connection with a request
+    /// in flight is never asked.
+    fn evict_longest_idle(&self) {
+        let mut open = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        open.retain(|weak| weak.strong_count() > 0);
+        let live = open.iter().filter_map(Weak::upgrade);
+        let mut longest: Option<(tokio::time::Instant, Arc<Activity>)> = None;
+        for activity in live {
+            let Some(since) = activity.idle_since() else {
+                continue;
+            };
+            if activity.evicted.load(Ordering::Relaxed) {
+                // Still closing: the slot it frees is on its way.
+                return;
+            }
+            if longest.as_ref().is_none_or(|(oldest, _)| since < *oldest) {
+                longest = Some((since, activity));
+            }
+        }
+        if let Some((_, activity)) = longest {
+            activity.evicted.store(true, Ordering::Relaxed);
+            activity.close.notify_one();
+        }
     }
 }
 
@@ -759,8 +860,8 @@ impl Connection {
             peer,
             client,
             mut stopped,
+            activity,
         } = self;
-        let activity = Arc::new(Activity::new());
         let service = {
             let activity = activity.clone();
             hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
@@ -782,17 +883,23 @@ impl Connection {
         tokio::pin!(connection);
         let check = tokio::time::sleep(idle_timeout);
         tokio::pin!(check);
-        let mut closing = false;
+        // Once asked to close: until when a request that raced in may finish.
+        let mut closing: Option<tokio::time::Instant> = None;
         let mut stopping = false;
         let ended = loop {
             tokio::select! {
                 ended = connection.as_mut() => break ended,
                 () = check.as_mut(), if !stopping => {
-                    if closing {
+                    let now = tokio::time::Instant::now();
+                    if let Some(deadline) = closing {
+                        // Idle, it has nothing left to finish.
+                        if activity.idle_since().is_none() && now < deadline {
+                            check.as_mut().reset(deadline);
+                            continue;
+                        }
                         tracing::debug!(%peer, "connection not closed in time; dropping it");
                         return;
                     }
-                    let now = tokio::time::Instant::now();
                     match activity.idle_since() {
                         None => check.as_mut().reset(now + idle_timeout),
                         Some(since) if now < since + idle_timeout => {
@@ -805,16 +912,27 @@ impl Connection {
                         Some(_) => {
                             tracing::debug!(%peer, "idle connection; closing");
                             connection.as_mut().graceful_shutdown();
-                            closing = true;
-                            check.as_mut().reset(now + close_timeout);
+                            closing = Some(now + close_timeout);
+                            check.as_mut().reset(now + CLOSE_GRACE);
                         }
                     }
                 }
-                () = stopped_signal(&mut stopped), if !closing => {
+                () = activity.close.notified(), if closing.is_none() => {
+                    if !activity.started.load(Ordering::Relaxed) {
+                        tracing::debug!(%peer, "connection cap reached; dropping a connection that never began a request");
+                        return;
+                    }
+                    tracing::debug!(%peer, "connection cap reached; closing the connection idle the longest");
+                    let now = tokio::time::Instant::now();
+                    connection.as_mut().graceful_shutdown();
+                    closing = Some(now + close_timeout);
+                    check.as_mut().reset(now + CLOSE_GRACE);
+                }
+                () = stopped_signal(&mut stopped), if closing.is_none() => {
                     // The requests in flight finish, within the drain timeout
                     // (`serve` closes what is left after it).
                     connection.as_mut().graceful_shutdown();
-                    closing = true;
+                    closing = Some(tokio::time::Instant::now());
                     stopping = true;
                 }
             }
