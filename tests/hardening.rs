@@ -19,8 +19,7 @@ use common::{Running, start, start_with, strip, update};
 use finalizer_guard::certs::Authority;
 use finalizer_guard::cli::{Cli, Command};
 use finalizer_guard::server;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls_pki_types::ServerName;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -1183,60 +1182,6 @@ async fn sigterm_turns_unready_lets_the_request_in_flight_finish_then_exits_0() 
 
 // 10. Client certificates (mTLS).
 
-/// An HTTPS client trusting `ca_pem`, presenting `identity` (certificate and key PEM) if any.
-fn client_as(ca_pem: &[u8], addr: SocketAddr, identity: Option<(&[u8], &[u8])>) -> reqwest::Client {
-    common::install_provider();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots);
-    let mut tls = match identity {
-        Some((cert, key)) => builder
-            .with_client_auth_cert(
-                CertificateDer::pem_slice_iter(cert)
-                    .map(Result::unwrap)
-                    .collect(),
-                PrivateKeyDer::from_pem_slice(key).unwrap(),
-            )
-            .unwrap(),
-        None => builder.with_no_client_auth(),
-    };
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .resolve(common::SERVICE_NAME, addr)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap()
-}
-
-/// `finalizer-guard certs ... --client kube-apiserver --out DIR`.
-fn certs_with_client(out: &Path) {
-    let certs = std::process::Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
-        .args([
-            "certs",
-            "--service",
-            "finalizer-guard",
-            "--namespace",
-            "finalizer-guard",
-        ])
-        .args(["--client", "kube-apiserver", "--out"])
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(
-        certs.status.success(),
-        "{}",
-        String::from_utf8_lossy(&certs.stderr)
-    );
-}
-
 fn read(path: impl AsRef<Path>) -> Vec<u8> {
     std::fs::read(path).unwrap()
 }
@@ -1245,7 +1190,7 @@ fn read(path: impl AsRef<Path>) -> Vec<u8> {
 async fn with_a_client_ca_only_its_client_certificates_are_served() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("certs");
-    certs_with_client(&out);
+    common::certs_with_client(&out);
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -1276,7 +1221,7 @@ async fn with_a_client_ca_only_its_client_certificates_are_served() {
 
     // kube-apiserver's certificate, from `certs --client`: answered.
     let (client_crt, client_key) = (read(out.join("client.crt")), read(out.join("client.key")));
-    let apiserver = client_as(&ca, handle.addr, Some((&client_crt, &client_key)));
+    let apiserver = common::client_as(&ca, handle.addr, Some((&client_crt, &client_key)));
     let response = post(apiserver).await.unwrap();
     assert_eq!(response.status(), 200);
     let answer: Value = response.json().await.unwrap();
@@ -1302,7 +1247,7 @@ async fn with_a_client_ca_only_its_client_certificates_are_served() {
         ),
     ];
     for (what, identity) in refused {
-        let client = client_as(&ca, handle.addr, identity);
+        let client = common::client_as(&ca, handle.addr, identity);
         match post(client.clone()).await {
             Err(e) => assert!(e.is_connect() || e.is_request(), "{what}: {e:?}"),
             Ok(response) => panic!("{what}: served, {}", response.status()),
@@ -1397,7 +1342,7 @@ async fn the_client_ca_is_reloaded_while_serving() {
     let ca_file = ca_file.into_inner().unwrap();
     let served = |identity: &finalizer_guard::certs::Bundle| {
         // A new client each time: a new connection, a full handshake.
-        let client = client_as(
+        let client = common::client_as(
             &server.ca_pem,
             server.handle.addr,
             Some((identity.cert_pem.as_bytes(), identity.key_pem.as_bytes())),

@@ -57,18 +57,37 @@ pub fn client(ca_pem: &[u8], addr: SocketAddr, alpn: &[&[u8]]) -> reqwest::Clien
 /// A rustls client configuration trusting only the certificates in `ca_pem`
 /// (one or more PEM blocks), offering `alpn`.
 pub fn tls_config(ca_pem: &[u8], alpn: &[&[u8]]) -> rustls::ClientConfig {
+    tls_config_as(ca_pem, alpn, None)
+}
+
+/// [`tls_config`], presenting `identity` (certificate and key PEM) if any.
+pub fn tls_config_as(
+    ca_pem: &[u8],
+    alpn: &[&[u8]],
+    identity: Option<(&[u8], &[u8])>,
+) -> rustls::ClientConfig {
     install_provider();
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem) {
         roots.add(cert.unwrap()).unwrap();
     }
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
     .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    .with_root_certificates(roots);
+    let mut tls = match identity {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                CertificateDer::pem_slice_iter(cert)
+                    .map(Result::unwrap)
+                    .collect(),
+                rustls_pki_types::PrivateKeyDer::from_pem_slice(key).unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
     tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     tls
 }
@@ -81,25 +100,17 @@ pub fn client_with_cert(
     cert_pem: &[u8],
     key_pem: &[u8],
 ) -> reqwest::Client {
-    install_provider();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_client_auth_cert(
-        CertificateDer::pem_slice_iter(cert_pem)
-            .map(Result::unwrap)
-            .collect(),
-        rustls_pki_types::PrivateKeyDer::from_pem_slice(key_pem).unwrap(),
-    )
-    .unwrap();
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    client_as(ca_pem, addr, Some((cert_pem, key_pem)))
+}
+
+/// An HTTPS client (HTTP/1.1) trusting `ca_pem`, presenting `identity`
+/// (certificate and key PEM) if any.
+pub fn client_as(
+    ca_pem: &[u8],
+    addr: SocketAddr,
+    identity: Option<(&[u8], &[u8])>,
+) -> reqwest::Client {
+    let tls = tls_config_as(ca_pem, &[b"http/1.1"], identity);
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .resolve(SERVICE_NAME, addr)
