@@ -274,20 +274,7 @@ async fn a_name_holding_a_fragment_never_reaches_another_object() {
     );
 
     // unstick --reason: the same.
-    let o = run(
-        &kubeconfig,
-        &[
-            "unstick",
-            "role/victim#decoy",
-            "-n",
-            NS,
-            "--reason",
-            "controller-uninstalled",
-            "--detail",
-            "INC-1",
-        ],
-    )
-    .await;
+    let o = release(&kubeconfig, "role/victim#decoy").await;
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
         text(&o).contains("role/victim#decoy not found"),
@@ -309,20 +296,7 @@ async fn a_name_holding_a_fragment_never_reaches_another_object() {
     );
 
     // An answer that is not the object named is refused, and nothing written.
-    let o = run(
-        &kubeconfig,
-        &[
-            "unstick",
-            "role/swapped",
-            "-n",
-            NS,
-            "--reason",
-            "controller-uninstalled",
-            "--detail",
-            "INC-1",
-        ],
-    )
-    .await;
+    let o = release(&kubeconfig, "role/swapped").await;
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
         text(&o).contains("the API server answered with another object (\"victim\" in namespace \"team\") than the one asked for (\"swapped\" in namespace \"team\")"),
@@ -332,20 +306,7 @@ async fn a_name_holding_a_fragment_never_reaches_another_object() {
     assert!(recorded.writes().is_empty(), "{:#?}", recorded.all());
 
     // The object named is written, at its encoded path.
-    let o = run(
-        &kubeconfig,
-        &[
-            "unstick",
-            &format!("role/{PWNED}"),
-            "-n",
-            NS,
-            "--reason",
-            "controller-uninstalled",
-            "--detail",
-            "INC-1",
-        ],
-    )
-    .await;
+    let o = release(&kubeconfig, &format!("role/{PWNED}")).await;
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let writes = recorded.writes();
     assert!(!writes.is_empty(), "{:#?}", recorded.all());
@@ -467,4 +428,17 @@ async fn the_commands_printed_to_paste_run_nothing_and_name_exactly_their_object
         0,
         "a pasted command ran something"
     );
+}
+
+/// `unstick NAME -n NS --reason controller-uninstalled --detail INC-1`.
+async fn release(kubeconfig: &Path, name: &str) -> std::process::Output {
+    let args = [
+        "unstick",
+        name,
+        "-n",
+        NS,
+        "--reason",
+        "controller-uninstalled",
+    ];
+    run(kubeconfig, &[&args[..], &["--detail", "INC-1"]].concat()).await
 }
