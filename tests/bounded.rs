@@ -394,6 +394,43 @@ async fn idle_h2(server: &common::Running) -> tokio::task::JoinHandle<Instant> {
     ended
 }
 
+/// An HTTP/2 client that keeps its receive window at 0 never lets an answer
+/// leave: each one stays in memory with its stream, which stays open. The
+/// server lets a connection open at most 8 streams at once (64 KiB of
+/// answer buffered each at most), so one connection holds at most 8 unread
+/// answers; with 250, 256 such connections held 538 MB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_connection_may_hold_at_most_eight_streams() {
+    let server = start_with(None, |_, _| {}).await;
+    let tls =
+        tokio_rustls::TlsConnector::from(Arc::new(common::tls_config(&server.ca_pem, &[b"h2"])));
+    let tcp = TcpStream::connect(server.handle.addr).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from(common::SERVICE_NAME).unwrap();
+    let io = tls.connect(name, tcp).await.unwrap();
+    let (_client, mut connection): (h2::client::SendRequest<bytes::Bytes>, _) =
+        h2::client::handshake(io).await.unwrap();
+    let mut ping = connection.ping_pong().unwrap();
+    let (settled, settings) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        // Drives the connection until the pong, then reads the server's settings.
+        let mut pong = Box::pin(async move { ping.ping(h2::Ping::opaque()).await });
+        let mut connection = connection;
+        std::future::poll_fn(|cx| {
+            let _ = std::pin::Pin::new(&mut connection).poll(cx);
+            pong.as_mut().poll(cx).map(|p| p.unwrap())
+        })
+        .await;
+        let _ = settled.send(connection.max_concurrent_send_streams());
+        let _ = connection.await;
+    });
+    let streams = tokio::time::timeout(BOUND, settings)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(streams, 8, "streams an HTTP/2 connection may open at once");
+    server.handle.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_http2_connections_free_their_slots_within_the_idle_timeout() {
     const CAP: usize = 4;

@@ -52,6 +52,17 @@ pub const H2_WINDOW_BYTES: u32 = 64 * 1024;
 /// are a few hundred).
 const H2_MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
 
+/// Most streams open at once on one HTTP/2 connection. An answer a peer
+/// does not read (its window kept at 0) stays in memory with its stream,
+/// which stays open: this bounds what one connection can make the server
+/// hold to this many answers. kube-apiserver calls webhooks over
+/// HTTP/1.1, one request per connection at a time; an HTTP/2 client with
+/// more to send waits for a stream.
+const H2_MAX_STREAMS: u32 = 8;
+
+/// Most answer bytes buffered per HTTP/2 stream ahead of the peer's window.
+const H2_SEND_BUFFER_BYTES: usize = 64 * 1024;
+
 /// At the connection cap, how often a new connection looks again for an
 /// idle one to take the place of, while every connection is busy.
 const EVICT_RETRY: Duration = Duration::from_millis(50);
@@ -621,7 +632,8 @@ async fn serve(
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_concurrent_streams(250)
+        .max_concurrent_streams(H2_MAX_STREAMS)
+        .max_send_buf_size(H2_SEND_BUFFER_BYTES)
         .adaptive_window(false)
         .initial_stream_window_size(H2_WINDOW_BYTES)
         .initial_connection_window_size(H2_WINDOW_BYTES)
