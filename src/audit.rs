@@ -117,6 +117,9 @@ pub struct AuditRecord {
     /// no one: read as unauthenticated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authenticated: Option<bool>,
+    /// The cluster the webhook serves (`serve --cluster-name`), when named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 /// What identifies the request and the object, besides the change itself.
@@ -271,6 +274,17 @@ impl AuditEntry {
         } else {
             ",\"authenticated\":false"
         });
+    }
+
+    /// Adds the name of the cluster the webhook serves (`--cluster-name`),
+    /// after whether the caller was authenticated: the record's last field.
+    pub fn set_cluster(&mut self, cluster: &str) {
+        debug_assert!(!self.fields.contains(",\"cluster\":"));
+        json::field(
+            &mut self.fields,
+            "cluster",
+            &truncated(cluster, MAX_AUDITED_CHARS),
+        );
     }
 
     /// Whether the request was a dry run.

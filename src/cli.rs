@@ -465,6 +465,10 @@ pub struct ServeArgs {
     /// write an Event about any object, in any namespace.
     #[arg(long, env = "FINALIZER_GUARD_EVENTS_UNAUTHENTICATED", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub events_unauthenticated: bool,
+    /// The name of the cluster this webhook serves, written in every audit record
+    /// (`"cluster"`): one log pipeline often collects many clusters' records.
+    #[arg(long, env = "FINALIZER_GUARD_CLUSTER_NAME", value_name = "NAME", value_parser = crate::flags::cluster_name)]
+    pub cluster_name: Option<String>,
     /// Log format on standard error.
     #[arg(
         long,
@@ -573,6 +577,7 @@ impl ServeArgs {
             events,
             events_queue,
             events_unauthenticated,
+            cluster_name,
             log_format: _,
         } = self;
         ServeConfig {
@@ -602,6 +607,7 @@ impl ServeArgs {
             },
             events_queue,
             events_unauthenticated,
+            cluster_name,
             record: record_dir.map(|dir| RecordConfig {
                 dir,
                 max_files: record_max_files,

@@ -714,6 +714,7 @@ mod tests {
             message: None,
             dry_run: false,
             authenticated: Some(true),
+            cluster: None,
         }
     }
 

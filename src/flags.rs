@@ -13,6 +13,27 @@ use clap::Args;
 /// command that talks to a cluster (it judges the cluster's own policy).
 pub const POLICY_ENV: &str = "FINALIZER_GUARD_POLICY";
 
+/// A cluster's name for `serve --cluster-name`: 1 to 128 characters,
+/// letters, digits, `-`, `_`, `.`, `:` and `/` (what EKS ARNs, GKE and AKS names
+/// and kubeconfig contexts use), so that it reads the same in every record
+/// and metric it reaches.
+pub fn cluster_name(s: &str) -> Result<String, String> {
+    const ACCEPTED: &str =
+        "1 to 128 characters: letters, digits, '-', '_', '.', ':' and '/' (e.g. prod-eu-1)";
+    let valid = !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'/'));
+    if valid {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{} is not a cluster name: give {ACCEPTED}",
+            crate::output::quoted(s)
+        ))
+    }
+}
+
 /// Parses `500ms`, `5s`, `2m`, `1h`, `1h30m` (and ISO 8601 `PT5S`). The error
 /// says what is accepted: it is what a person reads after a typo.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

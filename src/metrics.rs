@@ -125,6 +125,26 @@ struct BuildLabels {
     version: &'static str,
 }
 
+/// The policy in service: `finalizer_guard_policy_info{mode,sha256,source}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    pub mode: &'static str,
+    /// The sha256 of the policy file's bytes (of the embedded default's).
+    pub sha256: String,
+    /// `embedded`, or `file` (`--policy`).
+    pub source: &'static str,
+}
+
+/// The HTTP statuses a request is refused with before a decision.
+const REJECT_CODES: [u16; 5] = [400, 408, 413, 500, 503];
+
+/// What becomes of an Event ([`EventLabels`]) wherever Events are written
+/// (`serve` adds `unauthenticated`).
+const EVENT_OUTCOMES: [&str; 4] = ["sent", "updated", "repeated", "failed"];
+
+/// The files `serve` reloads ([`ReloadLabels`]).
+const RELOAD_KINDS: [&str; 3] = ["policy", "certificate", "client-ca"];
+
 pub struct Metrics {
     registry: Registry,
     pub reviews: Family<ReviewLabels, Counter>,
@@ -136,6 +156,7 @@ pub struct Metrics {
     pub certificate_expiry: Gauge,
     pub events: Family<EventLabels, Counter>,
     pub dropped: Family<QueueLabels, Counter>,
+    pub policy_info: Family<PolicyLabels, Gauge>,
     /// Groups neither Kubernetes' own nor the policy's given a label of
     /// their own so far, at most [`MAX_OTHER_GROUPS`].
     other_groups: Mutex<HashSet<String>>,
@@ -194,6 +215,36 @@ impl Metrics {
         );
         let (events, dropped) = register_event_writer(&mut registry);
         register_build_info(&mut registry);
+        let policy_info = Family::<PolicyLabels, Gauge>::default();
+        registry.register(
+            "policy_info",
+            "The policy in service (1): its mode, the sha256 of its file's bytes, and where it came from (embedded, file)",
+            policy_info.clone(),
+        );
+        for code in REJECT_CODES {
+            let _ = rejected.get_or_create(&RejectLabels { code });
+        }
+        for kind in RELOAD_KINDS {
+            for outcome in ["success", "failure"] {
+                let _ = reloads.get_or_create(&ReloadLabels { kind, outcome });
+            }
+        }
+        for decision in [Verdict::Denied, Verdict::WouldDeny, Verdict::Override] {
+            let _ = unauthorized_removals.get_or_create(&VerdictLabels { decision });
+        }
+        let _ = events.get_or_create(&EventLabels {
+            decision: crate::events::SKIPPED_UNAUTHENTICATED,
+        });
+        for queue in ["audit", "recorder"] {
+            let _ = dropped.get_or_create(&QueueLabels { queue });
+        }
+        for decision in Verdict::ALL {
+            let _ = reviews.get_or_create(&ReviewLabels {
+                operation: Operation::Update,
+                decision,
+                group: Cow::Borrowed("core"),
+            });
+        }
         Metrics {
             registry,
             reviews,
@@ -205,7 +256,35 @@ impl Metrics {
             certificate_expiry,
             events,
             dropped,
+            policy_info,
             other_groups: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Puts `policy` on record as the one in service: the info series says
+    /// its mode, the sha256 of `bytes` (its file, or the embedded default's
+    /// text) and `source`; each of its override reasons gets its counter at 0.
+    pub fn policy_in_service(&self, policy: &Policy, bytes: &[u8], source: &'static str) {
+        let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+        let sha256 = digest
+            .as_ref()
+            .iter()
+            .fold(String::with_capacity(64), |mut hex, b| {
+                let _ = write!(hex, "{b:02x}");
+                hex
+            });
+        self.policy_info.clear();
+        self.policy_info
+            .get_or_create(&PolicyLabels {
+                mode: policy.mode.as_str(),
+                sha256,
+                source,
+            })
+            .set(1);
+        for reason in &policy.override_settings.reasons {
+            let _ = self.overrides.get_or_create(&ReasonLabels {
+                reason: reason.clone(),
+            });
         }
     }
 
@@ -293,6 +372,70 @@ impl Metrics {
         out
     }
 }
+/// The exposition a scrape asked for by its `Accept` header: OpenMetrics
+/// when it names `application/openmetrics-text` (Prometheus does, first),
+/// otherwise the Prometheus text format 0.0.4. Returns the content type and
+/// the body; `openmetrics` is the registry's encoding.
+pub fn exposition(accept: Option<&str>, openmetrics: String) -> (&'static str, String) {
+    let wants_openmetrics = accept.is_some_and(|accept| {
+        accept.split(',').any(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or_default();
+            let refused = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q <= 0.0))
+            });
+            media.eq_ignore_ascii_case("application/openmetrics-text") && !refused
+        })
+    });
+    if wants_openmetrics {
+        (OPENMETRICS, openmetrics)
+    } else {
+        (PROMETHEUS_TEXT, prometheus_text(&openmetrics))
+    }
+}
+
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The Prometheus text format 0.0.4 of an OpenMetrics exposition: no
+/// `# EOF` or `# UNIT` lines; a counter family named as its samples
+/// (`NAME_total`); `info` families as gauges named `NAME_info`; `unknown` as
+/// `untyped`. Samples and their escaping are the same in both formats.
+fn prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut help: Option<&str> = None;
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            help = Some(rest);
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.rsplit_once(' ').unwrap_or((rest, "untyped"));
+            let (name, kind) = match kind {
+                "counter" => (format!("{name}_total"), "counter"),
+                "info" => (format!("{name}_info"), "gauge"),
+                "unknown" => (name.to_string(), "untyped"),
+                other => (name.to_string(), other),
+            };
+            if let Some(text) = help.take() {
+                let text = text.split_once(' ').map_or("", |(_, text)| text);
+                // 0.0.4 escapes only `\\` and `\n` in help text.
+                let text = text.replace("\\\"", "\"");
+                let _ = writeln!(out, "# HELP {name} {text}");
+            }
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
 /// Whether `group` could be an API group: a DNS subdomain (lowercase
 /// letters, digits, `-` and `.`, at most 253 characters), never `other`.
 fn is_group_name(group: &str) -> bool {
@@ -326,6 +469,10 @@ pub fn register_event_writer(
         "Items a background writer dropped because its queue was full or it had stopped, by queue: audit, recorder, events (with the unwritten repeats of an Event series forgotten to bound memory)",
         dropped.clone(),
     );
+    for decision in EVENT_OUTCOMES {
+        let _ = events.get_or_create(&EventLabels { decision });
+    }
+    let _ = dropped.get_or_create(&QueueLabels { queue: "events" });
     (events, dropped)
 }
 
@@ -343,6 +490,58 @@ pub fn register_build_info(registry: &mut Registry) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_classic_text_format_names_counters_as_their_samples() {
+        let metrics = Metrics::new();
+        metrics.policy_in_service(&Policy::embedded_default(), b"", "embedded");
+        let (content_type, text) = exposition(Some("text/plain;version=0.0.4"), metrics.encode());
+        assert_eq!(content_type, PROMETHEUS_TEXT);
+        assert!(!text.contains("# EOF"), "{text}");
+        assert!(!text.contains("# UNIT"), "{text}");
+        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let name = line.split(' ').nth(2).unwrap();
+            assert!(
+                text.lines()
+                    .any(|l| !l.starts_with('#') && l.starts_with(name)),
+                "no sample of {line}:\n{text}"
+            );
+        }
+        assert!(text.contains("# TYPE finalizer_guard_overrides_total counter\n"));
+        assert!(text.contains("# HELP finalizer_guard_overrides_total "));
+    }
+
+    #[test]
+    fn openmetrics_only_when_asked_and_not_refused() {
+        let om = |accept| exposition(Some(accept), String::new()).0;
+        assert_eq!(om("application/openmetrics-text"), OPENMETRICS);
+        assert_eq!(
+            om("text/plain;q=0.9, Application/OpenMetrics-Text; version=1.0.0; q=0.5"),
+            OPENMETRICS
+        );
+        assert_eq!(om("application/openmetrics-text;q=0"), PROMETHEUS_TEXT);
+        assert_eq!(om("*/*"), PROMETHEUS_TEXT);
+        assert_eq!(exposition(None, String::new()).0, PROMETHEUS_TEXT);
+    }
+
+    #[test]
+    fn every_counter_has_a_series_at_0_from_start() {
+        let metrics = Metrics::new();
+        metrics.policy_in_service(&Policy::embedded_default(), b"", "embedded");
+        let text = metrics.encode();
+        for family in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+            let (name, kind) = family.rsplit_once(' ').unwrap();
+            if kind == "counter" {
+                assert!(
+                    text.contains(&format!("{name}_total{{")),
+                    "{name} has no series at start:\n{text}"
+                );
+            }
+        }
+        assert!(text.contains(
+            "finalizer_guard_policy_info{mode=\"enforce\",sha256=\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\",source=\"embedded\"} 1"
+        ), "{text}");
+    }
 
     #[test]
     fn group_labels_are_bounded() {

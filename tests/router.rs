@@ -202,3 +202,21 @@ async fn probes_follow_readiness_and_unknown_routes_are_404() {
         "metrics only on the admin port"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_record_names_the_cluster_when_told() {
+    let lines = lines();
+    let mut named = Arc::into_inner(state(&lines)).unwrap();
+    named.cluster_name = Some("prod-eu-1".into());
+    let state = Arc::new(named);
+    let strip = ReviewBuilder::pod_update("alice")
+        .finalizers(json!(["example.com/cleanup"]), Value::Null)
+        .to_vec();
+    let (status, _) = call(routes::webhook(state.clone()), "POST", "/validate", strip).await;
+    assert_eq!(status, StatusCode::OK);
+    state.audit.flush().await;
+    let audit = std::fs::read_to_string(lines.path()).unwrap();
+    let record: Value = serde_json::from_str(audit.lines().next().unwrap()).unwrap();
+    assert_eq!(record["cluster"], "prod-eu-1", "{audit}");
+    assert_eq!(record["decision"], "denied");
+}

@@ -305,3 +305,102 @@ async fn while_draining_http1_answers_close_their_connection() {
     }
     draining.await.unwrap();
 }
+
+/// Sha256 of `bytes`, in lowercase hex, as the info series carries it.
+fn sha256_hex(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_exist_at_0_from_start_and_name_the_policy_in_service() {
+    let first = "mode: warn\noverride:\n  reasons: [node-lost, storage-gone]\n";
+    let server = start(Some(first)).await;
+    let scrape = |accept: Option<&'static str>| {
+        let url = format!("{}/metrics", server.admin);
+        async move {
+            let mut request = reqwest::Client::new().get(url);
+            if let Some(accept) = accept {
+                request = request.header("accept", accept);
+            }
+            let response = request.send().await.unwrap();
+            let content_type = response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .to_string();
+            (content_type, response.text().await.unwrap())
+        }
+    };
+
+    // What Prometheus asks for when told to prefer the classic format, and curl.
+    let (content_type, text) = scrape(None).await;
+    assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+    for want in [
+        r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied",group="core"} 0"#,
+        r#"finalizer_guard_reviews_total{operation="UPDATE",decision="would-deny",group="core"} 0"#,
+        r#"finalizer_guard_unauthorized_removals_total{decision="would-deny"} 0"#,
+        r#"finalizer_guard_overrides_total{reason="node-lost"} 0"#,
+        r#"finalizer_guard_overrides_total{reason="storage-gone"} 0"#,
+        r#"finalizer_guard_rejected_requests_total{code="400"} 0"#,
+        r#"finalizer_guard_rejected_requests_total{code="413"} 0"#,
+        r#"finalizer_guard_reloads_total{kind="policy",outcome="failure"} 0"#,
+        r#"finalizer_guard_dropped_total{queue="audit"} 0"#,
+        r#"finalizer_guard_events_total{decision="failed"} 0"#,
+        "# TYPE finalizer_guard_reviews_total counter",
+    ] {
+        assert!(text.contains(want), "{want} missing:\n{text}");
+    }
+    let info = format!(
+        r#"finalizer_guard_policy_info{{mode="warn",sha256="{}",source="file"}} 1"#,
+        sha256_hex(first.as_bytes())
+    );
+    assert!(text.contains(&info), "{info} missing:\n{text}");
+    assert!(!text.contains("# EOF"), "{text}");
+
+    // Prometheus's own default Accept header: OpenMetrics first.
+    let (content_type, text) = scrape(Some(
+        "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.1",
+    ))
+    .await;
+    assert_eq!(
+        content_type,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert!(
+        text.contains("# TYPE finalizer_guard_reviews counter"),
+        "{text}"
+    );
+
+    // A reload puts the new policy on record, and the old one off it.
+    let second = "mode: enforce\noverride:\n  reasons: [node-lost, volume-detached]\n";
+    let path = server.dir.path().join("policy.yaml");
+    std::fs::write(path.with_extension("tmp"), second).unwrap();
+    std::fs::rename(path.with_extension("tmp"), &path).unwrap();
+    let info = format!(
+        r#"finalizer_guard_policy_info{{mode="enforce",sha256="{}",source="file"}} 1"#,
+        sha256_hex(second.as_bytes())
+    );
+    let mut text = String::new();
+    for _ in 0..50 {
+        text = scrape(None).await.1;
+        if text.contains(&info) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(text.contains(&info), "{info} missing:\n{text}");
+    assert_eq!(
+        text.matches("finalizer_guard_policy_info{").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"finalizer_guard_overrides_total{reason="volume-detached"} 0"#),
+        "{text}"
+    );
+    server.handle.shutdown().await;
+}

@@ -277,6 +277,19 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Every verdict, for series that exist at 0 from start.
+    pub const ALL: [Verdict; 9] = [
+        Verdict::NotJudged,
+        Verdict::NothingRemoved,
+        Verdict::Authorized,
+        Verdict::Override,
+        Verdict::Denied,
+        Verdict::WouldDeny,
+        Verdict::ApprovalRecorded,
+        Verdict::ApprovalDenied,
+        Verdict::ApprovalWouldDeny,
+    ];
+
     /// The name in audit annotations, audit records, metrics and recordings.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -109,6 +109,8 @@ pub struct ServeConfig {
     /// Write Events for reviews that came without a verified client
     /// certificate too (see [`AppState::events_unauthenticated`]).
     pub events_unauthenticated: bool,
+    /// The cluster's name in every audit record, when given.
+    pub cluster_name: Option<String>,
 }
 
 /// Where Kubernetes Events are written.
@@ -178,6 +180,9 @@ pub struct AppState {
     /// proves nothing. On only where the operator says that the webhook
     /// port is reachable from kube-apiserver alone.
     pub events_unauthenticated: bool,
+    /// The name of the cluster this webhook serves (`--cluster-name`), in
+    /// every audit record: one log pipeline collects many clusters' records.
+    pub cluster_name: Option<String>,
 }
 
 impl AppState {
@@ -196,6 +201,7 @@ impl AppState {
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard".into()),
             certificates: None,
             events_unauthenticated: false,
+            cluster_name: None,
         }
     }
 }
@@ -258,6 +264,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         events,
         events_queue,
         events_unauthenticated,
+        cluster_name,
     } = config;
     if limits.max_inflight_body_bytes < limits.max_body_bytes {
         return Err(Error::BodyBudget {
@@ -267,6 +274,14 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     }
     let (initial_policy, policy_bytes) = load_policy(policy.as_deref())?;
     let metrics = Metrics::new();
+    match policy {
+        Some(_) => metrics.policy_in_service(&initial_policy, &policy_bytes, "file"),
+        None => metrics.policy_in_service(
+            &initial_policy,
+            policy::config::DEFAULT_POLICY_YAML.as_bytes(),
+            "embedded",
+        ),
+    }
     let recorder = record
         .map(|record| start_recorder(record, &metrics))
         .transpose()?;
@@ -283,15 +298,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     state.events = events;
     state.certificates = Some(serving.certificates.clone());
     state.events_unauthenticated = events_unauthenticated;
-    if state.events.is_some() {
-        // Events not written because their review was not authenticated: 0 from start.
-        let _ = state
-            .metrics
-            .events
-            .get_or_create(&crate::metrics::EventLabels {
-                decision: crate::events::SKIPPED_UNAUTHENTICATED,
-            });
-    }
+    state.cluster_name = cluster_name;
     log_authentication(authenticated, &state);
     let state = Arc::new(state);
 

@@ -64,6 +64,7 @@ impl Reloadable for PolicyFile {
             rules = policy.rules.len(),
             "policy reloaded"
         );
+        state.metrics.policy_in_service(&policy, bytes, "file");
         state.policy.store(Arc::new(policy));
         Ok(())
     }

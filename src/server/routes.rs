@@ -7,7 +7,7 @@ use std::time::Instant;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
@@ -90,12 +90,13 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let mut response = state.metrics.encode().into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
-    );
+async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let (content_type, body) = crate::metrics::exposition(accept, state.metrics.encode());
+    let mut response = body.into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
 }
 
@@ -168,6 +169,9 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
         span.record("authenticated", authenticated);
         if let Some(mut entry) = reviewed.audit.take() {
             entry.set_authenticated(authenticated);
+            if let Some(cluster) = &state.cluster_name {
+                entry.set_cluster(cluster);
+            }
             // Read back only for what needs it: a debug span, an Event.
             let wants_event = state.events.is_some()
                 && crate::events::calls_for_event(reviewed.verdict(), entry.dry_run())

@@ -41,6 +41,7 @@ pub fn config(dir: &Path) -> ServeConfig {
         events: server::EventsTarget::Off,
         events_queue: 16,
         events_unauthenticated: false,
+        cluster_name: None,
     }
 }
 

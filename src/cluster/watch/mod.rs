@@ -252,16 +252,15 @@ fn admin(shared: Arc<Shared>, metrics: Arc<Metrics>) -> Router {
         .with_state(AdminState { shared, metrics })
 }
 
-async fn scrape(State(state): State<AdminState>) -> Response {
+async fn scrape(State(state): State<AdminState>, headers: axum::http::HeaderMap) -> Response {
     match state.metrics.encode() {
         Ok(text) => {
-            let mut response = text.into_response();
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                ),
-            );
+            let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+            let (content_type, body) = crate::metrics::exposition(accept, text);
+            let mut response = body.into_response();
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
             response
         }
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
