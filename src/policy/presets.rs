@@ -235,6 +235,56 @@ pub fn covering(
         .collect()
 }
 
+/// A preset rule in one line, as `policy validate` and `policy presets` print
+/// it: who may remove which finalizers, and from what.
+pub fn describe(rule: &Rule) -> String {
+    let mut who: Vec<String> = rule
+        .service_accounts
+        .iter()
+        .map(|u| {
+            u.strip_prefix("system:serviceaccount:")
+                .unwrap_or(u)
+                .to_string()
+        })
+        .collect();
+    who.extend(
+        rule.groups
+            .iter()
+            .map(|g| match g.strip_prefix("system:serviceaccounts:") {
+                Some(ns) => format!("every ServiceAccount in {ns}"),
+                None => format!("group {g}"),
+            }),
+    );
+    who.extend(rule.users.iter().map(|u| format!("user {u}")));
+    let finalizers: Vec<String> = rule
+        .finalizers
+        .iter()
+        .map(|f| match f {
+            FinalizerPattern::Exact(name) => name.clone(),
+            FinalizerPattern::Prefix(prefix) => format!("{prefix}*"),
+        })
+        .collect();
+    let on = match &rule.resources {
+        None => "any resource".to_string(),
+        Some(rs) => rs
+            .iter()
+            .map(|r| {
+                if r.group.is_empty() {
+                    r.resource.clone()
+                } else {
+                    format!("{}.{}", r.resource, r.group)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    format!(
+        "{} may remove {} from {on}, in every namespace",
+        who.join(", "),
+        finalizers.join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,6 +368,13 @@ mod tests {
                 }
             }
             for s in &p.sources {
+                for string in s.strings.iter().chain([&s.file]) {
+                    assert!(
+                        !string.contains(['\t', '\n', '\r']),
+                        "{}: {string:?}: `policy presets --sources` prints it on one tab-separated line",
+                        p.name
+                    );
+                }
                 assert!(
                     (s.module.is_some() && s.version.is_some())
                         != (s.github.is_some() && s.commit.is_some()),
