@@ -812,7 +812,12 @@ mod tests {
             line.owners[0].to_string(),
             "rule widgets (serviceaccount:ops:widgets)"
         );
-        assert!(line.suggestion.as_ref().unwrap().contains("example.com/cleanup"));
+        assert!(
+            line.suggestion
+                .as_ref()
+                .unwrap()
+                .contains("example.com/cleanup")
+        );
 
         let builtin = judge(
             &policy,
