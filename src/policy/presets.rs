@@ -565,6 +565,31 @@ mod tests {
         }
     }
 
+    /// docs/presets.md lists every rule of the catalog and every file it cites.
+    #[test]
+    fn the_docs_list_the_catalog() {
+        let docs = include_str!("../../docs/presets.md");
+        for p in catalog() {
+            for c in &p.components {
+                let label = format!("`preset:{}/{}`", p.name, c.name);
+                assert!(docs.contains(&label), "docs/presets.md: {label} is missing");
+                for f in &c.finalizers {
+                    assert!(
+                        docs.contains(&format!("`{f}`")),
+                        "docs/presets.md: {f} is missing"
+                    );
+                }
+            }
+            for s in &p.sources {
+                assert!(
+                    docs.contains(&format!("`{}`", s.file)),
+                    "docs/presets.md: {} is missing",
+                    s.file
+                );
+            }
+        }
+    }
+
     #[test]
     fn a_renamed_namespace_or_service_account_replaces_the_installers() {
         let policy = Policy::from_yaml(
