@@ -68,6 +68,19 @@ pub enum PolicyCommand {
     Suggest(SuggestArgs),
     /// Print the policy as a ValidatingAdmissionPolicy and binding (YAML for kubectl apply).
     Export(ExportArgs),
+    /// List the catalog of well-known controllers a policy can trust by name (`presets:`).
+    Presets(PresetsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PresetsArgs {
+    #[command(flatten)]
+    pub output: OutputFlag,
+    /// Print each upstream string the catalog cites, one a line, tab-separated:
+    /// PRESET, module or github, MODULE or OWNER/REPO, VERSION or COMMIT, FILE, STRING
+    /// (what e2e/presets/check-sources.sh checks against the upstream files).
+    #[arg(long)]
+    pub sources: bool,
 }
 
 #[derive(Debug, Args)]
@@ -754,7 +767,7 @@ fn seal_key(path: &std::path::Path) -> Result<SealKey> {
     Ok(key)
 }
 
-fn stdout(e: io::Error) -> Error {
+pub(crate) fn stdout(e: io::Error) -> Error {
     Error::io("stdout", e)
 }
 
@@ -821,6 +834,56 @@ pub struct Validation {
     pub would_block: Vec<String>,
     /// Rules that can match nothing.
     pub warnings: Vec<String>,
+    /// What the policy's `presets:` expand to, one rule each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub presets: Vec<PresetRule>,
+}
+
+/// One rule a preset expands to.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PresetRule {
+    pub rule: String,
+    pub finalizers: Vec<String>,
+    /// Full usernames.
+    pub service_accounts: Vec<String>,
+    pub groups: Vec<String>,
+    /// `resource.group`; absent: any resource.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Vec<String>>,
+    /// The rule in a sentence.
+    pub description: String,
+}
+
+impl PresetRule {
+    fn of(rule: &policy::config::Rule) -> PresetRule {
+        use policy::config::FinalizerPattern;
+        PresetRule {
+            rule: rule.label.clone(),
+            finalizers: rule
+                .finalizers
+                .iter()
+                .map(|f| match f {
+                    FinalizerPattern::Exact(n) => n.clone(),
+                    FinalizerPattern::Prefix(p) => format!("{p}*"),
+                })
+                .collect(),
+            service_accounts: rule.service_accounts.clone(),
+            groups: rule.groups.clone(),
+            resources: rule.resources.as_ref().map(|rs| {
+                rs.iter()
+                    .map(|r| {
+                        if r.group.is_empty() {
+                            r.resource.clone()
+                        } else {
+                            format!("{}.{}", r.resource, r.group)
+                        }
+                    })
+                    .collect()
+            }),
+            description: policy::presets::describe(rule),
+        }
+    }
 }
 
 /// A valid policy, in brief.
@@ -843,6 +906,12 @@ impl Validation {
                 v.valid = true;
                 v.would_block = warned.iter().map(ToString::to_string).collect();
                 v.warnings = policy.warnings().iter().map(ToString::to_string).collect();
+                v.presets = policy
+                    .rules
+                    .iter()
+                    .filter(|r| r.label.starts_with("preset:"))
+                    .map(PresetRule::of)
+                    .collect();
                 v.policy = Some(PolicySummary {
                     mode: policy.mode.as_str(),
                     rules: policy.rules.len(),
@@ -869,6 +938,7 @@ impl Validation {
             policy: None,
             would_block: Vec::new(),
             warnings: Vec::new(),
+            presets: Vec::new(),
         }
     }
 }
@@ -887,6 +957,14 @@ impl Report for Validation {
                 p.rules,
                 p.builtin_controllers,
                 escape(&p.override_annotation)
+            )?;
+        }
+        for preset in &self.presets {
+            writeln!(
+                out,
+                "{file}: {}: {}",
+                escape(&preset.rule),
+                escape(&preset.description)
             )?;
         }
         // Valid, but what can match nothing was surely meant to match something.

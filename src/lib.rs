@@ -27,6 +27,7 @@ pub mod ledger;
 pub mod metrics;
 pub mod output;
 pub mod policy;
+pub mod presets;
 pub mod queue;
 pub mod recording;
 pub mod server;

@@ -28,6 +28,10 @@ fn main() {
         Command::Policy(cli::PolicyCommand::Validate(args)) => report(cli::validate(args)),
         Command::Policy(cli::PolicyCommand::Suggest(args)) => report(cli::suggest(args)),
         Command::Policy(cli::PolicyCommand::Export(args)) => report(cli::export(args)),
+        Command::Policy(cli::PolicyCommand::Presets(args)) => {
+            let cli::PresetsArgs { output, sources } = args;
+            report(finalizer_guard::presets::run(output, sources))
+        }
         Command::Doctor(args) => match args.cluster() {
             Ok(args) => cluster(finalizer_guard::cluster::doctor::run(args)),
             Err(args) => report(cli::doctor(args)),

@@ -241,9 +241,16 @@ async fn policy_reloads_and_a_bad_policy_keeps_the_good_one() {
         server.review(&strip("alice", Value::Null)).await["response"]["allowed"],
         false
     );
+    // A preset the catalog does not have is refused the same way.
+    write_atomic("presets: [fluxcd]\n");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        server.review(&strip("alice", Value::Null)).await["response"]["allowed"],
+        false
+    );
     let metrics = server.metrics().await;
     assert!(
-        metrics.contains(r#"finalizer_guard_reloads_total{kind="policy",outcome="failure"} 1"#),
+        metrics.contains(r#"finalizer_guard_reloads_total{kind="policy",outcome="failure"} 2"#),
         "{metrics}"
     );
     assert!(

@@ -75,6 +75,10 @@ pub struct FinalizerLine {
     /// A rule that would let its controller remove it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suggestion: Option<String>,
+    /// The catalog presets whose controllers own it where it is blocked
+    /// (`presets: [NAME]` would cover it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub presets: Vec<String>,
 }
 
 impl FinalizerLine {
@@ -126,6 +130,13 @@ impl FinalizerLine {
             });
         }
         line.push_str(&format!("; may remove: {}", who.join("; ")));
+        if !self.presets.is_empty() {
+            line.push_str(&format!(
+                "; preset {} covers it: add `presets: [{}]`",
+                self.presets.join(", preset "),
+                self.presets.join(", ")
+            ));
+        }
         if !self.added_by.is_empty() {
             let managers: Vec<String> = self
                 .added_by
@@ -359,6 +370,7 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
     let mut owners: Vec<Owner> = Vec::new();
     let mut blocked_objects = 0;
     let mut blocked_in = Vec::new();
+    let mut presets: Vec<String> = Vec::new();
     for ((group, resource, namespace), n) in &tally.places {
         let written = Written {
             group,
@@ -374,6 +386,13 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
         match explain::owner_at(policy, &written, &name, field) {
             Owner::Unknown => {
                 blocked_objects += n;
+                if field == FinalizerField::Metadata {
+                    for (preset, _) in crate::policy::presets::covering(&name, group, resource) {
+                        if !presets.contains(&preset.name) {
+                            presets.push(preset.name.clone());
+                        }
+                    }
+                }
                 let type_name = if group.is_empty() {
                     resource.clone()
                 } else {
@@ -402,7 +421,15 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
         }
     }
     let now = jiff::Timestamp::now();
-    let suggestion = (blocked_objects > 0).then(|| sketch(&name, field, &tally.added_by));
+    let suggestion = (blocked_objects > 0).then(|| match presets.as_slice() {
+        [] => sketch(&name, field, &tally.added_by),
+        names => format!(
+            "  # {}: preset {} covers it, add `presets: [{}]` (see `finalizer-guard policy presets`)",
+            serde_json::to_string(&name).unwrap_or_default(),
+            names.join(", preset "),
+            names.join(", ")
+        ),
+    });
     FinalizerLine {
         name,
         field,
@@ -418,6 +445,7 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
         blocked_in,
         added_by: tally.added_by,
         suggestion,
+        presets,
     }
 }
 
@@ -784,7 +812,12 @@ mod tests {
             line.owners[0].to_string(),
             "rule widgets (serviceaccount:ops:widgets)"
         );
-        assert!(line.suggestion.unwrap().contains("example.com/cleanup"));
+        assert!(
+            line.suggestion
+                .as_ref()
+                .unwrap()
+                .contains("example.com/cleanup")
+        );
 
         let builtin = judge(
             &policy,
@@ -802,5 +835,67 @@ mod tests {
             tally(&[("", "namespaces", Some("team-b"), 1)]),
         );
         assert!(!spec.blocked(), "{spec:?}");
+        assert!(line.presets.is_empty(), "{line:?}");
+    }
+
+    /// A finalizer nobody may remove that a catalog preset owns: doctor names the preset.
+    #[test]
+    fn a_blocked_finalizer_a_preset_owns_names_the_preset() {
+        let policy = Policy::from_yaml("mode: warn\n").unwrap();
+        let line = judge(
+            &policy,
+            "finalizers.fluxcd.io".into(),
+            FinalizerField::Metadata,
+            tally(&[
+                (
+                    "source.toolkit.fluxcd.io",
+                    "gitrepositories",
+                    Some("team-c"),
+                    2,
+                ),
+                (
+                    "kustomize.toolkit.fluxcd.io",
+                    "kustomizations",
+                    Some("team-a"),
+                    1,
+                ),
+            ]),
+        );
+        assert!(line.blocked());
+        assert_eq!(line.presets, ["flux"]);
+        let text = line.text();
+        assert!(
+            text.contains("; preset flux covers it: add `presets: [flux]`"),
+            "{text}"
+        );
+        assert!(line.suggestion.unwrap().contains("add `presets: [flux]`"));
+
+        // Covered once the policy names the preset.
+        let policy = Policy::from_yaml("presets: [flux]\n").unwrap();
+        let covered = judge(
+            &policy,
+            "finalizers.fluxcd.io".into(),
+            FinalizerField::Metadata,
+            tally(&[(
+                "source.toolkit.fluxcd.io",
+                "gitrepositories",
+                Some("team-c"),
+                2,
+            )]),
+        );
+        assert!(!covered.blocked(), "{covered:?}");
+        assert!(covered.presets.is_empty());
+
+        // Not on a resource the preset's controllers own: no preset is named.
+        let elsewhere = judge(
+            &Policy::from_yaml("mode: warn\n").unwrap(),
+            "finalizers.fluxcd.io".into(),
+            FinalizerField::Metadata,
+            tally(&[("example.com", "widgets", Some("team-c"), 1)]),
+        );
+        assert!(
+            elsewhere.blocked() && elsewhere.presets.is_empty(),
+            "{elsewhere:?}"
+        );
     }
 }

@@ -213,6 +213,34 @@ pub enum PolicyError {
     },
     #[error("override.annotation: {0:?} is not a valid annotation key (PREFIX/NAME or NAME)")]
     BadAnnotationKey(String),
+    #[error("presets[{index}]: {name:?} is not a preset of the catalog; known presets: {known}")]
+    UnknownPreset {
+        index: usize,
+        name: String,
+        known: String,
+    },
+    #[error("presets[{index}]: {name:?} names no component of the preset; known: {known}")]
+    UnknownPresetComponent {
+        index: usize,
+        name: String,
+        known: String,
+    },
+    #[error("presets[{index}]: {message}")]
+    BadPreset { index: usize, message: String },
+    #[error("presets[{index}].serviceAccounts: {value:?} must be NAMESPACE:NAME")]
+    BadPresetServiceAccount { index: usize, value: String },
+    #[error(
+        "presets[{index}].namespace: {value:?} is not a namespace name (a lowercase DNS label)"
+    )]
+    BadPresetNamespace { index: usize, value: String },
+    #[error("presets[{index}]: {name:?} is already named by presets[{first}]")]
+    DuplicatePreset {
+        index: usize,
+        first: usize,
+        name: String,
+    },
+    #[error("rules[{rule}].name: {name:?}: names starting with \"preset:\" are the presets' own")]
+    ReservedRuleName { rule: usize, name: String },
     #[error("override.reasons: must list at least one reason")]
     NoReasons,
     #[error("override.approval: names no users or groups, so no one could approve")]
@@ -256,8 +284,23 @@ struct PolicyFile {
     builtin_identities: Vec<BuiltinIdentityFile>,
     #[serde(default)]
     rules: Vec<RuleFile>,
+    /// Catalog names (`flux`) or objects (`{name, namespace, serviceAccounts}`),
+    /// told apart in [`validate_presets`] so each error names its entry.
+    #[serde(default)]
+    presets: Vec<serde_yaml_ng::Value>,
     #[serde(default)]
     r#override: Option<OverrideFile>,
+}
+
+/// A preset named with what its chart or installer lets its user rename.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PresetFile {
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    service_accounts: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -423,6 +466,12 @@ impl PolicyFile {
         let mut errors = Vec::new();
         let mut rules = Vec::with_capacity(self.rules.len());
         for (i, rule) in self.rules.into_iter().enumerate() {
+            if let Some(name) = rule.name.as_ref().filter(|n| n.starts_with("preset:")) {
+                errors.push(PolicyError::ReservedRuleName {
+                    rule: i,
+                    name: name.clone(),
+                });
+            }
             if let Some(rule) = rule.validate(i, &mut errors) {
                 if let Some(first) = rules.iter().position(|r: &Rule| r.label == rule.label) {
                     errors.push(PolicyError::DuplicateRuleName {
@@ -440,6 +489,7 @@ impl PolicyFile {
             .enumerate()
             .filter_map(|(i, identity)| identity.validate(i, &mut errors))
             .collect();
+        rules.extend(validate_presets(self.presets, &mut errors));
         let override_settings = validate_override(self.r#override, &mut errors);
         if !errors.is_empty() {
             return Err(InvalidPolicy(errors));
@@ -532,6 +582,122 @@ impl RuleFile {
             resources,
         })
     }
+}
+
+/// `presets:`: each entry's rules ([`super::presets::expand`]), after the file's own.
+fn validate_presets(
+    entries: Vec<serde_yaml_ng::Value>,
+    errors: &mut Vec<PolicyError>,
+) -> Vec<Rule> {
+    use super::presets::{ExpandError, PresetRef, expand, known_names};
+    let mut rules = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    for (index, entry) in entries.into_iter().enumerate() {
+        let file = match entry {
+            serde_yaml_ng::Value::String(name) => PresetFile {
+                name,
+                namespace: None,
+                service_accounts: None,
+            },
+            value @ serde_yaml_ng::Value::Mapping(_) => {
+                match serde_yaml_ng::from_value::<PresetFile>(value) {
+                    Ok(file) => file,
+                    Err(e) => {
+                        errors.push(PolicyError::BadPreset {
+                            index,
+                            message: e.to_string(),
+                        });
+                        continue;
+                    }
+                }
+            }
+            _ => {
+                errors.push(PolicyError::BadPreset {
+                    index,
+                    message: "must be a preset's name, or an object with name, namespace and serviceAccounts".to_string(),
+                });
+                continue;
+            }
+        };
+        let before = errors.len();
+        if let Some(ns) = file.namespace.as_ref().filter(|ns| !is_dns_label(ns)) {
+            errors.push(PolicyError::BadPresetNamespace {
+                index,
+                value: ns.clone(),
+            });
+        }
+        let service_accounts = file.service_accounts.map(|sas| {
+            if sas.is_empty() {
+                errors.push(PolicyError::BadPreset {
+                    index,
+                    message:
+                        "serviceAccounts: an empty list covers no one; omit it to keep the preset's"
+                            .to_string(),
+                });
+            }
+            sas.into_iter()
+                .filter_map(|sa| match service_account_username(&sa) {
+                    Some(user) => Some(user),
+                    None => {
+                        errors.push(PolicyError::BadPresetServiceAccount { index, value: sa });
+                        None
+                    }
+                })
+                .collect::<Vec<_>>()
+        });
+        let reference = PresetRef {
+            name: file.name,
+            namespace: file.namespace,
+            service_accounts,
+        };
+        match expand(&reference) {
+            Ok(expanded) => {
+                for rule in &expanded {
+                    if let Some(first) = seen.iter().position(|l| *l == rule.label) {
+                        errors.push(PolicyError::DuplicatePreset {
+                            index,
+                            first: rules_index(&rules, first),
+                            name: reference.name.clone(),
+                        });
+                    }
+                }
+                if errors.len() == before {
+                    for rule in &expanded {
+                        seen.push(rule.label.clone());
+                    }
+                    rules.extend(expanded.into_iter().map(|r| (index, r)));
+                }
+            }
+            Err(ExpandError::UnknownPreset) => errors.push(PolicyError::UnknownPreset {
+                index,
+                name: reference.name,
+                known: known_names(),
+            }),
+            Err(ExpandError::UnknownComponent { known }) => {
+                errors.push(PolicyError::UnknownPresetComponent {
+                    index,
+                    name: reference.name,
+                    known,
+                })
+            }
+        }
+    }
+    rules.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The `presets[N]` index of the `n`th expanded rule.
+fn rules_index(rules: &[(usize, Rule)], n: usize) -> usize {
+    rules.get(n).map_or(0, |(index, _)| *index)
+}
+
+/// A namespace's name: a lowercase RFC 1123 label of at most 63 characters.
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && s.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
 fn validate_override(

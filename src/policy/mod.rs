@@ -12,6 +12,7 @@ mod lint;
 mod load;
 pub mod message;
 pub mod overrides;
+pub mod presets;
 pub mod seal;
 
 use std::borrow::Cow;

@@ -309,6 +309,54 @@ fn each_overlay_installs_what_the_chart_installs_for_its_certificates() {
 
 /// The generated certificates: a CA, and a serving certificate it issued for
 /// the Service's names, whose CA is the caBundle.
+/// `policy.presets` reaches the ConfigMap the pods serve as the policy's
+/// `presets:`, and the schema refuses what is no preset's shape.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn presets_reach_the_policy_and_the_schema_checks_their_shape() {
+    let helm = helm();
+    let values = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        values.path(),
+        "policy:\n  presets:\n    - flux\n    - name: argocd\n      namespace: gitops\n",
+    )
+    .unwrap();
+    let rendered = template(&helm, &["-f", values.path().to_str().unwrap()]);
+    let config_map = find(
+        &rendered,
+        &format!("ConfigMap {NAMESPACE}/finalizer-guard-policy"),
+    )
+    .unwrap();
+    let policy = Policy::from_yaml(text(config_map, "/data/policy.yaml")).unwrap();
+    let labels: Vec<&str> = policy.rules.iter().map(|r| r.label.as_str()).collect();
+    assert!(
+        labels.contains(&"preset:flux/helm-controller"),
+        "{labels:?}"
+    );
+    let argocd = policy
+        .rules
+        .iter()
+        .find(|r| r.label == "preset:argocd/application-controller")
+        .unwrap();
+    assert_eq!(
+        argocd.service_accounts,
+        ["system:serviceaccount:gitops:argocd-application-controller"]
+    );
+
+    for bad in [
+        "policy.presets[0]=Flux",
+        "policy.presets[0].name=flux,policy.presets[0].serviceAccount=x",
+    ] {
+        let chart = chart();
+        let run = run_helm(
+            &helm,
+            &["template", RELEASE, chart.to_str().unwrap(), "--set", bad],
+        );
+        assert!(!run.ok, "--set {bad} was accepted");
+        assert!(run.stderr.contains("/policy/presets/0"), "{}", run.stderr);
+    }
+}
+
 #[test]
 #[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn generated_certificates_name_the_service_and_fill_the_ca_bundle() {
