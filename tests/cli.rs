@@ -283,7 +283,9 @@ fn policy_validate_strict_fails_on_every_warning() {
     assert_eq!(strict.status.code(), Some(1), "{strict:?}");
     let out = stdout(&strict);
     assert!(
-        out.starts_with(&format!("{path}: refused under --strict: 3 warnings (each below)\n")),
+        out.starts_with(&format!(
+            "{path}: refused under --strict: 3 warnings (each below)\n"
+        )),
         "{out}"
     );
     assert!(!out.contains(": valid ("), "{out}");
@@ -295,7 +297,11 @@ fn policy_validate_strict_fails_on_every_warning() {
     let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(report["valid"], false, "{report:#}");
     assert_eq!(report["strict"], true, "{report:#}");
-    assert_eq!(report["warnings"].as_array().unwrap().len(), 3, "{report:#}");
+    assert_eq!(
+        report["warnings"].as_array().unwrap().len(),
+        3,
+        "{report:#}"
+    );
 
     // warn mode's would-block is a warning too.
     let (_dir, blocks) = policy_file("mode: warn\nbuiltinControllers: false\n");
@@ -317,7 +323,12 @@ fn policy_validate_strict_fails_on_every_warning() {
         "tests/fixtures/policy.yaml",
         "tests/fixtures/policy-warn.yaml",
     ] {
-        let o = run(&["policy", "validate", "--strict", root.join(shipped).to_str().unwrap()]);
+        let o = run(&[
+            "policy",
+            "validate",
+            "--strict",
+            root.join(shipped).to_str().unwrap(),
+        ]);
         assert_eq!(o.status.code(), Some(0), "{shipped}: {o:?}");
     }
 }
@@ -354,7 +365,11 @@ fn doctor_and_serve_refuse_a_policy_that_blocks_builtin_controllers() {
 fn test_runs_the_example_suite_and_fails_on_a_wrong_expectation() {
     let o = run(&["test", "examples/suite.yaml"]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    assert!(stdout(&o).ends_with("4 passed, 0 failed\n"));
+    assert!(
+        stdout(&o).ends_with("11 passed, 0 failed\n"),
+        "{}",
+        stdout(&o)
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let suite = dir.path().join("suite.yaml");
@@ -380,7 +395,7 @@ fn test_runs_the_example_suite_and_fails_on_a_wrong_expectation() {
         out.contains("FAIL a person strips a pod's finalizer: expected allowed, got denied: "),
         "{out}"
     );
-    assert!(out.ends_with("3 passed, 1 failed\n"), "{out}");
+    assert!(out.ends_with("10 passed, 1 failed\n"), "{out}");
 }
 
 #[test]

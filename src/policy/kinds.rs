@@ -118,7 +118,13 @@ pub const KNOWN_TYPES: &[KnownType] = &[
         "apiservices",
         CLUSTER,
     ),
-    t("apps", "v1", "ControllerRevision", "controllerrevisions", NS),
+    t(
+        "apps",
+        "v1",
+        "ControllerRevision",
+        "controllerrevisions",
+        NS,
+    ),
     t("apps", "v1", "DaemonSet", "daemonsets", NS),
     t("apps", "v1", "Deployment", "deployments", NS),
     t("apps", "v1", "ReplicaSet", "replicasets", NS),
@@ -162,7 +168,13 @@ pub const KNOWN_TYPES: &[KnownType] = &[
         "prioritylevelconfigurations",
         CLUSTER,
     ),
-    t("networking.k8s.io", "v1", "IPAddress", "ipaddresses", CLUSTER),
+    t(
+        "networking.k8s.io",
+        "v1",
+        "IPAddress",
+        "ipaddresses",
+        CLUSTER,
+    ),
     t("networking.k8s.io", "v1", "Ingress", "ingresses", NS),
     t(
         "networking.k8s.io",
@@ -178,8 +190,20 @@ pub const KNOWN_TYPES: &[KnownType] = &[
         "networkpolicies",
         NS,
     ),
-    t("networking.k8s.io", "v1", "ServiceCIDR", "servicecidrs", CLUSTER),
-    t("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", CLUSTER),
+    t(
+        "networking.k8s.io",
+        "v1",
+        "ServiceCIDR",
+        "servicecidrs",
+        CLUSTER,
+    ),
+    t(
+        "node.k8s.io",
+        "v1",
+        "RuntimeClass",
+        "runtimeclasses",
+        CLUSTER,
+    ),
     t(
         "policy",
         "v1",
@@ -209,8 +233,20 @@ pub const KNOWN_TYPES: &[KnownType] = &[
         "rolebindings",
         NS,
     ),
-    t("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", CLUSTER),
-    t("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", NS),
+    t(
+        "resource.k8s.io",
+        "v1",
+        "DeviceClass",
+        "deviceclasses",
+        CLUSTER,
+    ),
+    t(
+        "resource.k8s.io",
+        "v1",
+        "ResourceClaim",
+        "resourceclaims",
+        NS,
+    ),
     t(
         "resource.k8s.io",
         "v1",
@@ -241,7 +277,13 @@ pub const KNOWN_TYPES: &[KnownType] = &[
         "csistoragecapacities",
         NS,
     ),
-    t("storage.k8s.io", "v1", "StorageClass", "storageclasses", CLUSTER),
+    t(
+        "storage.k8s.io",
+        "v1",
+        "StorageClass",
+        "storageclasses",
+        CLUSTER,
+    ),
     t(
         "storage.k8s.io",
         "v1",
@@ -278,13 +320,7 @@ pub const KNOWN_TYPES: &[KnownType] = &[
         "volumesnapshotcontents",
         CLUSTER,
     ),
-    t(
-        "gateway.networking.k8s.io",
-        "v1",
-        "Gateway",
-        "gateways",
-        NS,
-    ),
+    t("gateway.networking.k8s.io", "v1", "Gateway", "gateways", NS),
     t(
         "gateway.networking.k8s.io",
         "v1",
@@ -325,7 +361,13 @@ pub const KNOWN_TYPES: &[KnownType] = &[
         "gitrepositories",
         NS,
     ),
-    t("source.toolkit.fluxcd.io", "v1", "HelmChart", "helmcharts", NS),
+    t(
+        "source.toolkit.fluxcd.io",
+        "v1",
+        "HelmChart",
+        "helmcharts",
+        NS,
+    ),
     t(
         "source.toolkit.fluxcd.io",
         "v1",
@@ -470,8 +512,20 @@ pub const KNOWN_TYPES: &[KnownType] = &[
         "machinehealthchecks",
         NS,
     ),
-    t("cluster.x-k8s.io", "v1beta1", "MachinePool", "machinepools", NS),
-    t("cluster.x-k8s.io", "v1beta1", "MachineSet", "machinesets", NS),
+    t(
+        "cluster.x-k8s.io",
+        "v1beta1",
+        "MachinePool",
+        "machinepools",
+        NS,
+    ),
+    t(
+        "cluster.x-k8s.io",
+        "v1beta1",
+        "MachineSet",
+        "machinesets",
+        NS,
+    ),
     // Velero.
     t("velero.io", "v1", "Backup", "backups", NS),
     t(
@@ -496,7 +550,13 @@ pub const KNOWN_TYPES: &[KnownType] = &[
         NS,
     ),
     t("velero.io", "v1", "PodVolumeBackup", "podvolumebackups", NS),
-    t("velero.io", "v1", "PodVolumeRestore", "podvolumerestores", NS),
+    t(
+        "velero.io",
+        "v1",
+        "PodVolumeRestore",
+        "podvolumerestores",
+        NS,
+    ),
     t("velero.io", "v1", "Restore", "restores", NS),
     t("velero.io", "v1", "Schedule", "schedules", NS),
     t("velero.io", "v2alpha1", "DataDownload", "datadownloads", NS),
@@ -529,7 +589,13 @@ pub const KNOWN_TYPES: &[KnownType] = &[
     // Rook.
     t("ceph.rook.io", "v1", "CephBlockPool", "cephblockpools", NS),
     t("ceph.rook.io", "v1", "CephCluster", "cephclusters", NS),
-    t("ceph.rook.io", "v1", "CephFilesystem", "cephfilesystems", NS),
+    t(
+        "ceph.rook.io",
+        "v1",
+        "CephFilesystem",
+        "cephfilesystems",
+        NS,
+    ),
     t("ceph.rook.io", "v1", "CephNFS", "cephnfses", NS),
     t(
         "ceph.rook.io",
@@ -560,9 +626,21 @@ pub const KNOWN_TYPES: &[KnownType] = &[
         NS,
     ),
     // Longhorn.
-    t("longhorn.io", "v1beta2", "BackingImage", "backingimages", NS),
+    t(
+        "longhorn.io",
+        "v1beta2",
+        "BackingImage",
+        "backingimages",
+        NS,
+    ),
     t("longhorn.io", "v1beta2", "Backup", "backups", NS),
-    t("longhorn.io", "v1beta2", "BackupVolume", "backupvolumes", NS),
+    t(
+        "longhorn.io",
+        "v1beta2",
+        "BackupVolume",
+        "backupvolumes",
+        NS,
+    ),
     t("longhorn.io", "v1beta2", "Engine", "engines", NS),
     t("longhorn.io", "v1beta2", "EngineImage", "engineimages", NS),
     t(
@@ -574,7 +652,13 @@ pub const KNOWN_TYPES: &[KnownType] = &[
     ),
     t("longhorn.io", "v1beta2", "Node", "nodes", NS),
     t("longhorn.io", "v1beta2", "Replica", "replicas", NS),
-    t("longhorn.io", "v1beta2", "ShareManager", "sharemanagers", NS),
+    t(
+        "longhorn.io",
+        "v1beta2",
+        "ShareManager",
+        "sharemanagers",
+        NS,
+    ),
     t("longhorn.io", "v1beta2", "Snapshot", "snapshots", NS),
     t("longhorn.io", "v1beta2", "Volume", "volumes", NS),
     // Istio's Sail operator.
@@ -604,7 +688,13 @@ pub const KNOWN_TYPES: &[KnownType] = &[
         "virtualmachineinstancemigrations",
         NS,
     ),
-    t("cdi.kubevirt.io", "v1beta1", "DataVolume", "datavolumes", NS),
+    t(
+        "cdi.kubevirt.io",
+        "v1beta1",
+        "DataVolume",
+        "datavolumes",
+        NS,
+    ),
     // external-secrets.
     t(
         "external-secrets.io",
@@ -627,8 +717,20 @@ pub const KNOWN_TYPES: &[KnownType] = &[
         "externalsecrets",
         NS,
     ),
-    t("external-secrets.io", "v1alpha1", "PushSecret", "pushsecrets", NS),
-    t("external-secrets.io", "v1", "SecretStore", "secretstores", NS),
+    t(
+        "external-secrets.io",
+        "v1alpha1",
+        "PushSecret",
+        "pushsecrets",
+        NS,
+    ),
+    t(
+        "external-secrets.io",
+        "v1",
+        "SecretStore",
+        "secretstores",
+        NS,
+    ),
 ];
 
 /// The groups that serve a resource of this plural name (`""`: the core

@@ -350,10 +350,30 @@ fn finalizers_named(finalizers: &[FinalizerPattern]) -> String {
 }
 
 /// Prefixes an authenticator gives user names (`--oidc-username-prefix`,
-/// webhook token authenticators): `oidc:alice` is a person.
+/// webhook token authenticators, managed platforms' own components): `oidc:alice`
+/// is a person, `eks:cloud-controller-manager` a component EKS runs.
 const USER_PREFIXES: &[&str] = &[
-    "oidc", "dex", "keycloak", "okta", "google", "github", "gitlab", "azure", "aad", "aws",
-    "iam", "ldap", "saml", "sso", "user", "users", "system",
+    "oidc",
+    "dex",
+    "keycloak",
+    "okta",
+    "google",
+    "github",
+    "gitlab",
+    "azure",
+    "aad",
+    "aws",
+    "iam",
+    "ldap",
+    "saml",
+    "sso",
+    "user",
+    "users",
+    "system",
+    "eks",
+    "gke",
+    "aks",
+    "openshift",
 ];
 
 /// ServiceAccount names of well-known controllers that no suffix gives away.
@@ -383,7 +403,10 @@ fn not_a_user(user: &str) -> Option<String> {
     let accounts = |account: &str| format!("serviceAccounts: [{account:?}]");
     if let Some(rest) = user.strip_prefix("system:serviceaccounts") {
         // A group's name, not a user's.
-        return Some(format!("groups: [{:?}]", format!("system:serviceaccounts{rest}")));
+        return Some(format!(
+            "groups: [{:?}]",
+            format!("system:serviceaccounts{rest}")
+        ));
     }
     if COMPONENTS.contains(&user) {
         return Some(format!("users: [{:?}]", format!("system:{user}")));
@@ -601,6 +624,7 @@ mod tests {
             "jane@example.com",
             "oidc:alice",
             "oidc:deploy-controller",
+            "eks:cloud-controller-manager",
             "https://accounts.example.com#1234",
             "kubernetes-admin",
             "alice",

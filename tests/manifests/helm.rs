@@ -1544,7 +1544,14 @@ fn the_policy_check_refuses_what_serve_refuses_and_the_pods_roll_on_a_policy_cha
 fn the_policy_check_fails_on_warnings_when_strict() {
     let helm = helm();
     let args = |job: &Job| -> Vec<String> {
-        job.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0]
+        job.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
             .args
             .clone()
             .unwrap()
@@ -1556,7 +1563,11 @@ fn the_policy_check_fails_on_warnings_when_strict() {
     );
     let strict = checked(&helm, &["--set", "policyCheck.strict=true"]);
     let job = strict.job.as_ref().unwrap();
-    assert!(args(job).contains(&"--strict".to_string()), "{:?}", args(job));
+    assert!(
+        args(job).contains(&"--strict".to_string()),
+        "{:?}",
+        args(job)
+    );
     let run = run_the_check(job, strict.check_policy.as_deref().unwrap());
     assert!(run.status.success(), "the default policy passes: {run:?}");
 
