@@ -1019,6 +1019,10 @@ mod tests {
                 r#"cases[0].resource: "deployments.apps" is not in the group of the object's apiVersion"#,
             ),
             (
+                "object: {kind: Pod, name: web-0, namespace: shop}\n    requester: {groups: [ops]}\n    finalizersAfter: []".to_string(),
+                "cases[0].requester: give user (and groups) or serviceAccount: NAMESPACE:NAME",
+            ),
+            (
                 "review: x.json\n    requester: {user: jane}".to_string(),
                 "cases[0].requester: a case with a review file is judged on that review",
             ),

@@ -272,7 +272,7 @@ fn policy_validate_strict_fails_on_every_warning() {
         .collect();
     assert_eq!(warned.len(), 3, "{}", stdout(&lax));
     for (warning, says) in warned.iter().zip([
-        r#"argocd: users "argocd-application-controller" matches nothing: no requester is sent under that name; write serviceAccounts: ["NAMESPACE:argocd-application-controller"]"#,
+        r#"argocd: users "argocd-application-controller" matches nothing if it is a ServiceAccount, which is sent as system:serviceaccount:NAMESPACE:NAME; write serviceAccounts: ["NAMESPACE:argocd-application-controller"]"#,
         r#"argocd: resources "applications" matches nothing: with no group it names the core group, which has no applications; write "applications.argoproj.io""#,
         r#"everyone: groups "system:authenticated" is every authenticated user: each of them may remove every finalizer (finalizers "*"), so the guard is off for them"#,
     ]) {

@@ -7,6 +7,17 @@
 use super::config::{FinalizerPattern, Policy, ResourceName, Rule};
 use super::kinds;
 
+/// What a user name that no authenticator sends looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserShape {
+    /// A ServiceAccount's name: sent as `system:serviceaccount:NS:NAME`.
+    ServiceAccount,
+    /// A Kubernetes component's name without its `system:` prefix.
+    Component,
+    /// A group's name (`system:serviceaccounts:NS`).
+    Group,
+}
+
 /// Why (part of) a rule can match nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PolicyWarning {
@@ -49,6 +60,7 @@ pub enum PolicyWarning {
     NotAUser {
         rule: String,
         value: String,
+        shape: UserShape,
         write: String,
     },
     /// A group (or user) that is everyone, every authenticated user or every
@@ -135,10 +147,23 @@ impl std::fmt::Display for PolicyWarning {
                     _ => f.write_str("list each ServiceAccount as NAMESPACE:NAME"),
                 }
             }
-            PolicyWarning::NotAUser { rule, value, write } => write!(
-                f,
-                "{rule}: users {value:?} matches nothing: no requester is sent under that name; write {write}"
-            ),
+            PolicyWarning::NotAUser {
+                rule,
+                value,
+                shape,
+                write,
+            } => {
+                let why = match shape {
+                    UserShape::ServiceAccount => {
+                        "matches nothing if it is a ServiceAccount, which is sent as system:serviceaccount:NAMESPACE:NAME"
+                    }
+                    UserShape::Component => {
+                        "matches nothing: Kubernetes' components are sent as system:NAME"
+                    }
+                    UserShape::Group => "matches nothing: it is a group's name, never a user's",
+                };
+                write!(f, "{rule}: users {value:?} {why}; write {write}")
+            }
             PolicyWarning::GuardOff {
                 rule,
                 field,
@@ -242,10 +267,11 @@ fn lint_rule(rule: &Rule, out: &mut Vec<PolicyWarning>) {
         }
     }
     for user in &rule.users {
-        if let Some(write) = not_a_user(user) {
+        if let Some((shape, write)) = not_a_user(user) {
             out.push(PolicyWarning::NotAUser {
                 rule: label(),
                 value: user.clone(),
+                shape,
                 write,
             });
         }
@@ -276,7 +302,9 @@ fn lint_rule(rule: &Rule, out: &mut Vec<PolicyWarning>) {
         if let Some(warning) = lint_resource(&rule.label, resource) {
             out.push(warning);
         } else if rule.namespaces.is_some()
-            && CLUSTER_SCOPED.contains(&(resource.group.as_str(), resource.resource.as_str()))
+            && (CLUSTER_SCOPED.contains(&(resource.group.as_str(), resource.resource.as_str()))
+                || kinds::by_resource(&resource.group, &resource.resource)
+                    .is_some_and(|t| !t.namespaced))
         {
             out.push(PolicyWarning::ClusterScoped {
                 rule: label(),
@@ -399,17 +427,20 @@ const COMPONENTS: &[&str] = &[
 /// ServiceAccount's `NAMESPACE:NAME`, or a component's name without its
 /// `system:` prefix. A person's name (an email, `oidc:alice`, `jane`, a
 /// certificate's `kubernetes-admin`) or a full `system:` name is `None`.
-fn not_a_user(user: &str) -> Option<String> {
-    let accounts = |account: &str| format!("serviceAccounts: [{account:?}]");
+fn not_a_user(user: &str) -> Option<(UserShape, String)> {
+    let accounts = |account: &str| {
+        Some((
+            UserShape::ServiceAccount,
+            format!("serviceAccounts: [{account:?}]"),
+        ))
+    };
     if let Some(rest) = user.strip_prefix("system:serviceaccounts") {
-        // A group's name, not a user's.
-        return Some(format!(
-            "groups: [{:?}]",
-            format!("system:serviceaccounts{rest}")
-        ));
+        let group = format!("system:serviceaccounts{rest}");
+        return Some((UserShape::Group, format!("groups: [{group:?}]")));
     }
     if COMPONENTS.contains(&user) {
-        return Some(format!("users: [{:?}]", format!("system:{user}")));
+        let name = format!("system:{user}");
+        return Some((UserShape::Component, format!("users: [{name:?}]")));
     }
     for prefix in ["serviceaccount:", "serviceaccounts:", "sa:"] {
         if let Some(rest) = user.strip_prefix(prefix)
@@ -417,7 +448,7 @@ fn not_a_user(user: &str) -> Option<String> {
             && is_dns_label(ns)
             && is_account_name(name)
         {
-            return Some(accounts(rest));
+            return accounts(rest);
         }
     }
     match user.split_once(':') {
@@ -426,10 +457,12 @@ fn not_a_user(user: &str) -> Option<String> {
                 && is_account_name(name)
                 && !USER_PREFIXES.contains(&ns)
                 && (is_controller_namespace(ns) || is_controller_name(name));
-            shaped.then(|| accounts(user))
+            if shaped { accounts(user) } else { None }
         }
-        None => (is_account_name(user) && is_controller_name(user))
-            .then(|| accounts(&format!("NAMESPACE:{user}"))),
+        None if is_account_name(user) && is_controller_name(user) => {
+            accounts(&format!("NAMESPACE:{user}"))
+        }
+        None => None,
     }
 }
 
@@ -537,7 +570,7 @@ mod tests {
   - finalizers: ["example.com/y"]
     users: ["x"]
     namespaces: ["team-a"]
-    resources: ["persistentvolumes", "customresourcedefinitions.apiextensions.k8s.io", "widgets.example.com"]
+    resources: ["persistentvolumes", "customresourcedefinitions.apiextensions.k8s.io", "widgets.example.com", "clusterissuers.cert-manager.io", "issuers.cert-manager.io"]
 "#,
         );
         assert_eq!(
@@ -553,6 +586,7 @@ mod tests {
                 r#"tenant: resources "pod" matches nothing: resources are plural, write "pods""#,
                 r#"rules[1]: resources "persistentvolumes" is cluster-scoped, so the rule's namespaces never hold for it"#,
                 r#"rules[1]: resources "customresourcedefinitions.apiextensions.k8s.io" is cluster-scoped, so the rule's namespaces never hold for it"#,
+                r#"rules[1]: resources "clusterissuers.cert-manager.io" is cluster-scoped, so the rule's namespaces never hold for it"#,
             ]
         );
     }
@@ -598,10 +632,10 @@ mod tests {
         assert_eq!(
             got,
             [
-                r#"argocd: users "argocd-application-controller" matches nothing: no requester is sent under that name; write serviceAccounts: ["NAMESPACE:argocd-application-controller"]"#,
-                r#"argocd: users "flux-system:source-controller" matches nothing: no requester is sent under that name; write serviceAccounts: ["flux-system:source-controller"]"#,
-                r#"argocd: users "serviceaccount:ops:cleanup" matches nothing: no requester is sent under that name; write serviceAccounts: ["ops:cleanup"]"#,
-                r#"argocd: users "kube-controller-manager" matches nothing: no requester is sent under that name; write users: ["system:kube-controller-manager"]"#,
+                r#"argocd: users "argocd-application-controller" matches nothing if it is a ServiceAccount, which is sent as system:serviceaccount:NAMESPACE:NAME; write serviceAccounts: ["NAMESPACE:argocd-application-controller"]"#,
+                r#"argocd: users "flux-system:source-controller" matches nothing if it is a ServiceAccount, which is sent as system:serviceaccount:NAMESPACE:NAME; write serviceAccounts: ["flux-system:source-controller"]"#,
+                r#"argocd: users "serviceaccount:ops:cleanup" matches nothing if it is a ServiceAccount, which is sent as system:serviceaccount:NAMESPACE:NAME; write serviceAccounts: ["ops:cleanup"]"#,
+                r#"argocd: users "kube-controller-manager" matches nothing: Kubernetes' components are sent as system:NAME; write users: ["system:kube-controller-manager"]"#,
                 r#"argocd: resources "applications" matches nothing: with no group it names the core group, which has no applications; write "applications.argoproj.io""#,
                 r#"argocd: resources "providers" matches nothing: with no group it names the core group, which has no providers; write the one you mean: "providers.notification.toolkit.fluxcd.io", "providers.pkg.crossplane.io""#,
                 r#"argocd: resources "widgets" matches nothing: with no group it names the core group, which has no widgets; write it with its API group, as RESOURCE.GROUP (e.g. "widgets.example.com")"#,
@@ -613,6 +647,32 @@ mod tests {
                 r#"rules[3]: serviceAccounts "team-*:builder" matches nothing: a ServiceAccount is an exact NAMESPACE:NAME, and no name holds a '*'; list each ServiceAccount as NAMESPACE:NAME"#,
                 r#"rules[3]: serviceAccounts "*:*" matches nothing: a ServiceAccount is an exact NAMESPACE:NAME, and no name holds a '*'; list each ServiceAccount as NAMESPACE:NAME"#,
             ]
+        );
+    }
+
+    #[test]
+    fn a_group_or_a_component_written_as_a_user_is_named() {
+        assert_eq!(
+            not_a_user("system:serviceaccounts:ops"),
+            Some((
+                UserShape::Group,
+                r#"groups: ["system:serviceaccounts:ops"]"#.to_string()
+            ))
+        );
+        assert_eq!(
+            not_a_user("kube-scheduler"),
+            Some((
+                UserShape::Component,
+                r#"users: ["system:kube-scheduler"]"#.to_string()
+            ))
+        );
+        assert_eq!(
+            not_a_user("cert-manager:cert-manager").map(|(_, w)| w),
+            Some(r#"serviceAccounts: ["cert-manager:cert-manager"]"#.to_string())
+        );
+        assert_eq!(
+            not_a_user("sa:ops:cleanup").map(|(_, w)| w),
+            Some(r#"serviceAccounts: ["ops:cleanup"]"#.to_string())
         );
     }
 

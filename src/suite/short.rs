@@ -456,9 +456,14 @@ impl Short<'_> {
                     ],
                 )
             }
-            _ => {
+            (Some(_), Some(_)) => {
                 return Err(format!(
                     "{at}.requester: give either user or serviceAccount, not both"
+                ));
+            }
+            (None, None) => {
+                return Err(format!(
+                    "{at}.requester: give user (and groups) or serviceAccount: NAMESPACE:NAME"
                 ));
             }
         };
