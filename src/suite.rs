@@ -1,6 +1,7 @@
 //! `test`: policy tests over recorded AdmissionReviews.
 //!
-//! A PATH is a suite file (YAML: policy, reviews, expectations), a recording
+//! A PATH is a suite file (YAML: policy, cases, expectations; a case names a
+//! review file, or is written short and expanded by `suite::short`), a recording
 //! written by `serve --record-dir` (its expectation is the decision it got), an
 //! apiserver-sim case file (checked in full by [`crate::cases`]), or a folder
 //! of any of these. Every review is decided with [`crate::admission::review`],
@@ -39,7 +40,7 @@ pub struct SuiteFile {
 }
 
 /// A case: a recorded review (`review`), or the short form (`object`,
-/// `requester` and one change), which [`short`] expands into the review
+/// `requester` and one change), which `suite::short` expands into the review
 /// kube-apiserver would send.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
