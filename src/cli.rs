@@ -119,6 +119,11 @@ pub struct ValidateArgs {
     /// is not, naming the first field that differs.
     #[arg(long, value_name = "FILE")]
     pub vap: Option<PathBuf>,
+    /// Every warning fails the policy (exit 1): a rule that can match nothing,
+    /// one that switches the guard off for everyone, and, in warn mode, a
+    /// built-in controller enforce mode would block.
+    #[arg(long)]
+    pub strict: bool,
     /// The policy file.
     pub file: PathBuf,
 }
@@ -832,8 +837,10 @@ pub struct Validation {
     pub policy: Option<PolicySummary>,
     /// Warn mode: the built-in controllers enforce mode would block.
     pub would_block: Vec<String>,
-    /// Rules that can match nothing.
+    /// Rules that can match nothing, or switch the guard off for everyone.
     pub warnings: Vec<String>,
+    /// `--strict`: every warning (these, and `wouldBlock`) fails the policy.
+    pub strict: bool,
     /// What the policy's `presets:` expand to, one rule each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub presets: Vec<PresetRule>,
@@ -939,6 +946,22 @@ impl Validation {
             would_block: Vec::new(),
             warnings: Vec::new(),
             presets: Vec::new(),
+            strict: false,
+        }
+    }
+
+    /// `--strict`: a valid policy with any warning is refused, the
+    /// warnings still listed, each naming its rule and the fix.
+    fn strictly(&mut self) {
+        self.strict = true;
+        let count = self.warnings.len() + self.would_block.len();
+        if self.valid && count > 0 {
+            self.valid = false;
+            self.policy = None;
+            self.errors.push(format!(
+                "refused under --strict: {count} warning{} (each below)",
+                if count == 1 { "" } else { "s" }
+            ));
         }
     }
 }
@@ -979,7 +1002,12 @@ impl Report for Validation {
 /// cannot be read. It refuses what `serve` refuses, through the same checks:
 /// the policy parser, then [`crate::doctor::servable`].
 pub fn validate(args: ValidateArgs) -> Result<i32> {
-    let ValidateArgs { output, vap, file } = args;
+    let ValidateArgs {
+        output,
+        vap,
+        strict,
+        file,
+    } = args;
     let report = match policy::load(&file) {
         Ok(policy) => {
             let mut report = Validation::of(&file, &policy);
@@ -993,6 +1021,9 @@ pub fn validate(args: ValidateArgs) -> Result<i32> {
                         file.display()
                     ));
                 }
+            }
+            if strict {
+                report.strictly();
             }
             report
         }

@@ -1,6 +1,7 @@
 //! `test`: policy tests over recorded AdmissionReviews.
 //!
-//! A PATH is a suite file (YAML: policy, reviews, expectations), a recording
+//! A PATH is a suite file (YAML: policy, cases, expectations; a case names a
+//! review file, or is written short and expanded by `suite::short`), a recording
 //! written by `serve --record-dir` (its expectation is the decision it got), an
 //! apiserver-sim case file (checked in full by [`crate::cases`]), or a folder
 //! of any of these. Every review is decided with [`crate::admission::review`],
@@ -26,6 +27,8 @@ use crate::output::escape;
 use crate::policy::{Policy, Verdict};
 use crate::recording::{self, Recording};
 
+mod short;
+
 /// A suite file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -36,13 +39,40 @@ pub struct SuiteFile {
     pub cases: Vec<SuiteCase>,
 }
 
+/// A case: a recorded review (`review`), or the short form (`object`,
+/// `requester` and one change), which `suite::short` expands into the review
+/// kube-apiserver would send.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SuiteCase {
     #[serde(default)]
     pub name: Option<String>,
     /// An AdmissionReview (or a recording), relative to the suite file.
-    pub review: PathBuf,
+    #[serde(default)]
+    pub review: Option<PathBuf>,
+    /// Short form: the object before the write, whole or as `kind`,
+    /// `apiVersion`, `name`, `namespace`, `finalizers`, `annotations`,
+    /// `deletionTimestamp`, `uid`, `spec`.
+    #[serde(default)]
+    pub object: Option<serde_json::Value>,
+    /// Short form: `PLURAL.GROUP` of a type the built-in table does not know.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Short form: who writes.
+    #[serde(default)]
+    pub requester: Option<short::Requester>,
+    /// Short form, the change: a JSON merge patch (RFC 7386)...
+    #[serde(default)]
+    pub merge_patch: Option<serde_json::Value>,
+    /// ... or a JSON patch (RFC 6902)...
+    #[serde(default)]
+    pub json_patch: Option<serde_json::Value>,
+    /// ... or `metadata.finalizers` after the write.
+    #[serde(default)]
+    pub finalizers_after: Option<Vec<String>>,
+    /// Short form: a dry-run write.
+    #[serde(default)]
+    pub dry_run: bool,
     pub expect: Expected,
     /// The exact decision, e.g. `authorized`, `would-deny`, `nothing-removed`.
     #[serde(default)]
@@ -246,15 +276,12 @@ fn run_suite(
         }
         (None, None) => Arc::new(Policy::embedded_default()),
     };
-    for case in suite.cases {
-        let shown = base.join(&case.review);
-        let name = case
-            .name
-            .clone()
-            .unwrap_or_else(|| shown.display().to_string());
-        let body = match inside(base, &case.review, "review")
-            .and_then(|(_, file)| read_review(&shown, &file, limit))
-        {
+    for (i, case) in suite.cases.iter().enumerate() {
+        let name = case.name.clone().unwrap_or_else(|| match &case.review {
+            Some(review) => base.join(review).display().to_string(),
+            None => format!("{}: cases[{i}]", path.display()),
+        });
+        let body = match case_body(base, case, i, limit) {
             Ok(body) => body,
             Err(why) => {
                 out.push(Outcome {
@@ -277,7 +304,7 @@ fn run_suite(
                 true,
                 String::new(),
             ),
-            Ok(r) => (check_suite_case(&case, &r), false, r.verdict().to_string()),
+            Ok(r) => (check_suite_case(case, &r), false, r.verdict().to_string()),
         };
         out.push(Outcome {
             name,
@@ -285,6 +312,54 @@ fn run_suite(
             unreadable,
             summary: summary_line,
         });
+    }
+}
+
+/// The review a case is judged on: the file it names, or the expansion of
+/// its short form. Why not, naming the case (`cases[N]`) and the field.
+fn case_body(
+    base: &Path,
+    case: &SuiteCase,
+    index: usize,
+    limit: u64,
+) -> std::result::Result<Vec<u8>, String> {
+    let at = format!("cases[{index}]");
+    let short_fields = [
+        ("object", case.object.is_some()),
+        ("resource", case.resource.is_some()),
+        ("requester", case.requester.is_some()),
+        ("mergePatch", case.merge_patch.is_some()),
+        ("jsonPatch", case.json_patch.is_some()),
+        ("finalizersAfter", case.finalizers_after.is_some()),
+        ("dryRun", case.dry_run),
+    ];
+    match (&case.review, &case.object) {
+        (Some(review), None) => {
+            if let Some((field, _)) = short_fields.iter().find(|(_, given)| *given) {
+                return Err(format!(
+                    "{at}.{field}: a case with a review file is judged on that review; write the short form (object, requester, a change) without review"
+                ));
+            }
+            let shown = base.join(review);
+            inside(base, review, "review").and_then(|(_, file)| read_review(&shown, &file, limit))
+        }
+        (None, Some(object)) => short::Short {
+            at,
+            object,
+            resource: case.resource.as_deref(),
+            requester: case.requester.as_ref(),
+            merge_patch: case.merge_patch.as_ref(),
+            json_patch: case.json_patch.as_ref(),
+            finalizers_after: case.finalizers_after.as_deref(),
+            dry_run: case.dry_run,
+        }
+        .expand(limit),
+        (Some(_), Some(_)) => Err(format!(
+            "{at}: give review (a file) or object (the short form), not both"
+        )),
+        (None, None) => Err(format!(
+            "{at}: give review (a recorded AdmissionReview) or object, requester and a change (the short form)"
+        )),
     }
 }
 
@@ -697,6 +772,311 @@ mod tests {
             failure.contains("unknown field `auditContain`"),
             "{failure}"
         );
+    }
+
+    /// A suite of `cases` (YAML) beside examples/policy.yaml, run.
+    fn run_short(cases: &str) -> Vec<Outcome> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/policy.yaml"),
+            dir.path().join("policy.yaml"),
+        )
+        .unwrap();
+        let suite = dir.path().join("suite.yaml");
+        std::fs::write(&suite, format!("policy: policy.yaml\ncases:\n{cases}")).unwrap();
+        run(&[suite], None)
+    }
+
+    /// Why a case was not expanded (its body is never printed: it is large).
+    fn refused(expanded: std::result::Result<Vec<u8>, String>) -> String {
+        match expanded {
+            Ok(body) => panic!("expanded to {} bytes", body.len()),
+            Err(why) => why,
+        }
+    }
+
+    /// The review a short case (one YAML mapping) expands to.
+    fn expanded(case: &str) -> serde_json::Value {
+        let case: SuiteCase = serde_yaml_ng::from_str(case).unwrap();
+        let body = case_body(Path::new("."), &case, 0, 1 << 20).unwrap();
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    /// A short case is the review kube-apiserver would send: UPDATE of the
+    /// type's resource, no subresource for metadata.finalizers, the
+    /// authenticator's groups; and it is judged as that review is.
+    #[test]
+    fn a_short_case_expands_to_the_review_kube_apiserver_would_send() {
+        let review = expanded(
+            "object: {kind: Deployment, name: web, namespace: shop, finalizers: [foregroundDeletion], deletionTimestamp: '2026-11-21T07:40:02Z'}\nrequester: {serviceAccount: 'kube-system:generic-garbage-collector', groups: [extra]}\nfinalizersAfter: []\nexpect: allowed\n",
+        );
+        let request = &review["request"];
+        assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(request["operation"], "UPDATE");
+        assert_eq!(
+            request["kind"],
+            serde_json::json!({"group": "apps", "version": "v1", "kind": "Deployment"})
+        );
+        assert_eq!(
+            request["resource"],
+            serde_json::json!({"group": "apps", "version": "v1", "resource": "deployments"})
+        );
+        assert!(request.get("subResource").is_none(), "{request:#}");
+        assert_eq!(request["namespace"], "shop");
+        assert_eq!(request["name"], "web");
+        assert_eq!(
+            request["userInfo"],
+            serde_json::json!({
+                "username": "system:serviceaccount:kube-system:generic-garbage-collector",
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "extra", "system:authenticated"],
+            })
+        );
+        assert_eq!(request["oldObject"]["apiVersion"], "apps/v1");
+        assert_eq!(
+            request["oldObject"]["metadata"]["finalizers"],
+            serde_json::json!(["foregroundDeletion"])
+        );
+        assert_eq!(
+            request["oldObject"]["metadata"]["deletionTimestamp"],
+            "2026-11-21T07:40:02Z"
+        );
+        assert!(request["object"]["metadata"].get("finalizers").is_none());
+        assert_eq!(
+            request["object"]["metadata"]["uid"],
+            request["oldObject"]["metadata"]["uid"]
+        );
+        let policy = Policy::embedded_default();
+        let body = serde_json::to_vec(&review).unwrap();
+        assert_eq!(
+            admission::review(&policy, &body).unwrap().verdict(),
+            Verdict::Authorized
+        );
+
+        // A Namespace's spec.finalizers is written through namespaces/finalize,
+        // and kube-apiserver names a Namespace as its own namespace: as the
+        // recorded examples/reviews/namespace-finalize-stuck.json.
+        let review = expanded(
+            "object: {kind: Namespace, name: legacy, spec: {finalizers: [kubernetes]}}\nrequester: {user: jane@example.com, groups: [oncall]}\nmergePatch: {spec: {finalizers: []}}\nexpect: denied\n",
+        );
+        let recorded: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("examples/reviews/namespace-finalize-stuck.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        for field in [
+            "kind",
+            "resource",
+            "subResource",
+            "requestKind",
+            "requestResource",
+            "requestSubResource",
+            "name",
+            "namespace",
+            "operation",
+            "userInfo",
+            "options",
+        ] {
+            assert_eq!(
+                review["request"][field], recorded["request"][field],
+                "{field}"
+            );
+        }
+        // Metadata alone of a Namespace: no subresource.
+        let review = expanded(
+            "object: {kind: Namespace, name: legacy, finalizers: [example.com/x]}\nrequester: {user: jane}\nfinalizersAfter: []\nexpect: denied\n",
+        );
+        assert!(review["request"].get("subResource").is_none());
+        assert_eq!(review["request"]["namespace"], "legacy");
+        // A cluster-scoped object has no namespace; a custom resource is named
+        // by the case's resource, or found in the table of well-known ones.
+        let review = expanded(
+            "object: {apiVersion: example.com/v1, kind: Gadget, name: g}\nresource: gadgets.example.com\nrequester: {user: jane}\njsonPatch: [{op: add, path: /metadata/finalizers, value: []}]\nexpect: allowed\n",
+        );
+        assert_eq!(
+            review["request"]["resource"],
+            serde_json::json!({"group": "example.com", "version": "v1", "resource": "gadgets"})
+        );
+        assert!(review["request"].get("namespace").is_none());
+        let review = expanded(
+            "object: {kind: Application, name: guestbook, namespace: argocd}\nrequester: {user: jane}\nfinalizersAfter: []\nexpect: allowed\n",
+        );
+        assert_eq!(
+            review["request"]["resource"],
+            serde_json::json!({"group": "argoproj.io", "version": "v1alpha1", "resource": "applications"})
+        );
+        // The whole object, as `kubectl get -o yaml` prints it.
+        let review = expanded(
+            "object:\n  apiVersion: v1\n  kind: Pod\n  metadata: {name: web-0, namespace: shop, uid: u-1, finalizers: [a/b, c/d]}\n  spec: {nodeName: n}\nrequester: {user: jane}\njsonPatch: [{op: remove, path: /metadata/finalizers/1}]\nexpect: denied\n",
+        );
+        assert_eq!(
+            review["request"]["object"]["metadata"]["finalizers"],
+            serde_json::json!(["a/b"])
+        );
+        assert_eq!(review["request"]["oldObject"]["metadata"]["uid"], "u-1");
+        assert_eq!(review["request"]["object"]["spec"]["nodeName"], "n");
+    }
+
+    /// A short case that passes fails when the decision differs: the
+    /// expectation is checked, as for a recorded review.
+    #[test]
+    fn a_short_case_is_judged_as_a_recorded_one() {
+        let outcomes = run_short(
+            "  - name: strip
+    object: {kind: Pod, name: web-0, namespace: shop, finalizers: [example.com/cleanup]}
+    requester: {user: jane@example.com, groups: [oncall]}
+    finalizersAfter: []
+    expect: allowed
+  - object: {kind: Pod, name: web-0, namespace: shop, finalizers: [example.com/cleanup]}
+    requester: {user: sam@example.com, groups: [shop-oncall]}
+    finalizersAfter: []
+    expect: allowed
+    decision: authorized
+",
+        );
+        let strip = outcomes[0].failure.as_deref().unwrap();
+        assert!(
+            strip.starts_with("expected allowed, got denied: finalizer-guard denied"),
+            "{strip}"
+        );
+        assert!(!outcomes[0].unreadable);
+        assert_eq!(outcomes[1].failure, None, "{outcomes:?}");
+        assert!(
+            outcomes[1].name.ends_with("suite.yaml: cases[1]"),
+            "{outcomes:?}"
+        );
+    }
+
+    /// A case that cannot be expanded is an input error (exit 2) naming the
+    /// case and the field, never a review made up around the gap.
+    #[test]
+    fn a_short_case_that_cannot_be_expanded_names_the_case_and_the_field() {
+        let pod = "object: {kind: Pod, name: web-0, namespace: shop, finalizers: [example.com/a]}\n    requester: {user: jane}";
+        for (case, why) in [
+            (
+                "object: {apiVersion: example.com/v1, kind: Widget, name: w, namespace: shop}\n    requester: {user: jane}\n    finalizersAfter: []".to_string(),
+                r#"cases[0].object.kind: "Widget" of "example.com" is not one of Kubernetes' or the well-known controllers' types: give the case resource: PLURAL.example.com"#,
+            ),
+            (
+                "object: {kind: Widget, name: w}\n    requester: {user: jane}\n    finalizersAfter: []".to_string(),
+                r#"cases[0].object.apiVersion: needed for kind "Widget""#,
+            ),
+            (
+                format!("{pod}\n    jsonPatch: [{{op: remove, path: /metadata/finalizers/3}}]"),
+                r#"cases[0].jsonPatch[0]: at "/metadata/finalizers/3": path is invalid"#,
+            ),
+            (
+                format!("{pod}\n    jsonPatch: [{{op: test, path: /metadata/finalizers/0, value: example.com/b}}, {{op: remove, path: /metadata/finalizers/0}}]"),
+                r#"cases[0].jsonPatch[0]: at "/metadata/finalizers/0": the test failed"#,
+            ),
+            (
+                format!("{pod}\n    jsonPatch: [{{op: delete, path: /metadata/finalizers/0}}]"),
+                "cases[0].jsonPatch[0]: unknown variant `delete`",
+            ),
+            (
+                format!("{pod}\n    mergePatch: {{metadata: {{name: other}}}}"),
+                "cases[0].mergePatch: changes metadata.name: a write cannot change which object it is",
+            ),
+            (
+                format!("{pod}\n    finalizersAfter: []\n    mergePatch: {{}}"),
+                "cases[0]: give exactly one change: mergePatch, jsonPatch or finalizersAfter",
+            ),
+            (
+                pod.to_string(),
+                "cases[0]: give exactly one change",
+            ),
+            (
+                "object: {kind: Pod, name: web-0, finalizers: [a/b]}\n    requester: {user: jane}\n    finalizersAfter: []".to_string(),
+                "cases[0].object.namespace: a Pod lives in a namespace: name it",
+            ),
+            (
+                "object: {kind: Node, name: n, namespace: x}\n    requester: {user: jane}\n    finalizersAfter: []".to_string(),
+                "cases[0].object.namespace: a Node is cluster-scoped",
+            ),
+            (
+                "object: {kind: Pod, name: web-0, namespace: shop, finalizer: [a/b]}\n    requester: {user: jane}\n    finalizersAfter: []".to_string(),
+                "cases[0].object: unknown field `finalizer`",
+            ),
+            (
+                "object: {kind: Pod, name: web-0, namespace: shop, deletionTimestamp: yesterday}\n    requester: {user: jane}\n    finalizersAfter: []".to_string(),
+                "cases[0].object.deletionTimestamp: not a timestamp",
+            ),
+            (
+                "object: {kind: Pod, name: web-0, namespace: shop}\n    finalizersAfter: []".to_string(),
+                "cases[0].requester: missing",
+            ),
+            (
+                "object: {kind: Pod, name: web-0, namespace: shop}\n    requester: {serviceAccount: builder}\n    finalizersAfter: []".to_string(),
+                r#"cases[0].requester.serviceAccount: "builder" must be NAMESPACE:NAME"#,
+            ),
+            (
+                "object: {kind: Pod, name: web-0, namespace: shop}\n    requester: {user: a, serviceAccount: 'a:b'}\n    finalizersAfter: []".to_string(),
+                "cases[0].requester: give either user or serviceAccount, not both",
+            ),
+            (
+                "object: {kind: Pod, name: web-0, namespace: shop}\n    resource: deployments.apps\n    requester: {user: jane}\n    finalizersAfter: []".to_string(),
+                r#"cases[0].resource: "deployments.apps" is not in the group of the object's apiVersion"#,
+            ),
+            (
+                "object: {kind: Pod, name: web-0, namespace: shop}\n    requester: {groups: [ops]}\n    finalizersAfter: []".to_string(),
+                "cases[0].requester: give user (and groups) or serviceAccount: NAMESPACE:NAME",
+            ),
+            (
+                "review: x.json\n    requester: {user: jane}".to_string(),
+                "cases[0].requester: a case with a review file is judged on that review",
+            ),
+            (
+                "review: x.json\n    object: {kind: Pod, name: p, namespace: n}".to_string(),
+                "cases[0]: give review (a file) or object (the short form), not both",
+            ),
+            (
+                "name: nothing".to_string(),
+                "cases[0]: give review (a recorded AdmissionReview) or object",
+            ),
+        ] {
+            let outcomes = run_short(&format!("  - {case}\n    expect: denied\n"));
+            assert_eq!(outcomes.len(), 1, "{case}: {outcomes:?}");
+            let failure = outcomes[0].failure.as_deref().unwrap_or_default();
+            assert!(outcomes[0].unreadable, "{case}: {outcomes:?}");
+            assert!(failure.starts_with(why), "{case}:\n{failure}\nwant: {why}");
+            assert_eq!(Report::of(outcomes).exit_code(), 2);
+        }
+    }
+
+    /// The review a case expands to is held to the size a file may have:
+    /// a JSON patch that copies the object into itself stops at the limit.
+    #[test]
+    fn a_short_case_expands_to_no_more_than_a_file_may_hold() {
+        // Each copy doubles the object: 64 would be 2^64 times its size.
+        let copies: Vec<String> = (0..64)
+            .map(|i| {
+                let to = if i % 2 == 0 { "labels" } else { "annotations" };
+                format!("{{op: copy, from: /metadata, path: /metadata/{to}}}")
+            })
+            .collect();
+        let case = format!(
+            "object: {{kind: Pod, name: web-0, namespace: shop, finalizers: [a/b]}}\nrequester: {{user: jane}}\njsonPatch: [{}]\nexpect: denied\n",
+            copies.join(", ")
+        );
+        let case: SuiteCase = serde_yaml_ng::from_str(&case).unwrap();
+        let started = std::time::Instant::now();
+        let why = refused(case_body(Path::new("."), &case, 0, 1 << 20));
+        assert!(
+            why.starts_with("cases[0]: the review it expands to is larger than 1048576 bytes"),
+            "{why}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        // And the whole review, however it got there.
+        let big = format!(
+            "object: {{kind: Pod, name: web-0, namespace: shop, annotations: {{a: {}}}}}\nrequester: {{user: jane}}\nfinalizersAfter: []\nexpect: allowed\n",
+            "x".repeat(2000)
+        );
+        let case: SuiteCase = serde_yaml_ng::from_str(&big).unwrap();
+        assert!(case_body(Path::new("."), &case, 0, 1 << 20).is_ok());
+        let why = refused(case_body(Path::new("."), &case, 0, 3000));
+        assert!(why.contains("larger than 3000 bytes"), "{why}");
     }
 
     #[test]

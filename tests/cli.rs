@@ -246,6 +246,93 @@ fn policy_validate_warns_of_rules_that_match_nothing() {
     assert!(!stdout(&clean).contains("warning"), "{}", stdout(&clean));
 }
 
+/// The policies of the issue that lock Argo CD out, or switch the guard off,
+/// are valid but warned of; `--strict` fails them, each warning still
+/// listed with its rule and fix. The shipped policies pass `--strict`.
+#[test]
+fn policy_validate_strict_fails_on_every_warning() {
+    let (_dir, path) = policy_file(
+        r#"rules:
+  - name: argocd
+    finalizers: ["resources-finalizer.argocd.argoproj.io"]
+    users: ["argocd-application-controller"]
+    resources: ["applications"]
+  - name: everyone
+    finalizers: ["*"]
+    groups: ["system:authenticated"]
+"#,
+    );
+    let path = path.to_str().unwrap();
+    let lax = run(&["policy", "validate", path]);
+    assert_eq!(lax.status.code(), Some(0), "{lax:?}");
+    let warned: Vec<String> = stdout(&lax)
+        .lines()
+        .filter(|l| l.contains(": warning: "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(warned.len(), 3, "{}", stdout(&lax));
+    for (warning, says) in warned.iter().zip([
+        r#"argocd: users "argocd-application-controller" matches nothing if it is a ServiceAccount, which is sent as system:serviceaccount:NAMESPACE:NAME; write serviceAccounts: ["NAMESPACE:argocd-application-controller"]"#,
+        r#"argocd: resources "applications" matches nothing: with no group it names the core group, which has no applications; write "applications.argoproj.io""#,
+        r#"everyone: groups "system:authenticated" is every authenticated user: each of them may remove every finalizer (finalizers "*"), so the guard is off for them"#,
+    ]) {
+        assert!(warning.contains(says), "{warning}");
+    }
+
+    let strict = run(&["policy", "validate", "--strict", path]);
+    assert_eq!(strict.status.code(), Some(1), "{strict:?}");
+    let out = stdout(&strict);
+    assert!(
+        out.starts_with(&format!(
+            "{path}: refused under --strict: 3 warnings (each below)\n"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains(": valid ("), "{out}");
+    for warning in &warned {
+        assert!(out.contains(warning.as_str()), "{out}");
+    }
+    let json = run(&["policy", "validate", "--strict", "-o", "json", path]);
+    assert_eq!(json.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["valid"], false, "{report:#}");
+    assert_eq!(report["strict"], true, "{report:#}");
+    assert_eq!(
+        report["warnings"].as_array().unwrap().len(),
+        3,
+        "{report:#}"
+    );
+
+    // warn mode's would-block is a warning too.
+    let (_dir, blocks) = policy_file("mode: warn\nbuiltinControllers: false\n");
+    let blocks = blocks.to_str().unwrap();
+    assert_eq!(run(&["policy", "validate", blocks]).status.code(), Some(0));
+    let o = run(&["policy", "validate", "--strict", blocks]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(stdout(&o).contains("refused under --strict"), "{o:?}");
+    assert!(
+        stderr(&o).contains("served in warn mode, refused in enforce mode"),
+        "{o:?}"
+    );
+
+    // What ships passes.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for shipped in [
+        "examples/policy.yaml",
+        "src/policy/default.yaml",
+        "tests/fixtures/policy.yaml",
+        "tests/fixtures/policy-warn.yaml",
+    ] {
+        let o = run(&[
+            "policy",
+            "validate",
+            "--strict",
+            root.join(shipped).to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{shipped}: {o:?}");
+    }
+}
+
 #[test]
 fn doctor_and_serve_refuse_a_policy_that_blocks_builtin_controllers() {
     let ok = run(&["doctor"]);
@@ -278,7 +365,11 @@ fn doctor_and_serve_refuse_a_policy_that_blocks_builtin_controllers() {
 fn test_runs_the_example_suite_and_fails_on_a_wrong_expectation() {
     let o = run(&["test", "examples/suite.yaml"]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    assert!(stdout(&o).ends_with("4 passed, 0 failed\n"));
+    assert!(
+        stdout(&o).ends_with("11 passed, 0 failed\n"),
+        "{}",
+        stdout(&o)
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let suite = dir.path().join("suite.yaml");
@@ -304,7 +395,7 @@ fn test_runs_the_example_suite_and_fails_on_a_wrong_expectation() {
         out.contains("FAIL a person strips a pod's finalizer: expected allowed, got denied: "),
         "{out}"
     );
-    assert!(out.ends_with("3 passed, 1 failed\n"), "{out}");
+    assert!(out.ends_with("10 passed, 1 failed\n"), "{out}");
 }
 
 #[test]

@@ -4,7 +4,19 @@
 //! everything), but its author meant something by it: the controller it
 //! was written for will be denied once the policy is enforced.
 
-use super::config::{Policy, ResourceName, Rule};
+use super::config::{FinalizerPattern, Policy, ResourceName, Rule};
+use super::kinds;
+
+/// What a user name that no authenticator sends looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserShape {
+    /// A ServiceAccount's name: sent as `system:serviceaccount:NS:NAME`.
+    ServiceAccount,
+    /// A Kubernetes component's name without its `system:` prefix.
+    Component,
+    /// A group's name (`system:serviceaccounts:NS`).
+    Group,
+}
 
 /// Why (part of) a rule can match nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +43,35 @@ pub enum PolicyWarning {
     /// A `namespaces` scope beside a cluster-scoped resource: the resource
     /// has no namespace, so the scope never holds for it.
     ClusterScoped { rule: String, value: String },
+    /// `applications`: written with no group, which means the core group,
+    /// and the core group has no such resource. `groups`: the groups that
+    /// serve it ([`kinds::known_groups`]), if any is known.
+    NoGroup {
+        rule: String,
+        value: String,
+        groups: Vec<&'static str>,
+    },
+    /// A ServiceAccount with a `*` (`team-a:*`, `team-*:builder`).
+    ServiceAccountWildcard { rule: String, value: String },
+    /// A user name shaped like a ServiceAccount's (`flux-system:source-controller`,
+    /// `argocd-application-controller`), or a Kubernetes component's without
+    /// its `system:` prefix: such a requester is never sent under that name.
+    /// `write`: what to write instead.
+    NotAUser {
+        rule: String,
+        value: String,
+        shape: UserShape,
+        write: String,
+    },
+    /// A group (or user) that is everyone, every authenticated user or every
+    /// ServiceAccount: the guard is off for them for the rule's finalizers.
+    GuardOff {
+        rule: String,
+        field: &'static str,
+        value: String,
+        who: &'static str,
+        finalizers: String,
+    },
 }
 
 impl std::fmt::Display for PolicyWarning {
@@ -66,6 +107,72 @@ impl std::fmt::Display for PolicyWarning {
             PolicyWarning::ClusterScoped { rule, value } => write!(
                 f,
                 "{rule}: resources {value:?} is cluster-scoped, so the rule's namespaces never hold for it"
+            ),
+            PolicyWarning::NoGroup {
+                rule,
+                value,
+                groups,
+            } => {
+                write!(
+                    f,
+                    "{rule}: resources {value:?} matches nothing: with no group it names the core group, which has no {value}; "
+                )?;
+                match groups.as_slice() {
+                    [] => write!(
+                        f,
+                        "write it with its API group, as RESOURCE.GROUP (e.g. {:?})",
+                        format!("{value}.example.com")
+                    ),
+                    [group] => write!(f, "write {:?}", format!("{value}.{group}")),
+                    groups => {
+                        let all: Vec<String> = groups
+                            .iter()
+                            .map(|g| format!("{:?}", format!("{value}.{g}")))
+                            .collect();
+                        write!(f, "write the one you mean: {}", all.join(", "))
+                    }
+                }
+            }
+            PolicyWarning::ServiceAccountWildcard { rule, value } => {
+                write!(
+                    f,
+                    "{rule}: serviceAccounts {value:?} matches nothing: a ServiceAccount is an exact NAMESPACE:NAME, and no name holds a '*'; "
+                )?;
+                match value.split_once(':') {
+                    Some((ns, "*")) if !ns.contains('*') => write!(
+                        f,
+                        "for every ServiceAccount of namespace {ns}, write groups: [{:?}]",
+                        format!("system:serviceaccounts:{ns}")
+                    ),
+                    _ => f.write_str("list each ServiceAccount as NAMESPACE:NAME"),
+                }
+            }
+            PolicyWarning::NotAUser {
+                rule,
+                value,
+                shape,
+                write,
+            } => {
+                let why = match shape {
+                    UserShape::ServiceAccount => {
+                        "matches nothing if it is a ServiceAccount, which is sent as system:serviceaccount:NAMESPACE:NAME"
+                    }
+                    UserShape::Component => {
+                        "matches nothing: Kubernetes' components are sent as system:NAME"
+                    }
+                    UserShape::Group => "matches nothing: it is a group's name, never a user's",
+                };
+                write!(f, "{rule}: users {value:?} {why}; write {write}")
+            }
+            PolicyWarning::GuardOff {
+                rule,
+                field,
+                value,
+                who,
+                finalizers,
+            } => write!(
+                f,
+                "{rule}: {field} {value:?} is {who}: each of them may remove {finalizers}, so the guard is off for them; name the controllers' serviceAccounts, or your people's groups, instead"
             ),
         }
     }
@@ -145,11 +252,41 @@ fn lint_rule(rule: &Rule, out: &mut Vec<PolicyWarning>) {
         ("namespaces", namespaces),
     ] {
         for value in values.iter().filter(|v| v.contains('*')) {
-            out.push(PolicyWarning::Wildcard {
-                rule: label(),
-                field,
-                value: value.clone(),
+            out.push(if field == "serviceAccounts" {
+                PolicyWarning::ServiceAccountWildcard {
+                    rule: label(),
+                    value: value.clone(),
+                }
+            } else {
+                PolicyWarning::Wildcard {
+                    rule: label(),
+                    field,
+                    value: value.clone(),
+                }
             });
+        }
+    }
+    for user in &rule.users {
+        if let Some((shape, write)) = not_a_user(user) {
+            out.push(PolicyWarning::NotAUser {
+                rule: label(),
+                value: user.clone(),
+                shape,
+                write,
+            });
+        }
+    }
+    for (field, values) in [("users", &rule.users), ("groups", &rule.groups)] {
+        for value in values {
+            if let Some(who) = everyone(field, value) {
+                out.push(PolicyWarning::GuardOff {
+                    rule: label(),
+                    field,
+                    value: value.clone(),
+                    who,
+                    finalizers: finalizers_named(&rule.finalizers),
+                });
+            }
         }
     }
     for ns in namespaces
@@ -165,7 +302,9 @@ fn lint_rule(rule: &Rule, out: &mut Vec<PolicyWarning>) {
         if let Some(warning) = lint_resource(&rule.label, resource) {
             out.push(warning);
         } else if rule.namespaces.is_some()
-            && CLUSTER_SCOPED.contains(&(resource.group.as_str(), resource.resource.as_str()))
+            && (CLUSTER_SCOPED.contains(&(resource.group.as_str(), resource.resource.as_str()))
+                || kinds::by_resource(&resource.group, &resource.resource)
+                    .is_some_and(|t| !t.namespaced))
         {
             out.push(PolicyWarning::ClusterScoped {
                 rule: label(),
@@ -184,14 +323,189 @@ fn lint_resource(rule: &str, resource: &ResourceName) -> Option<PolicyWarning> {
     if group.split('.').any(is_version) {
         return Some(PolicyWarning::Version { rule, value });
     }
-    SINGULAR
+    if let Some((_, _, plural)) = SINGULAR
         .iter()
         .find(|(g, singular, _)| g == group && *singular == resource.resource)
-        .map(|(_, _, plural)| PolicyWarning::Singular {
+    {
+        return Some(PolicyWarning::Singular {
             rule,
             value,
             plural: plural.to_string(),
+        });
+    }
+    if group.is_empty() {
+        let groups = kinds::known_groups(&resource.resource);
+        if !groups.contains(&"") {
+            return Some(PolicyWarning::NoGroup {
+                rule,
+                value,
+                groups,
+            });
+        }
+    }
+    None
+}
+
+/// Who a group (or user) is, when it is everyone or nearly: every
+/// authenticated user, every unauthenticated request, every ServiceAccount.
+/// (`*` is no name at all: [`PolicyWarning::Wildcard`].)
+fn everyone(field: &str, value: &str) -> Option<&'static str> {
+    match (field, value) {
+        ("groups", "system:authenticated") => Some("every authenticated user"),
+        ("groups", "system:unauthenticated") => Some("every unauthenticated request"),
+        ("users", "system:anonymous") => Some("every unauthenticated request"),
+        ("groups", "system:serviceaccounts") => Some("every ServiceAccount of every namespace"),
+        _ => None,
+    }
+}
+
+/// `every finalizer (finalizers "*")`, or the finalizers a rule names.
+fn finalizers_named(finalizers: &[FinalizerPattern]) -> String {
+    if finalizers
+        .iter()
+        .any(|f| matches!(f, FinalizerPattern::Prefix(p) if p.is_empty()))
+    {
+        return "every finalizer (finalizers \"*\")".to_string();
+    }
+    let named: Vec<String> = finalizers
+        .iter()
+        .map(|f| match f {
+            FinalizerPattern::Exact(name) => format!("{name:?}"),
+            FinalizerPattern::Prefix(prefix) => format!("{:?}", format!("{prefix}*")),
         })
+        .collect();
+    named.join(", ")
+}
+
+/// Prefixes an authenticator gives user names (`--oidc-username-prefix`,
+/// webhook token authenticators, managed platforms' own components): `oidc:alice`
+/// is a person, `eks:cloud-controller-manager` a component EKS runs.
+const USER_PREFIXES: &[&str] = &[
+    "oidc",
+    "dex",
+    "keycloak",
+    "okta",
+    "google",
+    "github",
+    "gitlab",
+    "azure",
+    "aad",
+    "aws",
+    "iam",
+    "ldap",
+    "saml",
+    "sso",
+    "user",
+    "users",
+    "system",
+    "eks",
+    "gke",
+    "aks",
+    "openshift",
+];
+
+/// ServiceAccount names of well-known controllers that no suffix gives away.
+const CONTROLLER_ACCOUNTS: &[&str] = &[
+    "argocd-server",
+    "argocd-repo-server",
+    "crossplane",
+    "external-secrets",
+    "karpenter",
+    "velero",
+    "longhorn-service-account",
+];
+
+/// Kubernetes' components, which authenticate as `system:NAME`.
+const COMPONENTS: &[&str] = &[
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kube-proxy",
+    "cloud-controller-manager",
+];
+
+/// What to write instead of a user name that no authenticator sends: a
+/// ServiceAccount's `NAMESPACE:NAME`, or a component's name without its
+/// `system:` prefix. A person's name (an email, `oidc:alice`, `jane`, a
+/// certificate's `kubernetes-admin`) or a full `system:` name is `None`.
+fn not_a_user(user: &str) -> Option<(UserShape, String)> {
+    let accounts = |account: &str| {
+        Some((
+            UserShape::ServiceAccount,
+            format!("serviceAccounts: [{account:?}]"),
+        ))
+    };
+    if let Some(rest) = user.strip_prefix("system:serviceaccounts") {
+        let group = format!("system:serviceaccounts{rest}");
+        return Some((UserShape::Group, format!("groups: [{group:?}]")));
+    }
+    if COMPONENTS.contains(&user) {
+        let name = format!("system:{user}");
+        return Some((UserShape::Component, format!("users: [{name:?}]")));
+    }
+    for prefix in ["serviceaccount:", "serviceaccounts:", "sa:"] {
+        if let Some(rest) = user.strip_prefix(prefix)
+            && let Some((ns, name)) = rest.split_once(':')
+            && is_dns_label(ns)
+            && is_account_name(name)
+        {
+            return accounts(rest);
+        }
+    }
+    match user.split_once(':') {
+        Some((ns, name)) => {
+            let shaped = is_dns_label(ns)
+                && is_account_name(name)
+                && !USER_PREFIXES.contains(&ns)
+                && (is_controller_namespace(ns) || is_controller_name(name));
+            if shaped { accounts(user) } else { None }
+        }
+        None if is_account_name(user) && is_controller_name(user) => {
+            accounts(&format!("NAMESPACE:{user}"))
+        }
+        None => None,
+    }
+}
+
+/// `flux-system`, `kube-system`, `argocd`: where controllers run.
+fn is_controller_namespace(ns: &str) -> bool {
+    ns.ends_with("-system")
+        || [
+            "argocd",
+            "cert-manager",
+            "velero",
+            "karpenter",
+            "external-secrets",
+            "kubevirt",
+            "rook-ceph",
+            "longhorn",
+            "sail-operator",
+        ]
+        .contains(&ns)
+}
+
+/// `source-controller`, `capi-controller-manager`, `rook-ceph-operator`:
+/// a controller's ServiceAccount, by its name.
+fn is_controller_name(name: &str) -> bool {
+    CONTROLLER_ACCOUNTS.contains(&name)
+        || [
+            "-controller",
+            "-controller-manager",
+            "-manager",
+            "-operator",
+            "-webhook",
+            "-cainjector",
+            "-provisioner",
+            "-sa",
+            "-serviceaccount",
+            "-service-account",
+        ]
+        .iter()
+        .any(|suffix| name.len() > suffix.len() && name.ends_with(suffix))
+}
+
+/// A ServiceAccount's name: a DNS subdomain.
+fn is_account_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 253 && name.split('.').all(is_dns_label)
 }
 
 /// `v1`, `v1beta1`, `v2alpha3`: an API version, not part of a group.
@@ -212,7 +526,8 @@ fn is_version(segment: &str) -> bool {
 }
 
 fn is_dns_label(s: &str) -> bool {
-    s.len() <= 63
+    !s.is_empty()
+        && s.len() <= 63
         && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !s.starts_with('-')
@@ -255,7 +570,7 @@ mod tests {
   - finalizers: ["example.com/y"]
     users: ["x"]
     namespaces: ["team-a"]
-    resources: ["persistentvolumes", "customresourcedefinitions.apiextensions.k8s.io", "widgets.example.com"]
+    resources: ["persistentvolumes", "customresourcedefinitions.apiextensions.k8s.io", "widgets.example.com", "clusterissuers.cert-manager.io", "issuers.cert-manager.io"]
 "#,
         );
         assert_eq!(
@@ -263,7 +578,7 @@ mod tests {
             [
                 r#"tenant: users "ci-*" matches nothing: users are exact names, and no name holds a '*'"#,
                 r#"tenant: groups "*" matches nothing: groups are exact names, and no name holds a '*'"#,
-                r#"tenant: serviceAccounts "team-a:*" matches nothing: serviceAccounts are exact names, and no name holds a '*'"#,
+                r#"tenant: serviceAccounts "team-a:*" matches nothing: a ServiceAccount is an exact NAMESPACE:NAME, and no name holds a '*'; for every ServiceAccount of namespace team-a, write groups: ["system:serviceaccounts:team-a"]"#,
                 r#"tenant: namespaces "team-*" matches nothing: namespaces are exact names, and no name holds a '*'"#,
                 r#"tenant: namespaces "Team-B" matches nothing: a namespace's name is a lowercase DNS label"#,
                 r#"tenant: resources "pods.core" matches nothing: the core group has no name, write "pods""#,
@@ -271,6 +586,7 @@ mod tests {
                 r#"tenant: resources "pod" matches nothing: resources are plural, write "pods""#,
                 r#"rules[1]: resources "persistentvolumes" is cluster-scoped, so the rule's namespaces never hold for it"#,
                 r#"rules[1]: resources "customresourcedefinitions.apiextensions.k8s.io" is cluster-scoped, so the rule's namespaces never hold for it"#,
+                r#"rules[1]: resources "clusterissuers.cert-manager.io" is cluster-scoped, so the rule's namespaces never hold for it"#,
             ]
         );
     }
@@ -292,6 +608,104 @@ mod tests {
         );
         assert!(sound.is_empty(), "{sound:?}");
         assert!(Policy::embedded_default().warnings().is_empty());
+    }
+
+    /// What locks a controller out, or lets everyone in, while it parses:
+    /// each named with its rule and the fix.
+    #[test]
+    fn lockouts_and_open_doors_are_named_with_the_fix() {
+        let got = warnings(
+            r#"
+  - name: argocd
+    finalizers: ["resources-finalizer.argocd.argoproj.io"]
+    users: ["argocd-application-controller", "flux-system:source-controller", "serviceaccount:ops:cleanup", "kube-controller-manager"]
+    resources: ["applications", "providers", "widgets", "deployments"]
+  - finalizers: ["*"]
+    groups: ["system:authenticated"]
+  - finalizers: ["example.com/a", "example.com/b*"]
+    groups: ["system:serviceaccounts", "system:unauthenticated"]
+    users: ["system:anonymous"]
+  - finalizers: ["example.com/a"]
+    serviceAccounts: ["team-*:builder", "*:*"]
+"#,
+        );
+        assert_eq!(
+            got,
+            [
+                r#"argocd: users "argocd-application-controller" matches nothing if it is a ServiceAccount, which is sent as system:serviceaccount:NAMESPACE:NAME; write serviceAccounts: ["NAMESPACE:argocd-application-controller"]"#,
+                r#"argocd: users "flux-system:source-controller" matches nothing if it is a ServiceAccount, which is sent as system:serviceaccount:NAMESPACE:NAME; write serviceAccounts: ["flux-system:source-controller"]"#,
+                r#"argocd: users "serviceaccount:ops:cleanup" matches nothing if it is a ServiceAccount, which is sent as system:serviceaccount:NAMESPACE:NAME; write serviceAccounts: ["ops:cleanup"]"#,
+                r#"argocd: users "kube-controller-manager" matches nothing: Kubernetes' components are sent as system:NAME; write users: ["system:kube-controller-manager"]"#,
+                r#"argocd: resources "applications" matches nothing: with no group it names the core group, which has no applications; write "applications.argoproj.io""#,
+                r#"argocd: resources "providers" matches nothing: with no group it names the core group, which has no providers; write the one you mean: "providers.notification.toolkit.fluxcd.io", "providers.pkg.crossplane.io""#,
+                r#"argocd: resources "widgets" matches nothing: with no group it names the core group, which has no widgets; write it with its API group, as RESOURCE.GROUP (e.g. "widgets.example.com")"#,
+                r#"argocd: resources "deployments" matches nothing: with no group it names the core group, which has no deployments; write "deployments.apps""#,
+                r#"rules[1]: groups "system:authenticated" is every authenticated user: each of them may remove every finalizer (finalizers "*"), so the guard is off for them; name the controllers' serviceAccounts, or your people's groups, instead"#,
+                r#"rules[2]: users "system:anonymous" is every unauthenticated request: each of them may remove "example.com/a", "example.com/b*", so the guard is off for them; name the controllers' serviceAccounts, or your people's groups, instead"#,
+                r#"rules[2]: groups "system:serviceaccounts" is every ServiceAccount of every namespace: each of them may remove "example.com/a", "example.com/b*", so the guard is off for them; name the controllers' serviceAccounts, or your people's groups, instead"#,
+                r#"rules[2]: groups "system:unauthenticated" is every unauthenticated request: each of them may remove "example.com/a", "example.com/b*", so the guard is off for them; name the controllers' serviceAccounts, or your people's groups, instead"#,
+                r#"rules[3]: serviceAccounts "team-*:builder" matches nothing: a ServiceAccount is an exact NAMESPACE:NAME, and no name holds a '*'; list each ServiceAccount as NAMESPACE:NAME"#,
+                r#"rules[3]: serviceAccounts "*:*" matches nothing: a ServiceAccount is an exact NAMESPACE:NAME, and no name holds a '*'; list each ServiceAccount as NAMESPACE:NAME"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_group_or_a_component_written_as_a_user_is_named() {
+        assert_eq!(
+            not_a_user("system:serviceaccounts:ops"),
+            Some((
+                UserShape::Group,
+                r#"groups: ["system:serviceaccounts:ops"]"#.to_string()
+            ))
+        );
+        assert_eq!(
+            not_a_user("kube-scheduler"),
+            Some((
+                UserShape::Component,
+                r#"users: ["system:kube-scheduler"]"#.to_string()
+            ))
+        );
+        assert_eq!(
+            not_a_user("cert-manager:cert-manager").map(|(_, w)| w),
+            Some(r#"serviceAccounts: ["cert-manager:cert-manager"]"#.to_string())
+        );
+        assert_eq!(
+            not_a_user("sa:ops:cleanup").map(|(_, w)| w),
+            Some(r#"serviceAccounts: ["ops:cleanup"]"#.to_string())
+        );
+    }
+
+    /// People's names, as authenticators send them, and the core group's
+    /// resources written plainly, warn of nothing.
+    #[test]
+    fn people_and_core_resources_warn_of_nothing() {
+        for user in [
+            "jane@example.com",
+            "oidc:alice",
+            "oidc:deploy-controller",
+            "eks:cloud-controller-manager",
+            "https://accounts.example.com#1234",
+            "kubernetes-admin",
+            "alice",
+            "ci-bot",
+            "system:kube-controller-manager",
+            "system:serviceaccount:flux-system:source-controller",
+            "system:node:worker-1",
+            "team-a:alice",
+            "CN=Jane,O=ops",
+        ] {
+            assert_eq!(not_a_user(user), None, "{user}");
+        }
+        let sound = warnings(
+            r#"
+  - finalizers: ["example.com/x"]
+    groups: ["system:serviceaccounts:team-a", "system:masters"]
+    users: ["jane@example.com", "oidc:alice"]
+    resources: ["pods", "persistentvolumeclaims", "namespaces", "events", "nodes", "services", "secrets", "configmaps"]
+"#,
+        );
+        assert!(sound.is_empty(), "{sound:?}");
     }
 
     #[test]

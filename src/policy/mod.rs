@@ -8,6 +8,7 @@ pub mod approval;
 pub mod builtin;
 pub mod config;
 mod decide;
+pub mod kinds;
 mod lint;
 mod load;
 pub mod message;

@@ -1,0 +1,527 @@
+//! Short suite cases: the object, the requester and the change, expanded
+//! into the AdmissionReview kube-apiserver would send for that write.
+//!
+//! ```yaml
+//! - name: a person strips a pod's finalizer
+//!   object: {kind: Pod, name: web-0, namespace: shop, finalizers: [example.com/cleanup]}
+//!   requester: {user: jane@example.com, groups: [oncall]}
+//!   finalizersAfter: []
+//!   expect: denied
+//! ```
+//!
+//! What kube-apiserver would send: an `UPDATE` of the type's resource (from
+//! [`crate::policy::kinds`], or the case's `resource` for a type the table
+//! does not know), with no subresource, since `metadata.finalizers` is
+//! written through the object itself; a Namespace whose `spec.finalizers`
+//! changes is written through `namespaces/finalize`, and a Namespace's
+//! request names it as its own namespace. The requester's groups get what
+//! the authenticator adds: `system:authenticated`, and for a ServiceAccount
+//! `system:serviceaccounts` and `system:serviceaccounts:NAMESPACE`. The
+//! review is then judged as a recorded one is.
+//!
+//! A case that cannot be expanded is an error naming the case and the field
+//! (`cases[2].object.kind: ...`), never a review made up around the gap; and
+//! the review it expands to is held to the size a file may have.
+
+use std::collections::BTreeMap;
+use std::io;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::policy::kinds::{self, KnownType};
+
+/// `requester`: who writes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Requester {
+    /// A user name, exactly as the authenticator gives it.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Groups besides those the authenticator adds.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// `NAMESPACE:NAME`.
+    #[serde(default)]
+    pub service_account: Option<String>,
+}
+
+/// `object`, short: what a decision reads of it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ShortObject {
+    #[serde(default)]
+    api_version: Option<String>,
+    kind: String,
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    finalizers: Vec<String>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    deletion_timestamp: Option<String>,
+    /// A Namespace's `spec.finalizers`, say.
+    #[serde(default)]
+    spec: Option<Value>,
+}
+
+/// What a short case gives: its object, requester and change.
+pub struct Short<'a> {
+    /// `cases[N]`: how an error names the case.
+    pub at: String,
+    pub object: &'a Value,
+    pub resource: Option<&'a str>,
+    pub requester: Option<&'a Requester>,
+    pub merge_patch: Option<&'a Value>,
+    pub json_patch: Option<&'a Value>,
+    pub finalizers_after: Option<&'a [String]>,
+    pub dry_run: bool,
+}
+
+/// The uid an object gets when the case gives none: what a two-person
+/// approval's seal would bind to.
+const OBJECT_UID: &str = "5c0f1e2d-3b4a-4c5d-8e6f-7a8b9c0d1e2f";
+
+impl Short<'_> {
+    /// The AdmissionReview body, at most `limit` bytes; or why not,
+    /// naming the case and the field.
+    pub fn expand(&self, limit: u64) -> Result<Vec<u8>, String> {
+        let at = &self.at;
+        let (old, known) = self.old_object()?;
+        let (group, version) = split_api_version(text(&old, "/apiVersion"));
+        let kind = text(&old, "/kind").to_string();
+        let resource = self.resource(group, &kind, known)?;
+        let name = text(&old, "/metadata/name").to_string();
+        let namespace = old
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let namespaced = known.map(|t| t.namespaced);
+        match (namespaced, &namespace) {
+            (Some(true), None) => {
+                return Err(format!(
+                    "{at}.object.namespace: a {kind} lives in a namespace: name it"
+                ));
+            }
+            (Some(false), Some(_)) => {
+                return Err(format!(
+                    "{at}.object.namespace: a {kind} is cluster-scoped: it has no namespace"
+                ));
+            }
+            _ => {}
+        }
+        let new = self.changed(&old, limit)?;
+        for (pointer, what) in [
+            ("/apiVersion", "apiVersion"),
+            ("/kind", "kind"),
+            ("/metadata/name", "metadata.name"),
+            ("/metadata/namespace", "metadata.namespace"),
+            ("/metadata/uid", "metadata.uid"),
+        ] {
+            if new.pointer(pointer) != old.pointer(pointer) {
+                return Err(format!(
+                    "{at}.{}: changes {what}: a write cannot change which object it is",
+                    self.change_field()
+                ));
+            }
+        }
+        let is_namespace = group.is_empty() && resource == "namespaces";
+        let subresource = (is_namespace
+            && new.pointer("/spec/finalizers") != old.pointer("/spec/finalizers"))
+        .then_some("finalize");
+        let (username, groups) = self.user_info()?;
+
+        let gvk = json!({"group": group, "version": version, "kind": kind});
+        let gvr = json!({"group": group, "version": version, "resource": resource});
+        let mut request = Map::new();
+        request.insert("uid".into(), json!("00000000-0000-4000-8000-00000000c45e"));
+        request.insert("kind".into(), gvk.clone());
+        request.insert("resource".into(), gvr.clone());
+        if let Some(sub) = subresource {
+            request.insert("subResource".into(), json!(sub));
+        }
+        request.insert("requestKind".into(), gvk);
+        request.insert("requestResource".into(), gvr);
+        if let Some(sub) = subresource {
+            request.insert("requestSubResource".into(), json!(sub));
+        }
+        request.insert("name".into(), json!(name));
+        // kube-apiserver reads a Namespace's path, /namespaces/NAME, as its namespace.
+        match (is_namespace, namespace) {
+            (true, _) => {
+                request.insert("namespace".into(), json!(name));
+            }
+            (false, Some(ns)) => {
+                request.insert("namespace".into(), json!(ns));
+            }
+            (false, None) => {}
+        }
+        request.insert("operation".into(), json!("UPDATE"));
+        request.insert(
+            "userInfo".into(),
+            json!({"username": username, "groups": groups}),
+        );
+        request.insert("object".into(), new);
+        request.insert("oldObject".into(), old);
+        request.insert("dryRun".into(), json!(self.dry_run));
+        request.insert(
+            "options".into(),
+            json!({"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}),
+        );
+        let review = json!({
+            "kind": "AdmissionReview",
+            "apiVersion": "admission.k8s.io/v1",
+            "request": request,
+        });
+        let body = serde_json::to_vec(&review).expect("a JSON value serializes");
+        if body.len() as u64 > limit {
+            return Err(too_large(at, limit));
+        }
+        Ok(body)
+    }
+
+    /// The object before the write, with what kube-apiserver always sets
+    /// (apiVersion, uid), and its type if the table knows it.
+    fn old_object(&self) -> Result<(Value, Option<&'static KnownType>), String> {
+        let at = &self.at;
+        let Some(given) = self.object.as_object() else {
+            return Err(format!(
+                "{at}.object: a mapping (kind, name, namespace, finalizers, ...) or a whole object"
+            ));
+        };
+        let mut object = if given.contains_key("metadata") {
+            let mut whole = self.object.clone();
+            for (pointer, field) in [("/kind", "kind"), ("/metadata/name", "metadata.name")] {
+                if !whole.pointer(pointer).is_some_and(Value::is_string) {
+                    return Err(format!("{at}.object.{field}: missing, or not a string"));
+                }
+            }
+            for (pointer, field) in [
+                ("/apiVersion", "apiVersion"),
+                ("/metadata/namespace", "metadata.namespace"),
+                ("/metadata/uid", "metadata.uid"),
+            ] {
+                if whole.pointer(pointer).is_some_and(|v| !v.is_string()) {
+                    return Err(format!("{at}.object.{field}: not a string"));
+                }
+            }
+            if !whole["metadata"].is_object() {
+                return Err(format!("{at}.object.metadata: not a mapping"));
+            }
+            if let Some(ts) = whole.pointer("/metadata/deletionTimestamp") {
+                timestamp(at, "object.metadata.deletionTimestamp", ts.as_str())?;
+            }
+            whole["metadata"]
+                .as_object_mut()
+                .expect("checked")
+                .entry("uid")
+                .or_insert_with(|| json!(OBJECT_UID));
+            whole
+        } else {
+            let short: ShortObject = serde_json::from_value(self.object.clone())
+                .map_err(|e| format!("{at}.object: {e}"))?;
+            let mut metadata = Map::new();
+            metadata.insert("name".into(), json!(short.name));
+            if let Some(ns) = short.namespace {
+                metadata.insert("namespace".into(), json!(ns));
+            }
+            metadata.insert(
+                "uid".into(),
+                json!(short.uid.as_deref().unwrap_or(OBJECT_UID)),
+            );
+            if let Some(ts) = short.deletion_timestamp {
+                timestamp(at, "object.deletionTimestamp", Some(&ts))?;
+                metadata.insert("deletionTimestamp".into(), json!(ts));
+            }
+            if !short.finalizers.is_empty() {
+                metadata.insert("finalizers".into(), json!(short.finalizers));
+            }
+            if !short.annotations.is_empty() {
+                metadata.insert("annotations".into(), json!(short.annotations));
+            }
+            let mut object = Map::new();
+            if let Some(v) = short.api_version {
+                object.insert("apiVersion".into(), json!(v));
+            }
+            object.insert("kind".into(), json!(short.kind));
+            object.insert("metadata".into(), Value::Object(metadata));
+            if let Some(spec) = short.spec {
+                object.insert("spec".into(), spec);
+            }
+            Value::Object(object)
+        };
+        let kind = text(&object, "/kind").to_string();
+        let api_version = object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let known = match &api_version {
+            Some(v) => kinds::by_kind(Some(split_api_version(v).0), &kind),
+            None => kinds::by_kind(None, &kind),
+        };
+        let known = known.or_else(|| {
+            // The case's resource may name a type of the table by another kind: checked below.
+            self.resource.and_then(|r| {
+                let (plural, group) = r.split_once('.').unwrap_or((r, ""));
+                kinds::by_resource(group, plural).filter(|t| t.kind == kind)
+            })
+        });
+        if api_version.is_none() {
+            let Some(t) = known else {
+                return Err(format!(
+                    "{at}.object.apiVersion: needed for kind {kind:?}, which is not one of Kubernetes' or the well-known controllers' types"
+                ));
+            };
+            let v = if t.group.is_empty() {
+                t.version.to_string()
+            } else {
+                format!("{}/{}", t.group, t.version)
+            };
+            object
+                .as_object_mut()
+                .expect("an object")
+                .insert("apiVersion".into(), json!(v));
+        }
+        Ok((object, known))
+    }
+
+    /// The plural resource of `kind` in `group`: the case's `resource`,
+    /// else the table's.
+    fn resource(
+        &self,
+        group: &str,
+        kind: &str,
+        known: Option<&'static KnownType>,
+    ) -> Result<String, String> {
+        let at = &self.at;
+        let Some(given) = self.resource else {
+            return known.map(|t| t.resource.to_string()).ok_or_else(|| {
+                format!(
+                    "{at}.object.kind: {kind:?} of {:?} is not one of Kubernetes' or the well-known controllers' types: give the case resource: PLURAL{}",
+                    if group.is_empty() { "the core group" } else { group },
+                    if group.is_empty() {
+                        String::new()
+                    } else {
+                        format!(".{group}")
+                    }
+                )
+            });
+        };
+        let (plural, resource_group) = given.split_once('.').unwrap_or((given, ""));
+        let word = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        };
+        if !word(plural) || !(resource_group.is_empty() || resource_group.split('.').all(word)) {
+            return Err(format!(
+                "{at}.resource: {given:?} is not RESOURCE or RESOURCE.GROUP, e.g. widgets.example.com"
+            ));
+        }
+        if resource_group != group {
+            return Err(format!(
+                "{at}.resource: {given:?} is not in the group of the object's apiVersion ({:?})",
+                group
+            ));
+        }
+        if let Some(t) = kinds::by_resource(group, plural)
+            && t.kind != kind
+        {
+            return Err(format!(
+                "{at}.resource: {given:?} holds {}s, not {kind}s",
+                t.kind
+            ));
+        }
+        Ok(plural.to_string())
+    }
+
+    /// The case's change field, as an error names it.
+    fn change_field(&self) -> &'static str {
+        if self.merge_patch.is_some() {
+            "mergePatch"
+        } else if self.json_patch.is_some() {
+            "jsonPatch"
+        } else {
+            "finalizersAfter"
+        }
+    }
+
+    /// The object after the write.
+    fn changed(&self, old: &Value, limit: u64) -> Result<Value, String> {
+        let at = &self.at;
+        let given = [
+            self.merge_patch.is_some(),
+            self.json_patch.is_some(),
+            self.finalizers_after.is_some(),
+        ]
+        .iter()
+        .filter(|g| **g)
+        .count();
+        if given != 1 {
+            return Err(format!(
+                "{at}: give exactly one change: mergePatch, jsonPatch or finalizersAfter"
+            ));
+        }
+        let mut new = old.clone();
+        if let Some(after) = self.finalizers_after {
+            let metadata = new["metadata"]
+                .as_object_mut()
+                .expect("an object's metadata");
+            if after.is_empty() {
+                metadata.remove("finalizers");
+            } else {
+                metadata.insert("finalizers".into(), json!(after));
+            }
+        } else if let Some(patch) = self.merge_patch {
+            json_patch::merge(&mut new, patch);
+        } else if let Some(ops) = self.json_patch {
+            let Some(ops) = ops.as_array() else {
+                return Err(format!(
+                    "{at}.jsonPatch: a list of operations, e.g. [{{op: remove, path: /metadata/finalizers/0}}]"
+                ));
+            };
+            // Only `copy` can make the object grow past what the file held:
+            // count what each copies, and stop before it outgrows the limit.
+            let mut size = json_size(old);
+            for (i, op) in ops.iter().enumerate() {
+                let op: json_patch::PatchOperation = serde_json::from_value(op.clone())
+                    .map_err(|e| format!("{at}.jsonPatch[{i}]: {e}"))?;
+                if let json_patch::PatchOperation::Copy(copy) = &op
+                    && let Some(from) = new.pointer(copy.from.as_str())
+                {
+                    size = size.saturating_add(json_size(from));
+                    if size > limit {
+                        return Err(too_large(at, limit));
+                    }
+                }
+                json_patch::patch_unsafe(&mut new, std::slice::from_ref(&op)).map_err(|e| {
+                    let why = match e.kind {
+                        json_patch::PatchErrorKind::TestFailed => {
+                            "the test failed: the object holds another value there".to_string()
+                        }
+                        kind => kind.to_string(),
+                    };
+                    format!("{at}.jsonPatch[{i}]: at {:?}: {why}", e.path.as_str())
+                })?;
+            }
+        }
+        if !new.get("metadata").is_some_and(Value::is_object) {
+            return Err(format!(
+                "{at}.{}: leaves no object metadata",
+                self.change_field()
+            ));
+        }
+        Ok(new)
+    }
+
+    /// `userInfo`: the name, and the groups as the authenticator gives them.
+    fn user_info(&self) -> Result<(String, Vec<String>), String> {
+        let at = &self.at;
+        let Some(requester) = self.requester else {
+            return Err(format!(
+                "{at}.requester: missing: give user (and groups) or serviceAccount: NAMESPACE:NAME"
+            ));
+        };
+        let (username, mut groups) = match (&requester.user, &requester.service_account) {
+            (Some(user), None) => {
+                if user.is_empty() {
+                    return Err(format!("{at}.requester.user: empty"));
+                }
+                let everyone = if user == "system:anonymous" {
+                    "system:unauthenticated"
+                } else {
+                    "system:authenticated"
+                };
+                (user.clone(), vec![everyone.to_string()])
+            }
+            (None, Some(sa)) => {
+                let account = sa
+                    .split_once(':')
+                    .filter(|(ns, name)| is_name(ns) && is_name(name));
+                let Some((ns, name)) = account else {
+                    return Err(format!(
+                        "{at}.requester.serviceAccount: {sa:?} must be NAMESPACE:NAME"
+                    ));
+                };
+                (
+                    format!("system:serviceaccount:{ns}:{name}"),
+                    vec![
+                        "system:serviceaccounts".to_string(),
+                        format!("system:serviceaccounts:{ns}"),
+                        "system:authenticated".to_string(),
+                    ],
+                )
+            }
+            (Some(_), Some(_)) => {
+                return Err(format!(
+                    "{at}.requester: give either user or serviceAccount, not both"
+                ));
+            }
+            (None, None) => {
+                return Err(format!(
+                    "{at}.requester: give user (and groups) or serviceAccount: NAMESPACE:NAME"
+                ));
+            }
+        };
+        for group in &requester.groups {
+            if !groups.contains(group) {
+                groups.insert(groups.len() - 1, group.clone());
+            }
+        }
+        Ok((username, groups))
+    }
+}
+
+/// `group/version`, or `version` for the core group.
+fn split_api_version(api_version: &str) -> (&str, &str) {
+    api_version.split_once('/').unwrap_or(("", api_version))
+}
+
+fn text<'v>(value: &'v Value, pointer: &str) -> &'v str {
+    value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// A DNS label, as namespaces and ServiceAccount names are (near enough: a
+/// name kube-apiserver would refuse is refused).
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+}
+
+fn timestamp(at: &str, field: &str, value: Option<&str>) -> Result<(), String> {
+    match value.map(str::parse::<jiff::Timestamp>) {
+        Some(Ok(_)) => Ok(()),
+        _ => Err(format!(
+            "{at}.{field}: not a timestamp like \"2026-11-26T10:00:00Z\""
+        )),
+    }
+}
+
+fn too_large(at: &str, limit: u64) -> String {
+    format!(
+        "{at}: the review it expands to is larger than {limit} bytes, the largest file `test` reads (--max-body-bytes)"
+    )
+}
+
+/// How many bytes `value` takes as JSON, without writing them anywhere.
+fn json_size(value: &Value) -> u64 {
+    struct Count(u64);
+    impl io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).expect("a JSON value serializes");
+    count.0
+}
