@@ -1899,3 +1899,52 @@ fn test_refuses_a_file_that_repeats_a_key() {
         assert_eq!(o.status.code(), Some(2), "{out}");
     }
 }
+
+/// The presets' own tests (examples/presets/suite.yaml, short cases) pass,
+/// and cover every finalizer of every component of the catalog: a finalizer
+/// added to the catalog without a case fails here.
+#[test]
+fn the_presets_suite_passes_and_covers_the_whole_catalog() {
+    let o = run(&["test", "examples/presets/suite.yaml"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let out = stdout(&o);
+    let catalog = run(&["policy", "presets", "-o", "json"]);
+    assert_eq!(catalog.status.code(), Some(0), "{}", stderr(&catalog));
+    let catalog: serde_json::Value = serde_json::from_slice(&catalog.stdout).unwrap();
+    let mut cases = 0;
+    for preset in catalog["presets"].as_array().unwrap() {
+        for component in preset["components"].as_array().unwrap() {
+            let who = format!(
+                "{}/{}",
+                preset["name"].as_str().unwrap(),
+                component["name"].as_str().unwrap()
+            );
+            for finalizer in component["finalizers"].as_array().unwrap() {
+                let finalizer = finalizer.as_str().unwrap();
+                let name = match finalizer.strip_suffix('*') {
+                    Some(prefix) => format!("{prefix}example"),
+                    None => finalizer.to_string(),
+                };
+                let line = format!("ok   preset {who} removes {name} from ");
+                assert!(out.contains(&line), "no passing case {line:?}:\n{out}");
+                cases += 1;
+            }
+            for denied in [
+                "a person may not remove",
+                "the same name in another namespace may not remove",
+            ] {
+                assert!(
+                    out.lines()
+                        .any(|l| l.starts_with(&format!("ok   {denied} "))
+                            && l.contains(&format!("(preset {who}): denied"))),
+                    "no case: {denied} ... (preset {who}):\n{out}"
+                );
+                cases += 1;
+            }
+        }
+    }
+    assert!(
+        out.ends_with(&format!("{cases} passed, 0 failed\n")),
+        "{out}"
+    );
+}
