@@ -64,7 +64,7 @@ pub enum Command {
 pub enum PolicyCommand {
     /// Validate a policy file: exit 0, or 1 with errors naming the field (and line).
     Validate(ValidateArgs),
-    /// Rules for the controllers seen in warn mode's would-deny evidence, as policy YAML.
+    /// Rules for the controllers seen in warn mode's would-deny evidence and enforce's denials, as policy YAML.
     Suggest(SuggestArgs),
     /// Print the policy as a ValidatingAdmissionPolicy and binding (YAML for kubectl apply).
     Export(ExportArgs),

@@ -1,5 +1,5 @@
 //! `policy suggest`: rules for the controllers seen in warn mode's `would-deny`
-//! evidence.
+//! evidence and enforce mode's denials.
 //!
 //! Three kinds of evidence are told apart by their content, line by line or
 //! file by file:
@@ -23,7 +23,10 @@
 //! `--trust-unauthenticated`: without `--client-ca` anyone who reaches the
 //! webhook port can post a review naming any identity and object.
 //!
-//! Only `would-deny` evidence counts. Each identity is either a controller or
+//! Only removals no rule allowed count: `would-deny` (warn mode) and
+//! `denied` (enforce mode; in kube-apiserver's audit log the webhook's
+//! denial is a 403 carrying its `decision: denied` annotation, not a
+//! failure of another step). Each identity is either a controller or
 //! not ([`Identity::classify`]): a controller gets rules, anyone else a
 //! comment line, never a rule: overrides are how people remove finalizers.
 //! Never a controller, whatever the username: unauthenticated requests
@@ -33,9 +36,14 @@
 //! `kubeadm:cluster-admins` but kube-apiserver's own `system:apiserver`), and
 //! a username no rule can name.
 //!
-//! A rule is as narrow as the evidence ([`Suggestions::rules`]): for
-//! namespaced objects, `namespaces` and `resources` name where the identity
-//! was seen removing those finalizers, and nowhere else; cluster-scoped
+//! A rule names the resources the identity was seen removing those
+//! finalizers from ([`Suggestions::rules`]), and reaches as far as [`reach`]
+//! decides: every namespace for a controller that acts cluster-wide (a
+//! ServiceAccount seen in two or more namespaces, outside its own, or bound
+//! by a ClusterRoleBinding given with `--bindings`), its own namespace
+//! otherwise, with a comment saying which and why. With `--merge`, a rule of
+//! the policy for that identity alone that the evidence shows it outside of
+//! is widened in place ([`Widening`]) rather than repeated. Cluster-scoped
 //! objects (a Namespace too) get rules of their own, without `namespaces`,
 //! naming only their cluster-scoped resources. A removal without a namespace
 //! on a resource seen in one is left out rather than made cluster-wide. Two
@@ -211,9 +219,10 @@ pub fn parse_line(line: &str) -> Parsed {
         // The webhook's denial is kube-apiserver's 403, with the webhook's
         // audit annotations: what enforce refused, not a failure of its own.
         let denial = seen.as_ref().is_some_and(|s| s.denied);
+        let answered = |code: u64| (200..300).contains(&code) || (denial && code == 403);
         let failed = value["responseStatus"]["code"]
             .as_u64()
-            .is_some_and(|code| !(200..300).contains(&code) && !(denial && code == 403));
+            .is_some_and(|code| !answered(code));
         let skip = if value["requestURI"].as_str().is_some_and(dry_run_uri) {
             Some(Skip::DryRun)
         } else {

@@ -425,7 +425,15 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
         }
     }
     let now = jiff::Timestamp::now();
-    let suggestion = (blocked_objects > 0).then(|| sketch(&name, field, &tally.added_by));
+    let suggestion = (blocked_objects > 0).then(|| match elsewhere.first() {
+        // A rule names it elsewhere: widen that one rather than add another.
+        Some(rule) => format!(
+            "  # {}: widen rule {} (`finalizer-guard policy suggest --merge` does, from the denials)",
+            serde_json::to_string(&name).unwrap_or_default(),
+            rule.rule
+        ),
+        None => sketch(&name, field, &tally.added_by),
+    });
     FinalizerLine {
         name,
         field,
@@ -874,6 +882,12 @@ mod tests {
         assert_eq!(
             line.text(),
             "BLOCKED finalizers.fluxcd.io: 1 of 3 object(s) no rule covers (gitrepositories.source.toolkit.fluxcd.io 3); may remove: rule flux-system-source-controller (serviceaccount:flux-system:source-controller); nobody but an override in gitrepositories.source.toolkit.fluxcd.io in namespace team-c (1 object(s)); rule flux-system-source-controller lets ServiceAccount flux-system:source-controller remove it in team-a, team-b but not here: widen the rule (namespaces) rather than override"
+        );
+        assert_eq!(
+            line.suggestion.as_deref(),
+            Some(
+                "  # \"finalizers.fluxcd.io\": widen rule flux-system-source-controller (`finalizer-guard policy suggest --merge` does, from the denials)"
+            )
         );
         let json = serde_json::to_value(&line).unwrap();
         assert_eq!(json["blockedObjects"], 1);
