@@ -1855,8 +1855,8 @@ fn edits(s: &Suggestions, policy: &Policy) -> Vec<Edit> {
             Reach::ClusterScoped | Reach::ClusterWide(_) => None,
         };
         let why = format!(
-            "rule {} ({}): {} in {}, outside its namespaces {}: {}; {}",
-            quoted(&w.rule),
+            "rule \"{}\" ({}): {} in {}, outside its namespaces {}: {}; {}",
+            w.rule,
             identity.username(),
             removals(w.would_deny, w.denied),
             namespace_list(w.namespaces.iter().map(String::as_str)),
