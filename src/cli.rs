@@ -64,7 +64,7 @@ pub enum Command {
 pub enum PolicyCommand {
     /// Validate a policy file: exit 0, or 1 with errors naming the field (and line).
     Validate(ValidateArgs),
-    /// Rules for the controllers seen in warn mode's would-deny evidence, as policy YAML.
+    /// Rules for the controllers seen in warn mode's would-deny evidence and enforce's denials, as policy YAML.
     Suggest(SuggestArgs),
     /// Print the policy as a ValidatingAdmissionPolicy and binding (YAML for kubectl apply).
     Export(ExportArgs),
@@ -104,6 +104,11 @@ pub struct SuggestArgs {
     /// shows the same removal: anyone who reached the webhook port could have posted them.
     #[arg(long)]
     pub trust_unauthenticated: bool,
+    /// ClusterRoles and ClusterRoleBindings (`kubectl get clusterroles,clusterrolebindings
+    /// -o json`): a ServiceAccount a ClusterRoleBinding lets update a resource gets a rule
+    /// for every namespace, even where the evidence shows it in its own namespace alone.
+    #[arg(long, value_name = "FILE")]
+    pub bindings: Option<PathBuf>,
     /// The webhook's JSON audit records, recordings (files or a --record-dir folder),
     /// or kube-apiserver's audit log: told apart by their content.
     #[arg(required = true, value_name = "PATH")]
@@ -1080,6 +1085,7 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
     let SuggestArgs {
         merge,
         trust_unauthenticated,
+        bindings,
         paths,
     } = args;
     let base = match &merge {
@@ -1091,6 +1097,24 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
         }
         None => None,
     };
+    let bindings = match &bindings {
+        Some(path) => match read_bindings(path) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("error: {}", escape(&format!("{}: {e}", path.display())));
+                return Ok(2);
+            }
+        },
+        None => crate::suggest::Bindings::default(),
+    };
+    for (binding, role) in bindings.unknown_roles() {
+        eprintln!(
+            "note: {}",
+            escape(&format!(
+                "ClusterRoleBinding {binding}: its ClusterRole {role} is not in --bindings, so what it grants is not known: give kubectl get clusterroles,clusterrolebindings -o json"
+            ))
+        );
+    }
     let mut evidence = crate::suggest::Evidence::default();
     for path in &paths {
         if let Err(e) = crate::suggest::read_path(path, &mut evidence) {
@@ -1103,10 +1127,11 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
         .iter()
         .map(|(source, n)| format!("{n} {}", source.describe()))
         .collect();
+    let denied = evidence.seen.iter().filter(|s| s.denied).count();
     eprintln!(
-        "read {}; {} would-deny removal(s)",
+        "read {}; {}",
         read.join(", "),
-        evidence.seen.len()
+        crate::suggest::removals(evidence.seen.len() - denied, denied)
     );
     for (why, n) in &evidence.skipped {
         eprintln!("skipped {n} would-deny removal(s) {}", why.describe());
@@ -1127,13 +1152,22 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
             aside.same
         );
     }
-    let suggestions = crate::suggest::suggest(&seen, base.as_ref().map(|(_, p)| p));
+    let mut suggestions = crate::suggest::suggest(&seen, base.as_ref().map(|(_, p)| p));
+    suggestions.bindings = bindings;
     let yaml = crate::suggest::render(
         &suggestions,
         base.as_ref().map(|(text, policy)| (text.as_str(), policy)),
     );
     print!("{yaml}");
     Ok(0)
+}
+
+/// `policy suggest --bindings FILE`: at most 64 MiB of JSON.
+fn read_bindings(path: &std::path::Path) -> std::result::Result<crate::suggest::Bindings, String> {
+    let bytes = crate::files::read_regular(path, 64 * 1024 * 1024).map_err(|e| e.to_string())?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))?;
+    crate::suggest::Bindings::from_json(&value)
 }
 
 /// `doctor`: exit 0 when every built-in controller may remove its finalizers, 1 otherwise.

@@ -5,7 +5,7 @@
 //! - [`server`]: TLS, routes, hot reload, graceful drain.
 //! - [`cli`]: `serve`, `certs`, `check`, `test`, `policy validate`, `policy suggest`, `doctor`.
 //! - [`cluster`]: `unstick`, `approve` and `doctor --cluster`, which talk to a cluster.
-//! - [`suggest`]: rules from warn mode's `would-deny` evidence.
+//! - [`suggest`]: rules from warn mode's `would-deny` evidence and enforce's denials.
 //! - [`output`]: one `-o text|json` vocabulary and printer for every command's report.
 //! - [`files`]: reading the files the offline commands are given: regular files only, bounded, no folder twice.
 //! - [`flags`]: flags more than one command takes (`--policy`, durations).

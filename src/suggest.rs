@@ -1,5 +1,5 @@
 //! `policy suggest`: rules for the controllers seen in warn mode's `would-deny`
-//! evidence.
+//! evidence and enforce mode's denials.
 //!
 //! Three kinds of evidence are told apart by their content, line by line or
 //! file by file:
@@ -23,7 +23,10 @@
 //! `--trust-unauthenticated`: without `--client-ca` anyone who reaches the
 //! webhook port can post a review naming any identity and object.
 //!
-//! Only `would-deny` evidence counts. Each identity is either a controller or
+//! Only removals no rule allowed count: `would-deny` (warn mode) and
+//! `denied` (enforce mode; in kube-apiserver's audit log the webhook's
+//! denial is a 403 carrying its `decision: denied` annotation, not a
+//! failure of another step). Each identity is either a controller or
 //! not ([`Identity::classify`]): a controller gets rules, anyone else a
 //! comment line, never a rule: overrides are how people remove finalizers.
 //! Never a controller, whatever the username: unauthenticated requests
@@ -33,9 +36,14 @@
 //! `kubeadm:cluster-admins` but kube-apiserver's own `system:apiserver`), and
 //! a username no rule can name.
 //!
-//! A rule is as narrow as the evidence ([`Suggestions::rules`]): for
-//! namespaced objects, `namespaces` and `resources` name where the identity
-//! was seen removing those finalizers, and nowhere else; cluster-scoped
+//! A rule names the resources the identity was seen removing those
+//! finalizers from ([`Suggestions::rules`]), and reaches as far as [`reach`]
+//! decides: every namespace for a controller that acts cluster-wide (a
+//! ServiceAccount seen in two or more namespaces, outside its own, or bound
+//! by a ClusterRoleBinding given with `--bindings`), its own namespace
+//! otherwise, with a comment saying which and why. With `--merge`, a rule of
+//! the policy for that identity alone that the evidence shows it outside of
+//! is widened in place ([`Widening`]) rather than repeated. Cluster-scoped
 //! objects (a Namespace too) get rules of their own, without `namespaces`,
 //! naming only their cluster-scoped resources. A removal without a namespace
 //! on a resource seen in one is left out rather than made cluster-wide. Two
@@ -107,6 +115,9 @@ pub struct Seen {
     /// kube-apiserver's audit events: `Some(true)`, the API server
     /// authenticated the user itself.
     pub authenticated: Option<bool>,
+    /// Enforce mode denied it (`denied`), rather than warn mode letting it
+    /// through (`would-deny`): the controller tried, and its object stayed.
+    pub denied: bool,
 }
 
 /// What one line (or file) is.
@@ -204,23 +215,36 @@ pub fn parse_line(line: &str) -> Parsed {
             .as_str()
             .is_some_and(|v| v.starts_with("audit.k8s.io/"))
     {
+        let seen = apiserver_event(&value);
+        // The webhook's denial is kube-apiserver's 403, with the webhook's
+        // audit annotations: what enforce refused, not a failure of its own.
+        let denial = seen.as_ref().is_some_and(|s| s.denied);
+        let answered = |code: u64| (200..300).contains(&code) || (denial && code == 403);
         let failed = value["responseStatus"]["code"]
             .as_u64()
-            .is_some_and(|code| !(200..300).contains(&code));
+            .is_some_and(|code| !answered(code));
         let skip = if value["requestURI"].as_str().is_some_and(dry_run_uri) {
             Some(Skip::DryRun)
         } else {
             failed.then_some(Skip::Failed)
         };
-        return judged(Source::ApiserverAudit, apiserver_event(&value), skip);
+        return judged(Source::ApiserverAudit, seen, skip);
     }
     Parsed::Other
 }
 
-fn webhook_record(value: &Value) -> Option<Seen> {
-    if value["decision"] != "would-deny" {
-        return None;
+/// Whether a decision is a removal no rule allowed: `would-deny` (warn
+/// mode), or `denied` (enforce mode); `None` for any other decision.
+fn refused(decision: &Value) -> Option<bool> {
+    match decision.as_str()? {
+        "would-deny" => Some(false),
+        "denied" => Some(true),
+        _ => None,
     }
+}
+
+fn webhook_record(value: &Value) -> Option<Seen> {
+    let denied = refused(&value["decision"])?;
     let finalizers: Vec<(String, FinalizerField)> = value["removedFinalizers"]
         .as_array()?
         .iter()
@@ -255,6 +279,7 @@ fn webhook_record(value: &Value) -> Option<Seen> {
         audit_id: None,
         source: Source::WebhookAudit,
         authenticated: value["authenticated"].as_bool(),
+        denied,
     })
 }
 
@@ -265,9 +290,7 @@ fn apiserver_event(value: &Value) -> Option<Seen> {
             .get(&format!("{WEBHOOK_NAME}/{key}"))
             .and_then(Value::as_str)
     };
-    if annotation("decision") != Some("would-deny") {
-        return None;
-    }
+    let denied = refused(&Value::from(annotation("decision")?))?;
     let finalizers: Vec<(String, FinalizerField)> =
         split_list(annotation("unauthorized-finalizers"))
             .into_iter()
@@ -300,6 +323,7 @@ fn apiserver_event(value: &Value) -> Option<Seen> {
         audit_id: value["auditID"].as_str().map(String::from),
         source: Source::ApiserverAudit,
         authenticated: Some(true),
+        denied,
     })
 }
 
@@ -318,9 +342,7 @@ pub fn parse_recording(value: &Value) -> Parsed {
 /// those a built-in controller owns are left out, and `--merge`'s rules
 /// drop the ones it already covers.
 fn recording(value: &Value) -> Option<Seen> {
-    if value["decision"] != "would-deny" {
-        return None;
-    }
+    let denied = refused(&value["decision"])?;
     let request = &value["review"]["request"];
     let username = text(&request["userInfo"]["username"]);
     let builtins = Policy::embedded_default();
@@ -364,6 +386,7 @@ fn recording(value: &Value) -> Option<Seen> {
         audit_id: None,
         source: Source::Recording,
         authenticated: value["authenticated"].as_bool(),
+        denied,
     })
 }
 
@@ -626,6 +649,7 @@ fn confirms(by: &Seen, seen: &Seen) -> bool {
         && object_namespace(by) == object_namespace(seen)
         && by.name == seen.name
         && seen.finalizers.iter().all(|f| by.finalizers.contains(f))
+        && by.denied == seen.denied
         && apart(by, seen) <= SAME_REQUEST
 }
 
@@ -796,6 +820,8 @@ impl Identity {
 pub struct Activity {
     /// Removals (requests).
     pub count: usize,
+    /// Of those, the ones enforce mode denied.
+    pub denied: usize,
     pub finalizers: BTreeMap<(String, FinalizerField), usize>,
     /// `resource` or `resource.group`.
     pub resources: BTreeSet<String>,
@@ -856,6 +882,7 @@ fn resource_name(seen: &Seen) -> String {
 impl Activity {
     fn add(&mut self, seen: &Seen, finalizers: &[(String, FinalizerField)]) {
         self.count += 1;
+        self.denied += usize::from(seen.denied);
         for f in finalizers {
             *self.finalizers.entry(f.clone()).or_default() += 1;
         }
@@ -869,12 +896,27 @@ impl Activity {
         }
     }
 
+    /// `N would-deny removal(s)`, `N denied removal(s)`, or both.
+    fn removals(&self) -> String {
+        removals(self.count - self.denied, self.denied)
+    }
+
     fn when(&self) -> String {
         match (self.first, self.last) {
             (Some(f), Some(l)) if f == l => format!("seen {f}"),
             (Some(f), Some(l)) => format!("first seen {f}, last {l}"),
             _ => "time unknown".into(),
         }
+    }
+}
+
+/// `N would-deny removal(s)`, `N denied removal(s)`, or both (`0
+/// would-deny removal(s)` when there are none of either).
+pub fn removals(would_deny: usize, denied: usize) -> String {
+    match (would_deny, denied) {
+        (w, 0) => format!("{w} would-deny removal(s)"),
+        (0, d) => format!("{d} denied removal(s)"),
+        (w, d) => format!("{w} would-deny and {d} denied removal(s)"),
     }
 }
 
@@ -885,8 +927,31 @@ pub struct Suggestions {
     pub controllers: BTreeMap<Identity, Activity>,
     /// Everyone else: comment lines, never rules.
     pub people: BTreeMap<Identity, Activity>,
-    /// Would-deny removals the `--merge` policy already allows.
+    /// Removals (would-deny or denied) the `--merge` policy already allows.
     pub already_covered: usize,
+    /// Of those, the ones enforce mode denied.
+    pub already_covered_denied: usize,
+    /// Rules of the `--merge` policy to widen, by their index: each names
+    /// one controller alone, and the evidence shows it outside the rule's
+    /// namespaces.
+    pub widenings: BTreeMap<usize, Widening>,
+    /// What `--bindings` says of the ServiceAccounts' ClusterRoleBindings.
+    pub bindings: Bindings,
+}
+
+/// A `--merge` rule the evidence shows its controller outside of.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Widening {
+    /// The rule's label.
+    pub rule: String,
+    /// The one identity the rule names.
+    pub identity: Option<Identity>,
+    /// Where the evidence shows it outside the rule's namespaces.
+    pub namespaces: BTreeSet<String>,
+    /// `resource` or `resource.group`, where it was seen there.
+    pub resources: BTreeSet<String>,
+    pub would_deny: usize,
+    pub denied: usize,
 }
 
 /// Whether `policy` already lets `seen`'s requester remove `finalizer` there.
@@ -957,11 +1022,32 @@ pub fn suggest(seen: &[Seen], base: Option<&Policy>) -> Suggestions {
             .collect();
         if finalizers.is_empty() {
             out.already_covered += 1;
+            out.already_covered_denied += usize::from(s.denied);
             continue;
         }
         let identity = Identity::classify(&s.username, &s.groups);
         if !identity.is_software() {
             out.people.entry(identity).or_default().add(s, &finalizers);
+            continue;
+        }
+        // A rule of the base for this controller alone, scoped to other
+        // namespaces: widened, not repeated.
+        let widen = base.and_then(|p| {
+            let mut rules = finalizers.iter().map(|(f, _)| widenable(p, s, f));
+            let first = rules.next()??;
+            rules.all(|r| r == Some(first)).then_some(first)
+        });
+        if let (Some(i), Some(p), Some(ns)) = (widen, base, object_namespace(s)) {
+            let w = out.widenings.entry(i).or_default();
+            w.rule.clone_from(&p.rules[i].label);
+            w.identity = Some(identity);
+            w.namespaces.insert(ns);
+            w.resources.insert(resource_name(s));
+            if s.denied {
+                w.denied += 1;
+            } else {
+                w.would_deny += 1;
+            }
             continue;
         }
         let activity = out.controllers.entry(identity).or_default();
@@ -1002,6 +1088,219 @@ pub fn suggest(seen: &[Seen], base: Option<&Policy>) -> Suggestions {
         }
     }
     out
+}
+
+/// The index of the rule of `policy` that would let `seen`'s requester
+/// remove `finalizer` there, were it not scoped to other namespaces: one
+/// that names this identity alone (no groups), `finalizer`, and the
+/// resource. A preset's rules are never widened.
+fn widenable(policy: &Policy, seen: &Seen, finalizer: &str) -> Option<usize> {
+    let namespace = object_namespace(seen)?;
+    if !writable(&namespace) {
+        return None;
+    }
+    policy.rules.iter().position(|rule| {
+        let named: Vec<&String> = rule.users.iter().chain(&rule.service_accounts).collect();
+        !rule.label.starts_with("preset:")
+            && rule.groups.is_empty()
+            && named == [&seen.username]
+            && rule.finalizers.iter().any(|p| p.matches(finalizer))
+            && rule.resources.as_ref().is_none_or(|resources| {
+                resources
+                    .iter()
+                    .any(|r| r.matches(&seen.group, &seen.resource))
+            })
+            && rule
+                .namespaces
+                .as_ref()
+                .is_some_and(|ns| !ns.contains(&namespace))
+    })
+}
+
+/// How far a suggested rule reaches, and why: what its comment says.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reach {
+    /// Objects of cluster-scoped resources: no `namespaces`.
+    ClusterScoped,
+    /// Every namespace (no `namespaces`), and why.
+    ClusterWide(String),
+    /// These namespaces alone, and why.
+    Namespaces(BTreeSet<String>, String),
+}
+
+impl Reach {
+    /// The comment above the rule (unescaped).
+    pub fn why(&self) -> &str {
+        match self {
+            Reach::ClusterScoped => "cluster-scoped objects: no namespaces",
+            Reach::ClusterWide(why) | Reach::Namespaces(_, why) => why,
+        }
+    }
+}
+
+/// Namespaces named in a comment: the first few, and how many more.
+const NAMESPACES_NAMED: usize = 8;
+
+fn namespace_list<'a>(namespaces: impl IntoIterator<Item = &'a str>) -> String {
+    let all: Vec<&str> = namespaces.into_iter().collect();
+    let mut out = all
+        .iter()
+        .take(NAMESPACES_NAMED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if all.len() > NAMESPACES_NAMED {
+        out.push_str(&format!(" and {} more", all.len() - NAMESPACES_NAMED));
+    }
+    out
+}
+
+/// Whether a controller seen removing a finalizer in `seen_in` (namespaces
+/// of namespaced objects) acts cluster-wide, and why. A controller's rule
+/// must not break on the next namespace, nor reach where the evidence does
+/// not take it:
+/// - a ServiceAccount bound by a ClusterRoleBinding (`bound_by`) to a role
+///   that may update the resource acts cluster-wide;
+/// - so does one seen in two or more namespaces, or in a namespace other
+///   than its own: it is no tenant's controller;
+/// - a ServiceAccount seen only in its own namespace stays there;
+/// - another identity of software (no namespace of its own) acts
+///   cluster-wide when seen in two or more namespaces, and stays where it
+///   was seen otherwise.
+pub fn reach(identity: &Identity, seen_in: &BTreeSet<&str>, bound_by: Option<&str>) -> Reach {
+    let own = match identity {
+        Identity::ServiceAccount(sa) => sa.split_once(':').map(|(ns, _)| ns),
+        _ => None,
+    };
+    if let (Some(_), Some(binding)) = (own, bound_by) {
+        return Reach::ClusterWide(format!(
+            "bound by ClusterRoleBinding {binding}: acts cluster-wide"
+        ));
+    }
+    let named = namespace_list(seen_in.iter().copied());
+    if seen_in.len() >= 2 {
+        return Reach::ClusterWide(format!("seen in {named}: acts cluster-wide"));
+    }
+    let namespaces: BTreeSet<String> = seen_in.iter().map(|s| s.to_string()).collect();
+    match own {
+        Some(own) if seen_in.iter().any(|ns| *ns != own) => Reach::ClusterWide(format!(
+            "seen in {named}, outside its own namespace {own}: acts cluster-wide"
+        )),
+        Some(own) => Reach::Namespaces(namespaces, format!("seen only in its own namespace {own}")),
+        None => Reach::Namespaces(
+            namespaces,
+            format!(
+                "seen only in {named} (no namespace of its own to tell a tenant's controller by)"
+            ),
+        ),
+    }
+}
+
+/// What `kubectl get clusterroles,clusterrolebindings -o json` says of the
+/// ServiceAccounts: which ClusterRoleBinding lets one update a resource in
+/// every namespace. RoleBindings grant one namespace and are not read.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Bindings {
+    /// ClusterRole name -> its rules.
+    roles: BTreeMap<String, Vec<RbacRule>>,
+    /// ServiceAccount `NS:NAME` -> (ClusterRoleBinding, ClusterRole).
+    bound: BTreeMap<String, BTreeSet<(String, String)>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RbacRule {
+    groups: Vec<String>,
+    resources: Vec<String>,
+    verbs: Vec<String>,
+    /// `resourceNames`: a rule for some objects only.
+    names: bool,
+}
+
+impl Bindings {
+    /// Reads a List (or one object) of ClusterRoles and ClusterRoleBindings;
+    /// `Err` when it holds neither.
+    pub fn from_json(value: &Value) -> Result<Bindings, String> {
+        let mut out = Bindings::default();
+        let items: Vec<&Value> = match value["items"].as_array() {
+            Some(items) => items.iter().collect(),
+            None => vec![value],
+        };
+        let mut read = 0;
+        for item in items {
+            let name = text(&item["metadata"]["name"]);
+            match item["kind"].as_str() {
+                Some("ClusterRole") => {
+                    let rules = item["rules"].as_array().into_iter().flatten();
+                    let rules = rules.map(|r| RbacRule {
+                        groups: strings(&r["apiGroups"]),
+                        resources: strings(&r["resources"]),
+                        verbs: strings(&r["verbs"]),
+                        names: !strings(&r["resourceNames"]).is_empty(),
+                    });
+                    out.roles.insert(name, rules.collect());
+                    read += 1;
+                }
+                Some("ClusterRoleBinding") => {
+                    read += 1;
+                    if item["roleRef"]["kind"] != "ClusterRole" {
+                        continue;
+                    }
+                    let role = text(&item["roleRef"]["name"]);
+                    for subject in item["subjects"].as_array().into_iter().flatten() {
+                        if subject["kind"] == "ServiceAccount" {
+                            let sa = format!(
+                                "{}:{}",
+                                text(&subject["namespace"]),
+                                text(&subject["name"])
+                            );
+                            let pair = (name.clone(), role.clone());
+                            out.bound.entry(sa).or_default().insert(pair);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if read == 0 {
+            return Err("neither ClusterRoles nor ClusterRoleBindings in it (kubectl get clusterroles,clusterrolebindings -o json)".into());
+        }
+        Ok(out)
+    }
+
+    /// The first ClusterRoleBinding (by name) that lets ServiceAccount
+    /// `sa` (`NS:NAME`) update or patch every object of `resource`
+    /// (`resource` or `resource.group`).
+    pub fn cluster_wide(&self, sa: &str, resource: &str) -> Option<&str> {
+        let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+        let any = |list: &[String], want: &str| list.iter().any(|x| x == "*" || x == want);
+        self.bound.get(sa)?.iter().find_map(|(binding, role)| {
+            let rules = self.roles.get(role)?;
+            rules
+                .iter()
+                .any(|r| {
+                    !r.names
+                        && any(&r.groups, group)
+                        && any(&r.resources, plural)
+                        && (any(&r.verbs, "update") || any(&r.verbs, "patch"))
+                })
+                .then_some(binding.as_str())
+        })
+    }
+
+    /// ClusterRoleBindings of ServiceAccounts whose ClusterRole was not
+    /// given: what they grant is not known, so they make nothing cluster-wide.
+    pub fn unknown_roles(&self) -> Vec<(&str, &str)> {
+        let mut out: Vec<(&str, &str)> = self
+            .bound
+            .values()
+            .flatten()
+            .filter(|(_, role)| !self.roles.contains_key(role))
+            .map(|(b, r)| (b.as_str(), r.as_str()))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
 }
 
 /// Domains whose finalizers belong to Kubernetes itself: never widened to a prefix.
@@ -1147,8 +1446,10 @@ pub struct Suggested<'a> {
     pub finalizers: Vec<String>,
     /// `resource` or `resource.group`.
     pub resources: Vec<String>,
-    /// `None`: cluster-scoped objects (of cluster-scoped resources) only.
+    /// `None`: every namespace, and cluster-scoped objects.
     pub namespaces: Option<Vec<String>>,
+    /// Why it reaches as far as it does: its comment.
+    pub reach: Reach,
 }
 
 impl Suggestions {
@@ -1156,59 +1457,73 @@ impl Suggestions {
     pub fn rules(&self) -> Vec<Suggested<'_>> {
         self.controllers
             .iter()
-            .flat_map(|(identity, activity)| activity.rules(identity))
+            .flat_map(|(identity, activity)| activity.rules(identity, &self.bindings))
             .collect()
     }
 }
 
 impl Activity {
-    /// `identity`'s rules, each as narrow as the evidence: it covers a
-    /// finalizer on a resource in a namespace only where `identity` was seen
-    /// removing it there. Resources with the same finalizers and namespaces
-    /// share a rule; cluster-scoped objects get rules of their own, without
-    /// `namespaces`, whose resources are all cluster-scoped.
-    pub fn rules<'a>(&'a self, identity: &'a Identity) -> Vec<Suggested<'a>> {
+    /// `identity`'s rules. A rule covers the finalizers and resources it was
+    /// seen removing, and reaches as far as [`reach`] decides from where
+    /// `identity` was seen removing each finalizer (and its
+    /// ClusterRoleBindings): every namespace, or its own alone.
+    /// Resources with the same finalizers and reach share a rule;
+    /// cluster-scoped objects get rules of their own, whose resources are
+    /// all cluster-scoped.
+    pub fn rules<'a>(&'a self, identity: &'a Identity, bindings: &Bindings) -> Vec<Suggested<'a>> {
         // (resource, finalizer) -> the namespaces, `None` for cluster-scoped objects.
         let mut seen_in: BTreeMap<(&str, &str), BTreeSet<Option<&str>>> = BTreeMap::new();
+        // finalizer -> the namespaces it was seen in, on any resource.
+        let mut finalizer_in: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
         for place in self.places.keys() {
             seen_in
                 .entry((&place.resource, &place.finalizer))
                 .or_default()
                 .insert(place.namespace.as_deref());
+            let namespaces = finalizer_in.entry(&place.finalizer).or_default();
+            namespaces.extend(place.namespace.as_deref());
         }
-        // (namespaces, resource) -> finalizers; `None`: cluster-scoped.
-        type Scope<'s> = Option<BTreeSet<&'s str>>;
-        let mut by_resource: BTreeMap<(Scope, &str), BTreeSet<&str>> = BTreeMap::new();
+        let sa = match identity {
+            Identity::ServiceAccount(sa) => Some(sa.as_str()),
+            _ => None,
+        };
+        // (reach, resource) -> finalizers.
+        let mut by_resource: BTreeMap<(Reach, &str), BTreeSet<&str>> = BTreeMap::new();
         for ((resource, finalizer), namespaces) in seen_in {
             if namespaces.contains(&None) {
                 by_resource
-                    .entry((None, resource))
+                    .entry((Reach::ClusterScoped, resource))
                     .or_default()
                     .insert(finalizer);
             }
-            let named: BTreeSet<&str> = namespaces.into_iter().flatten().collect();
-            if !named.is_empty() {
+            if namespaces.iter().any(Option::is_some) {
+                let bound = sa.and_then(|sa| bindings.cluster_wide(sa, resource));
+                let reach = reach(identity, &finalizer_in[finalizer], bound);
                 by_resource
-                    .entry((Some(named), resource))
+                    .entry((reach, resource))
                     .or_default()
                     .insert(finalizer);
             }
         }
-        // (namespaces, finalizers) -> resources.
-        let mut by_scope: BTreeMap<(Scope, BTreeSet<&str>), BTreeSet<&str>> = BTreeMap::new();
-        for ((namespaces, resource), finalizers) in by_resource {
+        // (reach, finalizers) -> resources.
+        let mut by_scope: BTreeMap<(Reach, BTreeSet<&str>), BTreeSet<&str>> = BTreeMap::new();
+        for ((reach, resource), finalizers) in by_resource {
             by_scope
-                .entry((namespaces, finalizers))
+                .entry((reach, finalizers))
                 .or_default()
                 .insert(resource);
         }
         by_scope
             .into_iter()
-            .map(|((namespaces, finalizers), resources)| Suggested {
+            .map(|((reach, finalizers), resources)| Suggested {
                 identity,
                 finalizers: patterns(finalizers),
                 resources: resources.into_iter().map(String::from).collect(),
-                namespaces: namespaces.map(|ns| ns.into_iter().map(String::from).collect()),
+                namespaces: match &reach {
+                    Reach::Namespaces(ns, _) => Some(ns.iter().cloned().collect()),
+                    Reach::ClusterScoped | Reach::ClusterWide(_) => None,
+                },
+                reach,
             })
             .collect()
     }
@@ -1282,7 +1597,7 @@ fn rules_block(s: &Suggestions, taken: &mut BTreeSet<String>) -> (Vec<String>, V
     let mut lines = Vec::new();
     let mut rules = Vec::new();
     for (identity, activity) in &s.controllers {
-        let suggested = activity.rules(identity);
+        let suggested = activity.rules(identity, &s.bindings);
         if suggested.is_empty() {
             continue;
         }
@@ -1292,8 +1607,8 @@ fn rules_block(s: &Suggestions, taken: &mut BTreeSet<String>) -> (Vec<String>, V
             .map(|((f, _), n)| format!("{} x{n}", comment(f)))
             .collect();
         lines.push(format!(
-            "# suggested from {} would-deny removal(s), {}: {}",
-            activity.count,
+            "# suggested from {}, {}: {}",
+            activity.removals(),
             activity.when(),
             counts.join(", ")
         ));
@@ -1301,6 +1616,7 @@ fn rules_block(s: &Suggestions, taken: &mut BTreeSet<String>) -> (Vec<String>, V
             let name = rule_name(identity, taken);
             match rule_lines(&rule, &name) {
                 Ok((text, read)) => {
+                    lines.push(format!("# {}", comment(rule.reach.why())));
                     lines.extend(text);
                     rules.push(read);
                 }
@@ -1381,6 +1697,7 @@ fn without_old_header(text: &str) -> &str {
             || line.starts_with("#   ")
             || line == PEOPLE
             || line == LEFT_OUT
+            || line == WIDENED
             || line.starts_with("# not merged:");
         if !ours {
             break;
@@ -1391,17 +1708,18 @@ fn without_old_header(text: &str) -> &str {
     rest
 }
 
-/// Whether `text` reads as `base` with `added` after its rules, and nothing else changed.
-fn faithful(text: &str, base: &Policy, added: &[Rule]) -> bool {
+/// Whether `text` reads as `base` with its rules as `rules` (the widened
+/// ones widened) and `added` after them, and nothing else changed.
+fn faithful(text: &str, base: &Policy, rules: &[Rule], added: &[Rule]) -> bool {
     let Ok(read) = Policy::from_yaml(text) else {
         return false;
     };
-    let (kept, new) = read.rules.split_at(read.rules.len().min(base.rules.len()));
+    let (kept, new) = read.rules.split_at(read.rules.len().min(rules.len()));
     read.mode == base.mode
         && read.builtin_controllers == base.builtin_controllers
         && read.builtin_identities == base.builtin_identities
         && read.override_settings == base.override_settings
-        && kept == base.rules.as_slice()
+        && kept == rules
         && new == added
 }
 
@@ -1415,10 +1733,16 @@ pub fn render(s: &Suggestions, base: Option<(&str, &Policy)>) -> String {
         .unwrap_or_default();
     let (lines, rules) = rules_block(s, &mut taken);
     let mut header = format!("{HEADER} {} rule(s) for controllers", rules.len());
+    if !s.widenings.is_empty() {
+        header.push_str(&format!(", {} widened", s.widenings.len()));
+    }
     if s.already_covered > 0 {
         header.push_str(&format!(
-            "; {} would-deny removal(s) the policy already allows",
-            s.already_covered
+            "; {} the policy already allows",
+            removals(
+                s.already_covered - s.already_covered_denied,
+                s.already_covered_denied
+            )
         ));
     }
     header.push('\n');
@@ -1434,28 +1758,258 @@ pub fn render(s: &Suggestions, base: Option<(&str, &Policy)>) -> String {
             Err(_) => return header,
         },
     };
-    let candidates = if rules.is_empty() {
-        // Nothing to add: what could not be written stays a comment.
-        header.push_str(&indented(&lines, ""));
-        vec![if base.is_some() { text } else { "rules: []\n" }.to_string()]
-    } else if base.is_none() {
-        vec![format!("rules:\n{}", indented(&lines, "  "))]
+    let edits = edits(s, policy);
+    let mut kept_rules = policy.rules.clone();
+    if !edits.is_empty() {
+        header.push_str(WIDENED);
+        header.push('\n');
+    }
+    for edit in &edits {
+        kept_rules[edit.index]
+            .namespaces
+            .clone_from(&edit.namespaces);
+        header.push_str(&format!("#   {}\n", comment(&edit.why)));
+    }
+    // The policy's text with the widenings: edited in place (its comments
+    // kept), else re-serialized.
+    let texts: Vec<String> = if edits.is_empty() {
+        vec![text.to_string()]
     } else {
-        insert_rules(text, &lines)
+        widen_in_place(text, &edits)
             .into_iter()
-            .chain([rewrite(text, &lines)])
+            .chain(widen_rewritten(text, &edits))
             .collect()
     };
+    let mut candidates = Vec::new();
+    if rules.is_empty() {
+        // Nothing to add: what could not be written stays a comment.
+        header.push_str(&indented(&lines, ""));
+        if base.is_some() {
+            candidates = texts;
+        } else {
+            candidates.push("rules: []\n".to_string());
+        }
+    } else if base.is_none() {
+        candidates.push(format!("rules:\n{}", indented(&lines, "  ")));
+    } else {
+        for text in &texts {
+            candidates.extend(insert_rules(text, &lines));
+            candidates.push(rewrite(text, &lines));
+        }
+    }
     for candidate in candidates {
-        if faithful(&candidate, policy, &rules) {
+        if faithful(&candidate, policy, &kept_rules, &rules) {
             return format!("{header}{candidate}");
         }
     }
     let kept = if base.is_some() { text } else { "rules: []\n" };
+    let widened = if edits.is_empty() {
+        ""
+    } else {
+        " and those widened"
+    };
     format!(
-        "{header}# not merged: the policy did not read back with exactly these rules added:\n{}{kept}",
+        "{header}# not merged: the policy did not read back with exactly these rules added{widened}:\n{}{kept}",
         indented(&lines, "#   ")
     )
+}
+
+/// The header's line above the widened rules.
+const WIDENED: &str = "# Widened: rules of this policy the evidence shows their controller outside of (a rule scoped to namespaces breaks on the next one):";
+
+/// One rule of the `--merge` policy widened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Edit {
+    /// Its index among the policy's rules.
+    index: usize,
+    /// Its namespaces after: `None`, every namespace.
+    namespaces: Option<Vec<String>>,
+    /// What is said of it (unescaped).
+    why: String,
+}
+
+/// The widenings of `policy`'s rules: each rule's namespaces with those the
+/// evidence shows it in, as far as [`reach`] decides from all of them.
+fn edits(s: &Suggestions, policy: &Policy) -> Vec<Edit> {
+    let mut out = Vec::new();
+    for (&index, w) in &s.widenings {
+        let (Some(rule), Some(identity)) = (policy.rules.get(index), &w.identity) else {
+            continue;
+        };
+        let before: Vec<String> = rule.namespaces.clone().unwrap_or_default();
+        let all: BTreeSet<&str> = before
+            .iter()
+            .map(String::as_str)
+            .chain(w.namespaces.iter().map(String::as_str))
+            .collect();
+        let bound = match identity {
+            Identity::ServiceAccount(sa) => w
+                .resources
+                .iter()
+                .find_map(|r| s.bindings.cluster_wide(sa, r)),
+            _ => None,
+        };
+        let reach = reach(identity, &all, bound);
+        let namespaces = match &reach {
+            Reach::Namespaces(ns, _) => Some(ns.iter().cloned().collect()),
+            Reach::ClusterScoped | Reach::ClusterWide(_) => None,
+        };
+        let why = format!(
+            "rule \"{}\" ({}): {} in {}, outside its namespaces {}: {}; {}",
+            w.rule,
+            identity.username(),
+            removals(w.would_deny, w.denied),
+            namespace_list(w.namespaces.iter().map(String::as_str)),
+            namespace_list(before.iter().map(String::as_str)),
+            if namespaces.is_none() {
+                "widened to every namespace"
+            } else {
+                "namespaces added"
+            },
+            reach.why()
+        );
+        out.push(Edit {
+            index,
+            namespaces,
+            why,
+        });
+    }
+    out
+}
+
+/// The line range of each item of the top-level `rules:` block sequence,
+/// and the items' indent; `None` when the text is laid out otherwise.
+fn rule_items(lines: &[&str]) -> Option<(usize, Vec<(usize, usize)>)> {
+    let at = lines.iter().position(|l| l.trim_end() == "rules:")?;
+    let next_key = |l: &str| !l.is_empty() && !l.starts_with([' ', '#', '-']);
+    let mut end = at + 1;
+    while end < lines.len() && !next_key(lines[end]) {
+        end += 1;
+    }
+    let indent_of = |l: &str| l.len() - l.trim_start().len();
+    let item = |l: &str| {
+        let t = l.trim_start();
+        t == "-" || t.starts_with("- ")
+    };
+    let first = (at + 1..end).find(|&i| item(lines[i]))?;
+    let indent = indent_of(lines[first]);
+    let starts: Vec<usize> = (first..end)
+        .filter(|&i| item(lines[i]) && indent_of(lines[i]) == indent)
+        .collect();
+    let mut items = Vec::new();
+    for (n, &start) in starts.iter().enumerate() {
+        let mut stop = starts.get(n + 1).copied().unwrap_or(end);
+        // Comments and blank lines before the next item belong to it.
+        while stop > start + 1 {
+            let t = lines[stop - 1].trim_start();
+            if t.is_empty() || t.starts_with('#') {
+                stop -= 1;
+            } else {
+                break;
+            }
+        }
+        items.push((start, stop));
+    }
+    Some((indent, items))
+}
+
+/// The policy's text with each edited rule's `namespaces` rewritten (or
+/// removed) where it is written, a comment above the rule saying why, and
+/// every other line kept; `None` when a rule is laid out otherwise (its
+/// `namespaces` the item's first key, or a flow list over several lines).
+fn widen_in_place(text: &str, edits: &[Edit]) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let (indent, items) = rule_items(&lines)?;
+    let indent_of = |l: &str| l.len() - l.trim_start().len();
+    // line index -> what replaces it (`None`: removed); comments before items.
+    let mut replace: BTreeMap<usize, Option<String>> = BTreeMap::new();
+    let mut before: BTreeMap<usize, String> = BTreeMap::new();
+    for edit in edits {
+        let &(start, stop) = items.get(edit.index)?;
+        let key = (start + 1..stop).find(|&i| {
+            let t = lines[i].trim_start();
+            (t.starts_with("namespaces:") || t.starts_with("\"namespaces\":"))
+                && indent_of(lines[i]) > indent
+        })?;
+        let key_indent = indent_of(lines[key]);
+        let value = lines[key].trim_start().split_once(':')?.1.trim();
+        let mut last = key;
+        if value.is_empty() {
+            // A block sequence: its items, indented at least as the key.
+            while last + 1 < stop {
+                let l = lines[last + 1];
+                let t = l.trim_start();
+                let deeper = indent_of(l) > key_indent;
+                let item = indent_of(l) == key_indent && (t == "-" || t.starts_with("- "));
+                if !t.is_empty() && (deeper || item) {
+                    last += 1;
+                } else {
+                    break;
+                }
+            }
+        } else if value.starts_with('[') && !value.ends_with(']') {
+            return None;
+        }
+        let written = edit
+            .namespaces
+            .as_ref()
+            .map(|ns| format!("{}namespaces: {}", " ".repeat(key_indent), list(ns)));
+        replace.insert(key, written);
+        for i in key + 1..=last {
+            replace.insert(i, None);
+        }
+        before.insert(
+            start,
+            format!(
+                "{}# widened by policy suggest: {}",
+                " ".repeat(indent),
+                comment(&edit.why)
+            ),
+        );
+    }
+    let mut out = String::with_capacity(text.len() + 256);
+    for (i, line) in lines.iter().enumerate() {
+        if let Some(c) = before.get(&i) {
+            out.push_str(c);
+            out.push('\n');
+        }
+        match replace.get(&i) {
+            Some(Some(l)) => {
+                out.push_str(l);
+                out.push('\n');
+            }
+            Some(None) => {}
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The fallback: the policy re-serialized with each edited rule's
+/// `namespaces` rewritten (its comments are lost).
+fn widen_rewritten(text: &str, edits: &[Edit]) -> Option<String> {
+    let mut value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).ok()?;
+    let rules = value.get_mut("rules")?.as_sequence_mut()?;
+    for edit in edits {
+        let rule = rules.get_mut(edit.index)?.as_mapping_mut()?;
+        match &edit.namespaces {
+            Some(ns) => {
+                let list = ns
+                    .iter()
+                    .cloned()
+                    .map(serde_yaml_ng::Value::String)
+                    .collect();
+                rule.insert("namespaces".into(), serde_yaml_ng::Value::Sequence(list));
+            }
+            None => {
+                rule.remove("namespaces");
+            }
+        }
+    }
+    serde_yaml_ng::to_string(&value).ok()
 }
 
 /// Adds the rule lines to the policy's text where its top-level `rules:` is,
@@ -1964,6 +2518,7 @@ mod tests {
             audit_id: None,
             source: Source::ApiserverAudit,
             authenticated: Some(true),
+            denied: false,
         }
     }
 
@@ -2123,17 +2678,27 @@ mod tests {
         assert_eq!((kept.len(), aside.same), (2, 0));
     }
 
+    /// `seen_at`, by the ServiceAccount team-a:operator.
+    fn tenant(resource: &str, namespace: Option<&str>, finalizer: &str) -> Seen {
+        Seen {
+            username: "system:serviceaccount:team-a:operator".into(),
+            ..seen_at(resource, namespace, finalizer)
+        }
+    }
+
     #[test]
     fn rules_are_scoped_to_where_they_were_seen() {
         let seen = [
-            seen_at("widgets.example.com", Some("team-a"), "example.com/a"),
-            seen_at("widgets.example.com", Some("team-a"), "example.com/b"),
-            seen_at("gadgets.example.com", Some("team-b"), "other.example.org/c"),
-            seen_at("clusterwidgets.example.com", None, "example.com/d"),
+            // Its own namespace alone: scoped there.
+            tenant("widgets.example.com", Some("team-a"), "example.com/a"),
+            tenant("widgets.example.com", Some("team-a"), "example.com/b"),
+            // Another namespace: it acts cluster-wide.
+            tenant("gadgets.example.com", Some("team-b"), "other.example.org/c"),
+            tenant("clusterwidgets.example.com", None, "example.com/d"),
             // A Namespace: the request names it as its own namespace, yet it is cluster-scoped.
-            seen_at("namespaces", Some("team-a"), "example.com/e"),
+            tenant("namespaces", Some("team-a"), "example.com/e"),
             // widgets are namespaced: a removal without a namespace makes no cluster-wide rule.
-            seen_at("widgets.example.com", None, "example.com/f"),
+            tenant("widgets.example.com", None, "example.com/f"),
         ];
         let s = suggest(&seen, None);
         let yaml = render(&s, None);
@@ -2153,36 +2718,49 @@ mod tests {
             [
                 (None, v(&["clusterwidgets.example.com"])),
                 (None, v(&["namespaces."])),
+                (None, v(&["gadgets.example.com"])),
                 (Some(v(&["team-a"])), v(&["widgets.example.com"])),
-                (Some(v(&["team-b"])), v(&["gadgets.example.com"])),
             ],
             "{yaml}"
         );
-        // Two names of one domain seen in one scope: the domain, there.
+        // Two names of one domain seen in one scope: the domain, there; each
+        // rule after a comment saying why it reaches as far as it does.
         assert!(
-            yaml.contains("    finalizers: [\"example.com/*\"]\n    serviceAccounts: [\"widgets:widget-controller\"]\n    namespaces: [\"team-a\"]\n    resources: [\"widgets.example.com\"]\n"),
+            yaml.contains("  # seen only in its own namespace team-a\n  - name: \"team-a-operator-4\"\n    finalizers: [\"example.com/*\"]\n    serviceAccounts: [\"team-a:operator\"]\n    namespaces: [\"team-a\"]\n    resources: [\"widgets.example.com\"]\n"),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains("  # seen in team-b, outside its own namespace team-a: acts cluster-wide\n  - name: \"team-a-operator-3\"\n"),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains(
+                "  # cluster-scoped objects: no namespaces\n  - name: \"team-a-operator\"\n"
+            ),
             "{yaml}"
         );
         assert!(
             yaml.contains("example.com/f on widgets.example.com (cluster-scoped), though it was seen in a namespace: no cluster-wide rule x1"),
             "{yaml}"
         );
-        // Everything seen is covered, and nothing beyond: not another
-        // namespace, resource or scope, not another finalizer's place.
-        for s in &seen[..5] {
+        // Everything seen is covered, and a namespace made later where it
+        // acts cluster-wide; nothing beyond: not another namespace where it
+        // was seen in its own alone, not another resource or scope, not
+        // another finalizer's place.
+        let later = tenant("gadgets.example.com", Some("team-z"), "other.example.org/c");
+        for s in seen[..5].iter().chain([&later]) {
             let (f, field) = &s.finalizers[0];
             assert!(covered(&policy, s, f, *field), "{s:?}\n{yaml}");
         }
         let beyond = [
-            seen_at("widgets.example.com", Some("team-b"), "example.com/a"),
-            seen_at("widgets.example.com", None, "example.com/a"),
-            seen_at("widgets.example.com", None, "example.com/f"),
-            seen_at("gadgets.example.com", Some("team-a"), "other.example.org/c"),
-            seen_at("widgets.example.com", Some("team-a"), "other.example.org/c"),
-            seen_at("gadgets.example.com", Some("team-b"), "example.com/a"),
-            seen_at("pods", Some("team-a"), "example.com/a"),
-            seen_at("clusterwidgets.example.com", None, "example.com/a"),
-            seen_at("namespaces", Some("team-b"), "example.com/d"),
+            tenant("widgets.example.com", Some("team-b"), "example.com/a"),
+            tenant("widgets.example.com", None, "example.com/a"),
+            tenant("widgets.example.com", None, "example.com/f"),
+            tenant("widgets.example.com", Some("team-a"), "other.example.org/c"),
+            tenant("gadgets.example.com", Some("team-b"), "example.com/a"),
+            tenant("pods", Some("team-a"), "example.com/a"),
+            tenant("clusterwidgets.example.com", None, "example.com/a"),
+            tenant("namespaces", Some("team-b"), "example.com/d"),
         ];
         for s in &beyond {
             let (f, field) = &s.finalizers[0];
@@ -2397,5 +2975,294 @@ mod tests {
             2,
             "{merged}"
         );
+    }
+
+    /// kube-apiserver's event of the webhook denying `user`'s removal of
+    /// `example.com/a` from a widget in `ns` (enforce): a 403.
+    fn denial(id: &str, user: &str, ns: &str, code: u64) -> String {
+        let mut e: Value =
+            serde_json::from_str(&apiserver(id, user, "denied", "example.com/a")).unwrap();
+        e["objectRef"]["namespace"] = ns.into();
+        e["responseStatus"] = json!({"metadata": {}, "status": "Failure", "reason": "Forbidden", "code": code,
+            "message": "admission webhook \"finalizers.finalizer-guard.io\" denied the request: finalizer-guard denied removing finalizer \"example.com/a\""});
+        e.to_string()
+    }
+
+    #[test]
+    fn how_far_a_rule_reaches_is_decided_from_the_evidence() {
+        let sa = Identity::ServiceAccount("flux-system:source-controller".into());
+        let system = Identity::SystemUser("system:kube-scheduler".into());
+        let set = |items: &[&'static str]| items.iter().copied().collect::<BTreeSet<&str>>();
+        let wide = |why: &str| Reach::ClusterWide(why.into());
+        let only = |ns: &str, why: &str| Reach::Namespaces([ns.to_string()].into(), why.into());
+        let table = [
+            // Two namespaces: cluster-wide.
+            (
+                &sa,
+                set(&["team-a", "team-b"]),
+                None,
+                wide("seen in team-a, team-b: acts cluster-wide"),
+            ),
+            // One, not its own: cluster-wide.
+            (
+                &sa,
+                set(&["team-a"]),
+                None,
+                wide("seen in team-a, outside its own namespace flux-system: acts cluster-wide"),
+            ),
+            // Its own alone: there.
+            (
+                &sa,
+                set(&["flux-system"]),
+                None,
+                only("flux-system", "seen only in its own namespace flux-system"),
+            ),
+            // Its own alone, but a ClusterRoleBinding: cluster-wide.
+            (
+                &sa,
+                set(&["flux-system"]),
+                Some("flux-source"),
+                wide("bound by ClusterRoleBinding flux-source: acts cluster-wide"),
+            ),
+            // No namespace of its own: two namespaces, or where it was seen.
+            (
+                &system,
+                set(&["team-a", "team-b"]),
+                None,
+                wide("seen in team-a, team-b: acts cluster-wide"),
+            ),
+            (
+                &system,
+                set(&["team-a"]),
+                Some("ignored"),
+                only(
+                    "team-a",
+                    "seen only in team-a (no namespace of its own to tell a tenant's controller by)",
+                ),
+            ),
+        ];
+        for (identity, seen_in, bound, want) in table {
+            assert_eq!(
+                reach(identity, &seen_in, bound),
+                want,
+                "{identity:?} {seen_in:?}"
+            );
+        }
+        // A long list is cut in the comment.
+        let many: Vec<String> = (0..20).map(|i| format!("ns-{i:02}")).collect();
+        let many: BTreeSet<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(
+            reach(&sa, &many, None).why(),
+            "seen in ns-00, ns-01, ns-02, ns-03, ns-04, ns-05, ns-06, ns-07 and 12 more: acts cluster-wide"
+        );
+    }
+
+    #[test]
+    fn cluster_role_bindings_read_as_kubectl_prints_them() {
+        let role = |name: &str, rules: Value| json!({"kind": "ClusterRole", "metadata": {"name": name}, "rules": rules});
+        let binding = |name: &str, role: &str, ns: &str, sa: &str| {
+            json!({"kind": "ClusterRoleBinding", "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})
+        };
+        let list = json!({"kind": "List", "items": [
+            role("writer", json!([{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get", "patch"]}])),
+            role("reader", json!([{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get", "list", "watch"]}])),
+            role("named", json!([{"apiGroups": ["example.com"], "resources": ["widgets"], "resourceNames": ["w1"], "verbs": ["update"]}])),
+            role("finalizers-only", json!([{"apiGroups": ["example.com"], "resources": ["widgets/finalizers"], "verbs": ["update"]}])),
+            role("everything", json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}])),
+            binding("b-writer", "writer", "ops", "writer"),
+            binding("b-reader", "reader", "ops", "reader"),
+            binding("b-named", "named", "ops", "named"),
+            binding("b-finalizers", "finalizers-only", "ops", "finalizers"),
+            binding("b-admin", "everything", "ops", "admin"),
+            binding("b-missing", "not-given", "ops", "missing"),
+            {"kind": "RoleBinding", "metadata": {"name": "rb", "namespace": "ops"}, "roleRef": {"kind": "ClusterRole", "name": "everything"},
+             "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": "ops"}]},
+        ]});
+        let b = Bindings::from_json(&list).unwrap();
+        let table = [
+            ("ops:writer", "widgets.example.com", Some("b-writer")),
+            ("ops:writer", "gadgets.example.com", None),
+            ("ops:reader", "widgets.example.com", None),
+            ("ops:named", "widgets.example.com", None),
+            ("ops:finalizers", "widgets.example.com", None),
+            ("ops:admin", "pods", Some("b-admin")),
+            ("ops:missing", "widgets.example.com", None),
+            // A RoleBinding grants one namespace: not read.
+            ("ops:tenant", "widgets.example.com", None),
+            ("other:writer", "widgets.example.com", None),
+        ];
+        for (sa, resource, want) in table {
+            assert_eq!(b.cluster_wide(sa, resource), want, "{sa} {resource}");
+        }
+        assert_eq!(b.unknown_roles(), [("b-missing", "not-given")]);
+        assert!(Bindings::from_json(&json!({"kind": "List", "items": []})).is_err());
+        assert!(Bindings::from_json(&json!({"kind": "ConfigMap"})).is_err());
+    }
+
+    /// Enforce mode's denials are evidence: kube-apiserver's 403 carrying
+    /// the webhook's `denied` annotations, the webhook's `denied` records,
+    /// and recordings of denials. A `would-deny` answered with a failure is
+    /// still a request that failed for another reason.
+    #[test]
+    fn denials_are_evidence_of_what_enforce_refused() {
+        let e = evidence(&[
+            denial("1", CONTROLLER, "team-c", 403),
+            denial("2", CONTROLLER, "team-c", 403),
+            apiserver("3", CONTROLLER, "would-deny", "example.com/a"),
+        ]);
+        assert_eq!(e.seen.len(), 3);
+        assert_eq!(e.seen.iter().filter(|s| s.denied).count(), 2);
+        assert!(e.skipped.is_empty(), "{:?}", e.skipped);
+        // A would-deny that failed, and a denial answered otherwise than by the webhook.
+        let mut failed: Value =
+            serde_json::from_str(&apiserver("4", CONTROLLER, "would-deny", "example.com/a"))
+                .unwrap();
+        failed["responseStatus"] = json!({"code": 409});
+        let e = evidence(&[failed.to_string(), denial("5", CONTROLLER, "team-c", 500)]);
+        assert!(e.seen.is_empty());
+        assert_eq!(e.skipped.get(&Skip::Failed), Some(&2));
+        // The webhook's own record of a denial.
+        let record = json!({"kind": "FinalizerRemoval", "user": CONTROLLER, "resource": "widgets.example.com", "namespace": "team-c",
+            "removedFinalizers": [{"finalizer": "example.com/a", "field": "metadata.finalizers"}],
+            "decision": "denied", "mode": "enforce", "dryRun": false, "authenticated": true});
+        let Parsed::Evidence(Source::WebhookAudit, Some(seen)) = parse_line(&record.to_string())
+        else {
+            panic!()
+        };
+        assert!(seen.denied);
+        // Other decisions are not removals no rule allowed.
+        for decision in ["approval-denied", "override", "authorized"] {
+            let mut r = record.clone();
+            r["decision"] = decision.into();
+            assert!(
+                matches!(parse_line(&r.to_string()), Parsed::Evidence(_, None)),
+                "{decision}"
+            );
+        }
+        // Rules from denials say so.
+        let e = evidence(&[
+            denial("1", CONTROLLER, "team-c", 403),
+            apiserver("3", CONTROLLER, "would-deny", "example.com/a"),
+        ]);
+        let yaml = render(&suggest(&e.seen, None), None);
+        assert!(
+            yaml.contains("# suggested from 1 would-deny and 1 denied removal(s)"),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains("# seen in team-a, team-c: acts cluster-wide\n"),
+            "{yaml}"
+        );
+    }
+
+    /// The enforce policy the warn-mode evidence made: the controller's rule
+    /// scoped to the namespaces it was seen in.
+    const SCOPED: &str = "mode: enforce\nrules:\n  # the widget controller\n  - name: widgets\n    finalizers: [\"example.com/a\"]\n    serviceAccounts: [\"widgets:widget-controller\"]\n    namespaces:\n      - team-a\n      - team-b\n    resources: [\"widgets.example.com\"]\n  - name: people\n    finalizers: [\"example.com/*\"]\n    groups: [\"oncall\"]\n    namespaces: [\"team-a\"]\n# the end\n";
+
+    #[test]
+    fn a_denied_controller_s_rule_is_widened_in_place() {
+        let base = Policy::from_yaml(SCOPED).unwrap();
+        let e = evidence(&[
+            denial("1", CONTROLLER, "team-c", 403),
+            denial("2", CONTROLLER, "team-c", 403),
+            // A person denied: never a rule, never a widening.
+            denial("3", "alice", "team-c", 403),
+        ]);
+        let s = suggest(&e.seen, Some(&base));
+        assert_eq!(s.widenings.len(), 1, "{s:?}");
+        assert!(s.controllers.is_empty(), "{s:?}");
+        let merged = render(&s, Some((SCOPED, &base)));
+        let policy = Policy::from_yaml(&merged).unwrap();
+        assert_eq!(policy.rules.len(), 2, "{merged}");
+        assert_eq!(policy.rules[0].namespaces, None, "{merged}");
+        assert_eq!(policy.rules[1], base.rules[1], "{merged}");
+        assert!(
+            merged.starts_with(
+                "# finalizer-guard policy suggest: 0 rule(s) for controllers, 1 widened\n"
+            ),
+            "{merged}"
+        );
+        assert!(
+            merged.contains("  # the widget controller\n  # widened by policy suggest: rule \"widgets\" (system:serviceaccount:widgets:widget-controller): 2 denied removal(s) in team-c, outside its namespaces team-a, team-b: widened to every namespace; seen in team-a, team-b, team-c: acts cluster-wide\n  - name: widgets\n    finalizers: [\"example.com/a\"]\n    serviceAccounts: [\"widgets:widget-controller\"]\n    resources: [\"widgets.example.com\"]\n  - name: people\n"),
+            "{merged}"
+        );
+        assert!(merged.ends_with("# the end\n"), "{merged}");
+        // Merged again: nothing more, and the text settles.
+        let again = suggest(&e.seen, Some(&policy));
+        assert!(
+            again.widenings.is_empty() && again.controllers.is_empty(),
+            "{again:?}"
+        );
+        assert_eq!(
+            (again.already_covered, again.already_covered_denied),
+            (2, 2)
+        );
+        let twice = render(&again, Some((&merged, &policy)));
+        assert!(twice.starts_with("# finalizer-guard policy suggest: 0 rule(s) for controllers; 2 denied removal(s) the policy already allows\n"), "{twice}");
+        assert_eq!(Policy::from_yaml(&twice).unwrap(), policy);
+
+        // Where `namespaces` cannot be edited in place: re-serialized.
+        let text = "mode: enforce\nrules:\n  - namespaces: [team-a]\n    finalizers: [\"example.com/a\"]\n    serviceAccounts: [\"widgets:widget-controller\"]\n";
+        let base = Policy::from_yaml(text).unwrap();
+        let e = evidence(&[denial("1", CONTROLLER, "team-c", 403)]);
+        let merged = render(&suggest(&e.seen, Some(&base)), Some((text, &base)));
+        let policy = Policy::from_yaml(&merged).unwrap();
+        assert_eq!(policy.rules.len(), 1, "{merged}");
+        assert_eq!(policy.rules[0].namespaces, None, "{merged}");
+    }
+
+    #[test]
+    fn only_a_rule_for_the_controller_alone_is_widened() {
+        // A rule naming a group too, and a preset's rule: a rule of its own instead.
+        for text in [
+            "rules:\n  - name: shared\n    finalizers: [\"example.com/a\"]\n    serviceAccounts: [\"widgets:widget-controller\"]\n    groups: [\"oncall\"]\n    namespaces: [team-a]\n",
+            "rules:\n  - name: \"preset:widgets\"\n    finalizers: [\"example.com/a\"]\n    serviceAccounts: [\"widgets:widget-controller\"]\n    namespaces: [team-a]\n",
+        ] {
+            let base = Policy::from_yaml(text).unwrap();
+            let e = evidence(&[denial("1", CONTROLLER, "team-c", 403)]);
+            let s = suggest(&e.seen, Some(&base));
+            assert!(s.widenings.is_empty(), "{s:?}");
+            let merged = render(&s, Some((text, &base)));
+            let policy = Policy::from_yaml(&merged).unwrap();
+            assert_eq!(policy.rules[0], base.rules[0], "{merged}");
+            assert_eq!(policy.rules.len(), 2, "{merged}");
+            assert_eq!(policy.rules[1].namespaces, None, "{merged}");
+        }
+    }
+
+    /// What the evidence and `--bindings` name reaches the YAML's comments
+    /// escaped: a ClusterRoleBinding's name cannot end the comment line.
+    #[test]
+    fn a_binding_s_name_cannot_break_out_of_its_comment() {
+        let own = "system:serviceaccount:team-a:widget-controller";
+        let e = evidence(&[apiserver("1", own, "would-deny", "example.com/a")]);
+        let mut s = suggest(&e.seen, None);
+        let yaml = render(&s, None);
+        assert!(
+            yaml.contains("  # seen only in its own namespace team-a\n"),
+            "{yaml}"
+        );
+        assert_eq!(
+            Policy::from_yaml(&yaml).unwrap().rules[0].namespaces,
+            Some(vec!["team-a".to_string()])
+        );
+        let evil = "x\nrules: []\n- name: all\n  finalizers: [\"*\"]\u{2028}";
+        s.bindings = Bindings::from_json(&json!({"kind": "List", "items": [
+            {"kind": "ClusterRole", "metadata": {"name": "r"}, "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["update"]}]},
+            {"kind": "ClusterRoleBinding", "metadata": {"name": evil}, "roleRef": {"kind": "ClusterRole", "name": "r"},
+             "subjects": [{"kind": "ServiceAccount", "name": "widget-controller", "namespace": "team-a"}]},
+        ]}))
+        .unwrap();
+        let yaml = render(&s, None);
+        assert!(
+            yaml.contains("  # bound by ClusterRoleBinding x\\nrules: []\\n- name: all\\n  finalizers: [\"*\"]\\u2028: acts cluster-wide\n"),
+            "{yaml}"
+        );
+        let policy = Policy::from_yaml(&yaml).unwrap();
+        assert_eq!(policy.rules.len(), 1, "{yaml}");
+        assert_eq!(policy.rules[0].namespaces, None, "{yaml}");
+        assert!(yaml.lines().all(|l| !l.contains('\u{2028}')), "{yaml}");
     }
 }

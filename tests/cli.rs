@@ -1405,8 +1405,9 @@ fn policy_suggest_scopes_each_rule_to_where_it_was_seen() {
                 v(&["clusterissuers.certs.example.com"])
             ),
             (platform.clone(), None, v(&["namespaces"])),
-            (platform, Some(v(&["team-b"])), v(&["configmaps"])),
-            // The tenant's operator: its namespace and resource alone.
+            // Seen outside its own namespace (platform): every namespace.
+            (platform, None, v(&["configmaps"])),
+            // The tenant's operator, seen in its own namespace alone: there, and that resource alone.
             (
                 v(&["system:serviceaccount:team-a:operator"]),
                 Some(v(&["team-a"])),
@@ -1422,6 +1423,154 @@ fn policy_suggest_scopes_each_rule_to_where_it_was_seen() {
     assert!(twice.starts_with("# finalizer-guard policy suggest: 0 rule(s) for controllers; 5 would-deny removal(s) the policy already allows\n"), "{twice}");
     let (_twice_dir, twice_path) = policy_file(&twice);
     assert_eq!(suggest_ok(Some(&twice_path), &[&log]), twice);
+}
+
+/// The case, from evidence shaped as kube-apiserver and the webhook
+/// write it (tests/fixtures/suggest/flux): Flux's source-controller removing
+/// `finalizers.fluxcd.io` from GitRepositories in team-a and team-b in warn mode.
+fn flux(file: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/suggest/flux")
+        .join(file)
+}
+
+/// `policy suggest ARGS`: exit code, standard output, standard error.
+fn suggest_run(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let o = bin()
+        .args(["policy", "suggest"])
+        .args(args)
+        .output()
+        .unwrap();
+    (o.status.code().unwrap_or(-1), stdout(&o), stderr(&o))
+}
+
+#[test]
+fn policy_suggest_writes_a_rule_that_follows_the_controller_to_the_next_namespace() {
+    let (_dir, base) = policy_file("mode: warn\nrules: []\n");
+    let warn = flux("warn-audit.log");
+    let (code, yaml, err) = suggest_run(&["--merge".as_ref(), base.as_os_str(), warn.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("read 9 kube-apiserver audit events; 3 would-deny removal(s)"),
+        "{err}"
+    );
+    assert!(
+        yaml.contains("  # seen in team-a, team-b: acts cluster-wide\n  - name: \"flux-system-source-controller\"\n    finalizers: [\"finalizers.fluxcd.io\"]\n    serviceAccounts: [\"flux-system:source-controller\"]\n    resources: [\"gitrepositories.source.toolkit.fluxcd.io\"]\n"),
+        "{yaml}"
+    );
+    let (policy, _) = validated(&yaml);
+    assert_eq!(policy.rules.len(), 1, "{yaml}");
+    assert_eq!(policy.rules[0].namespaces, None, "{yaml}");
+
+    // Seen in its own namespace alone: scoped there, unless a
+    // ClusterRoleBinding lets it update GitRepositories everywhere.
+    let dir = tempfile::tempdir().unwrap();
+    let own = dir.path().join("audit.log");
+    let text = std::fs::read_to_string(&warn).unwrap();
+    std::fs::write(
+        &own,
+        text.replace("team-a", "flux-system")
+            .replace("team-b", "flux-system"),
+    )
+    .unwrap();
+    let (code, yaml, err) = suggest_run(&[own.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        yaml.contains("  # seen only in its own namespace flux-system\n  - name:"),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains("    namespaces: [\"flux-system\"]\n"),
+        "{yaml}"
+    );
+    let rbac = flux("rbac.json");
+    let (code, yaml, err) =
+        suggest_run(&["--bindings".as_ref(), rbac.as_os_str(), own.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        yaml.contains(
+            "  # bound by ClusterRoleBinding flux-source-controller: acts cluster-wide\n  - name:"
+        ),
+        "{yaml}"
+    );
+    assert_eq!(validated(&yaml).0.rules[0].namespaces, None, "{yaml}");
+
+    // A bindings file of neither kind, or not JSON: exit 2, naming it.
+    for bad in [base.as_os_str(), warn.as_os_str()] {
+        let (code, _, err) = suggest_run(&["--bindings".as_ref(), bad, own.as_os_str()]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.starts_with("error: "), "{err}");
+    }
+}
+
+/// After enforce, team-c is made and the controller is denied there: the
+/// denials are evidence, and `--merge` widens the rule that stopped at
+/// team-b rather than writing a second one. A person's denial stays a
+/// comment.
+#[test]
+fn policy_suggest_widens_the_rule_enforce_denied_a_controller_by() {
+    let policy = flux("policy-enforce.yaml");
+    let (audit, records) = (flux("enforce-audit.log"), flux("enforce-webhook.log"));
+    let (code, yaml, err) = suggest_run(&[
+        "--merge".as_ref(),
+        policy.as_os_str(),
+        audit.as_os_str(),
+        records.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "read 3 webhook audit records, 7 kube-apiserver audit events; 7 denied removal(s)\n"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("0 would-deny"), "{err}");
+    assert!(
+        err.contains("counted 3 webhook record(s) once, as the kube-apiserver audit event of the same request"),
+        "{err}"
+    );
+    assert!(
+        yaml.starts_with(
+            "# finalizer-guard policy suggest: 0 rule(s) for controllers, 1 widened\n"
+        ),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains("#   alice: stripped finalizers.fluxcd.io x1 in 1 removal(s)"),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains("  # widened by policy suggest: rule \"flux-system-source-controller\" (system:serviceaccount:flux-system:source-controller): 3 denied removal(s) in team-c, outside its namespaces team-a, team-b: widened to every namespace; seen in team-a, team-b, team-c: acts cluster-wide\n  - name: \"flux-system-source-controller\"\n    finalizers: [\"finalizers.fluxcd.io\"]\n    serviceAccounts: [\"flux-system:source-controller\"]\n    resources: [\"gitrepositories.source.toolkit.fluxcd.io\"]\n"),
+        "{yaml}"
+    );
+    let (widened, _) = validated(&yaml);
+    assert_eq!(widened.rules.len(), 1, "{yaml}");
+    assert_eq!(widened.rules[0].namespaces, None, "{yaml}");
+    assert_eq!(widened.mode, finalizer_guard::policy::Mode::Enforce);
+    // Merged again: the denials are allowed now, and the text settles.
+    let (_dir, merged) = policy_file(&yaml);
+    let (code, twice, err) = suggest_run(&[
+        "--merge".as_ref(),
+        merged.as_os_str(),
+        audit.as_os_str(),
+        records.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        twice.starts_with("# finalizer-guard policy suggest: 0 rule(s) for controllers; 3 denied removal(s) the policy already allows\n"),
+        "{twice}"
+    );
+    assert_eq!(validated(&twice).0, widened, "{twice}");
+
+    // Without --merge: a rule for every namespace, from the denials alone.
+    let (code, yaml, err) = suggest_run(&[audit.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("; 4 denied removal(s)"), "{err}");
+    assert!(
+        yaml.contains("  # suggested from 3 denied removal(s), first seen 2026-11-26T14:31:40.101233Z, last 2026-11-26T14:31:44.613875Z: finalizers.fluxcd.io x3\n  # seen in team-c, outside its own namespace flux-system: acts cluster-wide\n"),
+        "{yaml}"
+    );
+    assert_eq!(validated(&yaml).0.rules[0].namespaces, None, "{yaml}");
 }
 
 /// `serve` refuses this policy, and so does `policy validate`, through the

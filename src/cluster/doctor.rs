@@ -19,7 +19,7 @@ use kube::discovery::{ApiCapabilities, ApiResource, Scope, verbs};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::explain::{self, Owner, RuleOwner, Written};
+use super::explain::{self, Owner, RuleElsewhere, RuleOwner, Written};
 use super::read;
 use super::select::Resolver;
 use super::{ClusterError, Connection, PolicySource};
@@ -70,6 +70,10 @@ pub struct FinalizerLine {
     /// Where those are: `TYPE in namespace NS`, or `TYPE` (cluster-scoped).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blocked_in: Vec<String>,
+    /// Rules that name it for other namespaces or resources than those
+    /// blocked: the ones to widen.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub elsewhere: Vec<RuleElsewhere>,
     /// The managedFields managers that added it, with how many objects each.
     pub added_by: BTreeMap<String, u64>,
     /// A rule that would let its controller remove it.
@@ -98,8 +102,18 @@ impl FinalizerLine {
         if by_count.len() > TYPES_SHOWN {
             types.push(format!("and {} more types", by_count.len() - TYPES_SHOWN));
         }
+        // BLOCKED counts what no rule or built-in controller covers; the
+        // objects a rule covers are said apart.
+        let count = if self.blocked() && self.blocked_objects < self.objects {
+            format!(
+                "{} of {} object(s) no rule covers",
+                self.blocked_objects, self.objects
+            )
+        } else {
+            format!("{} object(s)", self.objects)
+        };
         let mut line = format!(
-            "{} {}{}: {} object(s) ({})",
+            "{} {}{}: {count} ({})",
             if self.blocked() { "BLOCKED" } else { "ok     " },
             self.name,
             if self.field == FinalizerField::Spec {
@@ -107,7 +121,6 @@ impl FinalizerLine {
             } else {
                 ""
             },
-            self.objects,
             types.join(", ")
         );
         if self.terminating > 0 {
@@ -129,6 +142,7 @@ impl FinalizerLine {
                 )
             });
         }
+        who.extend(self.elsewhere.iter().map(ToString::to_string));
         line.push_str(&format!("; may remove: {}", who.join("; ")));
         if !self.presets.is_empty() {
             line.push_str(&format!(
@@ -371,6 +385,7 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
     let mut blocked_objects = 0;
     let mut blocked_in = Vec::new();
     let mut presets: Vec<String> = Vec::new();
+    let mut elsewhere = Vec::new();
     for ((group, resource, namespace), n) in &tally.places {
         let written = Written {
             group,
@@ -384,7 +399,15 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
             name: "",
         };
         match explain::owner_at(policy, &written, &name, field) {
-            Owner::Unknown => {
+            owner @ (Owner::Unknown | Owner::Elsewhere { .. }) => {
+                // Named elsewhere: the rule to widen, said once.
+                if let Owner::Elsewhere { rules } = owner {
+                    for rule in rules {
+                        if !elsewhere.contains(&rule) {
+                            elsewhere.push(rule);
+                        }
+                    }
+                }
                 blocked_objects += n;
                 if field == FinalizerField::Metadata {
                     for (preset, _) in crate::policy::presets::covering(&name, group, resource) {
@@ -421,9 +444,15 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
         }
     }
     let now = jiff::Timestamp::now();
-    let suggestion = (blocked_objects > 0).then(|| match presets.as_slice() {
-        [] => sketch(&name, field, &tally.added_by),
-        names => format!(
+    let suggestion = (blocked_objects > 0).then(|| match (elsewhere.first(), presets.as_slice()) {
+        // A rule names it elsewhere: widen that one rather than add another.
+        (Some(rule), _) => format!(
+            "  # {}: widen rule {} (`finalizer-guard policy suggest --merge` does, from the denials)",
+            serde_json::to_string(&name).unwrap_or_default(),
+            rule.rule
+        ),
+        (None, []) => sketch(&name, field, &tally.added_by),
+        (None, names) => format!(
             "  # {}: preset {} covers it, add `presets: [{}]` (see `finalizer-guard policy presets`)",
             serde_json::to_string(&name).unwrap_or_default(),
             names.join(", preset "),
@@ -443,6 +472,7 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
         owners,
         blocked_objects,
         blocked_in,
+        elsewhere,
         added_by: tally.added_by,
         suggestion,
         presets,
@@ -896,6 +926,93 @@ mod tests {
         assert!(
             elsewhere.blocked() && elsewhere.presets.is_empty(),
             "{elsewhere:?}"
+        );
+    }
+
+    /// The case: Flux's rule covers team-a and team-b, and a
+    /// GitRepository in team-c is held. BLOCKED counts the one no rule
+    /// covers, not the two the rule does, and names the rule to widen.
+    #[test]
+    fn blocked_counts_only_what_no_rule_covers() {
+        let policy = Policy::from_yaml(
+            "rules:\n  - name: flux-system-source-controller\n    finalizers: [\"finalizers.fluxcd.io\"]\n    serviceAccounts: [\"flux-system:source-controller\"]\n    namespaces: [\"team-a\", \"team-b\"]\n    resources: [\"gitrepositories.source.toolkit.fluxcd.io\"]\n",
+        )
+        .unwrap();
+        let places = [
+            (
+                "source.toolkit.fluxcd.io",
+                "gitrepositories",
+                Some("team-a"),
+                1,
+            ),
+            (
+                "source.toolkit.fluxcd.io",
+                "gitrepositories",
+                Some("team-b"),
+                1,
+            ),
+            (
+                "source.toolkit.fluxcd.io",
+                "gitrepositories",
+                Some("team-c"),
+                1,
+            ),
+        ];
+        let mut t = tally(&places);
+        t.types
+            .insert("gitrepositories.source.toolkit.fluxcd.io".into(), 3);
+        let line = judge(
+            &policy,
+            "finalizers.fluxcd.io".into(),
+            FinalizerField::Metadata,
+            t,
+        );
+        assert_eq!(line.blocked_objects, 1);
+        assert_eq!(
+            line.blocked_in,
+            ["gitrepositories.source.toolkit.fluxcd.io in namespace team-c"]
+        );
+        assert_eq!(
+            line.text(),
+            "BLOCKED finalizers.fluxcd.io: 1 of 3 object(s) no rule covers (gitrepositories.source.toolkit.fluxcd.io 3); may remove: rule flux-system-source-controller (serviceaccount:flux-system:source-controller); nobody but an override in gitrepositories.source.toolkit.fluxcd.io in namespace team-c (1 object(s)); rule flux-system-source-controller lets ServiceAccount flux-system:source-controller remove it in team-a, team-b but not here: widen the rule (namespaces) rather than override"
+        );
+        assert_eq!(
+            line.suggestion.as_deref(),
+            Some(
+                "  # \"finalizers.fluxcd.io\": widen rule flux-system-source-controller (`finalizer-guard policy suggest --merge` does, from the denials)"
+            )
+        );
+        let json = serde_json::to_value(&line).unwrap();
+        assert_eq!(json["blockedObjects"], 1);
+        assert_eq!(
+            json["elsewhere"][0]["rule"],
+            "flux-system-source-controller"
+        );
+
+        // Widened, nothing is blocked; every object blocked reads as before.
+        let widened = Policy::from_yaml(
+            "rules:\n  - finalizers: [\"finalizers.fluxcd.io\"]\n    serviceAccounts: [\"flux-system:source-controller\"]\n    resources: [\"gitrepositories.source.toolkit.fluxcd.io\"]\n",
+        )
+        .unwrap();
+        let line = judge(
+            &widened,
+            "finalizers.fluxcd.io".into(),
+            FinalizerField::Metadata,
+            tally(&places),
+        );
+        assert!(!line.blocked(), "{line:?}");
+        let line = judge(
+            &Policy::from_yaml("rules: []\n").unwrap(),
+            "finalizers.fluxcd.io".into(),
+            FinalizerField::Metadata,
+            tally(&places),
+        );
+        assert_eq!(line.blocked_objects, 3);
+        assert!(
+            line.text()
+                .starts_with("BLOCKED finalizers.fluxcd.io: 3 object(s) ("),
+            "{}",
+            line.text()
         );
     }
 }

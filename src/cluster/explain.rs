@@ -38,7 +38,76 @@ pub enum Owner {
     Rules {
         rules: Vec<RuleOwner>,
     },
+    /// No rule covers it here, but these rules name it for some identity
+    /// in other namespaces or on other resources: the fix is to widen one.
+    Elsewhere {
+        rules: Vec<RuleElsewhere>,
+    },
     Unknown,
+}
+
+/// A rule that names a finalizer, scoped away from where it lives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleElsewhere {
+    pub rule: String,
+    /// `user:NAME`, `group:NAME`, `serviceaccount:NS:NAME`.
+    pub identities: Vec<String>,
+    /// The rule's namespaces, when they leave this object out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<Vec<String>>,
+    /// The rule's resources, when they leave this object's type out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Vec<String>>,
+}
+
+/// Rules named in an owner line, and namespaces or resources named per rule.
+const ELSEWHERE_SHOWN: usize = 3;
+const PLACES_SHOWN: usize = 5;
+
+fn first_few(items: &[String], n: usize) -> String {
+    let mut out = items.iter().take(n).cloned().collect::<Vec<_>>().join(", ");
+    if items.len() > n {
+        out.push_str(&format!(" and {} more", items.len() - n));
+    }
+    out
+}
+
+impl std::fmt::Display for RuleElsewhere {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who: Vec<String> = self
+            .identities
+            .iter()
+            .map(|id| {
+                if let Some(sa) = id.strip_prefix("serviceaccount:") {
+                    format!("ServiceAccount {sa}")
+                } else if let Some(u) = id.strip_prefix("user:") {
+                    format!("user {u}")
+                } else if let Some(g) = id.strip_prefix("group:") {
+                    format!("group {g}")
+                } else {
+                    id.clone()
+                }
+            })
+            .collect();
+        let mut places = Vec::new();
+        let mut widen = Vec::new();
+        if let Some(ns) = &self.namespaces {
+            places.push(format!("in {}", first_few(ns, PLACES_SHOWN)));
+            widen.push("namespaces");
+        }
+        if let Some(r) = &self.resources {
+            places.push(format!("on {}", first_few(r, PLACES_SHOWN)));
+            widen.push("resources");
+        }
+        write!(
+            f,
+            "rule {} lets {} remove it {} but not here: widen the rule ({}) rather than override",
+            self.rule,
+            first_few(&who, PLACES_SHOWN),
+            places.join(" "),
+            widen.join(", ")
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -60,6 +129,10 @@ impl std::fmt::Display for Owner {
                     .iter()
                     .map(|r| format!("rule {} ({})", r.rule, r.identities.join(", ")))
                     .collect();
+                f.write_str(&parts.join("; "))
+            }
+            Owner::Elsewhere { rules } => {
+                let parts: Vec<String> = rules.iter().map(ToString::to_string).collect();
                 f.write_str(&parts.join("; "))
             }
             Owner::Unknown => {
@@ -368,19 +441,7 @@ impl Probe {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         let params = ListParams::default().fields(&format!("spec.serviceAccountName={name}"));
         let liveness = match api.list(&params).await {
-            Ok(pods) => {
-                let ready = pods.items.iter().filter(|p| pod_ready(p)).count();
-                if ready > 0 {
-                    Liveness::Alive(format!(
-                        "{ready} Ready pod(s) run as serviceaccount {ns}:{name}"
-                    ))
-                } else {
-                    Liveness::Gone(format!(
-                        "no Ready pod runs as serviceaccount {ns}:{name} ({} pod(s) in all)",
-                        pods.items.len()
-                    ))
-                }
-            }
+            Ok(pods) => service_account_liveness(ns, name, &pods.items),
             Err(e) => Liveness::Unknown(format!("cannot list pods in {ns}: {}", chain(&e))),
         };
         self.service_accounts
@@ -420,25 +481,70 @@ impl Probe {
             }
             Owner::Rules { rules } => {
                 let mut seen = Vec::new();
-                for rule in rules {
-                    for id in &rule.identities {
-                        if let Some(sa) = id.strip_prefix("serviceaccount:") {
-                            let username = format!("system:serviceaccount:{sa}");
-                            if let Some(l) = self.service_account(&username).await {
-                                if matches!(l, Liveness::Alive(_)) {
-                                    return l;
-                                }
-                                seen.push(l);
-                            }
+                let service_accounts = rules
+                    .iter()
+                    .flat_map(|r| &r.identities)
+                    .filter_map(|id| id.strip_prefix("serviceaccount:"))
+                    .take(SERVICE_ACCOUNTS_PROBED);
+                for sa in service_accounts {
+                    let username = format!("system:serviceaccount:{sa}");
+                    if let Some(l) = self.service_account(&username).await {
+                        if matches!(l, Liveness::Alive(_)) {
+                            return l;
                         }
+                        seen.push(l);
                     }
                 }
-                seen.into_iter().next().unwrap_or_else(|| {
-                    Liveness::Unknown("its rules name people or groups, not a controller".into())
-                })
+                // A controller seen not Ready says no; one not seen at all,
+                // or a person or group, cannot be told from here.
+                let gone = seen.iter().position(|l| matches!(l, Liveness::Gone(_)));
+                match gone {
+                    Some(i) => seen.swap_remove(i),
+                    None => seen.into_iter().next().unwrap_or_else(|| {
+                        let others: Vec<&str> = rules
+                            .iter()
+                            .flat_map(|r| &r.identities)
+                            .map(String::as_str)
+                            .take(3)
+                            .collect();
+                        Liveness::Unknown(format!(
+                            "its rules name {}, not a ServiceAccount whose pods can be seen (runs outside the cluster?)",
+                            others.join(", ")
+                        ))
+                    }),
+                }
+            }
+            Owner::Elsewhere { .. } => {
+                Liveness::Unknown("no rule lets anyone remove it here".into())
             }
             Owner::Unknown => Liveness::Unknown("no owner is known".into()),
         }
+    }
+}
+
+/// ServiceAccounts a finalizer's rules name whose pods are looked for.
+const SERVICE_ACCOUNTS_PROBED: usize = 4;
+
+/// Whether a controller running as ServiceAccount `ns`:`name` looks alive
+/// by `pods`, the pods in `ns` that run as it, saying what was looked at:
+/// alive when one is Ready, not when some are and none is Ready, and
+/// unknown when there are none: the controller may run outside the cluster
+/// (a kubeconfig with the ServiceAccount's token, a CI job).
+fn service_account_liveness(ns: &str, name: &str, pods: &[Pod]) -> Liveness {
+    let ready = pods.iter().filter(|p| pod_ready(p)).count();
+    if ready > 0 {
+        Liveness::Alive(format!(
+            "{ready} Ready pod(s) in {ns} run as ServiceAccount {name}"
+        ))
+    } else if pods.is_empty() {
+        Liveness::Unknown(format!(
+            "no pod in {ns} runs as ServiceAccount {name} (runs outside the cluster?)"
+        ))
+    } else {
+        Liveness::Gone(format!(
+            "no Ready pod in {ns} runs as ServiceAccount {name} ({} pod(s), none Ready)",
+            pods.len()
+        ))
     }
 }
 
@@ -610,27 +716,73 @@ pub fn owner_at(
     }
     let rules = policy::rules_for(policy, &written.target(), finalizer);
     if rules.is_empty() {
-        return Owner::Unknown;
+        return elsewhere(policy, written, finalizer);
     }
     Owner::Rules {
         rules: rules
             .into_iter()
             .map(|r| RuleOwner {
                 rule: r.label.clone(),
-                identities: r
-                    .users
-                    .iter()
-                    .map(|u| format!("user:{u}"))
-                    .chain(r.groups.iter().map(|g| format!("group:{g}")))
-                    .chain(r.service_accounts.iter().map(|sa| {
-                        format!(
-                            "serviceaccount:{}",
-                            sa.strip_prefix("system:serviceaccount:").unwrap_or(sa)
-                        )
-                    }))
-                    .collect(),
+                identities: identities(r),
             })
             .collect(),
+    }
+}
+
+/// `user:NAME`, `group:NAME`, `serviceaccount:NS:NAME`: whom `rule` names.
+fn identities(rule: &crate::policy::config::Rule) -> Vec<String> {
+    rule.users
+        .iter()
+        .map(|u| format!("user:{u}"))
+        .chain(rule.groups.iter().map(|g| format!("group:{g}")))
+        .chain(rule.service_accounts.iter().map(|sa| {
+            format!(
+                "serviceaccount:{}",
+                sa.strip_prefix("system:serviceaccount:").unwrap_or(sa)
+            )
+        }))
+        .collect()
+}
+
+/// No rule covers `finalizer` where `written` says: the rules that name it
+/// elsewhere (other namespaces, other resources), or `Unknown`.
+fn elsewhere(policy: &Policy, written: &Written<'_>, finalizer: &str) -> Owner {
+    let target = written.target();
+    let rules: Vec<RuleElsewhere> = policy
+        .rules
+        .iter()
+        .filter(|r| r.finalizers.iter().any(|p| p.matches(finalizer)))
+        .take(ELSEWHERE_SHOWN)
+        .map(|r| {
+            let namespaces = r.namespaces.clone().filter(|ns| {
+                target
+                    .object_namespace()
+                    .is_none_or(|here| !ns.iter().any(|n| n == here))
+            });
+            let resources = r
+                .resources
+                .as_ref()
+                .filter(|rs| !rs.iter().any(|x| x.matches(target.group, target.resource)))
+                .map(|rs| {
+                    rs.iter()
+                        .map(|x| match x.group.as_str() {
+                            "" => x.resource.clone(),
+                            g => format!("{}.{g}", x.resource),
+                        })
+                        .collect()
+                });
+            RuleElsewhere {
+                rule: r.label.clone(),
+                identities: identities(r),
+                namespaces,
+                resources,
+            }
+        })
+        .collect();
+    if rules.is_empty() {
+        Owner::Unknown
+    } else {
+        Owner::Elsewhere { rules }
     }
 }
 
@@ -1118,6 +1270,112 @@ mod tests {
             owner(&rules, &found, "other.io/x", FinalizerField::Metadata),
             Owner::Unknown
         ));
+    }
+
+    /// A rule names the finalizer for a controller in other namespaces:
+    /// the owner line says to widen it, not "unknown".
+    #[test]
+    fn a_rule_that_names_the_finalizer_elsewhere_is_named() {
+        let gitrepo = |ns: &str| {
+            Found {
+            resource: ApiResource {
+                group: "source.toolkit.fluxcd.io".into(),
+                version: "v1".into(),
+                api_version: "source.toolkit.fluxcd.io/v1".into(),
+                kind: "GitRepository".into(),
+                plural: "gitrepositories".into(),
+            },
+            namespaced: true,
+            object: serde_json::from_value(json!({
+                "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+                "metadata": {"name": "podinfo", "namespace": ns, "finalizers": ["finalizers.fluxcd.io"]},
+            }))
+            .unwrap(),
+        }
+        };
+        let flux = policy(
+            "rules:\n  - name: flux-system-source-controller\n    finalizers: [\"finalizers.fluxcd.io\"]\n    serviceAccounts: [\"flux-system:source-controller\"]\n    namespaces: [\"team-a\", \"team-b\"]\n    resources: [\"gitrepositories.source.toolkit.fluxcd.io\"]\n",
+        );
+        let here = owner(
+            &flux,
+            &gitrepo("team-c"),
+            "finalizers.fluxcd.io",
+            FinalizerField::Metadata,
+        );
+        assert_eq!(
+            here.to_string(),
+            "rule flux-system-source-controller lets ServiceAccount flux-system:source-controller remove it in team-a, team-b but not here: widen the rule (namespaces) rather than override"
+        );
+        let json = serde_json::to_value(&here).unwrap();
+        assert_eq!(json["kind"], "elsewhere");
+        assert_eq!(json["rules"][0]["namespaces"], json!(["team-a", "team-b"]));
+        // Where it does cover: the rule.
+        assert!(matches!(
+            owner(
+                &flux,
+                &gitrepo("team-a"),
+                "finalizers.fluxcd.io",
+                FinalizerField::Metadata
+            ),
+            Owner::Rules { .. }
+        ));
+        // Another resource: the resources to widen.
+        let pods = policy(
+            "rules:\n  - name: pods-only\n    finalizers: [\"finalizers.fluxcd.io\"]\n    users: [ci-bot]\n    resources: [pods]\n",
+        );
+        assert_eq!(
+            owner(
+                &pods,
+                &gitrepo("team-c"),
+                "finalizers.fluxcd.io",
+                FinalizerField::Metadata
+            )
+            .to_string(),
+            "rule pods-only lets user ci-bot remove it on pods but not here: widen the rule (resources) rather than override"
+        );
+        // No rule names it anywhere: unknown, as before.
+        assert_eq!(
+            owner(
+                &flux,
+                &gitrepo("team-c"),
+                "other.io/x",
+                FinalizerField::Metadata
+            ),
+            Owner::Unknown
+        );
+    }
+
+    /// Owner alive says what it looked at, and a controller it cannot see
+    /// (no pod runs as its ServiceAccount) is unknown, never "no".
+    #[test]
+    fn owner_alive_says_what_it_looked_at() {
+        let pod_of = |ready: &str| -> Pod {
+            serde_json::from_value(
+                json!({"metadata": {"name": "p", "namespace": "flux-system"},
+                "status": {"conditions": [{"type": "Ready", "status": ready}]}}),
+            )
+            .unwrap()
+        };
+        let table = [
+            (
+                vec![pod_of("True"), pod_of("False")],
+                "yes: 1 Ready pod(s) in flux-system run as ServiceAccount source-controller",
+            ),
+            (
+                vec![pod_of("False")],
+                "no: no Ready pod in flux-system runs as ServiceAccount source-controller (1 pod(s), none Ready)",
+            ),
+            (
+                Vec::new(),
+                "cannot tell: no pod in flux-system runs as ServiceAccount source-controller (runs outside the cluster?)",
+            ),
+        ];
+        for (pods, want) in table {
+            assert_eq!(
+                service_account_liveness("flux-system", "source-controller", &pods).to_string(),
+                want
+            );
+        }
     }
 
     #[test]
