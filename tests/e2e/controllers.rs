@@ -541,11 +541,22 @@ fn real_controllers_keep_working_under_enforce_in_a_namespace_made_after_the_swi
     let unfinished: Vec<&Deletion> = deletions.iter().filter(|d| d.took.is_none()).collect();
     // The webhook judged the controllers' removals (they are not skipped as
     // Kubernetes' own): authorized by their rule, in team-c too.
-    let authorized_in_c: Vec<Value> = env.audit_records()[enforced_from..]
-        .iter()
-        .filter(|r| r["namespace"] == AFTER && r["decision"] == "authorized")
-        .cloned()
-        .collect();
+    let authorized_in_c = || -> Vec<Value> {
+        env.audit_records()[enforced_from..]
+            .iter()
+            .filter(|r| r["namespace"] == AFTER && r["decision"] == "authorized")
+            .cloned()
+            .collect()
+    };
+    // (The server writes its records as it answers; give the last a moment.)
+    super::harness::poll(10, || {
+        UPSTREAMS.iter().all(|up| {
+            authorized_in_c()
+                .iter()
+                .any(|r| r["user"] == up.username().as_str())
+        })
+    });
+    let authorized_in_c = authorized_in_c();
     for up in UPSTREAMS {
         let seen = authorized_in_c
             .iter()
