@@ -10,6 +10,7 @@
 //! Scenarios run one at a time: some stop the server or change the
 //! installed webhook configuration.
 
+mod controllers;
 mod harness;
 mod helm;
 mod install;
