@@ -589,7 +589,7 @@ fn override_variables(policy: &Policy) -> Vec<Variable> {
         "\nsize(variables.refusedFinalizers) > 0 ?\n  \
          variables.refusedFinalizers.map(f, strings.quote(f) +\n    \
          variables.overrideEntries.filter(e, (has(e.finalizers) && f in e.finalizers) ||\n      \
-         (has(e.prefixes) && e.prefixes.exists(p, f.startsWith(p)))).map(e, e.refusal).join('')).join('; ') :"
+         (has(e.prefixes) && e.prefixes.exists(p, f.startsWith(p)))).map(e, string(e.refusal)).join('')).join('; ') :"
     };
     let mut all = vec![
         var(
