@@ -687,7 +687,10 @@ fn entries_literal(policy: &Policy) -> String {
                 .collect(),
         };
         let refusal = if accepts.is_empty() {
-            format!(": no override releases it, only its rule or controller ({})", entry.label)
+            format!(
+                ": no override releases it, only its rule or controller ({})",
+                entry.label
+            )
         } else {
             format!(" accepts only {} ({})", accepts.join(", "), entry.label)
         };
@@ -1075,7 +1078,11 @@ fn render(policy: &Policy, export: &Export) -> String {
             } else {
                 format!(
                     "take only {}",
-                    entry.reasons.as_deref().unwrap_or(&settings.reasons).join(", ")
+                    entry
+                        .reasons
+                        .as_deref()
+                        .unwrap_or(&settings.reasons)
+                        .join(", ")
                 )
             }
         );
@@ -1203,6 +1210,9 @@ mod tests {
             Policy::from_yaml("override:\n  approval:\n    users: [a]\n    maxAge: 1h\n").unwrap();
         let yaml = export_yaml(&p).unwrap();
         assert!(yaml.contains(APPROVAL_NOT_HERE), "{yaml}");
-        assert!(yaml.contains("#   override.approval: every override needs"), "{yaml}");
+        assert!(
+            yaml.contains("#   override.approval: every override needs"),
+            "{yaml}"
+        );
     }
 }

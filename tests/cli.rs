@@ -1811,8 +1811,8 @@ fn test_refuses_a_file_that_repeats_a_key() {
 
 /// The example override review, removing `finalizers` with the override `value`.
 fn override_review(dir: &Path, name: &str, finalizers: &[&str], value: &str) -> String {
-    let text = std::fs::read_to_string("examples/reviews/pod-strip-finalizers-override.json")
-        .unwrap();
+    let text =
+        std::fs::read_to_string("examples/reviews/pod-strip-finalizers-override.json").unwrap();
     let mut review: serde_json::Value = serde_json::from_str(&text).unwrap();
     let request = &mut review["request"];
     request["oldObject"]["metadata"]["finalizers"] = serde_json::json!(finalizers);
@@ -1827,7 +1827,12 @@ fn check_denies_an_override_a_removed_finalizer_does_not_accept() {
     let dir = tempfile::tempdir().unwrap();
     let both = ["example.com/cleanup", "kubernetes.io/pvc-protection"];
     // The embedded default: pvc-protection takes only node-lost.
-    let lost = override_review(dir.path(), "lost.json", &both, "node-lost: INC-1 worker-3 gone");
+    let lost = override_review(
+        dir.path(),
+        "lost.json",
+        &both,
+        "node-lost: INC-1 worker-3 gone",
+    );
     let down = override_review(
         dir.path(),
         "down.json",
@@ -1862,7 +1867,13 @@ fn check_denies_an_override_a_removed_finalizer_does_not_accept() {
     let (_p, policy) = policy_file(
         "override:\n  finalizers:\n    - finalizers: [\"example.com/*\"]\n      never: true\n",
     );
-    let o = run(&["check", "--json", "--policy", policy.to_str().unwrap(), &lost]);
+    let o = run(&[
+        "check",
+        "--json",
+        "--policy",
+        policy.to_str().unwrap(),
+        &lost,
+    ]);
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     let line: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(line["allowed"], false);

@@ -884,8 +884,12 @@ fn other_policies_decide_as_the_webhook_does() {
             ),
             (
                 "both accept node-lost".to_string(),
-                update("bob", &["a.io/x", "kubernetes.io/pvc-protection"], &["c.io/x"])
-                    .annotate(OVERRIDE, "node-lost: INC-1"),
+                update(
+                    "bob",
+                    &["a.io/x", "kubernetes.io/pvc-protection"],
+                    &["c.io/x"],
+                )
+                .annotate(OVERRIDE, "node-lost: INC-1"),
             ),
             (
                 "pvc-protection with controller-unavailable".to_string(),
@@ -990,10 +994,7 @@ fn what_cannot_be_expressed_is_refused_by_name() {
     let two_person = "override:\n  approval:\n    users: [sec-lead]\n    maxAge: 2h\n";
     let policy = Policy::from_yaml(two_person).unwrap();
     let yaml = vap::export_yaml(&policy).unwrap();
-    assert!(
-        yaml.contains("only the webhook verifies"),
-        "{yaml}"
-    );
+    assert!(yaml.contains("only the webhook verifies"), "{yaml}");
 
     // A policy serve refuses (it blocks a built-in controller in enforce mode) is refused too.
     let blocking = Policy::from_yaml("builtinControllers: false\n").unwrap();
@@ -1188,7 +1189,12 @@ fn rule_strategy() -> impl Strategy<Value = String> {
 }
 
 /// Patterns of `override.finalizers` entries, no two of which can match one finalizer.
-const ENTRY_PATTERNS: &[&str] = &["a.io/x", "b.io/*", "kubernetes.io/pvc-protection", "kubernetes"];
+const ENTRY_PATTERNS: &[&str] = &[
+    "a.io/x",
+    "b.io/*",
+    "kubernetes.io/pvc-protection",
+    "kubernetes",
+];
 /// What an entry says.
 const ENTRY_SETTINGS: &[&str] = &[
     "reasons: [node-lost]",
@@ -1377,7 +1383,10 @@ fn the_command_prints_the_yaml_and_exits_as_documented() {
     .unwrap();
     let out = export_command(&["--vap", two_person.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("#   override.approval: every override needs"));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("#   override.approval: every override needs")
+    );
 
     // Not a valid policy: exit 1, naming the field.
     let invalid = dir.path().join("invalid.yaml");

@@ -13,13 +13,13 @@ use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
 use super::engine::{Engine, OverrideValue, Targets};
+use super::explain::refused_reason;
 use super::select::Found;
 use super::{ClusterError, WriteError, patch};
 use crate::output::{escape, quoted};
-use super::explain::refused_reason;
 use crate::policy::Approval;
-use crate::policy::config::OverrideSettings;
 use crate::policy::approval::{self, APPROVED_BY, OVERRIDE_EXPIRES};
+use crate::policy::config::OverrideSettings;
 use crate::policy::seal::APPROVAL_SEAL;
 
 /// What `approve` is asked.
@@ -275,7 +275,11 @@ mod tests {
         let s = &p.override_settings;
         let r = Reach::of(
             s,
-            &names(&["kubernetes.io/pvc-protection", "example.com/x", "vault.io/a"]),
+            &names(&[
+                "kubernetes.io/pvc-protection",
+                "example.com/x",
+                "vault.io/a",
+            ]),
             "controller-unavailable",
         );
         assert_eq!(r.releases, ["example.com/x"]);

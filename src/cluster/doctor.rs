@@ -838,8 +838,9 @@ mod tests {
             .text()
         };
         assert!(
-            line("example.com/a")
-                .contains("may remove: nobody but an override with node-lost (override.finalizers[0])"),
+            line("example.com/a").contains(
+                "may remove: nobody but an override with node-lost (override.finalizers[0])"
+            ),
             "{}",
             line("example.com/a")
         );

@@ -799,7 +799,10 @@ pub fn refused_reason(accepts: &Accepts<'_>, reason: &str) -> String {
             format!("no override releases it: only its rule or controller ({entry})")
         }
         Accepts::Only { reasons, entry } if reason.is_empty() => {
-            format!("only an override with {} releases it ({entry})", reasons.join(", "))
+            format!(
+                "only an override with {} releases it ({entry})",
+                reasons.join(", ")
+            )
         }
         Accepts::Only { reasons, entry } => format!(
             "it accepts only {} ({entry}): not attempted with --reason {reason}",

@@ -27,8 +27,8 @@ use super::report::{End, Left, ObjectReport, Orphaned};
 use super::select::Found;
 use crate::output::{escape, shell_word};
 use crate::policy::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
-use crate::policy::seal::APPROVAL_SEAL;
 use crate::policy::config::OverrideSettings;
+use crate::policy::seal::APPROVAL_SEAL;
 use crate::policy::{FinalizerField, Outcome};
 
 /// How many times an object that keeps changing is read again.

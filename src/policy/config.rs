@@ -854,12 +854,10 @@ fn overlap(a: &FinalizerPattern, b: &FinalizerPattern) -> Option<String> {
         (Exact(x), p @ Prefix(_)) | (p @ Prefix(_), Exact(x)) => p.matches(x).then(|| x.clone()),
         (Prefix(x), Prefix(y)) => {
             let longer = if x.len() >= y.len() { x } else { y };
-            (x.starts_with(y.as_str()) || y.starts_with(x.as_str()))
-                .then(|| format!("{longer}x"))
+            (x.starts_with(y.as_str()) || y.starts_with(x.as_str())).then(|| format!("{longer}x"))
         }
     }
 }
-
 
 fn check_names(rule: usize, field: &'static str, names: &[String], errors: &mut Vec<PolicyError>) {
     for name in names {

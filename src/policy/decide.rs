@@ -940,7 +940,10 @@ override:
             );
             // What a rule authorizes needs no override: only the rest is judged.
             let d = pod_update("alice")
-                .removing(&["example.com/cleanup", "kubernetes.io/pvc-protection"], &[])
+                .removing(
+                    &["example.com/cleanup", "kubernetes.io/pvc-protection"],
+                    &[],
+                )
                 .with_override("node-lost: INC-1")
                 .decide(&policy(POLICY));
             assert!(matches!(d.outcome, Outcome::Override(_)), "{:?}", d.outcome);
@@ -960,7 +963,10 @@ override:
                 assert!(matches!(d.outcome, Outcome::Override(_)), "{name:?}");
             }
             let d = strip(
-                &["kubernetes.io/pvc-protection", "Kubernetes.io/pvc-protection"],
+                &[
+                    "kubernetes.io/pvc-protection",
+                    "Kubernetes.io/pvc-protection",
+                ],
                 "controller-unavailable: INC-1",
             );
             assert!(!d.allowed());
