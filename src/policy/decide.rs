@@ -1333,6 +1333,34 @@ override:
         }
 
         #[test]
+        fn an_approval_releases_only_the_finalizers_that_accept_its_reason() {
+            let p = super::policy(
+                "override:\n  approval:\n    users: [sec-lead]\n    groups: [security]\n    maxAge: 2h\n  finalizers:\n    - finalizers: [example.com/cleanup]\n      reasons: [controller-uninstalled]\n      approval: required\n    - finalizers: [\"vault.io/*\"]\n      never: true\n",
+            );
+            // A node-lost approval, sealed under this very policy.
+            let approved = sealed_under(&p, "uid-1", approval("sec-lead", "2026-11-21T09:00:00Z"));
+            let d = strip("oncall", approved.clone()).decide(&p);
+            assert!(
+                matches!(&d.outcome, Outcome::Denied { problem: OverrideProblem::NotAccepted(r), .. } if r[0].finalizer == "example.com/cleanup"),
+                "{:?}",
+                d.outcome
+            );
+            // The same approval, reused for another finalizer of the object:
+            // each removed finalizer is judged by its own entry.
+            let mut other = strip("oncall", approved.clone());
+            other.old = strings(&["example.com/other", "vault.io/lease"]);
+            other.new = strings(&[]);
+            let d = other.decide(&p);
+            assert!(
+                matches!(&d.outcome, Outcome::Denied { problem: OverrideProblem::NotAccepted(r), .. } if r.len() == 1 && r[0].finalizer == "vault.io/lease"),
+                "{:?}",
+                d.outcome
+            );
+            other.old = strings(&["example.com/other"]);
+            assert!(matches!(other.decide(&p).outcome, Outcome::Override(_)));
+        }
+
+        #[test]
         fn the_approver_cannot_use_their_own_approval() {
             let d = strip("sec-lead", sealed("sec-lead", "2026-11-21T09:00:00Z")).decide(&policy());
             assert_eq!(
