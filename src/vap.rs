@@ -1070,7 +1070,7 @@ fn render(policy: &Policy, export: &Export) -> String {
         let names: Vec<String> = entry.finalizers.iter().map(ToString::to_string).collect();
         let _ = writeln!(
             out,
-            "#   {}: {} {}",
+            "#   {}: {} {}{}",
             entry.label,
             names.join(", "),
             if entry.never {
@@ -1084,6 +1084,11 @@ fn render(policy: &Policy, export: &Export) -> String {
                         .unwrap_or(&settings.reasons)
                         .join(", ")
                 )
+            },
+            if entry.approval_required {
+                ", approved by a second person (verified by the webhook alone: see below)"
+            } else {
+                ""
             }
         );
     }
