@@ -11,9 +11,17 @@
 //! the table in the YAML is the webhook's.
 //!
 //! What CEL cannot do is said in the YAML's comments ([`NOT_EXPRESSED`]),
-//! and a policy that a ValidatingAdmissionPolicy cannot decide faithfully
-//! (the two-person override) is refused ([`ExportError`]) rather than
-//! exported weaker.
+//! and a policy that a ValidatingAdmissionPolicy cannot decide faithfully is
+//! refused ([`ExportError`]) rather than exported weaker.
+//!
+//! `override.finalizers` is decided here as the webhook decides it (the
+//! reasons that release each finalizer, `never`). The two-person override
+//! is not: an approval proves something only by the webhook's seal and
+//! clock, which CEL has neither of. So under `override.approval` the
+//! policy takes no override at all (every finalizer needs an approval
+//! there): it never allows a removal the webhook denies, and it denies the
+//! approved overrides the webhook allows. The rest (rules, built-in
+//! controllers, the finalizer lists) is decided as the webhook decides it.
 //!
 //! Every string from the policy reaches CEL through [`lit`] (a CEL string
 //! literal of printable ASCII, everything else escaped) and the YAML through
@@ -91,7 +99,8 @@ pub const VISIBLE_CHARACTER: &str =
 /// What the webhook does that no ValidatingAdmissionPolicy can, in the
 /// export's comments.
 pub const NOT_EXPRESSED: &[&str] = &[
-    "the two-person override (override.approval): it needs a clock and the webhook's seal key; a policy that sets it is refused, not exported weaker",
+    "the two-person override (override.approval): an approval proves something only by the webhook's seal and clock; under it this policy takes no override at all, so while it is bound an approved override is denied here too (release by a rule or built-in controller, or take the binding out for the time it takes: kube-apiserver's audit log records that)",
+    "writes of the approval annotations (approved-by, override-expires, approval-seal): judged by the webhook alone; this policy honours no approval",
     "Events on the object (FinalizerRemovalDenied, FinalizerOverride), the JSON audit record on stdout, metrics and recordings",
     "the leak ledger (the `protected` audit annotation: what an overridden finalizer protected)",
     "a warning to the client for an override used in enforce mode (the `override-reason` and `override-detail` audit annotations still record it)",
@@ -105,11 +114,6 @@ pub const NOT_EXPRESSED: &[&str] = &[
 /// Why a policy is not exported.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExportError {
-    #[error(
-        "override.approval: the two-person override needs the webhook's clock and its seal key, which kube-apiserver's CEL does not have; \
-         exported without it, one person could override alone. Remove override.approval to export, or keep the webhook as the only guard"
-    )]
-    Approval,
     #[error(
         "the policy blocks Kubernetes' own controllers in enforce mode ({0}), which serve refuses too"
     )]
@@ -152,9 +156,6 @@ pub fn export_yaml(policy: &Policy) -> Result<String, ExportError> {
 
 /// The policy as a ValidatingAdmissionPolicy and its binding.
 pub fn export(policy: &Policy) -> Result<Export, ExportError> {
-    if policy.override_settings.approval.is_some() {
-        return Err(ExportError::Approval);
-    }
     if let Err(blocked) = doctor::servable(policy) {
         let names: Vec<String> = blocked.iter().map(ToString::to_string).collect();
         return Err(ExportError::BlocksBuiltinControllers(names.join("; ")));
@@ -204,10 +205,8 @@ pub fn export(policy: &Policy) -> Result<Export, ExportError> {
         validations: Some(vec![Validation {
             expression: format!("variables.decision != {}", lit(denied_word(policy.mode))),
             message: Some(format!(
-                "finalizer-guard denied removing finalizers that the requester is not authorized to remove by any rule or built-in controller. \
-                 To override in an emergency, annotate the object with {}: \"REASON: DETAIL\", REASON one of: {}.",
-                policy.override_settings.annotation,
-                policy.override_settings.reasons.join(", ")
+                "finalizer-guard denied removing finalizers that the requester is not authorized to remove by any rule or built-in controller.{}",
+                how_to_override(policy)
             )),
             message_expression: Some(message_expression(policy)),
             reason: Some("Forbidden".into()),
@@ -583,7 +582,16 @@ fn override_variables(policy: &Policy) -> Vec<Variable> {
     } else {
         ""
     };
-    vec![
+    // override.finalizers: checked after the value, before requireDeletion, as the webhook does.
+    let refused = if settings.finalizers.is_empty() {
+        ""
+    } else {
+        "\nsize(variables.refusedFinalizers) > 0 ?\n  \
+         variables.refusedFinalizers.map(f, strings.quote(f) +\n    \
+         variables.overrideEntries.filter(e, (has(e.finalizers) && f in e.finalizers) ||\n      \
+         (has(e.prefixes) && e.prefixes.exists(p, f.startsWith(p)))).map(e, string(e.refusal)).join('')).join('; ') :"
+    };
+    let mut all = vec![
         var(
             "overrideValue",
             format!(
@@ -604,26 +612,104 @@ fn override_variables(policy: &Policy) -> Vec<Variable> {
             "variables.overrideValue != null && variables.overrideValue.indexOf(':') >= 0 ?\n  \
              variables.overrideValue.substring(variables.overrideValue.indexOf(':') + 1).trim() : ''",
         ),
-        var(
-            "overrideProblem",
+    ];
+    if !settings.finalizers.is_empty() {
+        all.push(var("overrideEntries", entries_literal(policy)));
+        all.push(var(
+            "refusedFinalizers",
+            "// The removed finalizers nothing authorizes whose entry the override's reason does not release.\n\
+             (variables.unauthorizedFinalizers + variables.unauthorizedSpecFinalizers).filter(f,\n  \
+             variables.overrideEntries.exists(e, ((has(e.finalizers) && f in e.finalizers) ||\n    \
+             (has(e.prefixes) && e.prefixes.exists(p, f.startsWith(p)))) &&\n    \
+             !(variables.overrideReason in e.reasons)))",
+        ));
+    }
+    let problem = if settings.approval.is_some() {
+        // The two-person override: no approval can be verified here, so no
+        // override is taken. Never an allow the webhook would deny.
+        format!(
+            "// Why the override does not apply: under override.approval every override needs an approval,\n\
+             // which only the webhook can verify (its seal and clock); this policy takes none.\n\
+             variables.overrideValue == null ? 'absent' :\n  \
+             {}",
+            lit(APPROVAL_NOT_HERE)
+        )
+    } else {
+        format!(
+            "// Why the override does not apply, or '' when it does (the webhook's checks, in its order).\n\
+             variables.overrideValue == null ? 'absent' :\n\
+             !variables.overrideValue.matches({allowed}) ?\n  \
+             'it holds a control or format character: write \"REASON: DETAIL\" as plain text on one line' :\n\
+             variables.overrideReason == '' ? 'it must read \"REASON: DETAIL\"' :\n\
+             !(variables.overrideReason in {reasons}) ?\n  \
+             'reason ' + strings.quote(variables.overrideReason) + ' is not an approved reason' :\n\
+             !variables.overrideDetail.matches({visible}) ?\n  \
+             'DETAIL is empty or has no visible character: say what happened, e.g. an incident id and the node' :\
+             {refused}{deletion}\n\
+             ''",
+            allowed = lit(ALLOWED_CHARACTERS),
+            reasons = list_literal(settings.reasons.iter().map(String::as_str)),
+            visible = lit(VISIBLE_CHARACTER),
+        )
+    };
+    all.push(var("overrideProblem", problem));
+    all
+}
+
+/// Why no override is taken under `override.approval`.
+const APPROVAL_NOT_HERE: &str = "an override needs the two-person approval (override.approval), which only the webhook verifies: this ValidatingAdmissionPolicy takes none";
+
+/// `override.finalizers` as data: per entry, its exact names and prefixes,
+/// the reasons that release them (none for `never`), and the refusal's words.
+fn entries_literal(policy: &Policy) -> String {
+    let settings = &policy.override_settings;
+    let mut s = String::from(
+        "// override.finalizers, one entry a line: the finalizers (exact names and prefixes) and the\n\
+         // reasons that release them (none: no override does, only its rule or controller).\n[",
+    );
+    for (i, entry) in settings.finalizers.iter().enumerate() {
+        s.push_str(if i == 0 { "\n  {" } else { ",\n  {" });
+        let (mut exact, mut prefixes) = (Vec::new(), Vec::new());
+        for pattern in &entry.finalizers {
+            match pattern {
+                FinalizerPattern::Exact(n) => exact.push(n.as_str()),
+                FinalizerPattern::Prefix(n) => prefixes.push(n.as_str()),
+            }
+        }
+        let accepts = match entry {
+            e if e.never => Vec::new(),
+            e => e
+                .reasons
+                .as_deref()
+                .unwrap_or(&settings.reasons)
+                .iter()
+                .map(String::as_str)
+                .collect(),
+        };
+        let refusal = if accepts.is_empty() {
             format!(
-                "// Why the override does not apply, or '' when it does (the webhook's checks, in its order).\n\
-                 variables.overrideValue == null ? 'absent' :\n\
-                 !variables.overrideValue.matches({allowed}) ?\n  \
-                 'it holds a control or format character: write \"REASON: DETAIL\" as plain text on one line' :\n\
-                 variables.overrideReason == '' ? 'it must read \"REASON: DETAIL\"' :\n\
-                 !(variables.overrideReason in {reasons}) ?\n  \
-                 'reason ' + strings.quote(variables.overrideReason) + ' is not an approved reason' :\n\
-                 !variables.overrideDetail.matches({visible}) ?\n  \
-                 'DETAIL is empty or has no visible character: say what happened, e.g. an incident id and the node' :\
-                 {deletion}\n\
-                 ''",
-                allowed = lit(ALLOWED_CHARACTERS),
-                reasons = list_literal(settings.reasons.iter().map(String::as_str)),
-                visible = lit(VISIBLE_CHARACTER),
-            ),
-        ),
-    ]
+                ": no override releases it, only its rule or controller ({})",
+                entry.label
+            )
+        } else {
+            format!(" accepts only {} ({})", accepts.join(", "), entry.label)
+        };
+        let _ = write!(
+            s,
+            "'reasons': dyn({}), 'refusal': dyn({})",
+            list_literal(accepts),
+            lit(&refusal)
+        );
+        if !exact.is_empty() {
+            let _ = write!(s, ", 'finalizers': dyn({})", list_literal(exact));
+        }
+        if !prefixes.is_empty() {
+            let _ = write!(s, ", 'prefixes': dyn({})", list_literal(prefixes));
+        }
+        s.push('}');
+    }
+    s.push_str("\n]");
+    s
 }
 
 /// Steps 3 to 6: '' when nothing is removed, else the webhook's verdict.
@@ -675,11 +761,30 @@ fn message_expression(policy: &Policy) -> String {
             ": it holds more than {MAX_FINALIZERS} finalizers, more than this ValidatingAdmissionPolicy judges; \
              to change them, take its binding {NAME} out for the time it takes (kube-apiserver's audit log records that)"
         )),
-        how = lit(&format!(
-            " To override in an emergency, annotate the object with {}: \"REASON: DETAIL\", REASON one of: {}.",
+        how = lit(&how_to_override(policy)),
+    )
+}
+
+/// The end of a denial: how to override, as far as this policy takes one.
+fn how_to_override(policy: &Policy) -> String {
+    let settings = &policy.override_settings;
+    if settings.approval.is_some() {
+        return format!(
+            " An override needs the two-person approval, which only the webhook verifies: this ValidatingAdmissionPolicy takes none \
+             (an approver annotates the object with {} and {}; see the webhook's denial).",
             settings.annotation,
-            settings.reasons.join(", ")
-        )),
+            crate::policy::approval::APPROVED_BY
+        );
+    }
+    format!(
+        " To override in an emergency, annotate the object with {}: \"REASON: DETAIL\", REASON one of: {}{}.",
+        settings.annotation,
+        settings.reasons.join(", "),
+        if settings.finalizers.is_empty() {
+            ""
+        } else {
+            " (override.finalizers narrows them for some finalizers)"
+        }
     )
 }
 
@@ -961,6 +1066,41 @@ fn render(policy: &Policy, export: &Export) -> String {
             Mode::Warn => "validationActions Warn and Audit: nothing is denied",
         },
     );
+    for entry in &settings.finalizers {
+        let names: Vec<String> = entry.finalizers.iter().map(ToString::to_string).collect();
+        let _ = writeln!(
+            out,
+            "#   {}: {} {}{}",
+            entry.label,
+            names.join(", "),
+            if entry.never {
+                "take no override: only their rule or controller".to_string()
+            } else {
+                format!(
+                    "take only {}",
+                    entry
+                        .reasons
+                        .as_deref()
+                        .unwrap_or(&settings.reasons)
+                        .join(", ")
+                )
+            },
+            if entry.approval_required {
+                ", approved by a second person (verified by the webhook alone: see below)"
+            } else {
+                ""
+            }
+        );
+    }
+    if settings.approval.is_some() {
+        out.push_str(
+            "#   override.approval: every override needs the two-person approval, which only the webhook\n\
+             #   verifies (its seal and clock): here no override is taken, so this policy never allows a\n\
+             #   removal the webhook denies, and while it is bound it denies the approved overrides the webhook\n\
+             #   allows. Release such an object by a rule or built-in controller, or take the binding out\n\
+             #   for the time it takes (kube-apiserver's audit log records that).\n",
+        );
+    }
     out.push_str("#\n# Not decided here, only by the webhook:\n");
     for line in NOT_EXPRESSED {
         let _ = writeln!(out, "#   - {line}");
@@ -1070,9 +1210,14 @@ mod tests {
     }
 
     #[test]
-    fn approval_is_refused() {
+    fn approval_is_exported_taking_no_override() {
         let p =
             Policy::from_yaml("override:\n  approval:\n    users: [a]\n    maxAge: 1h\n").unwrap();
-        assert_eq!(export(&p), Err(ExportError::Approval));
+        let yaml = export_yaml(&p).unwrap();
+        assert!(yaml.contains(APPROVAL_NOT_HERE), "{yaml}");
+        assert!(
+            yaml.contains("#   override.approval: every override needs"),
+            "{yaml}"
+        );
     }
 }

@@ -2096,4 +2096,93 @@ fn the_presets_suite_passes_and_covers_the_whole_catalog() {
         out.ends_with(&format!("{cases} passed, 0 failed\n")),
         "{out}"
     );
+
+/// The example override review, removing `finalizers` with the override `value`.
+fn override_review(dir: &Path, name: &str, finalizers: &[&str], value: &str) -> String {
+    let text =
+        std::fs::read_to_string("examples/reviews/pod-strip-finalizers-override.json").unwrap();
+    let mut review: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let request = &mut review["request"];
+    request["oldObject"]["metadata"]["finalizers"] = serde_json::json!(finalizers);
+    request["object"]["metadata"]["annotations"]["finalizer-guard.io/override"] = value.into();
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_vec(&review).unwrap()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn check_denies_an_override_a_removed_finalizer_does_not_accept() {
+    let dir = tempfile::tempdir().unwrap();
+    let both = ["example.com/cleanup", "kubernetes.io/pvc-protection"];
+    // The embedded default: pvc-protection takes only node-lost.
+    let lost = override_review(
+        dir.path(),
+        "lost.json",
+        &both,
+        "node-lost: INC-1 worker-3 gone",
+    );
+    let down = override_review(
+        dir.path(),
+        "down.json",
+        &both,
+        "controller-unavailable: INC-2 kube-controller-manager down",
+    );
+    let only_cleanup = override_review(
+        dir.path(),
+        "cleanup.json",
+        &["example.com/cleanup"],
+        "controller-unavailable: INC-2 its operator is down",
+    );
+    let o = run(&["check", &lost, &down, &only_cleanup]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], format!("{lost}: allowed"));
+    assert!(
+        lines[1].starts_with(&format!("{down}: denied: finalizer-guard denied removing finalizers \"example.com/cleanup\", \"kubernetes.io/pvc-protection\"")),
+        "{out}"
+    );
+    assert!(
+        lines[1].contains(
+            "is not valid: \"kubernetes.io/pvc-protection\" accepts only node-lost (override.finalizers[0])."
+        ) && lines[1].ends_with("REASON one of: node-lost."),
+        "{out}"
+    );
+    // The contract's example: any approved reason still releases a finalizer no entry names.
+    assert_eq!(lines[2], format!("{only_cleanup}: allowed"));
+
+    // never: no override at all; --json names it too.
+    let (_p, policy) = policy_file(
+        "override:\n  finalizers:\n    - finalizers: [\"example.com/*\"]\n      never: true\n",
+    );
+    let o = run(&[
+        "check",
+        "--json",
+        "--policy",
+        policy.to_str().unwrap(),
+        &lost,
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let line: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(line["allowed"], false);
+    let message = line["message"].as_str().unwrap();
+    assert!(
+        message.contains("no override releases \"example.com/cleanup\": only its rule or controller (override.finalizers[0])"),
+        "{message}"
+    );
+}
+
+#[test]
+fn contradicting_override_entries_are_refused_naming_both() {
+    let (_dir, policy) = policy_file(
+        "override:\n  finalizers:\n    - finalizers: [\"example.com/*\"]\n      never: true\n    - finalizers: [example.com/cleanup]\n      reasons: [node-lost]\n",
+    );
+    let o = run(&["policy", "validate", policy.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(
+        stdout(&o).contains("override.finalizers[1].finalizers: \"example.com/cleanup\" and override.finalizers[0].finalizers \"example.com/*\" can both match \"example.com/cleanup\""),
+        "{}",
+        stdout(&o)
+    );
+    assert!(serve_refusal(&policy).contains("override.finalizers[1]"));
 }

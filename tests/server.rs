@@ -261,6 +261,52 @@ async fn policy_reloads_and_a_bad_policy_keeps_the_good_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contradicting_override_entry_keeps_the_last_good_policy() {
+    let narrowed = "override:\n  finalizers:\n    - finalizers: [example.com/cleanup]\n      reasons: [node-lost]\n";
+    let server = start(Some(narrowed)).await;
+    let with = |reason: &str| {
+        strip(
+            "bob",
+            json!({"finalizer-guard.io/override": format!("{reason}: INC-1 worker-3")}),
+        )
+    };
+    let allowed = |review: Value| {
+        let server = &server;
+        async move { server.review(&review).await["response"]["allowed"].clone() }
+    };
+    assert_eq!(allowed(with("node-lost")).await, true);
+    assert_eq!(allowed(with("controller-unavailable")).await, false);
+
+    let path = server.dir.path().join("policy.yaml");
+    let write_atomic = |text: &str| {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    };
+    // Two entries that both match example.com/cleanup: refused, and the
+    // narrowed policy stays (not the default, which takes every reason).
+    write_atomic(&format!(
+        "{narrowed}    - finalizers: [\"example.com/*\"]\n      never: true\n"
+    ));
+    let mut failed = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if server
+            .metrics()
+            .await
+            .contains(r#"finalizer_guard_reloads_total{kind="policy",outcome="failure"} 1"#)
+        {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "the contradicting policy was not refused");
+    assert_eq!(allowed(with("controller-unavailable")).await, false);
+    assert_eq!(allowed(with("node-lost")).await, true);
+    server.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_removed_is_silent() {
     let server = start(None).await;
     let review = update(

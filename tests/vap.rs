@@ -242,6 +242,11 @@ fn compare(vap: &Vap, policy: &Policy, review: &Value) -> Result<Agreed, String>
     let evaluation = vap.evaluate(review)?;
     let verdict = reviewed.verdict();
     let allowed = !evaluation.denied;
+    if policy.override_settings.approval.is_some()
+        && let Some(agreed) = compare_two_person(&evaluation, policy, &reviewed)?
+    {
+        return Ok(agreed);
+    }
     if allowed != reviewed.allowed() {
         return Err(format!(
             "the policy {} it, the webhook decides {verdict}: {evaluation:?}",
@@ -314,6 +319,56 @@ fn compare(vap: &Vap, policy: &Policy, review: &Value) -> Result<Agreed, String>
         return Err(format!("mode {:?}, want {mode:?}", a.get("mode")));
     }
     Ok(Agreed::Decided { allowed, verdict })
+}
+
+/// Under `override.approval`, where the policy may differ from the webhook,
+/// and only in the safe direction: an override the webhook takes on an
+/// approval is denied here (the policy takes no override), and a write of
+/// the approval annotations, which the webhook alone judges, is decided
+/// here by its removals alone. `None`: no difference to allow for.
+fn compare_two_person(
+    evaluation: &Evaluation,
+    policy: &Policy,
+    reviewed: &Reviewed,
+) -> Result<Option<Agreed>, String> {
+    let denied = match policy.mode {
+        Mode::Enforce => "denied",
+        Mode::Warn => "would-deny",
+    };
+    let removals_alone = if reviewed.decision.removed.is_empty() {
+        ""
+    } else if reviewed.decision.unauthorized().count() == 0 {
+        "authorized"
+    } else {
+        denied
+    };
+    match &reviewed.decision.outcome {
+        Outcome::Override(_) => {
+            if evaluation.decision != denied {
+                return Err(format!(
+                    "an approved override: the policy decides {:?}, it must deny",
+                    evaluation.decision
+                ));
+            }
+            Ok(Some(Agreed::Decided {
+                allowed: !evaluation.denied,
+                verdict: reviewed.verdict(),
+            }))
+        }
+        Outcome::ApprovalRefused { .. } | Outcome::ApprovalRecorded => {
+            if evaluation.decision != removals_alone {
+                return Err(format!(
+                    "an approval write: the policy decides {:?}, its removals alone {removals_alone:?}",
+                    evaluation.decision
+                ));
+            }
+            Ok(Some(Agreed::Decided {
+                allowed: !evaluation.denied,
+                verdict: reviewed.verdict(),
+            }))
+        }
+        _ => Ok(None),
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -768,6 +823,14 @@ fn other_policies() -> Vec<(&'static str, String)> {
             "override:\n  annotation: example.com/break-glass\n  reasons: [incident, node-lost]\n  requireDeletion: false\nrules:\n  - finalizers: ['*']\n    users: [alice@example.com]\n    resources: [namespaces]\n".into(),
         ),
         (
+            "override rules per finalizer",
+            "override:\n  reasons: [node-lost, controller-unavailable, incident]\n  finalizers:\n    - finalizers: [kubernetes.io/pvc-protection, \"a.io/*\"]\n      reasons: [node-lost]\n    - finalizers: [\"b.io/*\", kubernetes]\n      never: true\n    - finalizers: [\"it's/*\"]\n      reasons: [incident, controller-unavailable]\nrules:\n  - finalizers: [a.io/y]\n    users: [alice]\n".into(),
+        ),
+        (
+            "two-person override",
+            "override:\n  approval:\n    users: [sec-lead]\n    maxAge: 2h\n  finalizers:\n    - finalizers: [\"a.io/*\"]\n      approval: required\n    - finalizers: [b.io/x]\n      never: true\nrules:\n  - finalizers: [a.io/y]\n    users: [alice]\n".into(),
+        ),
+        (
             "names that need escaping",
             "rules:\n  - name: \"quote ' and backslash \\\\ and newline\"\n    finalizers: [\"example.com/it's\", \"back\\\\slash/*\", \"\\u00e9t\\u00e9.io/x\"]\n    users: [\"bob\", \"o'brien\", \"\\u202ebidi\"]\n    groups: [\"g\\\"1\", \"\\U0001F525\"]\n    namespaces: [\"team-a\"]\n".into(),
         ),
@@ -814,6 +877,36 @@ fn other_policies_decide_as_the_webhook_does() {
             (
                 "an emoji group".to_string(),
                 update("x", &["example.com/it's"], &[]).groups(&["\u{1F525}"]),
+            ),
+            (
+                "one of two removed finalizers accepts node-lost".to_string(),
+                update("bob", &["a.io/x", "b.io/x"], &[]).annotate(OVERRIDE, "node-lost: INC-1"),
+            ),
+            (
+                "both accept node-lost".to_string(),
+                update(
+                    "bob",
+                    &["a.io/x", "kubernetes.io/pvc-protection"],
+                    &["c.io/x"],
+                )
+                .annotate(OVERRIDE, "node-lost: INC-1"),
+            ),
+            (
+                "pvc-protection with controller-unavailable".to_string(),
+                update("bob", &["kubernetes.io/pvc-protection"], &[])
+                    .annotate(OVERRIDE, "controller-unavailable: INC-1"),
+            ),
+            (
+                "a rule covers one, the other takes the reason".to_string(),
+                update("alice", &["a.io/y", "a.io/x"], &[]).annotate(OVERRIDE, "node-lost: INC-1"),
+            ),
+            (
+                "a rule covers one, the other never".to_string(),
+                update("alice", &["a.io/y", "b.io/x"], &[]).annotate(OVERRIDE, "node-lost: INC-1"),
+            ),
+            (
+                "an it's prefix with incident".to_string(),
+                update("bob", &["it's/x"], &[]).annotate(OVERRIDE, "incident: INC-1"),
             ),
             (
                 "a break-glass".to_string(),
@@ -896,14 +989,12 @@ fn longer_finalizer_lists_are_refused_not_judged() {
 
 #[test]
 fn what_cannot_be_expressed_is_refused_by_name() {
+    // The two-person override: exported, taking no override (the webhook
+    // alone verifies an approval), so it never allows what the webhook denies.
     let two_person = "override:\n  approval:\n    users: [sec-lead]\n    maxAge: 2h\n";
     let policy = Policy::from_yaml(two_person).unwrap();
-    assert_eq!(vap::export(&policy), Err(ExportError::Approval));
-    assert!(
-        ExportError::Approval
-            .to_string()
-            .starts_with("override.approval: ")
-    );
+    let yaml = vap::export_yaml(&policy).unwrap();
+    assert!(yaml.contains("only the webhook verifies"), "{yaml}");
 
     // A policy serve refuses (it blocks a built-in controller in enforce mode) is refused too.
     let blocking = Policy::from_yaml("builtinControllers: false\n").unwrap();
@@ -1097,6 +1188,61 @@ fn rule_strategy() -> impl Strategy<Value = String> {
         })
 }
 
+/// Patterns of `override.finalizers` entries, no two of which can match one finalizer.
+const ENTRY_PATTERNS: &[&str] = &[
+    "a.io/x",
+    "b.io/*",
+    "kubernetes.io/pvc-protection",
+    "kubernetes",
+];
+/// What an entry says.
+const ENTRY_SETTINGS: &[&str] = &[
+    "reasons: [node-lost]",
+    "reasons: [incident]",
+    "reasons: [node-lost, incident]",
+    "never: true",
+];
+
+/// `override.finalizers`, and `override.approval` (then some entries say `approval: required`).
+fn entries_strategy() -> impl Strategy<Value = String> {
+    (
+        proptest::collection::vec(
+            proptest::option::of(proptest::sample::select(ENTRY_SETTINGS)),
+            ENTRY_PATTERNS.len(),
+        ),
+        proptest::bool::weighted(0.25),
+    )
+        .prop_map(|(settings, approval)| {
+            let mut yaml = String::new();
+            if approval {
+                yaml.push_str("  approval:\n    users: [alice]\n    maxAge: 1h\n");
+            }
+            let entries: Vec<String> = ENTRY_PATTERNS
+                .iter()
+                .zip(settings)
+                .filter_map(|(pattern, setting)| {
+                    let setting = setting?;
+                    let extra = if approval && !setting.starts_with("never") {
+                        "\n      approval: required"
+                    } else {
+                        ""
+                    };
+                    Some(format!(
+                        "    - finalizers: [{}]\n      {setting}{extra}\n",
+                        yaml_list(&[pattern]).trim_matches(|c| c == '[' || c == ']')
+                    ))
+                })
+                .collect();
+            if !entries.is_empty() {
+                yaml.push_str("  finalizers:\n");
+                for e in entries {
+                    yaml.push_str(&e);
+                }
+            }
+            yaml
+        })
+}
+
 fn policy_strategy() -> impl Strategy<Value = String> {
     (
         proptest::collection::vec(rule_strategy(), 0..4),
@@ -1104,10 +1250,11 @@ fn policy_strategy() -> impl Strategy<Value = String> {
         any::<bool>(),
         any::<bool>(),
         any::<bool>(),
+        entries_strategy(),
     )
-        .prop_map(|(rules, warn, builtin, identities, require_deletion)| {
+        .prop_map(|(rules, warn, builtin, identities, require_deletion, entries)| {
             let mut yaml = format!(
-                "mode: {}\nbuiltinControllers: {builtin}\noverride:\n  reasons: [node-lost, incident]\n  requireDeletion: {require_deletion}\n",
+                "mode: {}\nbuiltinControllers: {builtin}\noverride:\n  reasons: [node-lost, incident]\n  requireDeletion: {require_deletion}\n{entries}",
                 if warn { "warn" } else { "enforce" }
             );
             if identities {
@@ -1217,6 +1364,17 @@ fn the_command_prints_the_yaml_and_exits_as_documented() {
 
     // Not representable: exit 1, the reason named.
     let dir = tempfile::tempdir().unwrap();
+    let blocking = dir.path().join("blocking.yaml");
+    std::fs::write(&blocking, "builtinControllers: false\n").unwrap();
+    let out = export_command(&["--vap", blocking.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("blocks Kubernetes' own controllers"),
+        "{stderr}"
+    );
+    // The two-person override: exported, saying what it leaves to the webhook.
     let two_person = dir.path().join("two-person.yaml");
     std::fs::write(
         &two_person,
@@ -1224,12 +1382,10 @@ fn the_command_prints_the_yaml_and_exits_as_documented() {
     )
     .unwrap();
     let out = export_command(&["--vap", two_person.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(out.stdout.is_empty());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(
-        stderr.contains("not exported: override.approval"),
-        "{stderr}"
+        String::from_utf8_lossy(&out.stdout)
+            .contains("#   override.approval: every override needs")
     );
 
     // Not a valid policy: exit 1, naming the field.

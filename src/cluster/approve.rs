@@ -13,11 +13,13 @@ use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
 use super::engine::{Engine, OverrideValue, Targets};
+use super::explain::refused_reason;
 use super::select::Found;
 use super::{ClusterError, WriteError, patch};
 use crate::output::{escape, quoted};
 use crate::policy::Approval;
 use crate::policy::approval::{self, APPROVED_BY, OVERRIDE_EXPIRES};
+use crate::policy::config::OverrideSettings;
 use crate::policy::seal::APPROVAL_SEAL;
 
 /// What `approve` is asked.
@@ -86,7 +88,29 @@ pub async fn run(config: Approve) -> Result<i32, ClusterError> {
     let selected = engine.select().await?;
     let mut objects = Vec::new();
     for found in &selected.objects {
-        let why = approve_one(&engine, found, &value, &expires).await.err();
+        let names: Vec<String> = found
+            .metadata_finalizers()
+            .into_iter()
+            .chain(found.spec_finalizers())
+            .collect();
+        let reach = Reach::of(&engine.policy.override_settings, &names, value.reason());
+        let why = if !names.is_empty() && reach.releases.is_empty() {
+            Some(format!(
+                "not attempted: the reason {} releases none of its finalizers: {}",
+                value.reason(),
+                reach.refused.join("; ")
+            ))
+        } else {
+            if !reach.refused.is_empty() {
+                engine.out.note(format_args!(
+                    "note: on {}, the approval releases {} only, not: {}",
+                    found.label(),
+                    reach.releases.join(", "),
+                    reach.refused.join("; ")
+                ));
+            }
+            approve_one(&engine, found, &value, &expires).await.err()
+        };
         match &why {
             None => engine.out.progress(format_args!(
                 "{} approved{} until {expires}: {}",
@@ -130,6 +154,33 @@ pub async fn run(config: Approve) -> Result<i32, ClusterError> {
     };
     engine.out.report(&report).map_err(ClusterError::Output)?;
     Ok(i32::from(failed))
+}
+
+/// Which of an object's finalizers an approval with `reason` can release
+/// (`override.finalizers`), and why not the others, escaped for a terminal.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Reach {
+    releases: Vec<String>,
+    refused: Vec<String>,
+}
+
+impl Reach {
+    fn of(settings: &OverrideSettings, names: &[String], reason: &str) -> Reach {
+        let mut reach = Reach::default();
+        for name in names {
+            let accepts = settings.accepts(name);
+            if accepts.reason(reason) {
+                reach.releases.push(escape(name).into_owned());
+            } else {
+                reach.refused.push(format!(
+                    "{}: {}",
+                    escape(name),
+                    refused_reason(&accepts, reason)
+                ));
+            }
+        }
+        reach
+    }
 }
 
 /// When an approval for `for_` expires, in whole seconds (what people read
@@ -212,6 +263,35 @@ mod tests {
             groups: Vec::new(),
             max_age: max_age.parse().unwrap(),
         }
+    }
+
+    #[test]
+    fn an_approval_reaches_only_the_finalizers_that_accept_its_reason() {
+        let p = crate::policy::Policy::from_yaml(
+            "override:\n  approval:\n    users: [sec-lead]\n    maxAge: 2h\n  finalizers:\n    - finalizers: [kubernetes.io/pvc-protection]\n      reasons: [node-lost]\n      approval: required\n    - finalizers: [\"vault.io/*\"]\n      never: true\n",
+        )
+        .unwrap();
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let s = &p.override_settings;
+        let r = Reach::of(
+            s,
+            &names(&[
+                "kubernetes.io/pvc-protection",
+                "example.com/x",
+                "vault.io/a",
+            ]),
+            "controller-unavailable",
+        );
+        assert_eq!(r.releases, ["example.com/x"]);
+        assert_eq!(
+            r.refused,
+            [
+                "kubernetes.io/pvc-protection: it accepts only node-lost (override.finalizers[0]): not attempted with --reason controller-unavailable",
+                "vault.io/a: no override releases it: only its rule or controller (override.finalizers[1])"
+            ]
+        );
+        let r = Reach::of(s, &names(&["kubernetes.io/pvc-protection"]), "node-lost");
+        assert!(r.refused.is_empty());
     }
 
     #[test]

@@ -24,7 +24,7 @@ use super::read;
 use super::select::Resolver;
 use super::{ClusterError, Connection, PolicySource};
 use crate::output::{Format, Printer, chain};
-use crate::policy::{FinalizerField, Policy};
+use crate::policy::{Accepts, FinalizerField, Policy};
 
 /// Types listed at once.
 const IN_FLIGHT: usize = 4;
@@ -83,6 +83,11 @@ pub struct FinalizerLine {
     /// (`presets: [NAME]` would cover it).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub presets: Vec<String>,
+    /// Who may release it where no rule or built-in controller may, when an
+    /// `override.finalizers` entry matches it: an override with its
+    /// reasons, or nobody.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<String>,
 }
 
 impl FinalizerLine {
@@ -132,11 +137,15 @@ impl FinalizerLine {
         }
         let mut who: Vec<String> = self.owners.iter().map(ToString::to_string).collect();
         if self.blocked() {
+            let by = self
+                .overrides
+                .clone()
+                .unwrap_or_else(|| "nobody but an override".into());
             who.push(if self.owners.is_empty() {
-                "nobody but an override".into()
+                by
             } else {
                 format!(
-                    "nobody but an override in {} ({} object(s))",
+                    "{by} in {} ({} object(s))",
                     self.blocked_in.join(", "),
                     self.blocked_objects
                 )
@@ -459,6 +468,14 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
             names.join(", ")
         ),
     });
+    let overrides = match policy.override_settings.accepts(&name) {
+        Accepts::Every(_) => None,
+        Accepts::Only { reasons, entry } => Some(format!(
+            "nobody but an override with {} ({entry})",
+            reasons.join(", ")
+        )),
+        Accepts::Never { entry } => Some(format!("nobody: no override releases it ({entry})")),
+    };
     FinalizerLine {
         name,
         field,
@@ -476,6 +493,7 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
         added_by: tally.added_by,
         suggestion,
         presets,
+        overrides,
     }
 }
 
@@ -1014,5 +1032,34 @@ mod tests {
             "{}",
             line.text()
         );
+    }
+
+    #[test]
+    fn what_releases_a_blocked_finalizer_is_said() {
+        let policy = Policy::from_yaml(
+            "override:\n  finalizers:\n    - finalizers: [example.com/a]\n      reasons: [node-lost]\n    - finalizers: [\"vault.io/*\"]\n      never: true\n",
+        )
+        .unwrap();
+        let line = |name: &str| {
+            judge(
+                &policy,
+                name.into(),
+                FinalizerField::Metadata,
+                tally(&[("", "configmaps", Some("team-a"), 1)]),
+            )
+            .text()
+        };
+        assert!(
+            line("example.com/a").contains(
+                "may remove: nobody but an override with node-lost (override.finalizers[0])"
+            ),
+            "{}",
+            line("example.com/a")
+        );
+        assert!(
+            line("vault.io/x")
+                .contains("may remove: nobody: no override releases it (override.finalizers[1])")
+        );
+        assert!(line("other.io/x").contains("may remove: nobody but an override"));
     }
 }

@@ -239,6 +239,13 @@ impl OverrideValue {
     }
 }
 
+impl OverrideValue {
+    /// REASON, as `--reason` gave it.
+    pub fn reason(&self) -> &str {
+        self.0.split_once(':').map_or("", |(r, _)| r)
+    }
+}
+
 impl std::fmt::Display for OverrideValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)

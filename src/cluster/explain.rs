@@ -20,8 +20,8 @@ use crate::ledger::Ledger;
 use crate::output::{chain, escape};
 use crate::policy::builtin::{self, BuiltinController};
 use crate::policy::{
-    self, Change, FinalizerField, FinalizerLists, Operation, Outcome, OverrideProblem, Policy,
-    Requester, Target, approval,
+    self, Accepts, Change, FinalizerField, FinalizerLists, Operation, Outcome, OverrideProblem,
+    Policy, Requester, Target, approval,
 };
 
 /// Who owns a finalizer.
@@ -178,8 +178,13 @@ pub enum Removable {
         approved_by: String,
         expires: String,
     },
-    /// Two-person rule: an approver must approve first (or again).
-    NeedsApproval { why: String, approvers: String },
+    /// Two-person rule: an approver must approve first (or again), with
+    /// one of `reasons` (those that release this finalizer).
+    NeedsApproval {
+        why: String,
+        approvers: String,
+        reasons: Vec<String>,
+    },
     /// Not while the object is not being deleted.
     NotDeleting,
     /// Something else in the policy refuses it.
@@ -205,9 +210,14 @@ impl std::fmt::Display for Removable {
                 f,
                 "yes, with the approval by {approved_by} (expires {expires})"
             ),
-            Removable::NeedsApproval { why, approvers } => write!(
+            Removable::NeedsApproval {
+                why,
+                approvers,
+                reasons,
+            } => write!(
                 f,
-                "not yet: {why}; an approver ({approvers}) runs `finalizer-guard approve`"
+                "not yet: {why}; an approver ({approvers}) runs `finalizer-guard approve --reason {}`",
+                reasons.join("|")
             ),
             Removable::NotDeleting => f.write_str(
                 "no: the object is not being deleted (an override releases only a Terminating object)",
@@ -878,6 +888,12 @@ pub fn removable(
     if settings.require_deletion && found.object.metadata.deletion_timestamp.is_none() {
         return Removable::NotDeleting;
     }
+    let accepts = settings.accepts(finalizer);
+    if let Accepts::Never { .. } = accepts {
+        return Removable::No {
+            why: refused_reason(&accepts, ""),
+        };
+    }
     if let Some(approval_policy) = &settings.approval {
         return match as_is.outcome {
             // Everything but the seal holds; the webhook checks that.
@@ -898,20 +914,25 @@ pub fn removable(
             Outcome::Denied { problem, .. } => Removable::NeedsApproval {
                 why: approval_problem(&problem),
                 approvers: approval_policy.describe_approvers(),
+                reasons: accepts.reasons().to_vec(),
             },
             other => Removable::No {
                 why: unexpected(&other),
             },
         };
     }
-    // Would an override you write do it?
+    // Would an override you write do it? Only with a reason that releases it.
+    let Some(reason) = accepts.reasons().first() else {
+        return Removable::No {
+            why: refused_reason(&accepts, ""),
+        };
+    };
     let mut with_override = current.clone();
-    let reason = settings.reasons.first().cloned().unwrap_or_default();
     with_override.insert(settings.annotation.clone(), format!("{reason}: check"));
     match proposed(&with_override).outcome {
         Outcome::Override(_) => Removable::WithOverride {
             annotation: settings.annotation.clone(),
-            reasons: settings.reasons.clone(),
+            reasons: accepts.reasons().to_vec(),
         },
         Outcome::Denied { problem, .. } => Removable::No {
             why: problem.to_string(),
@@ -919,6 +940,27 @@ pub fn removable(
         other => Removable::No {
             why: unexpected(&other),
         },
+    }
+}
+
+/// Why an override with `reason` does not release a finalizer (`reason`
+/// empty: why none does).
+pub fn refused_reason(accepts: &Accepts<'_>, reason: &str) -> String {
+    match accepts {
+        Accepts::Never { entry } => {
+            format!("no override releases it: only its rule or controller ({entry})")
+        }
+        Accepts::Only { reasons, entry } if reason.is_empty() => {
+            format!(
+                "only an override with {} releases it ({entry})",
+                reasons.join(", ")
+            )
+        }
+        Accepts::Only { reasons, entry } => format!(
+            "it accepts only {} ({entry}): not attempted with --reason {reason}",
+            reasons.join(", ")
+        ),
+        Accepts::Every(reasons) => format!("an override with {} releases it", reasons.join(", ")),
     }
 }
 
@@ -1192,6 +1234,36 @@ mod tests {
     }
 
     #[test]
+    fn the_reasons_that_release_each_finalizer_are_said() {
+        let narrowed = Policy::from_yaml(
+            "override:\n  finalizers:\n    - finalizers: [example.com/cleanup]\n      reasons: [node-lost]\n",
+        )
+        .unwrap();
+        let r = may(&narrowed, &pod(true, json!({})), "oncall");
+        assert_eq!(
+            r.to_string(),
+            "only with an override (finalizer-guard.io/override): --reason node-lost --detail TEXT"
+        );
+        let never = Policy::from_yaml(
+            "override:\n  finalizers:\n    - finalizers: [\"example.com/*\"]\n      never: true\n",
+        )
+        .unwrap();
+        assert_eq!(
+            may(&never, &pod(true, json!({})), "oncall").to_string(),
+            "no: no override releases it: only its rule or controller (override.finalizers[0])"
+        );
+        let two_person = Policy::from_yaml(
+            "override:\n  approval:\n    users: [sec-lead]\n    maxAge: 2h\n  finalizers:\n    - finalizers: [example.com/cleanup]\n      reasons: [controller-uninstalled]\n      approval: required\n",
+        )
+        .unwrap();
+        let r = may(&two_person, &pod(true, json!({})), "oncall").to_string();
+        assert!(
+            r.ends_with("runs `finalizer-guard approve --reason controller-uninstalled`"),
+            "{r}"
+        );
+    }
+
+    #[test]
     fn the_two_person_rule_is_said_plainly() {
         let p = policy(TWO_PERSON);
         let in_an_hour = (Timestamp::now() + jiff::SignedDuration::from_hours(1)).to_string();
@@ -1203,7 +1275,7 @@ mod tests {
             })
         };
         let needs = |r: Removable| match r {
-            Removable::NeedsApproval { why, approvers } => {
+            Removable::NeedsApproval { why, approvers, .. } => {
                 assert_eq!(approvers, "users sec-lead");
                 why
             }

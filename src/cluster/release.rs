@@ -27,6 +27,7 @@ use super::report::{End, Left, ObjectReport, Orphaned};
 use super::select::Found;
 use crate::output::{escape, shell_word};
 use crate::policy::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
+use crate::policy::config::OverrideSettings;
 use crate::policy::seal::APPROVAL_SEAL;
 use crate::policy::{FinalizerField, Outcome};
 
@@ -82,6 +83,36 @@ impl Plans {
             metadata,
             spec,
             left,
+        }
+    }
+
+    /// `override.finalizers`: a finalizer that needs the override and does
+    /// not accept its reason is not attempted (the webhook would deny the
+    /// whole write); the report says why.
+    fn leave_refused(
+        &mut self,
+        finalizers: &[FinalizerReport],
+        settings: &OverrideSettings,
+        reason: &str,
+    ) {
+        for f in finalizers {
+            if matches!(f.removable, Removable::Authorized { .. }) || !self.contains(f) {
+                continue;
+            }
+            let accepts = settings.accepts(&f.name);
+            if accepts.reason(reason) {
+                continue;
+            }
+            let plan = match f.field {
+                FinalizerField::Metadata => &mut self.metadata,
+                FinalizerField::Spec => &mut self.spec,
+            };
+            plan.retain(|n| n != &f.name);
+            self.left.push(Left {
+                name: f.name.clone(),
+                field: f.field,
+                why: explain::refused_reason(&accepts, reason),
+            });
         }
     }
 
@@ -209,7 +240,16 @@ impl Releaser<'_> {
     /// removed, what others had, what it left, and what became of it.
     pub async fn release(&mut self, mut found: Found, mut report: ObjectReport) -> ObjectReport {
         let held = (!self.orphan_contents).then(|| orphan_refusal(report.contents.as_ref()));
-        let plans = Plans::of(&report.finalizers, &self.named, held.as_deref());
+        let mut plans = Plans::of(&report.finalizers, &self.named, held.as_deref());
+        if let Some(value) = &self.override_value
+            && self.engine.policy.override_settings.approval.is_none()
+        {
+            plans.leave_refused(
+                &report.finalizers,
+                &self.engine.policy.override_settings,
+                value.reason(),
+            );
+        }
         report.left = plans.left.clone();
         if plans.metadata.is_empty() && plans.spec.is_empty() {
             return report.settle(End::Finished);
@@ -273,13 +313,24 @@ impl Releaser<'_> {
         // Two-person rule: the approval must already be there.
         let planned = report.finalizers.iter().filter(|f| plans.contains(f));
         let blocked = planned.clone().find_map(|f| match &f.removable {
-            Removable::NeedsApproval { why, approvers } => Some(format!(
-                "{why}; an approver ({approvers}) runs: {}",
-                report.command(
-                    "approve",
-                    &["--reason", "R", "--detail", "T", "--for", "1h"]
-                )
-            )),
+            Removable::NeedsApproval {
+                why,
+                approvers,
+                reasons,
+            } => {
+                let reason = match reasons.as_slice() {
+                    [only] => only.as_str(),
+                    _ => "R",
+                };
+                Some(format!(
+                    "{why}; an approver ({approvers}) runs: {} (the reasons that release it: {})",
+                    report.command(
+                        "approve",
+                        &["--reason", reason, "--detail", "T", "--for", "1h"]
+                    ),
+                    reasons.join(", ")
+                ))
+            }
             Removable::NotDeleting => Some("the object is not being deleted".into()),
             Removable::No { why } => Some(why.clone()),
             _ => None,
@@ -731,6 +782,55 @@ mod tests {
         let orphaning = Plans::of(&finalizers, &[], None);
         assert_eq!(orphaning.spec, ["kubernetes"]);
         assert!(orphaning.left.is_empty());
+    }
+
+    #[test]
+    fn a_finalizer_that_refuses_the_reason_is_not_attempted() {
+        let policy = crate::policy::Policy::from_yaml(
+            "rules:\n  - finalizers: [example.com/mine]\n    users: [me]\noverride:\n  finalizers:\n    - finalizers: [kubernetes.io/pvc-protection]\n      reasons: [node-lost]\n    - finalizers: [\"vault.io/*\"]\n      never: true\n",
+        )
+        .unwrap();
+        let gone = || Liveness::Gone("-".into());
+        let mut authorized = explained("example.com/mine", gone());
+        authorized.removable = Removable::Authorized {
+            by: "rule rules[0]".into(),
+        };
+        let finalizers = [
+            explained("kubernetes.io/pvc-protection", gone()),
+            explained("example.com/snapshot", gone()),
+            explained("vault.io/lease", gone()),
+            authorized,
+        ];
+        let mut plans = Plans::of(&finalizers, &[], None);
+        plans.leave_refused(
+            &finalizers,
+            &policy.override_settings,
+            "controller-unavailable",
+        );
+        assert_eq!(plans.metadata, ["example.com/snapshot", "example.com/mine"]);
+        let why: Vec<(&str, &str)> = plans
+            .left
+            .iter()
+            .map(|l| (l.name.as_str(), l.why.as_str()))
+            .collect();
+        assert_eq!(
+            why,
+            [
+                (
+                    "kubernetes.io/pvc-protection",
+                    "it accepts only node-lost (override.finalizers[0]): not attempted with --reason controller-unavailable"
+                ),
+                (
+                    "vault.io/lease",
+                    "no override releases it: only its rule or controller (override.finalizers[1])"
+                ),
+            ]
+        );
+        // With a reason it accepts, only the never-entry stays.
+        let mut plans = Plans::of(&finalizers, &[], None);
+        plans.leave_refused(&finalizers, &policy.override_settings, "node-lost");
+        assert_eq!(plans.left.len(), 1);
+        assert_eq!(plans.left[0].name, "vault.io/lease");
     }
 
     #[test]

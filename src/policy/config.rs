@@ -87,6 +87,15 @@ pub enum FinalizerPattern {
     Prefix(String),
 }
 
+impl fmt::Display for FinalizerPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FinalizerPattern::Exact(name) => f.write_str(name),
+            FinalizerPattern::Prefix(prefix) => write!(f, "{prefix}*"),
+        }
+    }
+}
+
 impl FinalizerPattern {
     pub fn matches(&self, finalizer: &str) -> bool {
         match self {
@@ -118,6 +127,91 @@ pub struct OverrideSettings {
     /// An override releases only an object being deleted (`deletionTimestamp`
     /// set), so one left on a live object authorizes nothing later.
     pub require_deletion: bool,
+    /// `override.finalizers`: what releases particular finalizers. At most
+    /// one entry matches a finalizer (validated); one no entry matches takes
+    /// every reason of `reasons`.
+    pub finalizers: Vec<FinalizerOverride>,
+}
+
+/// One `override.finalizers` entry: which overrides release the finalizers it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinalizerOverride {
+    /// `override.finalizers[N]`: how validation errors and explanations cite it.
+    pub label: String,
+    pub finalizers: Vec<FinalizerPattern>,
+    /// `None`: every reason of `override.reasons`.
+    pub reasons: Option<Vec<String>>,
+    /// `approval: required`. With `override.approval` set every override
+    /// needs the approval anyway (see [`OverrideSettings::needs_approval`]);
+    /// the entry states it, and is refused without `override.approval`.
+    pub approval_required: bool,
+    /// `never: true`: no override releases these finalizers.
+    pub never: bool,
+}
+
+/// Which overrides release one finalizer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accepts<'a> {
+    /// Every reason of `override.reasons` (no entry narrows it).
+    Every(&'a [String]),
+    /// Only these, by `entry`.
+    Only {
+        reasons: &'a [String],
+        entry: &'a str,
+    },
+    /// No override: only its rule or built-in controller, by `entry`.
+    Never { entry: &'a str },
+}
+
+impl Accepts<'_> {
+    /// Whether an override with `reason` (already on `override.reasons`) releases it.
+    pub fn reason(&self, reason: &str) -> bool {
+        match self {
+            Accepts::Every(reasons) | Accepts::Only { reasons, .. } => {
+                reasons.iter().any(|r| r == reason)
+            }
+            Accepts::Never { .. } => false,
+        }
+    }
+
+    /// The reasons that release it (none for [`Accepts::Never`]).
+    pub fn reasons(&self) -> &[String] {
+        match self {
+            Accepts::Every(reasons) | Accepts::Only { reasons, .. } => reasons,
+            Accepts::Never { .. } => &[],
+        }
+    }
+}
+
+impl OverrideSettings {
+    /// The entry of `override.finalizers` that matches `finalizer`: exact
+    /// bytes, as the API server stores the name (no case folding, no trimming).
+    pub fn entry_for(&self, finalizer: &str) -> Option<&FinalizerOverride> {
+        self.finalizers
+            .iter()
+            .find(|e| e.finalizers.iter().any(|p| p.matches(finalizer)))
+    }
+
+    /// Which overrides release `finalizer`.
+    pub fn accepts(&self, finalizer: &str) -> Accepts<'_> {
+        match self.entry_for(finalizer) {
+            None => Accepts::Every(&self.reasons),
+            Some(e) if e.never => Accepts::Never { entry: &e.label },
+            Some(e) => Accepts::Only {
+                reasons: e.reasons.as_deref().unwrap_or(&self.reasons),
+                entry: &e.label,
+            },
+        }
+    }
+
+    /// Whether an override needs the two-person approval: with
+    /// `override.approval` set, every override does, of every finalizer, with
+    /// or without an entry (the override annotation is one of an approval's annotations,
+    /// which only approvers write, so no single-person override can be
+    /// written beside it).
+    pub fn needs_approval(&self) -> bool {
+        self.approval.is_some()
+    }
 }
 
 /// Who may approve an override, and for how long an approval may run.
@@ -253,6 +347,46 @@ pub enum PolicyError {
         "override.reasons: {0:?} must be lowercase letters, digits and '-', and may not contain ':'"
     )]
     BadReason(String),
+    #[error("override.finalizers[{entry}].finalizers: must name at least one finalizer")]
+    NoOverrideFinalizers { entry: usize },
+    #[error(
+        "override.finalizers[{entry}].finalizers: {pattern:?} is neither a finalizer name nor a prefix ending in a single trailing *"
+    )]
+    BadOverrideFinalizer { entry: usize, pattern: String },
+    #[error(
+        "override.finalizers[{entry}].reasons: an empty list releases nothing; write never: true to say no override releases it"
+    )]
+    NoEntryReasons { entry: usize },
+    #[error(
+        "override.finalizers[{entry}].reasons: {reason:?} is not one of override.reasons ({known})"
+    )]
+    UnknownEntryReason {
+        entry: usize,
+        reason: String,
+        known: String,
+    },
+    #[error(
+        "override.finalizers[{entry}].approval: required needs override.approval (who approves, and for how long)"
+    )]
+    ApprovalWithoutApprovers { entry: usize },
+    #[error(
+        "override.finalizers[{entry}].never: no override releases these finalizers, so {field} says nothing; remove one of the two"
+    )]
+    NeverAnd { entry: usize, field: &'static str },
+    #[error(
+        "override.finalizers[{entry}]: sets none of reasons, approval or never, so it changes nothing"
+    )]
+    EmptyEntry { entry: usize },
+    #[error(
+        "override.finalizers[{entry}].finalizers: {pattern:?} and override.finalizers[{first}].finalizers {other:?} can both match {example:?}: one finalizer takes one entry's settings"
+    )]
+    OverlappingEntries {
+        entry: usize,
+        pattern: String,
+        first: usize,
+        other: String,
+        example: String,
+    },
 }
 
 /// Every problem found in a policy file, in file order.
@@ -410,6 +544,28 @@ struct OverrideFile {
     approval: Option<ApprovalFile>,
     #[serde(default = "yes")]
     require_deletion: bool,
+    #[serde(default)]
+    finalizers: Vec<FinalizerOverrideFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FinalizerOverrideFile {
+    #[serde(default)]
+    finalizers: Vec<String>,
+    #[serde(default)]
+    reasons: Option<Vec<String>>,
+    #[serde(default)]
+    approval: Option<ApprovalRequirement>,
+    #[serde(default)]
+    never: bool,
+}
+
+/// `approval:` in an `override.finalizers` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ApprovalRequirement {
+    Required,
 }
 
 #[derive(Debug, Deserialize)]
@@ -709,6 +865,7 @@ fn validate_override(
         reasons: None,
         approval: None,
         require_deletion: true,
+        finalizers: Vec::new(),
     });
     let annotation = file
         .annotation
@@ -758,11 +915,113 @@ fn validate_override(
             }
         }
     });
+    let finalizers = validate_entries(file.finalizers, &reasons, approval.is_some(), errors);
     OverrideSettings {
         annotation,
         reasons,
         approval,
         require_deletion: file.require_deletion,
+        finalizers,
+    }
+}
+
+/// `override.finalizers`: each entry valid, and no two that can match one finalizer.
+fn validate_entries(
+    files: Vec<FinalizerOverrideFile>,
+    reasons: &[String],
+    approvers: bool,
+    errors: &mut Vec<PolicyError>,
+) -> Vec<FinalizerOverride> {
+    let mut entries: Vec<(usize, FinalizerOverride)> = Vec::new();
+    for (entry, file) in files.into_iter().enumerate() {
+        let before = errors.len();
+        if file.finalizers.is_empty() {
+            errors.push(PolicyError::NoOverrideFinalizers { entry });
+        }
+        let mut patterns = Vec::new();
+        for p in file.finalizers {
+            match parse_finalizer_pattern(&p) {
+                Some(pattern) => patterns.push(pattern),
+                None => errors.push(PolicyError::BadOverrideFinalizer { entry, pattern: p }),
+            }
+        }
+        if let Some(list) = &file.reasons {
+            if list.is_empty() {
+                errors.push(PolicyError::NoEntryReasons { entry });
+            }
+            for reason in list.iter().filter(|r| !reasons.contains(r)) {
+                errors.push(PolicyError::UnknownEntryReason {
+                    entry,
+                    reason: reason.clone(),
+                    known: reasons.join(", "),
+                });
+            }
+        }
+        let approval_required = file.approval == Some(ApprovalRequirement::Required);
+        if file.never {
+            if file.reasons.is_some() {
+                errors.push(PolicyError::NeverAnd {
+                    entry,
+                    field: "reasons",
+                });
+            }
+            if file.approval.is_some() {
+                errors.push(PolicyError::NeverAnd {
+                    entry,
+                    field: "approval",
+                });
+            }
+        } else if file.reasons.is_none() && file.approval.is_none() {
+            errors.push(PolicyError::EmptyEntry { entry });
+        }
+        if approval_required && !approvers {
+            errors.push(PolicyError::ApprovalWithoutApprovers { entry });
+        }
+        // Two entries that can match one finalizer: which would decide is
+        // a contradiction, not a matter of order.
+        for pattern in &patterns {
+            for (first, other) in &entries {
+                if let Some(clash) = other
+                    .finalizers
+                    .iter()
+                    .find_map(|o| overlap(pattern, o).map(|example| (o, example)))
+                {
+                    errors.push(PolicyError::OverlappingEntries {
+                        entry,
+                        pattern: pattern.to_string(),
+                        first: *first,
+                        other: clash.0.to_string(),
+                        example: clash.1,
+                    });
+                }
+            }
+        }
+        if errors.len() == before {
+            entries.push((
+                entry,
+                FinalizerOverride {
+                    label: format!("override.finalizers[{entry}]"),
+                    finalizers: patterns,
+                    reasons: file.reasons,
+                    approval_required,
+                    never: file.never,
+                },
+            ));
+        }
+    }
+    entries.into_iter().map(|(_, e)| e).collect()
+}
+
+/// A finalizer name both patterns match, if there is one.
+fn overlap(a: &FinalizerPattern, b: &FinalizerPattern) -> Option<String> {
+    use FinalizerPattern::{Exact, Prefix};
+    match (a, b) {
+        (Exact(x), Exact(y)) => (x == y).then(|| x.clone()),
+        (Exact(x), p @ Prefix(_)) | (p @ Prefix(_), Exact(x)) => p.matches(x).then(|| x.clone()),
+        (Prefix(x), Prefix(y)) => {
+            let longer = if x.len() >= y.len() { x } else { y };
+            (x.starts_with(y.as_str()) || y.starts_with(x.as_str())).then(|| format!("{longer}x"))
+        }
     }
 }
 
@@ -1023,6 +1282,103 @@ override:
             matches!(&e[0], PolicyError::Syntax(m) if m.contains("max_age")),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn per_finalizer_overrides() {
+        let p = Policy::from_yaml(
+            "override:\n  finalizers:\n    - finalizers: [kubernetes.io/pvc-protection]\n      reasons: [node-lost]\n    - finalizers: [\"vault.io/*\"]\n      never: true\n",
+        )
+        .unwrap();
+        let s = &p.override_settings;
+        assert_eq!(
+            s.accepts("kubernetes.io/pvc-protection").reasons(),
+            ["node-lost"]
+        );
+        assert_eq!(
+            s.accepts("vault.io/x"),
+            Accepts::Never {
+                entry: "override.finalizers[1]"
+            }
+        );
+        assert_eq!(s.accepts("other").reasons(), DEFAULT_OVERRIDE_REASONS);
+    }
+
+    #[test]
+    fn per_finalizer_contradictions_name_the_field() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "  finalizers:\n    - finalizers: [a]\n      reasons: [bored]\n",
+                "override.finalizers[0].reasons: \"bored\" is not one of override.reasons",
+            ),
+            (
+                "  reasons: [node-lost]\n  finalizers:\n    - finalizers: [a]\n      reasons: [controller-unavailable]\n",
+                "override.finalizers[0].reasons: \"controller-unavailable\" is not one of override.reasons (node-lost)",
+            ),
+            (
+                "  finalizers:\n    - finalizers: [a]\n      reasons: []\n",
+                "override.finalizers[0].reasons: an empty list releases nothing",
+            ),
+            (
+                "  finalizers:\n    - finalizers: [a]\n      approval: required\n",
+                "override.finalizers[0].approval: required needs override.approval",
+            ),
+            (
+                "  finalizers:\n    - finalizers: [a]\n      never: true\n      reasons: [node-lost]\n",
+                "override.finalizers[0].never: no override releases these finalizers, so reasons says nothing",
+            ),
+            (
+                "  finalizers:\n    - finalizers: [a]\n",
+                "override.finalizers[0]: sets none of reasons, approval or never",
+            ),
+            (
+                "  finalizers:\n    - reasons: [node-lost]\n",
+                "override.finalizers[0].finalizers: must name at least one finalizer",
+            ),
+            (
+                "  finalizers:\n    - finalizers: [\"a*b\"]\n      never: true\n",
+                "override.finalizers[0].finalizers: \"a*b\" is neither",
+            ),
+            (
+                "  finalizers:\n    - finalizers: [a]\n      never: true\n    - finalizers: [b, a]\n      reasons: [node-lost]\n",
+                "override.finalizers[1].finalizers: \"a\" and override.finalizers[0].finalizers \"a\" can both match \"a\"",
+            ),
+            (
+                "  finalizers:\n    - finalizers: [\"example.com/*\"]\n      never: true\n    - finalizers: [example.com/x]\n      reasons: [node-lost]\n",
+                "override.finalizers[1].finalizers: \"example.com/x\" and override.finalizers[0].finalizers \"example.com/*\" can both match \"example.com/x\"",
+            ),
+            (
+                "  finalizers:\n    - finalizers: [\"example.com/a*\"]\n      never: true\n    - finalizers: [\"example.com/*\"]\n      reasons: [node-lost]\n",
+                "override.finalizers[1].finalizers: \"example.com/*\" and override.finalizers[0].finalizers \"example.com/a*\" can both match \"example.com/ax\"",
+            ),
+            (
+                "  finalizers:\n    - finalizers: [a]\n      approval: optional\n",
+                "unknown variant `optional`",
+            ),
+            (
+                "  finalizers:\n    - finalizers: [a]\n      reason: [node-lost]\n",
+                "unknown field `reason`",
+            ),
+        ];
+        for (yaml, want) in cases {
+            let err = Policy::from_yaml(&format!("override:\n{yaml}"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(want), "{yaml}\n{err}");
+        }
+        // Prefixes that cannot meet, and one entry naming overlapping
+        // patterns (one entry, one setting), are fine.
+        Policy::from_yaml(
+            "override:\n  finalizers:\n    - finalizers: [\"a.io/*\", a.io/x]\n      never: true\n    - finalizers: [\"b.io/*\"]\n      reasons: [node-lost]\n",
+        )
+        .unwrap();
+        // approval: required with approvers.
+        let p = Policy::from_yaml(
+            "override:\n  approval:\n    users: [sec]\n    maxAge: 1h\n  finalizers:\n    - finalizers: [a]\n      approval: required\n",
+        )
+        .unwrap();
+        assert!(p.override_settings.finalizers[0].approval_required);
+        assert!(p.override_settings.needs_approval());
     }
 
     #[test]

@@ -2,10 +2,10 @@
 
 use std::collections::HashSet;
 
-use super::config::{Mode, Policy, Rule};
+use super::config::{Accepts, Mode, OverrideSettings, Policy, Rule};
 use super::{
     Authority, Change, Decision, Evidence, FinalizerField, FinalizerLists, Operation, Outcome,
-    OverrideProblem, Removal, Requester, Target, approval, overrides,
+    OverrideProblem, Refusal, Removal, Requester, Target, approval, overrides,
 };
 
 /// Decides one change under a policy.
@@ -78,6 +78,16 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
         (None, None) => Err(OverrideProblem::Absent),
         (None, Some(value)) => overrides::parse(value, &settings.reasons),
     };
+    // `override.finalizers`: the override's reason must release every
+    // removed finalizer nothing else authorizes, or the write is denied.
+    let parsed = parsed.and_then(|valid| {
+        let refusals = refusals(settings, &removed, &valid.reason);
+        if refusals.is_empty() {
+            Ok(valid)
+        } else {
+            Err(OverrideProblem::NotAccepted(refusals))
+        }
+    });
     // An override releases only an object being deleted: one forgotten on a
     // live object must not authorize every later removal, by anyone.
     let parsed = parsed.and_then(|valid| {
@@ -93,6 +103,31 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
         Err(problem) => Outcome::Denied { problem, enforced },
     };
     decided(change, policy, outcome, removed)
+}
+
+/// The unauthorized removals that an override with `reason` does not release.
+fn refusals(settings: &OverrideSettings, removed: &[Removal], reason: &str) -> Vec<Refusal> {
+    if settings.finalizers.is_empty() {
+        return Vec::new();
+    }
+    let mut out: Vec<Refusal> = Vec::new();
+    for removal in removed.iter().filter(|r| r.authorized_by.is_none()) {
+        let accepts = settings.accepts(&removal.finalizer);
+        // A name removed from both lists is refused once.
+        if !accepts.reason(reason) && !out.iter().any(|r| r.finalizer == removal.finalizer) {
+            let entry = match accepts {
+                Accepts::Only { entry, .. } | Accepts::Never { entry } => entry,
+                // Not reached: a valid override's reason is on override.reasons.
+                Accepts::Every(_) => "override.reasons",
+            };
+            out.push(Refusal {
+                finalizer: removal.finalizer.clone(),
+                accepted: accepts.reasons().to_vec(),
+                entry: entry.to_string(),
+            });
+        }
+    }
+    out
 }
 
 /// The decision, with the evidence read for it.
@@ -341,6 +376,9 @@ mod tests {
             self.annotate("finalizer-guard.io/override", value)
         }
         fn decide(&self, policy: &Policy) -> Decision {
+            self.with_change(|change| decide(change, policy))
+        }
+        fn with_change<R>(&self, f: impl FnOnce(&Change<'_>) -> R) -> R {
             let change = Change {
                 operation: self.operation,
                 target: Target {
@@ -369,7 +407,7 @@ mod tests {
                 now: self.now,
                 seal_key: self.seal_key.as_ref(),
             };
-            decide(&change, policy)
+            f(&change)
         }
     }
 
@@ -782,6 +820,192 @@ rules:
         assert_eq!(d.verdict(), crate::policy::Verdict::WouldDeny);
     }
 
+    mod per_finalizer {
+        use super::*;
+        use crate::policy::Refusal;
+
+        const POLICY: &str = r#"
+rules:
+  - name: cleanup
+    finalizers: ["example.com/cleanup"]
+    users: ["alice"]
+override:
+  finalizers:
+    - finalizers: ["kubernetes.io/pvc-protection", "kubernetes.io/pv-protection"]
+      reasons: [node-lost]
+    - finalizers: ["vault.example.com/*"]
+      never: true
+"#;
+
+        fn strip(names: &[&str], value: &str) -> Decision {
+            pod_update("oncall")
+                .removing(names, &[])
+                .with_override(value)
+                .decide(&policy(POLICY))
+        }
+
+        fn refused(finalizer: &str, accepted: &[&str], entry: usize) -> Refusal {
+            Refusal {
+                finalizer: finalizer.into(),
+                accepted: accepted.iter().map(|s| s.to_string()).collect(),
+                entry: format!("override.finalizers[{entry}]"),
+            }
+        }
+
+        #[test]
+        fn a_finalizer_takes_only_its_reasons() {
+            let pvc = "kubernetes.io/pvc-protection";
+            assert!(matches!(
+                strip(&[pvc], "node-lost: INC-1 worker-3 gone").outcome,
+                Outcome::Override(_)
+            ));
+            let d = strip(&[pvc], "controller-unavailable: INC-1 kcm down");
+            assert_eq!(
+                d.outcome,
+                denied(OverrideProblem::NotAccepted(vec![refused(
+                    pvc,
+                    &["node-lost"],
+                    0
+                )]))
+            );
+            let message = pod_update("oncall")
+                .removing(&[pvc], &[])
+                .with_override("controller-unavailable: INC-1 kcm down")
+                .with_change(|c| crate::policy::message::denial(c, &d, &policy(POLICY)));
+            assert!(
+                message.contains(
+                    "is not valid: \"kubernetes.io/pvc-protection\" accepts only node-lost (override.finalizers[0])"
+                ),
+                "{message}"
+            );
+            assert!(message.contains("REASON one of: node-lost."), "{message}");
+        }
+
+        #[test]
+        fn finalizers_no_entry_matches_take_every_reason() {
+            for reason in crate::policy::config::DEFAULT_OVERRIDE_REASONS {
+                let d = strip(&["example.com/other"], &format!("{reason}: INC-1"));
+                assert!(matches!(d.outcome, Outcome::Override(_)), "{reason}");
+            }
+        }
+
+        #[test]
+        fn never_is_released_only_by_its_rule_or_controller() {
+            let vault = "vault.example.com/lease";
+            for reason in crate::policy::config::DEFAULT_OVERRIDE_REASONS {
+                let d = strip(&[vault], &format!("{reason}: INC-1"));
+                assert_eq!(
+                    d.outcome,
+                    denied(OverrideProblem::NotAccepted(vec![refused(vault, &[], 1)])),
+                    "{reason}"
+                );
+            }
+            let message = pod_update("oncall")
+                .removing(&[vault], &[])
+                .with_change(|c| {
+                    let d = decide(c, &policy(POLICY));
+                    crate::policy::message::denial(c, &d, &policy(POLICY))
+                });
+            assert!(
+                message.ends_with(
+                    "no override releases \"vault.example.com/lease\": only its rule or controller (override.finalizers[1]). No override releases it: only its rule or controller."
+                ),
+                "{message}"
+            );
+        }
+
+        #[test]
+        fn every_removed_finalizer_must_accept_the_override() {
+            // One accepts node-lost, the other does not: the whole write is denied.
+            let d = strip(
+                &["example.com/other", "vault.example.com/lease"],
+                "node-lost: INC-1",
+            );
+            assert_eq!(
+                d.outcome,
+                denied(OverrideProblem::NotAccepted(vec![refused(
+                    "vault.example.com/lease",
+                    &[],
+                    1
+                )]))
+            );
+            let d = strip(
+                &["kubernetes.io/pvc-protection", "example.com/other"],
+                "controller-uninstalled: INC-1",
+            );
+            assert!(
+                matches!(&d.outcome, Outcome::Denied { problem: OverrideProblem::NotAccepted(r), .. } if r.len() == 1),
+                "{:?}",
+                d.outcome
+            );
+            // What a rule authorizes needs no override: only the rest is judged.
+            let d = pod_update("alice")
+                .removing(
+                    &["example.com/cleanup", "kubernetes.io/pvc-protection"],
+                    &[],
+                )
+                .with_override("node-lost: INC-1")
+                .decide(&policy(POLICY));
+            assert!(matches!(d.outcome, Outcome::Override(_)), "{:?}", d.outcome);
+        }
+
+        #[test]
+        fn names_match_exactly() {
+            // Another case or trailing space is another finalizer, which no
+            // controller and no entry knows: it takes every reason, and the
+            // real one keeps its own.
+            for name in [
+                "Kubernetes.io/pvc-protection",
+                "kubernetes.io/pvc-protection ",
+                "kubernetes.io/pvc-protection2",
+            ] {
+                let d = strip(&[name], "controller-unavailable: INC-1");
+                assert!(matches!(d.outcome, Outcome::Override(_)), "{name:?}");
+            }
+            let d = strip(
+                &[
+                    "kubernetes.io/pvc-protection",
+                    "Kubernetes.io/pvc-protection",
+                ],
+                "controller-unavailable: INC-1",
+            );
+            assert!(!d.allowed());
+        }
+
+        #[test]
+        fn the_builtin_controller_still_removes_a_never_finalizer() {
+            let p = policy(
+                "override:\n  finalizers:\n    - finalizers: [\"kubernetes.io/*\", orphan, foregroundDeletion]\n      never: true\n",
+            );
+            let d = pod_update("system:serviceaccount:kube-system:pvc-protection-controller")
+                .removing(&["kubernetes.io/pvc-protection"], &[])
+                .decide(&p);
+            assert_eq!(d.outcome, Outcome::Authorized);
+            let d = pod_update("oncall")
+                .removing(&["kubernetes.io/pvc-protection"], &[])
+                .with_override("node-lost: x")
+                .decide(&p);
+            assert!(!d.allowed());
+        }
+
+        #[test]
+        fn warn_mode_would_deny_naming_the_finalizer() {
+            let p = policy(&format!("mode: warn\n{POLICY}"));
+            let c = pod_update("oncall")
+                .removing(&["vault.example.com/lease"], &[])
+                .with_override("node-lost: INC-1");
+            let d = c.decide(&p);
+            assert_eq!(d.verdict(), crate::policy::Verdict::WouldDeny);
+            let warning = c
+                .with_change(|change| crate::policy::message::would_deny_warning(change, &d))
+                .unwrap();
+            assert!(
+                warning.contains("no override releases \"vault.example.com/lease\""),
+                "{warning}"
+            );
+        }
+    }
+
     mod two_person {
         use super::*;
         use crate::policy::approval::{APPROVED_BY, ApprovalProblem, OVERRIDE_EXPIRES};
@@ -1106,6 +1330,34 @@ rules:
                 c.decide(&policy()).outcome,
                 refused(ApprovalProblem::NotAnApprover)
             );
+        }
+
+        #[test]
+        fn an_approval_releases_only_the_finalizers_that_accept_its_reason() {
+            let p = super::policy(
+                "override:\n  approval:\n    users: [sec-lead]\n    groups: [security]\n    maxAge: 2h\n  finalizers:\n    - finalizers: [example.com/cleanup]\n      reasons: [controller-uninstalled]\n      approval: required\n    - finalizers: [\"vault.io/*\"]\n      never: true\n",
+            );
+            // A node-lost approval, sealed under this very policy.
+            let approved = sealed_under(&p, "uid-1", approval("sec-lead", "2026-11-21T09:00:00Z"));
+            let d = strip("oncall", approved.clone()).decide(&p);
+            assert!(
+                matches!(&d.outcome, Outcome::Denied { problem: OverrideProblem::NotAccepted(r), .. } if r[0].finalizer == "example.com/cleanup"),
+                "{:?}",
+                d.outcome
+            );
+            // The same approval, reused for another finalizer of the object:
+            // each removed finalizer is judged by its own entry.
+            let mut other = strip("oncall", approved.clone());
+            other.old = strings(&["example.com/other", "vault.io/lease"]);
+            other.new = strings(&[]);
+            let d = other.decide(&p);
+            assert!(
+                matches!(&d.outcome, Outcome::Denied { problem: OverrideProblem::NotAccepted(r), .. } if r.len() == 1 && r[0].finalizer == "vault.io/lease"),
+                "{:?}",
+                d.outcome
+            );
+            other.old = strings(&["example.com/other"]);
+            assert!(matches!(other.decide(&p).outcome, Outcome::Override(_)));
         }
 
         #[test]

@@ -6,7 +6,7 @@
 use std::fmt::{self, Write};
 
 use super::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
-use super::config::Policy;
+use super::config::{Accepts, OverrideSettings, Policy};
 use super::{Change, Decision, FinalizerField, Outcome, OverrideProblem, Removal, Target};
 
 /// kube-apiserver may cut warnings longer than this.
@@ -218,13 +218,44 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
             Quoted(&truncate(value, MAX_QUOTED_CHARS))
         );
     }
+    let mut narrowed = narrowed_reasons(settings, decision);
+    if matches!(
+        decision.outcome,
+        Outcome::Denied {
+            problem: OverrideProblem::NotAccepted(_),
+            ..
+        }
+    ) {
+        // Said already, as why the override is not valid.
+        narrowed.said.clear();
+    }
+    if narrowed.reasons.is_empty() {
+        msg.push_str(&narrowed.said);
+        if narrowed.never_all {
+            let _ = write!(
+                msg,
+                " No override releases {}: only its rule or controller.",
+                if decision.unauthorized().count() == 1 {
+                    "it"
+                } else {
+                    "them"
+                }
+            );
+        } else {
+            msg.push_str(
+                " No one override releases them all: remove them in separate writes, each with a reason it accepts.",
+            );
+        }
+        return msg;
+    }
     match two_person {
         None => {
             let _ = write!(
                 msg,
-                " To override in an emergency, annotate the object with {}: \"REASON: DETAIL\", REASON one of: {}.",
+                " To override in an emergency, annotate the object with {}: \"REASON: DETAIL\", REASON one of: {}.{}",
                 settings.annotation,
-                settings.reasons.join(", ")
+                narrowed.reasons.join(", "),
+                narrowed.said,
             );
         }
         Some(approval) => {
@@ -232,15 +263,69 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
                 msg,
                 " To override in an emergency, an approver ({}) first annotates the object with {}: \"REASON: DETAIL\" \
                  (REASON one of: {}), {APPROVED_BY}: their username and {OVERRIDE_EXPIRES}: an RFC 3339 time at most {:#} ahead; \
-                 then another person removes the finalizer.",
+                 then another person removes the finalizer.{}",
                 approval.describe_approvers(),
                 settings.annotation,
-                settings.reasons.join(", "),
+                narrowed.reasons.join(", "),
                 approval.max_age,
+                narrowed.said,
             );
         }
     }
     msg
+}
+
+/// The reasons that release every unauthorized finalizer of a denial, and
+/// what `override.finalizers` says of them.
+struct Narrowed<'a> {
+    /// The reasons that release them all (`override.reasons`, narrowed).
+    reasons: Vec<&'a str>,
+    /// ` "x" takes only node-lost (override.finalizers[0]); ...`, or ''.
+    said: String,
+    /// No override releases any of them.
+    never_all: bool,
+}
+
+fn narrowed_reasons<'a>(settings: &'a OverrideSettings, decision: &Decision) -> Narrowed<'a> {
+    let mut reasons: Vec<&str> = settings.reasons.iter().map(String::as_str).collect();
+    let mut said = String::new();
+    let mut never = 0;
+    let mut total = 0;
+    let mut shown = 0;
+    for removal in decision.unauthorized() {
+        total += 1;
+        let accepts = settings.accepts(&removal.finalizer);
+        reasons.retain(|r| accepts.reason(r));
+        let line = match accepts {
+            Accepts::Every(_) => continue,
+            Accepts::Never { entry } => {
+                never += 1;
+                format!(
+                    "no override releases {}: only its rule or controller ({entry})",
+                    Quoted::cut(&removal.finalizer, MAX_NAME_CHARS)
+                )
+            }
+            Accepts::Only { reasons, entry } => format!(
+                "{} accepts only {} ({entry})",
+                Quoted::cut(&removal.finalizer, MAX_NAME_CHARS),
+                reasons.join(", ")
+            ),
+        };
+        shown += 1;
+        if shown <= 3 {
+            said.push(' ');
+            said.push_str(&line);
+            said.push('.');
+        }
+    }
+    if shown > 3 {
+        let _ = write!(said, " And {} more the policy narrows.", shown - 3);
+    }
+    Narrowed {
+        reasons,
+        said,
+        never_all: total > 0 && never == total,
+    }
 }
 
 /// The warning returned with an override.

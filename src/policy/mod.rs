@@ -19,11 +19,11 @@ pub mod seal;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-pub use config::{Approval, InvalidPolicy, Mode, Policy, PolicyError};
+pub use config::{Accepts, Approval, InvalidPolicy, Mode, Policy, PolicyError};
 pub use decide::{decide, rules_for};
 pub use lint::PolicyWarning;
 pub use load::{LoadError, from_bytes, load};
-pub use overrides::{Override, OverrideProblem};
+pub use overrides::{Override, OverrideProblem, Refusal};
 
 /// Which list a finalizer sits in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

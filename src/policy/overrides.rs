@@ -47,7 +47,44 @@ pub enum OverrideProblem {
     Unverifiable,
     /// `override.requireDeletion`: the object is not being deleted.
     NotDeleting,
+    /// `override.finalizers`: a valid override, whose reason does not
+    /// release these removed finalizers (each unauthorized otherwise). A
+    /// write that removes several is allowed only if every one accepts it.
+    NotAccepted(Vec<Refusal>),
 }
+
+/// A removed finalizer that an override's reason does not release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub finalizer: String,
+    /// Empty: no override releases it (`never: true`).
+    pub accepted: Vec<String>,
+    /// The `override.finalizers` entry that says so.
+    pub entry: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = crate::policy::message::truncated(&self.finalizer, 253);
+        if self.accepted.is_empty() {
+            write!(
+                f,
+                "no override releases {name:?}: only its rule or controller ({})",
+                self.entry
+            )
+        } else {
+            write!(
+                f,
+                "{name:?} accepts only {} ({})",
+                self.accepted.join(", "),
+                self.entry
+            )
+        }
+    }
+}
+
+/// How many refusals a message names; the rest are counted.
+const SHOWN_REFUSALS: usize = 3;
 
 impl std::fmt::Display for OverrideProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -85,6 +122,18 @@ impl std::fmt::Display for OverrideProblem {
             OverrideProblem::NotDeleting => f.write_str(
                 "the object is not being deleted: an override only releases an object stuck in Terminating (delete it first)",
             ),
+            OverrideProblem::NotAccepted(refusals) => {
+                for (i, r) in refusals.iter().take(SHOWN_REFUSALS).enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(f, "{r}")?;
+                }
+                if refusals.len() > SHOWN_REFUSALS {
+                    write!(f, "; and {} more", refusals.len() - SHOWN_REFUSALS)?;
+                }
+                Ok(())
+            }
             OverrideProblem::SelfApproved(who) => {
                 write!(f, "{who:?} approved it and may not use their own approval: another person must remove the finalizer")
             }

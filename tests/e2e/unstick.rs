@@ -507,20 +507,21 @@ fn a_finalizer_whose_owner_is_alive_is_removed_only_when_named() {
         assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
     }
 
-    let release = |extra: &[&str]| {
+    let release_for = |reason: &str, extra: &[&str]| {
         let mut args = vec![
             "unstick",
             "pvc/data",
             "-n",
             ns,
             "--reason",
-            "controller-uninstalled",
+            reason,
             "--detail",
             "INC-4806 snapshot operator removed",
         ];
         args.extend_from_slice(extra);
         c.finalizer_guard("carol", &args)
     };
+    let release = |extra: &[&str]| release_for("controller-uninstalled", extra);
     // Not named: the snapshot finalizer goes, pvc-protection stays, and the
     // run says so and fails.
     let run = release(&[]);
@@ -545,8 +546,21 @@ fn a_finalizer_whose_owner_is_alive_is_removed_only_when_named() {
     assert!(run.stdout.contains("1 partly released"), "{}", run.stdout);
     assert_eq!(held(), [protection]);
 
-    // Named: it goes.
-    let run = release(&["--finalizer", protection, "-o", "json"]);
+    // Named, with a reason the shipped policy does not release it for
+    // (override.finalizers): not attempted, and said why.
+    let run = release(&["--finalizer", protection]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stdout.contains(&format!(
+            "{label} left: {protection} (it accepts only node-lost (override.finalizers[0]): not attempted with --reason controller-uninstalled)"
+        )),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(held(), [protection]);
+
+    // Named, its pod's node lost: it goes.
+    let run = release_for("node-lost", &["--finalizer", protection, "-o", "json"]);
     assert_eq!(run.code, 0, "{run:#?}");
     let report = run.json();
     assert_eq!(report["objects"][0]["result"], "released", "{report:#}");
