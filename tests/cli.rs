@@ -2096,6 +2096,7 @@ fn the_presets_suite_passes_and_covers_the_whole_catalog() {
         out.ends_with(&format!("{cases} passed, 0 failed\n")),
         "{out}"
     );
+}
 
 /// The example override review, removing `finalizers` with the override `value`.
 fn override_review(dir: &Path, name: &str, finalizers: &[&str], value: &str) -> String {
