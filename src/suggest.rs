@@ -3215,10 +3215,12 @@ mod tests {
 
     #[test]
     fn only_a_rule_for_the_controller_alone_is_widened() {
-        // A rule naming a group too, and a preset's rule: a rule of its own instead.
+        // A rule naming a group too, or another identity: a rule of its own
+        // instead. (A preset's rules reach every namespace, and a file's rule
+        // cannot be named `preset:`.)
         for text in [
             "rules:\n  - name: shared\n    finalizers: [\"example.com/a\"]\n    serviceAccounts: [\"widgets:widget-controller\"]\n    groups: [\"oncall\"]\n    namespaces: [team-a]\n",
-            "rules:\n  - name: \"preset:widgets\"\n    finalizers: [\"example.com/a\"]\n    serviceAccounts: [\"widgets:widget-controller\"]\n    namespaces: [team-a]\n",
+            "rules:\n  - name: pair\n    finalizers: [\"example.com/a\"]\n    serviceAccounts: [\"widgets:widget-controller\", \"other:thing\"]\n    namespaces: [team-a]\n",
         ] {
             let base = Policy::from_yaml(text).unwrap();
             let e = evidence(&[denial("1", CONTROLLER, "team-c", 403)]);

@@ -992,7 +992,7 @@ mod tests {
         );
         assert_eq!(
             line.text(),
-            "BLOCKED finalizers.fluxcd.io: 1 of 3 object(s) no rule covers (gitrepositories.source.toolkit.fluxcd.io 3); may remove: rule flux-system-source-controller (serviceaccount:flux-system:source-controller); nobody but an override in gitrepositories.source.toolkit.fluxcd.io in namespace team-c (1 object(s)); rule flux-system-source-controller lets ServiceAccount flux-system:source-controller remove it in team-a, team-b but not here: widen the rule (namespaces) rather than override"
+            "BLOCKED finalizers.fluxcd.io: 1 of 3 object(s) no rule covers (gitrepositories.source.toolkit.fluxcd.io 3); may remove: rule flux-system-source-controller (serviceaccount:flux-system:source-controller); nobody but an override in gitrepositories.source.toolkit.fluxcd.io in namespace team-c (1 object(s)); rule flux-system-source-controller lets ServiceAccount flux-system:source-controller remove it in team-a, team-b but not here: widen the rule (namespaces) rather than override; preset flux covers it: add `presets: [flux]`"
         );
         assert_eq!(
             line.suggestion.as_deref(),
