@@ -373,22 +373,27 @@ impl Metrics {
     }
 }
 /// The exposition a scrape asked for by its `Accept` header: OpenMetrics
-/// when it names `application/openmetrics-text` (Prometheus does, first),
-/// otherwise the Prometheus text format 0.0.4. Returns the content type and
-/// the body; `openmetrics` is the registry's encoding.
+/// when `application/openmetrics-text` is accepted at least as much as the
+/// text format (`text/plain`, `text/*`, `*/*`; q-values compared, as
+/// Prometheus weighs them), otherwise the Prometheus text format 0.0.4.
+/// Returns the content type and the body; `openmetrics` is the registry's
+/// encoding. Only OpenMetrics 1.0.0 is served, whatever version is asked.
 pub fn exposition(accept: Option<&str>, openmetrics: String) -> (&'static str, String) {
-    let wants_openmetrics = accept.is_some_and(|accept| {
-        accept.split(',').any(|range| {
-            let mut parts = range.split(';').map(str::trim);
-            let media = parts.next().unwrap_or_default();
-            let refused = parts.any(|p| {
-                p.strip_prefix("q=")
-                    .is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q <= 0.0))
-            });
-            media.eq_ignore_ascii_case("application/openmetrics-text") && !refused
-        })
-    });
-    if wants_openmetrics {
+    let (mut om, mut text) = (0.0_f32, 0.0_f32);
+    for range in accept.unwrap_or_default().split(',') {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let q = parts
+            .find_map(|p| p.strip_prefix("q="))
+            .map_or(Some(1.0), |q| q.trim().parse::<f32>().ok())
+            .unwrap_or(0.0);
+        match media.as_str() {
+            "application/openmetrics-text" => om = om.max(q),
+            "text/plain" | "text/*" | "*/*" => text = text.max(q),
+            _ => {}
+        }
+    }
+    if om > 0.0 && om >= text {
         (OPENMETRICS, openmetrics)
     } else {
         (PROMETHEUS_TEXT, prometheus_text(&openmetrics))
@@ -516,10 +521,24 @@ mod tests {
         let om = |accept| exposition(Some(accept), String::new()).0;
         assert_eq!(om("application/openmetrics-text"), OPENMETRICS);
         assert_eq!(
-            om("text/plain;q=0.9, Application/OpenMetrics-Text; version=1.0.0; q=0.5"),
+            om("text/plain;q=0.4, Application/OpenMetrics-Text; version=1.0.0; q=0.5"),
             OPENMETRICS
         );
         assert_eq!(om("application/openmetrics-text;q=0"), PROMETHEUS_TEXT);
+        assert_eq!(
+            om("text/plain;version=0.0.4;q=1,application/openmetrics-text;q=0.5"),
+            PROMETHEUS_TEXT
+        );
+        assert_eq!(
+            om(
+                "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.1"
+            ),
+            OPENMETRICS
+        );
+        assert_eq!(
+            om("application/openmetrics-text;q=nonsense"),
+            PROMETHEUS_TEXT
+        );
         assert_eq!(om("*/*"), PROMETHEUS_TEXT);
         assert_eq!(exposition(None, String::new()).0, PROMETHEUS_TEXT);
     }

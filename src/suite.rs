@@ -1045,6 +1045,29 @@ mod tests {
         }
     }
 
+    /// A JSON patch that nests the object a level an operation is refused
+    /// at a depth kube-apiserver would never store, before anything built
+    /// from it could recurse that deep (40,000 levels overflowed the stack).
+    #[test]
+    fn a_short_case_cannot_nest_the_object_without_bound() {
+        let mut ops = vec!["{op: add, path: /x, value: {}}".to_string()];
+        for _ in 0..40_000 {
+            ops.push("{op: add, path: /t, value: {}}".into());
+            ops.push("{op: move, from: /x, path: /t/x}".into());
+            ops.push("{op: move, from: /t, path: /x}".into());
+        }
+        let case = format!(
+            "object: {{kind: Pod, name: web-0, namespace: shop, finalizers: [a/b]}}\nrequester: {{user: jane}}\njsonPatch: [{}]\nexpect: denied\n",
+            ops.join(", ")
+        );
+        let case: SuiteCase = serde_yaml_ng::from_str(&case).unwrap();
+        let why = refused(case_body(Path::new("."), &case, 0, 64 << 20));
+        assert!(
+            why.contains("nests the object deeper than 128 levels"),
+            "{why}"
+        );
+    }
+
     /// The review a case expands to is held to the size a file may have:
     /// a JSON patch that copies the object into itself stops at the limit.
     #[test]

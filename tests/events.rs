@@ -184,7 +184,10 @@ async fn denials_and_overrides_reach_the_api_server_and_dry_runs_do_not() {
         note.contains("node-lost: INC-4711") && note.contains("node node-1"),
         "{note}"
     );
-    assert!(!metrics.contains("decision=\"repeated\""), "{metrics}");
+    assert!(
+        metrics.contains("finalizer_guard_events_total{decision=\"repeated\"} 0\n"),
+        "{metrics}"
+    );
     server.handle.shutdown().await;
     assert_eq!(stand_in.received().len(), 2, "nothing owed at the drain");
 }

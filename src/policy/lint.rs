@@ -229,8 +229,34 @@ impl Policy {
         for rule in &self.rules {
             lint_rule(rule, &mut out);
         }
+        for (i, identity) in self.builtin_identities.iter().enumerate() {
+            let finalizers = match identity.controller {
+                Some(controller) => format!("the {} controller's finalizers", controller.name),
+                None => "every built-in controller's finalizers".to_string(),
+            };
+            for user in &identity.users {
+                if let Some(who) = everyone("users", user).or_else(|| default_account(user)) {
+                    out.push(PolicyWarning::GuardOff {
+                        rule: format!("builtinIdentities[{i}]"),
+                        field: "users",
+                        value: user.clone(),
+                        who,
+                        finalizers: finalizers.clone(),
+                    });
+                }
+            }
+        }
         out
     }
+}
+
+/// A namespace's `default` ServiceAccount: every pod of the namespace that
+/// names no ServiceAccount of its own runs as it.
+fn default_account(user: &str) -> Option<&'static str> {
+    user.strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.strip_suffix(":default"))
+        .filter(|ns| !ns.contains(':'))
+        .map(|_| "a namespace's default ServiceAccount, which every pod of the namespace that names no ServiceAccount runs as")
 }
 
 fn lint_rule(rule: &Rule, out: &mut Vec<PolicyWarning>) {
@@ -276,9 +302,19 @@ fn lint_rule(rule: &Rule, out: &mut Vec<PolicyWarning>) {
             });
         }
     }
-    for (field, values) in [("users", &rule.users), ("groups", &rule.groups)] {
+    let default_accounts: Vec<String> = rule
+        .service_accounts
+        .iter()
+        .filter(|u| default_account(u).is_some())
+        .cloned()
+        .collect();
+    for (field, values) in [
+        ("users", &rule.users),
+        ("groups", &rule.groups),
+        ("serviceAccounts", &default_accounts),
+    ] {
         for value in values {
-            if let Some(who) = everyone(field, value) {
+            if let Some(who) = everyone(field, value).or_else(|| default_account(value)) {
                 out.push(PolicyWarning::GuardOff {
                     rule: label(),
                     field,
@@ -608,6 +644,22 @@ mod tests {
         );
         assert!(sound.is_empty(), "{sound:?}");
         assert!(Policy::embedded_default().warnings().is_empty());
+    }
+
+    /// A built-in identity, or a rule's ServiceAccount, that is everyone or a
+    /// namespace's default ServiceAccount switches the guard off as surely
+    /// as `groups: [system:authenticated]` does: `--strict` fails it.
+    #[test]
+    fn open_doors_through_built_in_identities_and_default_accounts_are_named() {
+        let policy = Policy::from_yaml(
+            "builtinIdentities:\n  - controller: kube-controller-manager\n    users: [\"system:anonymous\", \"system:serviceaccount:default:default\", \"system:serviceaccount:kube-system:gc\"]\nrules:\n  - finalizers: [example.com/a]\n    serviceAccounts: [\"team-a:default\", \"team-a:builder\"]\n",
+        )
+        .unwrap();
+        let warnings: Vec<String> = policy.warnings().iter().map(ToString::to_string).collect();
+        assert_eq!(warnings.len(), 3, "{warnings:#?}");
+        assert!(warnings[0].starts_with("rules[0]: serviceAccounts \"system:serviceaccount:team-a:default\" is a namespace's default ServiceAccount"), "{warnings:#?}");
+        assert!(warnings[1].starts_with("builtinIdentities[0]: users \"system:anonymous\" is every unauthenticated request: each of them may remove every built-in controller's finalizers"), "{warnings:#?}");
+        assert!(warnings[2].starts_with("builtinIdentities[0]: users \"system:serviceaccount:default:default\" is a namespace's default ServiceAccount"), "{warnings:#?}");
     }
 
     /// What locks a controller out, or lets everyone in, while it parses:

@@ -407,6 +407,14 @@ impl Short<'_> {
                     };
                     format!("{at}.jsonPatch[{i}]: at {:?}: {why}", e.path.as_str())
                 })?;
+                // `add` and `move` nest one level an operation, `copy` can
+                // double the depth: checked after each, the object never
+                // grows deeper than twice the bound before it is refused.
+                if deeper_than(&new, MAX_DEPTH) {
+                    return Err(format!(
+                        "{at}.jsonPatch[{i}]: nests the object deeper than {MAX_DEPTH} levels, which kube-apiserver would not store"
+                    ));
+                }
             }
         }
         if !new.get("metadata").is_some_and(Value::is_object) {
@@ -510,6 +518,28 @@ fn too_large(at: &str, limit: u64) -> String {
 }
 
 /// How many bytes `value` takes as JSON, without writing them anywhere.
+/// How deep an object a short case may build: serde_json's own recursion
+/// limit, which a review kube-apiserver sends never reaches.
+const MAX_DEPTH: usize = 128;
+
+/// Whether `value` nests deeper than `limit` levels, found without recursion
+/// (a value built deep enough to overflow the stack must not do so here).
+fn deeper_than(value: &Value, limit: usize) -> bool {
+    let mut stack = vec![(value, 1_usize)];
+    while let Some((value, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        if depth > limit {
+            return true;
+        }
+        stack.extend(children.map(|child| (child, depth + 1)));
+    }
+    false
+}
+
 fn json_size(value: &Value) -> u64 {
     struct Count(u64);
     impl io::Write for Count {
