@@ -150,8 +150,8 @@ log "built in $(( $(date +%s) - start )) s"
 # /readyz answers, as the Deployment's readiness probe asks.
 version=$(podman run --rm --network none "$image" --version)
 log "$image: $version"
-[ "$version" = "finalizer-guard $(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)" ] \
-  || die "--version printed $version"
+want="finalizer-guard $(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1) (commit "
+[ "${version#"$want"}" != "$version" ] || die "--version printed $version"
 admin=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 name=fg-image-smoke-$$
 podman run -d --rm --name "$name" --network host --read-only --cap-drop ALL \
