@@ -141,7 +141,7 @@ PATH="$(dirname "$auditable"):$(dirname "$cyclonedx"):$(dirname "$deny"):$PATH"
 export PATH
 
 log "licences: cargo deny check licenses (deny.toml)"
-cargo deny --locked check licenses 2> "$work/deny.log" \
+cargo deny --locked check licenses > "$work/deny.log" 2>&1 \
   || { cat "$work/deny.log" >&2; die "a dependency's licence is not allowed (deny.toml)"; }
 {
   echo "# finalizer-guard $version: the licence of every crate it is built from"

@@ -10,8 +10,8 @@
 #   signatures; `cosign verify` and `cosign verify-attestation` (SBOM,
 #   provenance) pass for both, and fail for an image whose layer was
 #   changed after signing (pushed under the same tag, the signature copied);
-# - the arm64 binary under qemu-user: `version`, and `check` of
-#   tests/fixtures/cases, answer as the amd64 one does;
+# - the arm64 binary under qemu-user: `version`, `check` of the reviews in
+#   tests/fixtures/cases and `test` of the cases answer as the amd64 one does;
 # - the krew manifest passes krew's validator, and `kubectl krew install
 #   --manifest --archive` installs a plugin `kubectl finalizer-guard version` runs;
 # - the SBOM names each crate the binary is built from (Cargo.lock's
@@ -74,13 +74,30 @@ for k in ("version", "commit", "dirty", "build_date", "dependencies"):
     assert a[k] == b[k], (k, a[k], b[k])
 assert a["dependencies"] == "cargo-auditable", a
 PY
-set +e
-"$work/amd64/finalizer-guard" check tests/fixtures/cases/*.json > "$work/check-amd64.txt"; rc_amd64=$?
-"$qemu" "$work/arm64/finalizer-guard" check tests/fixtures/cases/*.json > "$work/check-arm64.txt"; rc_arm64=$?
-set -e
-[ "$rc_amd64" = "$rc_arm64" ] || die "check exited $rc_amd64 on amd64, $rc_arm64 on arm64"
+# The example reviews: each case file's AdmissionReview, decided by `check`
+# under the cases' policy; and `test` of the case files themselves.
+mkdir -p "$work/reviews"
+python3 - "$work/reviews" tests/fixtures/cases/*.json <<'PY'
+import json, os, sys
+for path in sys.argv[2:]:
+    case = json.load(open(path))
+    if isinstance(case, dict) and "review" in case:
+        json.dump(case["review"], open(os.path.join(sys.argv[1], os.path.basename(path)), "w"))
+PY
+for arch in amd64 arm64; do
+  run=("$work/$arch/finalizer-guard")
+  [ "$arch" = amd64 ] || run=("$qemu" "$work/$arch/finalizer-guard")
+  set +e
+  (cd "$work/reviews" && "${run[@]}" check --policy "$OLDPWD/tests/fixtures/policy.yaml" -- *.json) > "$work/check-$arch.txt"
+  echo "check exit $?" >> "$work/check-$arch.txt"
+  "${run[@]}" test --policy tests/fixtures/policy.yaml tests/fixtures/cases > "$work/test-$arch.txt"
+  echo "test exit $?" >> "$work/test-$arch.txt"
+  set -e
+done
 diff -u "$work/check-amd64.txt" "$work/check-arm64.txt" || die "check answers differently on arm64"
-say "  check of $(wc -l < "$work/check-amd64.txt") cases: the same $(grep -c ': allowed$' "$work/check-amd64.txt") allowed, $(grep -c ': denied' "$work/check-amd64.txt") denied, exit $rc_amd64 on both"
+diff -u "$work/test-amd64.txt" "$work/test-arm64.txt" || die "test answers differently on arm64"
+grep -qx 'test exit 0' "$work/test-arm64.txt" || { cat "$work/test-arm64.txt" >&2; die "the cases fail on arm64"; }
+say "  check of $(grep -c '\.json: ' "$work/check-amd64.txt") reviews: $(grep -c ': allowed$' "$work/check-amd64.txt") allowed, $(grep -c ': denied' "$work/check-amd64.txt") denied, the same on both ($(tail -n 1 "$work/check-amd64.txt")); test of the cases: $(grep -E '^[0-9]+ passed' "$work/test-arm64.txt") on both"
 
 say "a registry on a loopback port"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -82,6 +82,7 @@ tampered = put_manifest(tag, index_bytes, INDEX)
 # The signed index's signature and attestations, copied to the tampered digest's tags.
 for suffix in ("sig", "att"):
     old_tag = signed.replace(":", "-") + "." + suffix
-    data = get(f"manifests/{old_tag}", MANIFEST)
-    put_manifest(tampered.replace(":", "-") + "." + suffix, data, MANIFEST)
+    data = get(f"manifests/{old_tag}", f"{MANIFEST}, application/vnd.docker.distribution.manifest.v2+json")
+    media_type = json.loads(data).get("mediaType", MANIFEST)
+    put_manifest(tampered.replace(":", "-") + "." + suffix, data, media_type)
 print(tampered)
