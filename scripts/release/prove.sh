@@ -126,7 +126,9 @@ pushed=$(sed -n 's/^Digest: //p' "$work/push.txt")
 [ "$pushed" = "$chart_digest" ] || die "helm push made $pushed, not the signed $chart_digest"
 "$cosign" load --dir "$rel/chart" "$reg/charts/finalizer-guard:$version" 2> "$work/cosign.log" \
   || { cat "$work/cosign.log" >&2; die "cosign load (chart) failed"; }
-"$helm" pull --plain-http "oci://$reg/charts/finalizer-guard" --version "$version" -d "$work/pulled" > /dev/null 2>&1
+mkdir -p "$work/pulled"
+"$helm" pull --plain-http "oci://$reg/charts/finalizer-guard" --version "$version" -d "$work/pulled" > "$work/pull.txt" 2>&1 \
+  || { cat "$work/pull.txt" >&2; die "helm pull failed"; }
 cmp "$work/pulled/finalizer-guard-$version.tgz" "$rel/finalizer-guard-$version.tgz" \
   || die "the chart pulled is not the one released"
 
@@ -152,7 +154,7 @@ for check in verify "verify-attestation --type slsaprovenance1"; do
   if "$cosign" $check "${verify_flags[@]}" "$reg/finalizer-guard:$version" > /dev/null 2> "$work/cosign.log"; then
     die "cosign $check passed for the tampered image"
   fi
-  say "  cosign $check of the tampered image fails: $(grep -m1 -iE 'error|no matching|invalid' "$work/cosign.log" | cut -c1-160)"
+  say "  cosign $check of the tampered image fails: $(grep -m1 -E '^Error: |no matching' "$work/cosign.log" | cut -c1-160)"
 done
 "$cosign" verify "${verify_flags[@]}" "$reg/finalizer-guard@$image_digest" > /dev/null 2>&1 \
   || die "the signed digest no longer verifies"
