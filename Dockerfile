@@ -14,7 +14,7 @@
 # arguments, for a registry mirror or a pinned digest (--build-arg
 # RUST_IMAGE=... --build-arg DEBIAN_IMAGE=...); scripts/build-image.sh builds
 # both from Debian 12's packages where they cannot be pulled, and then this
-# file with podman. FG_BUILD_COMMIT and SOURCE_DATE_EPOCH, if given, are
+# file with podman. FG_BUILD_COMMIT and FG_BUILD_EPOCH (seconds), if given, are
 # what `finalizer-guard version` says (the build context has no .git).
 
 ARG RUST_IMAGE=rust:1.95-slim-bookworm
@@ -36,7 +36,7 @@ WORKDIR /src
 # target/, certificates and the rest out of the context).
 COPY . .
 ARG FG_BUILD_COMMIT=""
-ARG SOURCE_DATE_EPOCH=""
+ARG FG_BUILD_EPOCH=""
 # Cache mounts keep the registry and compiled dependencies between builds
 # (BuildKit, Docker's default builder since 23.0): an edit to src/ rebuilds
 # the crate, not its dependencies. --locked: exactly Cargo.lock's versions.

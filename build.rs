@@ -1,8 +1,9 @@
 //! What `finalizer-guard version` says: the commit, the target and the build
 //! date, set at compile time.
 //!
-//! scripts/release.sh sets them (`FG_BUILD_COMMIT`, `SOURCE_DATE_EPOCH`:
-//! the commit's time, so a rebuild of a commit is the same binary), and
+//! scripts/release.sh sets them (`FG_BUILD_COMMIT`, `FG_BUILD_EPOCH`: the
+//! commit's time, so a rebuild of a commit is the same binary; else
+//! `SOURCE_DATE_EPOCH`), and
 //! `FG_BUILD_AUDITABLE=1` when the dependency list is embedded (`cargo
 //! auditable`). Otherwise the commit is read from git when there is one
 //! (`-dirty` when a tracked file differs), and the date is the build's; a
@@ -15,7 +16,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    for var in ["FG_BUILD_COMMIT", "FG_BUILD_AUDITABLE", "SOURCE_DATE_EPOCH"] {
+    for var in [
+        "FG_BUILD_COMMIT",
+        "FG_BUILD_EPOCH",
+        "FG_BUILD_AUDITABLE",
+        "SOURCE_DATE_EPOCH",
+    ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
@@ -23,9 +29,9 @@ fn main() {
         Ok(commit) if !commit.is_empty() => commit,
         _ => git_commit().unwrap_or_else(|| "unknown".to_string()),
     };
-    let epoch = std::env::var("SOURCE_DATE_EPOCH")
-        .ok()
-        .and_then(|s| s.trim().parse::<i64>().ok())
+    let epoch = ["FG_BUILD_EPOCH", "SOURCE_DATE_EPOCH"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok()?.trim().parse::<i64>().ok())
         .unwrap_or_else(|| {
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)

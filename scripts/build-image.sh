@@ -107,7 +107,7 @@ commit=$(git rev-parse HEAD 2> /dev/null || echo unknown)
 podman build --network host --layers ${platform:+--platform "$platform"} \
   --build-arg "RUST_IMAGE=$builder" --build-arg "DEBIAN_IMAGE=$debian" \
   --build-arg "FG_BUILD_COMMIT=$commit" \
-  --build-arg "SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2> /dev/null || date +%s)" \
+  --build-arg "FG_BUILD_EPOCH=$(git log -1 --format=%ct 2> /dev/null || date +%s)" \
   -t "$image" "$repo" >&2
 # Another architecture's image is built, not run.
 if [ -n "$platform" ] && [ "$platform" != "linux/$(podman info --format '{{.Host.Arch}}')" ]; then

@@ -28,7 +28,7 @@
 #
 # VERSION is Cargo.toml's; a tree with uncommitted changes releases
 # VERSION-dirty, and its binaries say `commit HASH-dirty`. Binaries and
-# archives are reproducible from a commit (SOURCE_DATE_EPOCH is its time).
+# archives are reproducible from a commit (their dates are its time).
 #
 # Signing: --key FILE is a cosign key pair's private half (`cosign
 # generate-key-pair`; COSIGN_PASSWORD is its password), FILE.pub or
@@ -109,8 +109,11 @@ if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
 else
   dirty=false; build_commit=$commit
 fi
+# The commit's time: the binaries' build date, the archives' and image's
+# file times. Given to build.rs as FG_BUILD_EPOCH, not SOURCE_DATE_EPOCH,
+# which some dependencies' build scripts watch (psm): a new commit would
+# rebuild them and everything above them.
 epoch=$(git log -1 --format=%ct HEAD)
-export SOURCE_DATE_EPOCH=$epoch
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 source_url=https://github.com/finalizer-guard/finalizer-guard
 registry_name=${registry_name:-${push:-ghcr.io/finalizer-guard}}
@@ -167,7 +170,7 @@ rustflags="--remap-path-prefix=$repo=. --remap-path-prefix=${CARGO_HOME:-$HOME/.
 for arch in amd64 arm64; do
   t=${triple[$arch]}
   log "cargo auditable build --release --target $t"
-  FG_BUILD_COMMIT=$build_commit FG_BUILD_AUDITABLE=1 CARGO_PROFILE_RELEASE_STRIP=symbols \
+  FG_BUILD_COMMIT=$build_commit FG_BUILD_EPOCH=$epoch FG_BUILD_AUDITABLE=1 CARGO_PROFILE_RELEASE_STRIP=symbols \
     RUSTFLAGS="$rustflags" \
     nice -n 19 cargo auditable build --release --locked --bin finalizer-guard --target "$t" >&2
   bin="target/$t/release/finalizer-guard"
@@ -325,7 +328,7 @@ json.dump({
         "buildType": source + "/blob/main/scripts/release.sh",
         "externalParameters": {"source": {"uri": "git+" + source, "digest": {"gitCommit": commit.removesuffix("-dirty")}},
                                "dirty": commit.endswith("-dirty"), "version": version},
-        "internalParameters": {"rustc": rustc, "SOURCE_DATE_EPOCH": created},
+        "internalParameters": {"rustc": rustc, "commitTime": created},
         "resolvedDependencies": [{"uri": "git+" + source, "digest": {"gitCommit": commit.removesuffix("-dirty")}}],
     },
     "runDetails": {

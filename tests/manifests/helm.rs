@@ -873,14 +873,20 @@ fn install_notes_say_where_the_image_comes_from_and_how_to_enforce() {
     // verify and pin it, and build nothing.
     let released = notes(
         &helm,
-        &["--set", "image.repository=ghcr.io/finalizer-guard/finalizer-guard"],
+        &[
+            "--set",
+            "image.repository=ghcr.io/finalizer-guard/finalizer-guard",
+        ],
     );
     for said in [
         "The pods run the image ghcr.io/finalizer-guard/finalizer-guard:0.1.0.",
         "cosign verify ghcr.io/finalizer-guard/finalizer-guard:0.1.0",
         "--set image.digest=sha256:",
     ] {
-        assert!(released.contains(said), "NOTES.txt lacks {said:?}:\n{released}");
+        assert!(
+            released.contains(said),
+            "NOTES.txt lacks {said:?}:\n{released}"
+        );
     }
     assert!(!released.contains("docker build"), "{released}");
 
