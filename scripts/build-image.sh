@@ -7,26 +7,23 @@
 # The Dockerfile's two base images are build arguments. Where they can be
 # pulled, `podman build .` or `docker build .` uses the published ones. Here
 # they are built first, from Debian 12's own packages, and cached:
-#   BUILDER  localhost/finalizer-guard-base/rust:VERSION-slim-bookworm
+#   BUILDER  localhost/finalizer-guard-base/rust:VERSION-slim-bookworm-musl
 #            what rust:VERSION-slim-bookworm is: Debian 12 (debootstrap,
 #            minbase) with ca-certificates, gcc and libc6-dev, and the Rust
-#            toolchain of this machine (rustc, cargo, std for the host) in
+#            toolchain of this machine (rustc, cargo, std for the host and
+#            for both musl targets, added with rustup first) in
 #            /usr/local/rustup, CARGO_HOME=/usr/local/cargo; and the
 #            certificate authorities this machine adds to Debian's
-#            (/usr/local/share/ca-certificates), so that cargo reaches
-#            crates.io through the same TLS-inspecting proxy, if any.
-#   RUNTIME  localhost/finalizer-guard-base/distroless-cc-debian12:nonroot
-#            what gcr.io/distroless/cc-debian12:nonroot is: the files of the
-#            Debian 12 packages base-files, netbase, tzdata, ca-certificates
-#            (the bundle), libc6, libssl3, gcc-12-base, libgcc-s1, libgomp1
-#            and libstdc++6, each package's control file in
-#            /var/lib/dpkg/status.d (as scanners read distroless), passwd and
-#            group with root, nobody and nonroot (65532), /home/nonroot,
-#            /tmp; no shell, no package manager; USER 65532, WORKDIR
-#            /home/nonroot, SSL_CERT_FILE set.
-# FG_IMAGE_BUILDER / FG_IMAGE_RUNTIME name other base images instead (then
+#            (/usr/local/share/ca-certificates), so that cargo and apt reach
+#            crates.io and Debian through the same TLS-inspecting proxy, if any.
+#   DEBIAN   localhost/finalizer-guard-base/debian:bookworm-build, the same
+#            Debian 12 without the toolchain: where the Dockerfile takes the
+#            CA bundle from (the image itself is FROM scratch).
+# FG_IMAGE_BUILDER / FG_IMAGE_DEBIAN name other base images instead (then
 # nothing is built for them). The bases are rebuilt when their tag is absent
-# from podman's storage: `podman rmi` one to rebuild it.
+# from podman's storage: `podman rmi` one to rebuild it. FG_IMAGE_PLATFORM
+# (default: this machine's) builds for linux/amd64 or linux/arm64, cross-
+# compiled: nothing of the other architecture runs.
 #
 # podman runs with runc and cgroupfs (the containers.conf written beside the
 # cache), and the build reaches crates.io over the host's network.
@@ -56,12 +53,12 @@ export CONTAINERS_CONF="$cache/containers.conf"
 
 rust_version=$(rustc --version | awk '{print $2}')
 rust_minor=${rust_version%.*}
-builder=${FG_IMAGE_BUILDER:-localhost/finalizer-guard-base/rust:$rust_minor-slim-bookworm}
-runtime=${FG_IMAGE_RUNTIME:-localhost/finalizer-guard-base/distroless-cc-debian12:nonroot}
-debian=localhost/finalizer-guard-base/debian:bookworm-build
+builder=${FG_IMAGE_BUILDER:-localhost/finalizer-guard-base/rust:$rust_minor-slim-bookworm-musl}
+debian=${FG_IMAGE_DEBIAN:-localhost/finalizer-guard-base/debian:bookworm-build}
+platform=${FG_IMAGE_PLATFORM:-}
 
 # Debian 12, minbase, with what rust:*-slim-bookworm adds for linking.
-if [ -z "${FG_IMAGE_BUILDER:-}" ] && ! podman image exists "$debian"; then
+if [ -z "${FG_IMAGE_DEBIAN:-}" ] && ! podman image exists "$debian"; then
   command -v debootstrap > /dev/null || die "debootstrap is not installed (Debian: apt-get install debootstrap)"
   log "debootstrap bookworm (minbase, ca-certificates gcc libc6-dev)"
   root="$cache/debian-rootfs"
@@ -75,12 +72,13 @@ if [ -z "${FG_IMAGE_BUILDER:-}" ] && ! podman image exists "$debian"; then
 fi
 
 if [ -z "${FG_IMAGE_BUILDER:-}" ] && ! podman image exists "$builder"; then
+  rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl >&2
   sysroot=$(rustc --print sysroot)
   log "builder $builder: $debian + the toolchain in $sysroot"
   ctx="$cache/builder-context"
   rm -rf "$ctx"; mkdir -p "$ctx/toolchain" "$ctx/ca"
   cp /usr/local/share/ca-certificates/*.crt "$ctx/ca/" 2> /dev/null || true
-  # bin, lib (rustc's own libraries and the host's std), libexec, etc: no docs.
+  # bin, lib (rustc's own libraries, the host's std and the musl targets'), libexec, etc: no docs.
   for part in bin lib libexec etc; do
     [ -e "$sysroot/$part" ] && cp -a "$sysroot/$part" "$ctx/toolchain/"
   done
@@ -102,56 +100,28 @@ EOF
   rm -rf "$ctx"
 fi
 
-if [ -z "${FG_IMAGE_RUNTIME:-}" ] && ! podman image exists "$runtime"; then
-  log "runtime $runtime: Debian 12's packages, as distroless/cc-debian12 is made"
-  out="$cache/runtime-build"
-  rm -rf "$out"; mkdir -p "$out"
-  # Inside Debian 12 itself, so the packages are bookworm's whatever the host is.
-  podman run --rm --network host -v "$out:/out" "$debian" bash -euo pipefail -c '
-    pkgs="base-files netbase tzdata ca-certificates libc6 libssl3 gcc-12-base libgcc-s1 libgomp1 libstdc++6"
-    apt-get update -qq
-    mkdir -p /tmp/debs /root
-    cd /tmp/debs && apt-get download -qq $pkgs
-    root=/root/rootfs
-    mkdir -p $root/var/lib/dpkg/status.d
-    for deb in /tmp/debs/*.deb; do
-      name=$(dpkg-deb -f "$deb" Package)
-      dpkg-deb -x "$deb" $root
-      dpkg-deb -f "$deb" > $root/var/lib/dpkg/status.d/$name
-      dpkg-deb -f "$deb" Package Version >&2
-    done
-    # What update-ca-certificates would make, without running it.
-    mkdir -p $root/etc/ssl/certs
-    find $root/usr/share/ca-certificates -name "*.crt" | sort | xargs cat > $root/etc/ssl/certs/ca-certificates.crt
-    printf "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n" > $root/etc/passwd
-    printf "root:x:0:\nnobody:x:65534:\ntty:x:5:\nstaff:x:50:\nnonroot:x:65532:\n" > $root/etc/group
-    mkdir -p $root/tmp $root/root $root/home/nonroot
-    chmod 1777 $root/tmp; chmod 700 $root/root $root/home/nonroot
-    chown 65532:65532 $root/home/nonroot
-    tar --numeric-owner -C $root -c . > /out/rootfs.tar
-  ' 2> "$out/packages.txt" || { cat "$out/packages.txt" >&2; die "assembling the runtime base failed"; }
-  podman import \
-    --change 'USER 65532' --change 'WORKDIR /home/nonroot' \
-    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt' \
-    "$out/rootfs.tar" "$runtime" > /dev/null
-  log "runtime packages: $(tr '\n' ' ' < "$out/packages.txt")"
-  rm -rf "$out"
-fi
-
-log "podman build -t $image (RUST_IMAGE=$builder, RUNTIME_IMAGE=$runtime)"
+log "podman build -t $image (RUST_IMAGE=$builder, DEBIAN_IMAGE=$debian${platform:+, --platform $platform})"
 start=$(date +%s)
-podman build --network host --layers \
-  --build-arg "RUST_IMAGE=$builder" --build-arg "RUNTIME_IMAGE=$runtime" \
+commit=$(git rev-parse HEAD 2> /dev/null || echo unknown)
+[ -z "$(git status --porcelain --untracked-files=no 2> /dev/null)" ] || commit="$commit-dirty"
+podman build --network host --layers ${platform:+--platform "$platform"} \
+  --build-arg "RUST_IMAGE=$builder" --build-arg "DEBIAN_IMAGE=$debian" \
+  --build-arg "FG_BUILD_COMMIT=$commit" \
+  --build-arg "FG_BUILD_EPOCH=$(git log -1 --format=%ct 2> /dev/null || date +%s)" \
   -t "$image" "$repo" >&2
+# Another architecture's image is built, not run.
+if [ -n "$platform" ] && [ "$platform" != "linux/$(podman info --format '{{.Host.Arch}}')" ]; then
+  log "$image built for $platform in $(( $(date +%s) - start )) s (not run here)"
+  echo "$image"; exit 0
+fi
 log "built in $(( $(date +%s) - start )) s"
 
 # It runs: the version, then `serve` (dev mode, its own certificate) until
 # /readyz answers, as the Deployment's readiness probe asks.
 version=$(podman run --rm --network none "$image" --version)
 log "$image: $version"
-[ "$version" = "finalizer-guard $(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)" ] \
-  || die "--version printed $version"
+want="finalizer-guard $(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1) (commit "
+[ "${version#"$want"}" != "$version" ] || die "--version printed $version"
 admin=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 name=fg-image-smoke-$$
 podman run -d --rm --name "$name" --network host --read-only --cap-drop ALL \

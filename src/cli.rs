@@ -29,7 +29,7 @@ use crate::server::{self, EventsTarget, Limits, RecordConfig, ServeConfig};
 #[derive(Debug, Parser)]
 #[command(
     name = "finalizer-guard",
-    version,
+    version = crate::version::LINE,
     about = "A validating admission webhook that guards metadata.finalizers"
 )]
 pub struct Cli {
@@ -58,6 +58,23 @@ pub enum Command {
     Approve(Box<ApproveArgs>),
     /// Watch every type's metadata: gauges and a FinalizerStuck Event for objects stuck on finalizers.
     Watch(Box<WatchArgs>),
+    /// Print the version, the commit, the target and the build date (as --version, one field a line).
+    Version(VersionArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    #[command(flatten)]
+    pub output: OutputFlag,
+}
+
+/// `version`: exit 0.
+pub fn version(args: VersionArgs) -> Result<i32> {
+    let VersionArgs { output } = args;
+    Printer::stdio(output.format)
+        .report(&crate::version::Info::of_this_build())
+        .map_err(stdout)?;
+    Ok(0)
 }
 
 #[derive(Debug, Subcommand)]

@@ -10,6 +10,7 @@
 //! - [`files`]: reading the files the offline commands are given: regular files only, bounded, no folder twice.
 //! - [`flags`]: flags more than one command takes (`--policy`, durations).
 //! - [`vap`]: the policy as a ValidatingAdmissionPolicy (`policy export --vap`).
+//! - [`version`]: `version` and `--version`: commit, target, build date.
 #![forbid(unsafe_code)]
 
 pub mod admission;
@@ -34,3 +35,4 @@ pub mod server;
 pub mod suggest;
 pub mod suite;
 pub mod vap;
+pub mod version;

@@ -42,6 +42,7 @@ fn main() {
         Command::Approve(args) => {
             cluster(finalizer_guard::cluster::approve::run(args.into_config()))
         }
+        Command::Version(args) => report(cli::version(args)),
         Command::Watch(args) => {
             init_logging(args.log_format);
             long_running(finalizer_guard::cluster::watch::run(args.into_config()))

@@ -2187,3 +2187,59 @@ fn contradicting_override_entries_are_refused_naming_both() {
     );
     assert!(serve_refusal(&policy).contains("override.finalizers[1]"));
 }
+
+/// `version` and `--version` say the version, the commit, the target and the
+/// build date; `-o json` the same fields for scripts.
+#[test]
+fn version_names_commit_target_and_build_date() {
+    let line = run(&["--version"]);
+    assert!(line.status.success(), "{}", stderr(&line));
+    let line = stdout(&line);
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        line.starts_with(&format!("finalizer-guard {version} (commit ")),
+        "{line}"
+    );
+    assert!(
+        line.contains(", target ") && line.contains(", built "),
+        "{line}"
+    );
+
+    let text = run(&["version"]);
+    assert!(text.status.success(), "{}", stderr(&text));
+    let text = stdout(&text);
+    assert!(
+        text.starts_with(&format!("finalizer-guard {version}\n")),
+        "{text}"
+    );
+    for field in ["commit:", "target:", "built:", "dependencies:"] {
+        assert!(
+            text.lines().any(|l| l.starts_with(field)),
+            "no {field} in {text}"
+        );
+    }
+
+    let json = run(&["version", "-o", "json"]);
+    assert!(json.status.success(), "{}", stderr(&json));
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["version"], version);
+    let commit = json["commit"].as_str().unwrap();
+    // The --version line and the report say the same build.
+    assert!(line.contains(&format!(
+        "(commit {commit}, target {}",
+        json["target"].as_str().unwrap()
+    )));
+    assert!(
+        line.trim_end()
+            .ends_with(&format!("built {})", json["build_date"].as_str().unwrap()))
+    );
+    assert_eq!(json["dirty"], commit.ends_with("-dirty"));
+    // Built in this checkout (git is here): a commit, not `unknown`.
+    if Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.git")).exists() {
+        let hash = commit.trim_end_matches("-dirty");
+        assert!(
+            hash.len() == 40 && hash.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{commit}"
+        );
+    }
+}

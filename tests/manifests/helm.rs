@@ -900,7 +900,7 @@ fn install_notes_say_where_the_image_comes_from_and_how_to_enforce() {
     let warn = notes(&helm, &[]);
     for said in [
         "The pods run the image finalizer-guard:0.1.0",
-        "No registry\npublishes finalizer-guard",
+        "a name no registry\nserves",
         "Dockerfile",
         "docker build -t REGISTRY/finalizer-guard:0.1.0 .    # or: podman build",
         "--set image.repository=REGISTRY/finalizer-guard",
@@ -917,6 +917,26 @@ fn install_notes_say_where_the_image_comes_from_and_how_to_enforce() {
         !warn.contains("fails closed (failurePolicy Fail)"),
         "{warn}"
     );
+    // A release's chart names the published image: the notes say how to
+    // verify and pin it, and build nothing.
+    let released = notes(
+        &helm,
+        &[
+            "--set",
+            "image.repository=ghcr.io/finalizer-guard/finalizer-guard",
+        ],
+    );
+    for said in [
+        "The pods run the image ghcr.io/finalizer-guard/finalizer-guard:0.1.0.",
+        "cosign verify ghcr.io/finalizer-guard/finalizer-guard:0.1.0",
+        "--set image.digest=sha256:",
+    ] {
+        assert!(
+            released.contains(said),
+            "NOTES.txt lacks {said:?}:\n{released}"
+        );
+    }
+    assert!(!released.contains("docker build"), "{released}");
 
     // The logs: every pod's, whole, unprefixed (a `[pod/...]` prefix makes
     // the lines unreadable to `policy suggest`).

@@ -1,5 +1,6 @@
-//! The chart as a platform team installs it, on real nodes: the image built
-//! from the Dockerfile (`scripts/build-image.sh`), `helm install` with the
+//! The chart as a platform team installs it, on real nodes: a release's
+//! image (`.ci/run`: `scripts/release.sh`; or the Dockerfile's, the same,
+//! from `scripts/build-image.sh`), `helm install` with the
 //! commands of the README's install section, read from it, two
 //! replicas on the two nodes of `e2e/nodes.sh`, the chart's generated
 //! certificates, and kube-apiserver calling the webhook through the chart's
@@ -544,7 +545,7 @@ fn chart_installs_unmodified_on_two_nodes_and_denies_through_its_service() {
         client["caBundle"].as_str().is_some_and(|b| !b.is_empty()),
         "{config:#}"
     );
-    // The pods run the image built from the Dockerfile, as the chart runs it.
+    // The pods run the image given (FG_IMAGE), as the chart runs it.
     let deploy = n.get(&["deployment", FULLNAME, "-n", NAMESPACE]);
     let container = &deploy["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(

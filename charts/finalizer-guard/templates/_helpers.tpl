@@ -71,7 +71,9 @@ checked is what the pods read.
 
 {{/* The image the webhook's pods and the policy check run: one binary. */}}
 {{- define "finalizer-guard.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) | quote -}}
+{{- $ref := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- with .Values.image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
+{{- $ref | quote -}}
 {{- end -}}
 
 {{/*

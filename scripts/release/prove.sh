@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Proves a release end to end, as .ci/run does after scripts/release.sh:
+#
+#   scripts/release/prove.sh RELEASE_DIR COSIGN_PUB
+#
+# - SHA256SUMS holds, the archives hold a static binary and the licence;
+# - a registry (distribution's, built from its Go module) on a loopback
+#   port: the image index and its signatures pushed (`cosign load`), the
+#   chart pushed with `helm push` (the digest that was signed) and its
+#   signatures; `cosign verify` and `cosign verify-attestation` (SBOM,
+#   provenance) pass for both, and fail for an image whose layer was
+#   changed after signing (pushed under the same tag, the signature copied);
+# - the arm64 binary under qemu-user: `version`, `check` of the reviews in
+#   tests/fixtures/cases and `test` of the cases answer as the amd64 one does;
+# - the krew manifest passes krew's validator, and `kubectl krew install
+#   --manifest --archive` installs a plugin `kubectl finalizer-guard version` runs;
+# - the SBOM names each crate the binary is built from (Cargo.lock's
+#   versions), and nothing that is not in Cargo.lock.
+#
+# Prints the registry's address on its last line; kills it unless
+# FG_RELEASE_REGISTRY_KEEP is set to a file (then the registry's pid is written there).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rel=$(cd "${1:?usage: prove.sh RELEASE_DIR COSIGN_PUB}" && pwd)
+pub=${2:?usage: prove.sh RELEASE_DIR COSIGN_PUB}
+die() { printf 'prove: %s\n' "$*" >&2; exit 1; }
+say() { printf 'prove: %s\n' "$*" >&2; }
+
+cosign=$(scripts/release-tools.sh cosign)
+registry_bin=$(scripts/release-tools.sh registry)
+validate=$(scripts/release-tools.sh validate-krew-manifest)
+krew=$(scripts/release-tools.sh krew)
+helm=$(e2e/helm/build.sh)
+kubectl="$(e2e/build.sh)/kubectl"
+version=$(tar -xzOf "$rel"/finalizer-guard-*.tgz finalizer-guard/Chart.yaml | sed -n 's/^version: //p' | head -n 1)
+[ -n "$version" ] || die "no chart in $rel"
+image_digest=$(cat "$rel/image.digest")
+chart_digest=$(cat "$rel/chart.digest")
+work=$(mktemp -d)
+registry_pid=""
+http_pid=""
+cleanup() {
+  [ -z "$http_pid" ] || kill "$http_pid" 2> /dev/null || true
+  if [ -n "$registry_pid" ] && [ -z "${FG_RELEASE_REGISTRY_KEEP:-}" ]; then kill "$registry_pid" 2> /dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+# cosign, offline: a key pair's signatures, no transparency log, no TUF root fetched.
+export TUF_ROOT="$work/tuf" SIGSTORE_NO_CACHE=true
+verify_flags=(--key "$pub" --insecure-ignore-tlog=true --insecure-ignore-sct=true)
+
+say "SHA256SUMS, the archives"
+(cd "$rel" && sha256sum --quiet -c SHA256SUMS) || die "SHA256SUMS does not hold"
+for arch in amd64 arm64; do
+  mkdir -p "$work/$arch"
+  tar -xzf "$rel/finalizer-guard-$version-linux-$arch.tar.gz" -C "$work/$arch"
+  [ -f "$work/$arch/LICENSE" ] || die "no LICENSE in the $arch archive"
+  info=$(file -b "$work/$arch/finalizer-guard")
+  say "  $arch: $info"
+  case "$info" in *"statically linked"*|*"static-pie linked"*) ;; *) die "the $arch binary is not static: $info" ;; esac
+done
+case "$(file -b "$work/arm64/finalizer-guard")" in *aarch64*) ;; *) die "the arm64 binary is not aarch64" ;; esac
+
+say "the arm64 binary under qemu-user answers as the amd64 one"
+qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64) || die "no qemu-aarch64 (Debian: apt-get install qemu-user-static)"
+amd64_version=$("$work/amd64/finalizer-guard" version -o json)
+arm64_version=$("$qemu" "$work/arm64/finalizer-guard" version -o json)
+printf '%s\n' "$arm64_version" >&2
+python3 - "$amd64_version" "$arm64_version" <<'PY'
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:])
+assert a["target"] == "x86_64-unknown-linux-musl" and b["target"] == "aarch64-unknown-linux-musl", (a, b)
+for k in ("version", "commit", "dirty", "build_date", "dependencies"):
+    assert a[k] == b[k], (k, a[k], b[k])
+assert a["dependencies"] == "cargo-auditable", a
+PY
+# The example reviews: each case file's AdmissionReview, decided by `check`
+# under the cases' policy; and `test` of the case files themselves.
+mkdir -p "$work/reviews"
+python3 - "$work/reviews" tests/fixtures/cases/*.json <<'PY'
+import json, os, sys
+for path in sys.argv[2:]:
+    case = json.load(open(path))
+    if isinstance(case, dict) and "review" in case:
+        json.dump(case["review"], open(os.path.join(sys.argv[1], os.path.basename(path)), "w"))
+PY
+for arch in amd64 arm64; do
+  run=("$work/$arch/finalizer-guard")
+  [ "$arch" = amd64 ] || run=("$qemu" "$work/$arch/finalizer-guard")
+  set +e
+  (cd "$work/reviews" && "${run[@]}" check --policy "$OLDPWD/tests/fixtures/policy.yaml" -- *.json) > "$work/check-$arch.txt"
+  echo "check exit $?" >> "$work/check-$arch.txt"
+  "${run[@]}" test --policy tests/fixtures/policy.yaml tests/fixtures/cases > "$work/test-$arch.txt"
+  echo "test exit $?" >> "$work/test-$arch.txt"
+  set -e
+done
+diff -u "$work/check-amd64.txt" "$work/check-arm64.txt" || die "check answers differently on arm64"
+diff -u "$work/test-amd64.txt" "$work/test-arm64.txt" || die "test answers differently on arm64"
+grep -qx 'test exit 0' "$work/test-arm64.txt" || { cat "$work/test-arm64.txt" >&2; die "the cases fail on arm64"; }
+say "  check of $(grep -c '\.json: ' "$work/check-amd64.txt") reviews: $(grep -c ': allowed$' "$work/check-amd64.txt") allowed, $(grep -c ': denied' "$work/check-amd64.txt") denied, the same on both ($(tail -n 1 "$work/check-amd64.txt")); test of the cases: $(grep -E '^[0-9]+ passed' "$work/test-arm64.txt") on both"
+
+say "a registry on a loopback port"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$work/registry"
+printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 127.0.0.1:%s\n' \
+  "${FG_RELEASE_REGISTRY_DIR:-$work/registry}" "$port" > "$work/registry.yml"
+"$registry_bin" serve "$work/registry.yml" > "$work/registry.log" 2>&1 &
+registry_pid=$!
+for _ in $(seq 1 100); do
+  curl -fsS "http://127.0.0.1:$port/v2/" > /dev/null 2>&1 && break
+  kill -0 "$registry_pid" 2> /dev/null || { cat "$work/registry.log" >&2; die "the registry did not start"; }
+  sleep 0.1
+done
+reg=127.0.0.1:$port
+[ -z "${FG_RELEASE_REGISTRY_KEEP:-}" ] || echo "$registry_pid" > "$FG_RELEASE_REGISTRY_KEEP"
+
+say "push: the image index and its signatures (cosign load), the chart (helm push) and its signatures"
+"$cosign" load --dir "$rel/image" "$reg/finalizer-guard:$version" 2> "$work/cosign.log" \
+  || { cat "$work/cosign.log" >&2; die "cosign load (image) failed"; }
+pushed=$(curl -fsS -o /dev/null -w '%header{docker-content-digest}' \
+  -H 'Accept: application/vnd.oci.image.index.v1+json' "http://$reg/v2/finalizer-guard/manifests/$version")
+[ "$pushed" = "$image_digest" ] || die "the tag $version is $pushed, not the signed $image_digest"
+"$helm" push --plain-http "$rel/finalizer-guard-$version.tgz" "oci://$reg/charts" > "$work/push.txt" 2>&1 \
+  || { cat "$work/push.txt" >&2; die "helm push failed"; }
+pushed=$(sed -n 's/^Digest: //p' "$work/push.txt")
+[ "$pushed" = "$chart_digest" ] || die "helm push made $pushed, not the signed $chart_digest"
+"$cosign" load --dir "$rel/chart" "$reg/charts/finalizer-guard:$version" 2> "$work/cosign.log" \
+  || { cat "$work/cosign.log" >&2; die "cosign load (chart) failed"; }
+mkdir -p "$work/pulled"
+"$helm" pull --plain-http "oci://$reg/charts/finalizer-guard" --version "$version" -d "$work/pulled" > "$work/pull.txt" 2>&1 \
+  || { cat "$work/pull.txt" >&2; die "helm pull failed"; }
+cmp "$work/pulled/finalizer-guard-$version.tgz" "$rel/finalizer-guard-$version.tgz" \
+  || die "the chart pulled is not the one released"
+
+say "cosign verify and verify-attestation: the image and the chart"
+for ref in "$reg/finalizer-guard:$version" "$reg/charts/finalizer-guard:$version"; do
+  "$cosign" verify "${verify_flags[@]}" "$ref" > "$work/verify.json" 2> "$work/cosign.log" \
+    || { cat "$work/cosign.log" >&2; die "cosign verify $ref failed"; }
+  say "  verify $ref: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["critical"]["image"]["docker-manifest-digest"])' "$work/verify.json")"
+  "$cosign" verify-attestation "${verify_flags[@]}" --type slsaprovenance1 "$ref" > /dev/null 2> "$work/cosign.log" \
+    || { cat "$work/cosign.log" >&2; die "cosign verify-attestation --type slsaprovenance1 $ref failed"; }
+  say "  verify-attestation --type slsaprovenance1 $ref: ok"
+done
+"$cosign" verify-attestation "${verify_flags[@]}" --type cyclonedx "$reg/finalizer-guard:$version" > "$work/sbom-att.json" 2> "$work/cosign.log" \
+  || { cat "$work/cosign.log" >&2; die "cosign verify-attestation --type cyclonedx failed"; }
+say "  verify-attestation --type cyclonedx $reg/finalizer-guard:$version: ok"
+
+say "tampered: a layer changed after signing, pushed under the same tag with the signature copied"
+python3 scripts/release/tamper.py "$reg" finalizer-guard "$version" "$image_digest" > "$work/tampered.digest"
+tampered=$(cat "$work/tampered.digest")
+say "  the tag $version now points to $tampered"
+for check in verify "verify-attestation --type slsaprovenance1"; do
+  # shellcheck disable=SC2086
+  if "$cosign" $check "${verify_flags[@]}" "$reg/finalizer-guard:$version" > /dev/null 2> "$work/cosign.log"; then
+    die "cosign $check passed for the tampered image"
+  fi
+  say "  cosign $check of the tampered image fails: $(grep -m1 -E '^Error: |no matching' "$work/cosign.log" | cut -c1-160)"
+done
+"$cosign" verify "${verify_flags[@]}" "$reg/finalizer-guard@$image_digest" > /dev/null 2>&1 \
+  || die "the signed digest no longer verifies"
+say "  the signed digest $image_digest still verifies"
+
+say "krew: validate-krew-manifest (the manifest, then a copy downloading from a loopback server: both platforms installed), kubectl krew install --manifest --archive"
+mkdir -p "$work/bin" "$work/krew-check"
+ln -s "$krew" "$work/bin/kubectl-krew"
+ln -s "$kubectl" "$work/bin/kubectl"
+"$validate" --manifest "$rel/finalizer-guard.yaml" --skip-install 2> "$work/validate.log" \
+  || { cat "$work/validate.log" >&2; die "validate-krew-manifest refused the manifest"; }
+http_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 -m http.server --bind 127.0.0.1 --directory "$rel" "$http_port" > /dev/null 2>&1 &
+http_pid=$!
+sed -E "s#^( *uri: ).*/([^/]+)\$#\1http://127.0.0.1:$http_port/\2#" "$rel/finalizer-guard.yaml" > "$work/krew-check/finalizer-guard.yaml"
+for _ in $(seq 1 50); do curl -fsS -o /dev/null "http://127.0.0.1:$http_port/SHA256SUMS" 2> /dev/null && break; sleep 0.1; done
+PATH="$work/bin:$PATH" "$validate" --manifest "$work/krew-check/finalizer-guard.yaml" 2> "$work/validate.log" \
+  || { kill "$http_pid"; cat "$work/validate.log" >&2; die "validate-krew-manifest could not install the plugin"; }
+kill "$http_pid" 2> /dev/null || true
+grep -E 'installed +spec.platforms|structural validation OK' "$work/validate.log" | sed 's/^/  /' >&2
+export KREW_ROOT="$work/krew"
+PATH="$work/bin:$PATH" kubectl krew install --manifest="$rel/finalizer-guard.yaml" \
+  --archive="$rel/finalizer-guard-$version-linux-amd64.tar.gz" > "$work/krew.log" 2>&1 \
+  || { cat "$work/krew.log" >&2; die "kubectl krew install failed"; }
+plugin=$(PATH="$KREW_ROOT/bin:$work/bin:$PATH" kubectl finalizer-guard version)
+printf '%s\n' "$plugin" | sed 's/^/  kubectl finalizer-guard version: /' >&2
+grep -qx "target:       x86_64-unknown-linux-musl" <<< "$plugin" || die "the krew plugin is not the release's binary"
+
+say "the SBOM names each crate of Cargo.lock the binary is built from, with its version"
+cargo tree --locked -e normal,build --target x86_64-unknown-linux-musl --prefix none --format '{p}' \
+  > "$work/tree-amd64.txt"
+cargo tree --locked -e normal,build --target aarch64-unknown-linux-musl --prefix none --format '{p}' \
+  > "$work/tree-arm64.txt"
+python3 - "$rel/finalizer-guard-$version.cdx.json" Cargo.lock "$work/tree-amd64.txt" "$work/tree-arm64.txt" "$work/sbom-att.json" <<'PY'
+import json, re, sys, base64
+sbom, lock, *trees, att = sys.argv[1:]
+bom = json.load(open(sbom))
+named = {(c["name"], c["version"]) for c in bom["components"]}
+locked = set(re.findall(r'(?m)^name = "([^"]+)"\nversion = "([^"]+)"', open(lock).read()))
+built = set()
+for tree in trees:
+    for line in open(tree):
+        m = re.match(r"(\S+) v(\S+)", line.strip())
+        if m and m.group(1) != "finalizer-guard":
+            built.add((m.group(1), m.group(2)))
+missing = sorted(built - named)
+assert not missing, f"the SBOM lacks {missing}"
+unknown = sorted(named - locked)
+assert not unknown, f"the SBOM names crates not in Cargo.lock: {unknown}"
+# The attested SBOM is the image's: the same crates, the binary and the CA bundle.
+statement = json.loads(base64.b64decode(json.loads(open(att).readline())["payload"]))
+image = {(c["name"], c.get("version")) for c in statement["predicate"]["components"]}
+assert named <= image and any(n == "ca-certificates" for n, _ in image), "the attested image SBOM"
+print(f"prove:   {len(named)} crates in the SBOM, {len(built)} built into the binary, all in Cargo.lock", file=sys.stderr)
+PY
+say "all proven"
+echo "$reg"
