@@ -30,6 +30,7 @@ pub mod policy;
 pub mod queue;
 pub mod recording;
 pub mod server;
+pub mod static_export;
 pub mod suggest;
 pub mod suite;
 pub mod vap;
