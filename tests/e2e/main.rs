@@ -20,6 +20,7 @@ mod names;
 mod oncall;
 mod preflight;
 mod storm;
+mod tamper_proof;
 mod unstick;
 mod vap;
 mod watch;
