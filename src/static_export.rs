@@ -714,12 +714,10 @@ fn is_ours(entry: &str) -> bool {
 pub fn write(dir: &Path, files: &[File]) -> Result<(), WriteError> {
     let shown = || crate::output::escape(&dir.display().to_string()).into_owned();
     match std::fs::metadata(dir) {
-        Ok(m) if !m.is_dir() => {
-            return Err(WriteError::Foreign {
-                dir: shown(),
-                what: "a file, not a folder".into(),
-            });
-        }
+        Ok(m) if !m.is_dir() => Err(WriteError::Foreign {
+            dir: shown(),
+            what: "a file, not a folder".into(),
+        }),
         Ok(_) => {
             let entries = listing(dir).map_err(io(dir))?;
             if let Some(foreign) = entries.iter().find(|e| !is_ours(e)) {
