@@ -535,10 +535,15 @@ fn comment(text: &str) -> String {
     out
 }
 
+/// The objects as one YAML stream, `---` between them only: kube-apiserver's
+/// loader takes a document of nothing but comments (the header, were it
+/// followed by `---`) for an object without a kind, and refuses the file.
 fn yaml(objects: &[(String, serde_json::Value)]) -> String {
     let mut out = String::new();
-    for (_, value) in objects {
-        out.push_str("---\n");
+    for (i, (_, value)) in objects.iter().enumerate() {
+        if i > 0 {
+            out.push_str("---\n");
+        }
         out.push_str(&serde_yaml_ng::to_string(value).expect("JSON values serialize as YAML"));
     }
     out
@@ -799,9 +804,8 @@ fn replace_in_place(dir: &Path, files: &[File], entries: &[String]) -> Result<()
         let p = dir.join(stale);
         std::fs::remove_file(&p).map_err(io(&p))?;
     }
-    if !files.iter().any(|f| f.path.starts_with("webhooks/")) {
-        let _ = std::fs::remove_dir(dir.join(WEBHOOKS));
-    }
+    // A folder stays, emptied: an AdmissionConfiguration that names it
+    // keeps kube-apiserver from starting without it.
     Ok(())
 }
 
@@ -969,6 +973,14 @@ mod tests {
         );
         for f in &files {
             assert!(f.text.starts_with("# finalizer-guard, tamper-proof mode"));
+            // The header is the first object's: no document of comments alone.
+            let first = f.text.lines().find(|l| !l.starts_with('#')).unwrap();
+            assert_eq!(
+                first,
+                "apiVersion: ".to_string() + f.objects[0].1["apiVersion"].as_str().unwrap(),
+                "{}",
+                f.path
+            );
         }
     }
 
@@ -1116,7 +1128,7 @@ mod tests {
             verify(&enforce(), &options(), &read_dir(&dir).unwrap()),
             Ok(())
         );
-        assert!(!dir.join(WEBHOOKS).exists());
+        assert_eq!(std::fs::read_dir(dir.join(WEBHOOKS)).unwrap().count(), 0);
         // A folder holding anything else is left alone.
         std::fs::write(dir.join("policies/mine.yaml"), "x").unwrap();
         let before = read_dir(&dir).unwrap();
