@@ -4,6 +4,13 @@
 #
 #   BIN=$(e2e/build.sh)    # $BIN/kube-apiserver, kube-controller-manager, kubectl, etcd,
 #                          # kube-scheduler, kubelet (the last two for e2e/nodes.sh)
+#   BIN=$(e2e/build.sh v1.37)  # the module in e2e/v1.37: the newest release the
+#                          # tests run (kube-apiserver, kube-controller-manager,
+#                          # kubectl, etcd)
+#
+# Each module folder pins one Kubernetes release; the commands built are the
+# ones its tools.go imports. An etcd of the same version already built for
+# another release is reused (hard-linked) rather than built again.
 #
 # The folder is keyed by the pinned versions (read from go.mod), so a warm
 # run reuses it, a version bump builds anew, and a command added to the list
@@ -11,12 +18,23 @@
 # (default: ${XDG_CACHE_HOME:-~/.cache}/finalizer-guard-e2e).
 set -euo pipefail
 cd "$(dirname "$0")"
+module=${1:-.}
+[ -f "$module/go.mod" ] || { echo "build.sh: no Go module in e2e/$module" >&2; exit 2; }
+cd "$module"
 
 kube=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
 etcd=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 cache=${FG_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/finalizer-guard-e2e}
 out="$cache/kubernetes-$kube-etcd-$etcd"
-cmds=(kube-apiserver kube-controller-manager kubectl etcd kube-scheduler kubelet)
+# The commands are the ones tools.go imports, in this order.
+cmds=()
+for cmd in kube-apiserver kube-controller-manager kubectl etcd kube-scheduler kubelet; do
+  case $cmd in
+    etcd) pkg='"go.etcd.io/etcd/server/v3"' ;;
+    *) pkg="\"k8s.io/kubernetes/cmd/$cmd\"" ;;
+  esac
+  grep -qF "_ $pkg" tools.go && cmds+=("$cmd")
+done
 
 complete=true
 for cmd in "${cmds[@]}"; do [ -x "$out/$cmd" ] || complete=false; done
@@ -35,6 +53,16 @@ ldflags+=" -X k8s.io/client-go/pkg/version.gitMajor=$major -X k8s.io/client-go/p
 
 build() { # build NAME PACKAGE
   [ -x "$out/$1" ] && return 0
+  case " ${cmds[*]} " in *" $1 "*) ;; *) return 0 ;; esac
+  if [ "$1" = etcd ]; then
+    # etcd does not depend on the Kubernetes release: reuse a build of the
+    # same version from a sibling folder.
+    for other in "$cache"/kubernetes-*-etcd-"$etcd"/etcd; do
+      if [ -x "$other" ] && ln -f "$other" "$out/etcd.tmp" 2>/dev/null; then
+        mv "$out/etcd.tmp" "$out/etcd"; echo "reused $other" >&2; return 0
+      fi
+    done
+  fi
   echo "building $1 ($2)" >&2
   CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$out/$1.tmp" "$2"
   mv "$out/$1.tmp" "$out/$1"

@@ -24,6 +24,18 @@
 #                      presents to every admission webhook that asks for one
 #                      (admission-config.yaml): `serve --client-ca` takes it
 #   logs/              each process's output
+#
+# FG_KUBE picks the release: unset, the one e2e/go.mod pins (v1.34.4);
+# FG_KUBE=v1.37, the module in e2e/v1.37 (v1.37.2). Each is built and cached
+# on its own (e2e/build.sh MODULE).
+# FG_E2E_STATIC=FOLDER (1.37 or later) starts kube-apiserver in tamper-proof
+# mode: its AdmissionConfiguration gets the entries `finalizer-guard policy
+# export --static FOLDER` writes in FOLDER/admission-config.yaml, merged into
+# its own as docs/tamper-proof.md says (staticManifestsDir FOLDER/policies
+# for the ValidatingAdmissionPolicy plugin, FOLDER/webhooks beside the
+# webhook plugin's client certificate). Both folders are created empty when
+# missing: kube-apiserver needs them to exist, and loads what is written
+# into them later (tests/e2e/static.rs).
 # There is no kubelet and no scheduler: pods stay Pending unless a test binds
 # them to a Node object itself, and a webhook runs as a local process reached
 # by a `url:` clientConfig. `e2e/nodes.sh up DIR` adds two real nodes and
@@ -152,6 +164,20 @@ certificates() {
 # 127.0.0.1:PORT, a Service's NAME.NS.svc:PORT. A webhook server that asks
 # for no certificate is sent none.
 admission() {
+  local static_webhooks="" static_policies=""
+  if [ -n "${FG_E2E_STATIC:-}" ]; then
+    mkdir -p "$FG_E2E_STATIC/policies" "$FG_E2E_STATIC/webhooks"
+    local folder
+    folder=$(cd "$FG_E2E_STATIC" && pwd)
+    static_webhooks="
+      staticManifestsDir: $folder/webhooks"
+    static_policies="
+  - name: ValidatingAdmissionPolicy
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: ValidatingAdmissionPolicyConfiguration
+      staticManifestsDir: $folder/policies"
+  fi
   cat > "$1" <<EOF
 apiVersion: v1
 kind: Config
@@ -169,7 +195,7 @@ plugins:
     configuration:
       apiVersion: apiserver.config.k8s.io/v1
       kind: WebhookAdmissionConfiguration
-      kubeConfigFile: $1
+      kubeConfigFile: $1$static_webhooks$static_policies
 EOF
 }
 
@@ -177,8 +203,18 @@ up() {
   if alive kube-apiserver; then
     log "already up in $dir"; return 0
   fi
-  local bin
-  bin=$("$here/build.sh")
+  local bin module=${FG_KUBE:-.} extra=()
+  if [ "$module" != . ] && [ ! -f "$here/$module/go.mod" ]; then
+    log "FG_KUBE=$module: no module e2e/$module (there are: $(cd "$here" && ls -d v*/ 2>/dev/null | tr -d / | tr '\n' ' '))"
+    exit 2
+  fi
+  bin=$("$here/build.sh" "$module")
+  # From 1.37 kube-apiserver refuses a loopback --advertise-address unless
+  # it keeps no endpoints for the kubernetes Service (nothing here needs them).
+  case $(basename "$bin") in
+    kubernetes-v1.3[0-6].*|kubernetes-v1.[12][0-9].*) ;;
+    *) extra+=(--endpoint-reconciler-type none) ;;
+  esac
   rm -rf "$dir/run" "$dir/logs" "$dir/etcd" "$dir/bin"
   mkdir -p "$dir/run" "$dir/logs"
   ln -s "$bin" "$dir/bin"
@@ -246,7 +282,7 @@ EOF
     --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
     --audit-log-format json --audit-log-mode blocking \
     --admission-control-config-file "$dir/admission-config.yaml" \
-    --cert-dir "$dir/pki" --v 1
+    --cert-dir "$dir/pki" --v 1 "${extra[@]}"
   wait_for kube-apiserver 120 "$dir/bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" get --raw /readyz
 
   # alice and carol edit anything in any namespace, as an ordinary

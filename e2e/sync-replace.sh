@@ -9,9 +9,11 @@
 # replace in Kubernetes' go.mod becomes a replace to that version here.
 #
 # Run it after changing the k8s.io/kubernetes version in go.mod, then
-# `go mod tidy`.
+# `go mod tidy`. With an argument it works on that module folder instead
+# (relative to e2e/, e.g. `e2e/sync-replace.sh v1.37`).
 set -euo pipefail
 cd "$(dirname "$0")"
+cd "${1:-.}"
 
 kube=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
 staging=v0.${kube#v1.}

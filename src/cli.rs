@@ -83,7 +83,8 @@ pub enum PolicyCommand {
     Validate(ValidateArgs),
     /// Rules for the controllers seen in warn mode's would-deny evidence and enforce's denials, as policy YAML.
     Suggest(SuggestArgs),
-    /// Print the policy as a ValidatingAdmissionPolicy and binding (YAML for kubectl apply).
+    /// Print the policy as a ValidatingAdmissionPolicy and binding (YAML for kubectl apply),
+    /// or write kube-apiserver's static manifests for it (tamper-proof mode).
     Export(ExportArgs),
     /// List the catalog of well-known controllers a policy can trust by name (`presets:`).
     Presets(PresetsArgs),
@@ -101,13 +102,97 @@ pub struct PresetsArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["vap", "static_dir"])))]
 pub struct ExportArgs {
     /// A ValidatingAdmissionPolicy and its binding: kube-apiserver decides what CEL can
     /// express of the policy. Exit 1 when the policy cannot be exported faithfully.
-    #[arg(long, required = true)]
+    #[arg(long)]
     pub vap: bool,
+    /// Tamper-proof mode (kube-apiserver 1.37 or later): write into DIR (new, empty, or a
+    /// previous export) the static manifests kube-apiserver loads from disk: the backstop
+    /// policy, a policy refusing changes to finalizer-guard's own objects except by the
+    /// --operator identities, optionally the webhook, and admission-config.yaml.
+    #[arg(long = "static", value_name = "DIR")]
+    pub static_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub static_flags: StaticFlags,
     /// The policy file.
     pub file: PathBuf,
+}
+
+/// What `--static` cannot read from the policy: who may still change
+/// finalizer-guard's objects, their names (the chart's defaults), and where
+/// the files will be on the control plane.
+#[derive(Debug, Args)]
+pub struct StaticFlags {
+    /// A username that may still change or delete finalizer-guard's webhook configuration,
+    /// backstop policy and policy ConfigMap (repeatable; at least one operator or group).
+    #[arg(long = "operator", value_name = "USER", requires = "static_dir")]
+    pub operator_users: Vec<String>,
+    /// A group whose members may (repeatable).
+    #[arg(long = "operator-group", value_name = "GROUP", requires = "static_dir")]
+    pub operator_groups: Vec<String>,
+    /// Where DIR will be on the control-plane hosts (absolute; default: DIR made absolute).
+    #[arg(long, value_name = "PATH", requires = "static_dir")]
+    pub install_dir: Option<String>,
+    /// The ValidatingWebhookConfiguration to guard.
+    #[arg(long, value_name = "NAME", default_value = "finalizer-guard")]
+    pub webhook_configuration: String,
+    /// The webhook's name in it (and in the static webhook).
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "finalizers.finalizer-guard.io"
+    )]
+    pub webhook_name: String,
+    /// The backstop ValidatingAdmissionPolicy and binding to guard.
+    #[arg(long, value_name = "NAME", default_value = crate::vap::NAME)]
+    pub backstop_name: String,
+    /// The policy ConfigMap's namespace.
+    #[arg(long, value_name = "NS", default_value = "finalizer-guard")]
+    pub configmap_namespace: String,
+    /// The policy ConfigMap's name.
+    #[arg(long, value_name = "NAME", default_value = "finalizer-guard-policy")]
+    pub configmap_name: String,
+    /// Also write the webhook's registration as a static manifest, called at this
+    /// https:// URL (static manifests cannot name a Service).
+    #[arg(long, value_name = "URL", requires_all = ["static_dir", "webhook_ca_bundle"])]
+    pub webhook_url: Option<String>,
+    /// The PEM CA bundle kube-apiserver trusts for --webhook-url (`certs` writes ca.crt).
+    #[arg(long, value_name = "FILE", requires = "webhook_url")]
+    pub webhook_ca_bundle: Option<PathBuf>,
+}
+
+impl StaticFlags {
+    /// The export's options for DIR: the CA bundle read, the install folder
+    /// defaulted to DIR made absolute.
+    fn options(&self, dir: &std::path::Path) -> Result<crate::static_export::Options> {
+        let install_dir = match &self.install_dir {
+            Some(d) => d.clone(),
+            None => std::path::absolute(dir)
+                .map_err(|e| Error::io(dir, e))?
+                .to_string_lossy()
+                .into_owned(),
+        };
+        let webhook = match (&self.webhook_url, &self.webhook_ca_bundle) {
+            (Some(url), Some(ca)) => Some(crate::static_export::Webhook {
+                url: url.clone(),
+                ca_bundle: crate::error::read(ca)?,
+            }),
+            _ => None,
+        };
+        Ok(crate::static_export::Options {
+            operator_users: self.operator_users.clone(),
+            operator_groups: self.operator_groups.clone(),
+            webhook_configuration: self.webhook_configuration.clone(),
+            webhook_name: self.webhook_name.clone(),
+            backstop: self.backstop_name.clone(),
+            configmap_namespace: self.configmap_namespace.clone(),
+            configmap_name: self.configmap_name.clone(),
+            install_dir,
+            webhook,
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -146,6 +231,12 @@ pub struct ValidateArgs {
     /// built-in controller enforce mode would block.
     #[arg(long)]
     pub strict: bool,
+    /// Also check that DIR is `policy export --static DIR` of the policy with the same
+    /// flags: exit 1 when it is not, naming the first file and field that differ.
+    #[arg(long = "static", value_name = "DIR")]
+    pub static_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub static_flags: StaticFlags,
     /// The policy file.
     pub file: PathBuf,
 }
@@ -1028,11 +1119,24 @@ pub fn validate(args: ValidateArgs) -> Result<i32> {
         output,
         vap,
         strict,
+        static_dir,
+        static_flags,
         file,
     } = args;
     let report = match policy::load(&file) {
         Ok(policy) => {
             let mut report = Validation::of(&file, &policy);
+            if let Some(dir) = static_dir.filter(|_| report.valid) {
+                let options = static_flags.options(&dir)?;
+                let found = crate::static_export::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+                if let Err(e) = crate::static_export::verify(&policy, &options, &found) {
+                    report.refuse(format!(
+                        "{}: not `finalizer-guard policy export --static` of {} with these flags: {e}; export it again",
+                        dir.display(),
+                        file.display()
+                    ));
+                }
+            }
             if let Some(vap) = vap.filter(|_| report.valid) {
                 let bytes = crate::error::read(&vap)?;
                 let yaml = String::from_utf8_lossy(&bytes);
@@ -1069,7 +1173,12 @@ pub fn validate(args: ValidateArgs) -> Result<i32> {
 /// is not valid or cannot be exported faithfully (each reason on a line), 2
 /// when the file cannot be read.
 pub fn export(args: ExportArgs) -> Result<i32> {
-    let ExportArgs { vap: _, file } = args;
+    let ExportArgs {
+        vap: _,
+        static_dir,
+        static_flags,
+        file,
+    } = args;
     let policy = match policy::load(&file) {
         Ok(policy) => policy,
         Err(LoadError::Invalid(invalid)) => {
@@ -1080,6 +1189,35 @@ pub fn export(args: ExportArgs) -> Result<i32> {
         }
         Err(e) => return Err(Error::policy(&file, e)),
     };
+    if let Some(dir) = static_dir {
+        let options = static_flags.options(&dir)?;
+        let files = match crate::static_export::render(&policy, &options) {
+            Ok(files) => files,
+            Err(e) => {
+                eprintln!(
+                    "{}",
+                    escape(&format!("{}: not exported: {e}", file.display()))
+                );
+                return Ok(1);
+            }
+        };
+        if let Err(e) = crate::static_export::write(&dir, &files) {
+            eprintln!("{}", escape(&format!("not written: {e}")));
+            return Ok(1);
+        }
+        for f in &files {
+            println!("{}", escape(&dir.join(f.path).display().to_string()));
+        }
+        eprintln!(
+            "{}",
+            escape(&format!(
+                "kube-apiserver (1.37 or later) loads these with --admission-control-config-file={}/{}",
+                options.install_dir.trim_end_matches('/'),
+                crate::static_export::ADMISSION_CONFIG
+            ))
+        );
+        return Ok(0);
+    }
     match crate::vap::export_yaml(&policy) {
         Ok(yaml) => {
             print!("{yaml}");

@@ -32,6 +32,7 @@ pub mod presets;
 pub mod queue;
 pub mod recording;
 pub mod server;
+pub mod static_export;
 pub mod suggest;
 pub mod suite;
 pub mod vap;

@@ -2243,3 +2243,86 @@ fn version_names_commit_target_and_build_date() {
         );
     }
 }
+
+/// `policy export --static DIR`: the folder a user points kube-apiserver at,
+/// checked by `policy validate --static`; bad input writes nothing.
+#[test]
+fn policy_export_static_writes_all_or_nothing_and_validate_checks_it() {
+    let (tmp, policy) = policy_file("mode: enforce\n");
+    let policy = policy.to_str().unwrap();
+    let dir = tmp.path().join("static");
+    let dir_text = dir.to_str().unwrap();
+    let flags = ["--operator", "ops", "--install-dir", "/etc/kubernetes/fg"];
+    let with = |first: &[&str]| -> Vec<String> {
+        first
+            .iter()
+            .chain(flags.iter())
+            .map(|s| s.to_string())
+            .chain([policy.to_string()])
+            .collect()
+    };
+
+    // No operator: exit 1, nothing written.
+    let o = run(&["policy", "export", "--static", dir_text, policy]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(stderr(&o).contains("no operator"), "{o:?}");
+    assert!(!dir.exists());
+    // A webhook URL without its CA bundle: a usage error.
+    let o = run(&args(&with(&[
+        "policy",
+        "export",
+        "--static",
+        dir_text,
+        "--webhook-url",
+        "https://fg.example/validate",
+    ])));
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(!dir.exists());
+
+    let export = with(&["policy", "export", "--static", dir_text]);
+    let o = run(&args(&export));
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    for f in [
+        "admission-config.yaml",
+        "policies/backstop.yaml",
+        "policies/protect.yaml",
+    ] {
+        assert!(stdout(&o).contains(f), "{o:?}");
+        assert!(dir.join(f).is_file(), "{f}");
+    }
+    assert!(
+        stderr(&o)
+            .contains("--admission-control-config-file=/etc/kubernetes/fg/admission-config.yaml")
+    );
+    let validate = with(&["policy", "validate", "--static", dir_text]);
+    let o = run(&args(&validate));
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+
+    // Another policy: exit 1, the first difference named.
+    let (_other, warn) = policy_file("mode: warn\n");
+    let mut other = validate.clone();
+    *other.last_mut().unwrap() = warn.to_str().unwrap().to_string();
+    let o = run(&args(&other));
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(
+        stdout(&o).contains("policies/backstop.yaml: the ValidatingAdmissionPolicy finalizer-guard.static.k8s.io differs from the export at spec."),
+        "{o:?}"
+    );
+
+    // A folder holding anything else is left as it is.
+    std::fs::write(dir.join("policies/mine.yaml"), "kept").unwrap();
+    let o = run(&args(&export));
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(stderr(&o).contains("\"policies/mine.yaml\""), "{o:?}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("policies/mine.yaml")).unwrap(),
+        "kept"
+    );
+    let o = run(&args(&validate));
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(stdout(&o).contains("policies/mine.yaml: not written by this export"));
+}
+
+fn args(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}

@@ -8,7 +8,10 @@
 //! `FG_E2E_DIR=DIR`; without a cluster they fail. The policy is the shipped
 //! ConfigMap's, switched to `mode: enforce`, plus what a scenario adds.
 //! Scenarios run one at a time: some stop the server or change the
-//! installed webhook configuration.
+//! installed webhook configuration. `tamper_proof::` needs a control plane
+//! of its own, 1.37 or later, started in tamper-proof mode (`FG_KUBE=v1.37
+//! FG_E2E_STATIC=FOLDER e2e/cluster.sh up DIR`): `.ci/run` runs it there and
+//! the rest with `--skip tamper_proof::`.
 
 mod controllers;
 mod harness;
@@ -21,6 +24,7 @@ mod names;
 mod oncall;
 mod preflight;
 mod storm;
+mod tamper_proof;
 mod unstick;
 mod vap;
 mod watch;
