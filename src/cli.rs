@@ -977,28 +977,18 @@ pub struct PresetRule {
 
 impl PresetRule {
     fn of(rule: &policy::config::Rule) -> PresetRule {
-        use policy::config::FinalizerPattern;
         PresetRule {
             rule: rule.label.clone(),
             finalizers: rule
                 .finalizers
                 .iter()
-                .map(|f| match f {
-                    FinalizerPattern::Exact(n) => n.clone(),
-                    FinalizerPattern::Prefix(p) => format!("{p}*"),
-                })
+                .map(ToString::to_string)
                 .collect(),
             service_accounts: rule.service_accounts.clone(),
             groups: rule.groups.clone(),
             resources: rule.resources.as_ref().map(|rs| {
                 rs.iter()
-                    .map(|r| {
-                        if r.group.is_empty() {
-                            r.resource.clone()
-                        } else {
-                            format!("{}.{}", r.resource, r.group)
-                        }
-                    })
+                    .map(ToString::to_string)
                     .collect()
             }),
             description: policy::presets::describe(rule),

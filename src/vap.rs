@@ -961,13 +961,7 @@ fn rules_literal(rules: &[Rule]) -> String {
         if let Some(resources) = &rule.resources {
             let names: Vec<String> = resources
                 .iter()
-                .map(|r| {
-                    if r.group.is_empty() {
-                        r.resource.clone()
-                    } else {
-                        format!("{}.{}", r.resource, r.group)
-                    }
-                })
+                .map(ToString::to_string)
                 .collect();
             let _ = write!(
                 s,

@@ -112,6 +112,17 @@ pub struct ResourceName {
     pub group: String,
 }
 
+/// `resource` for the core group, `resource.group` otherwise: as a policy writes it.
+impl fmt::Display for ResourceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.resource)
+        } else {
+            write!(f, "{}.{}", self.resource, self.group)
+        }
+    }
+}
+
 impl ResourceName {
     pub fn matches(&self, group: &str, resource: &str) -> bool {
         self.resource == resource && self.group == group

@@ -259,22 +259,13 @@ pub fn describe(rule: &Rule) -> String {
     let finalizers: Vec<String> = rule
         .finalizers
         .iter()
-        .map(|f| match f {
-            FinalizerPattern::Exact(name) => name.clone(),
-            FinalizerPattern::Prefix(prefix) => format!("{prefix}*"),
-        })
+        .map(ToString::to_string)
         .collect();
     let on = match &rule.resources {
         None => "any resource".to_string(),
         Some(rs) => rs
             .iter()
-            .map(|r| {
-                if r.group.is_empty() {
-                    r.resource.clone()
-                } else {
-                    format!("{}.{}", r.resource, r.group)
-                }
-            })
+            .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(", "),
     };
