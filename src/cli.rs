@@ -1152,8 +1152,10 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
             aside.same
         );
     }
-    let mut suggestions = crate::suggest::suggest(&seen, base.as_ref().map(|(_, p)| p));
-    suggestions.bindings = bindings;
+    let suggestions = crate::suggest::suggest_with(&seen, base.as_ref().map(|(_, p)| p), bindings);
+    for note in suggestions.notes() {
+        eprintln!("note: {}", escape(&note));
+    }
     let yaml = crate::suggest::render(
         &suggestions,
         base.as_ref().map(|(text, policy)| (text.as_str(), policy)),
