@@ -979,18 +979,13 @@ impl PresetRule {
     fn of(rule: &policy::config::Rule) -> PresetRule {
         PresetRule {
             rule: rule.label.clone(),
-            finalizers: rule
-                .finalizers
-                .iter()
-                .map(ToString::to_string)
-                .collect(),
+            finalizers: rule.finalizers.iter().map(ToString::to_string).collect(),
             service_accounts: rule.service_accounts.clone(),
             groups: rule.groups.clone(),
-            resources: rule.resources.as_ref().map(|rs| {
-                rs.iter()
-                    .map(ToString::to_string)
-                    .collect()
-            }),
+            resources: rule
+                .resources
+                .as_ref()
+                .map(|rs| rs.iter().map(ToString::to_string).collect()),
             description: policy::presets::describe(rule),
         }
     }
@@ -1297,8 +1292,10 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
             aside.same
         );
     }
-    let mut suggestions = crate::suggest::suggest(&seen, base.as_ref().map(|(_, p)| p));
-    suggestions.bindings = bindings;
+    let suggestions = crate::suggest::suggest_with(&seen, base.as_ref().map(|(_, p)| p), bindings);
+    for note in suggestions.notes() {
+        eprintln!("note: {}", escape(&note));
+    }
     let yaml = crate::suggest::render(
         &suggestions,
         base.as_ref().map(|(text, policy)| (text.as_str(), policy)),

@@ -43,7 +43,11 @@
 //! by a ClusterRoleBinding given with `--bindings`), its own namespace
 //! otherwise, with a comment saying which and why. With `--merge`, a rule of
 //! the policy for that identity alone that the evidence shows it outside of
-//! is widened in place ([`Widening`]) rather than repeated. Cluster-scoped
+//! is widened in place ([`Widening`]) rather than repeated, when
+//! [`not_widened`] finds no reason against it. Enforce mode's denials, which
+//! anyone can produce, only ever widen such a rule: they make no rule of
+//! their own. No finalizer of Kubernetes' own controllers gets a rule, new
+//! or widened. Cluster-scoped
 //! objects (a Namespace too) get rules of their own, without `namespaces`,
 //! naming only their cluster-scoped resources. A removal without a namespace
 //! on a resource seen in one is left out rather than made cluster-wide. Two
@@ -937,6 +941,12 @@ pub struct Suggestions {
     pub widenings: BTreeMap<usize, Widening>,
     /// What `--bindings` says of the ServiceAccounts' ClusterRoleBindings.
     pub bindings: Bindings,
+    /// Software whose enforce-mode denials made nothing: removals, and why.
+    /// Anyone can be denied, so a denial makes no rule of its own.
+    pub denied_only: BTreeMap<Identity, usize>,
+    /// What was not suggested, and why (unescaped): finalizers of
+    /// Kubernetes' own controllers, rules of `--merge` not widened.
+    pub not_suggested: BTreeSet<String>,
 }
 
 /// A `--merge` rule the evidence shows its controller outside of.
@@ -1005,7 +1015,20 @@ fn covered(policy: &Policy, seen: &Seen, finalizer: &str, field: FinalizerField)
 
 /// Groups the evidence by identity; with `base`, drops what it already allows.
 pub fn suggest(seen: &[Seen], base: Option<&Policy>) -> Suggestions {
-    let mut out = Suggestions::default();
+    suggest_with(seen, base, Bindings::default())
+}
+
+/// [`suggest`], with what `--bindings` says of the ServiceAccounts.
+///
+/// Enforce-mode denials are evidence anyone can produce (a tenant's
+/// ServiceAccount trying removals it is refused): they make no rule of
+/// their own, and only widen a rule of `base` under [`not_widened`]'s
+/// conditions. No finalizer of Kubernetes' own controllers gets a rule.
+pub fn suggest_with(seen: &[Seen], base: Option<&Policy>, bindings: Bindings) -> Suggestions {
+    let mut out = Suggestions {
+        bindings,
+        ..Suggestions::default()
+    };
     // A resource seen in a namespace is namespaced: a removal on it without
     // one is no ground for a rule across every namespace.
     let namespaced: BTreeSet<String> = seen
@@ -1030,13 +1053,38 @@ pub fn suggest(seen: &[Seen], base: Option<&Policy>) -> Suggestions {
             out.people.entry(identity).or_default().add(s, &finalizers);
             continue;
         }
+        // Kubernetes' own controllers' finalizers: never a rule, whoever removed them.
+        let (builtin, finalizers): (Vec<_>, Vec<_>) = finalizers
+            .into_iter()
+            .partition(|(f, field)| policy::builtin::owners_of(f, *field).next().is_some());
+        for (f, field) in &builtin {
+            for c in policy::builtin::owners_of(f, *field) {
+                out.not_suggested.insert(format!(
+                    "{f} belongs to Kubernetes' {} controller: no rule suggested",
+                    c.name
+                ));
+            }
+        }
+        if finalizers.is_empty() {
+            continue;
+        }
         // A rule of the base for this controller alone, scoped to other
-        // namespaces: widened, not repeated.
-        let widen = base.and_then(|p| {
+        // namespaces: widened, not repeated, when it may be.
+        let candidate = base.and_then(|p| {
             let mut rules = finalizers.iter().map(|(f, _)| widenable(p, s, f));
             let first = rules.next()??;
             rules.all(|r| r == Some(first)).then_some(first)
         });
+        let widen = match (candidate, base) {
+            (Some(i), Some(p)) => match not_widened(&p.rules[i], &identity, s, &out.bindings) {
+                Some(why) => {
+                    out.not_suggested.insert(why);
+                    None
+                }
+                None => Some(i),
+            },
+            _ => None,
+        };
         if let (Some(i), Some(p), Some(ns)) = (widen, base, object_namespace(s)) {
             let w = out.widenings.entry(i).or_default();
             w.rule.clone_from(&p.rules[i].label);
@@ -1048,6 +1096,10 @@ pub fn suggest(seen: &[Seen], base: Option<&Policy>) -> Suggestions {
             } else {
                 w.would_deny += 1;
             }
+            continue;
+        }
+        if s.denied {
+            *out.denied_only.entry(identity).or_default() += 1;
             continue;
         }
         let activity = out.controllers.entry(identity).or_default();
@@ -1093,7 +1145,8 @@ pub fn suggest(seen: &[Seen], base: Option<&Policy>) -> Suggestions {
 /// The index of the rule of `policy` that would let `seen`'s requester
 /// remove `finalizer` there, were it not scoped to other namespaces: one
 /// that names this identity alone (no groups), `finalizer`, and the
-/// resource. A preset's rules are never widened.
+/// resource. A preset's rules are never widened, and [`not_widened`] says
+/// whether the rule found may be.
 fn widenable(policy: &Policy, seen: &Seen, finalizer: &str) -> Option<usize> {
     let namespace = object_namespace(seen)?;
     if !writable(&namespace) {
@@ -1115,6 +1168,71 @@ fn widenable(policy: &Policy, seen: &Seen, finalizer: &str) -> Option<usize> {
                 .as_ref()
                 .is_some_and(|ns| !ns.contains(&namespace))
     })
+}
+
+/// Why `rule` (what [`widenable`] found for `seen`) is not widened, if it
+/// is not. Widening reaches no further than the evidence shows: the rule
+/// must name its finalizers exactly (no `*`, no prefix), and already treat
+/// its identity as a controller of several namespaces (a ServiceAccount's
+/// rule reaching a namespace other than its own; another identity's, two
+/// or more), or `--bindings` must show a ClusterRoleBinding letting the
+/// ServiceAccount update the resource everywhere. Otherwise removals
+/// elsewhere are what a tenant can produce.
+fn not_widened(
+    rule: &Rule,
+    identity: &Identity,
+    seen: &Seen,
+    bindings: &Bindings,
+) -> Option<String> {
+    let mut why = Vec::new();
+    let namespaces: &[String] = rule.namespaces.as_deref().unwrap_or_default();
+    let (own, bound) = match identity {
+        Identity::ServiceAccount(sa) => (
+            sa.split_once(':').map(|(ns, _)| ns),
+            bindings.cluster_wide(sa, &resource_name(seen)),
+        ),
+        _ => (None, None),
+    };
+    let beyond = match own {
+        Some(own) => namespaces.iter().any(|ns| ns != own),
+        None => namespaces.len() >= 2,
+    };
+    let elsewhere = if seen.denied {
+        "denials"
+    } else {
+        "would-deny removals"
+    };
+    if !beyond && bound.is_none() {
+        let name = match identity {
+            Identity::ServiceAccount(sa) => sa.clone(),
+            other => other.username().into_owned(),
+        };
+        let only = match own {
+            Some(_) => "in its own namespace only".to_string(),
+            None => format!(
+                "in {} only",
+                namespace_list(namespaces.iter().map(String::as_str))
+            ),
+        };
+        why.push(format!(
+            "rule \"{}\" names {name} {only}; {elsewhere} elsewhere are what a tenant can produce: widen it by hand if it is a controller",
+            rule.label
+        ));
+    }
+    let patterns: Vec<String> = rule
+        .finalizers
+        .iter()
+        .filter(|p| matches!(p, FinalizerPattern::Prefix(_)))
+        .map(ToString::to_string)
+        .collect();
+    if !patterns.is_empty() {
+        why.push(format!(
+            "rule \"{}\" names finalizers by pattern ({}): widening it would allow more than the evidence shows",
+            rule.label,
+            patterns.join(", ")
+        ));
+    }
+    (!why.is_empty()).then(|| format!("not widened: {}", why.join("; ")))
 }
 
 /// How far a suggested rule reaches, and why: what its comment says.
@@ -1679,8 +1797,26 @@ pub fn people_comments(s: &Suggestions) -> String {
     out
 }
 
+impl Suggestions {
+    /// What was not suggested and why, one line each (unescaped): what
+    /// `render` writes as comments, and the command as notes.
+    pub fn notes(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.not_suggested.iter().cloned().collect();
+        for (identity, n) in &self.denied_only {
+            out.push(format!(
+                "{} denied removal(s) by {}: no rule suggested: enforce-mode denials are evidence anyone can produce (a tenant's ServiceAccount trying removals it is refused), so they make no rule of their own, and widen only a rule of --merge naming this identity alone that already reaches beyond its own namespace (or that --bindings shows bound cluster-wide)",
+                n,
+                identity.username()
+            ));
+        }
+        out
+    }
+}
+
 /// The first line `render` writes.
 const HEADER: &str = "# finalizer-guard policy suggest:";
+const NOT_SUGGESTED: &str =
+    "# Not suggested (denials anyone can produce, finalizers of Kubernetes' own controllers):";
 const PEOPLE: &str = "# People seen removing finalizers no rule allows (never made rules: an override, with its reason, is how a person releases an object):";
 const LEFT_OUT: &str = "# Left out: removals no rule is suggested for (a finalizer, resource or namespace no rule can name, or a cluster-wide rule the evidence does not support):";
 
@@ -1698,6 +1834,7 @@ fn without_old_header(text: &str) -> &str {
             || line == PEOPLE
             || line == LEFT_OUT
             || line == WIDENED
+            || line == NOT_SUGGESTED
             || line.starts_with("# not merged:");
         if !ours {
             break;
@@ -1714,13 +1851,18 @@ fn faithful(text: &str, base: &Policy, rules: &[Rule], added: &[Rule]) -> bool {
     let Ok(read) = Policy::from_yaml(text) else {
         return false;
     };
-    let (kept, new) = read.rules.split_at(read.rules.len().min(rules.len()));
+    // The presets' rules come after the file's own: compared apart.
+    let preset = |r: &&Rule| r.label.starts_with("preset:");
+    let (read_presets, read_own): (Vec<&Rule>, Vec<&Rule>) = read.rules.iter().partition(preset);
+    let (presets, own): (Vec<&Rule>, Vec<&Rule>) = rules.iter().partition(preset);
+    let (kept, new) = read_own.split_at(read_own.len().min(own.len()));
     read.mode == base.mode
         && read.builtin_controllers == base.builtin_controllers
         && read.builtin_identities == base.builtin_identities
         && read.override_settings == base.override_settings
-        && kept == rules
-        && new == added
+        && read_presets == presets
+        && kept == own
+        && new.iter().copied().eq(added)
 }
 
 /// The policy YAML: the suggestions alone, or `base` (its text) with them
@@ -1747,6 +1889,14 @@ pub fn render(s: &Suggestions, base: Option<(&str, &Policy)>) -> String {
     }
     header.push('\n');
     header.push_str(&people_comments(s));
+    let notes = s.notes();
+    if !notes.is_empty() {
+        header.push_str(NOT_SUGGESTED);
+        header.push('\n');
+    }
+    for note in notes {
+        header.push_str(&format!("#   {}\n", comment(&note)));
+    }
     let empty;
     let (text, policy) = match base {
         Some((text, policy)) => (without_old_header(text), policy),
@@ -3141,20 +3291,229 @@ mod tests {
                 "{decision}"
             );
         }
-        // Rules from denials say so.
+        // Denials make no rule of their own: the rule is the would-deny's,
+        // and the denial is a note.
         let e = evidence(&[
             denial("1", CONTROLLER, "team-c", 403),
             apiserver("3", CONTROLLER, "would-deny", "example.com/a"),
         ]);
         let yaml = render(&suggest(&e.seen, None), None);
         assert!(
-            yaml.contains("# suggested from 1 would-deny and 1 denied removal(s)"),
+            yaml.contains("# suggested from 1 would-deny removal(s)"),
             "{yaml}"
         );
         assert!(
-            yaml.contains("# seen in team-a, team-c: acts cluster-wide\n"),
+            yaml.contains(
+                "# seen in team-a, outside its own namespace widgets: acts cluster-wide\n"
+            ),
             "{yaml}"
         );
+        assert!(
+            yaml.contains("#   1 denied removal(s) by system:serviceaccount:widgets:widget-controller: no rule suggested: "),
+            "{yaml}"
+        );
+    }
+
+    /// kube-apiserver's event of `user`'s removal of `finalizer` from a
+    /// widget in `ns`, warn mode letting it through (`would-deny`), or
+    /// enforce denying it.
+    fn removal(id: &str, user: &str, ns: &str, finalizer: &str, denied: bool) -> String {
+        let decision = if denied { "denied" } else { "would-deny" };
+        let mut e: Value = serde_json::from_str(&apiserver(id, user, decision, finalizer)).unwrap();
+        e["objectRef"]["namespace"] = ns.into();
+        if denied {
+            e["responseStatus"] = json!({"code": 403});
+        }
+        e.to_string()
+    }
+
+    const TENANT_BOT: &str = "system:serviceaccount:team-a:tenant-bot";
+
+    /// A rule naming a tenant's ServiceAccount in its own namespace, or its
+    /// finalizers by pattern, is never widened: removals elsewhere are what
+    /// a tenant can produce. It is when the rule already reaches beyond the
+    /// ServiceAccount's own namespace, or a ClusterRoleBinding lets it
+    /// update the resource everywhere.
+    #[test]
+    fn widening_reaches_no_further_than_the_evidence() {
+        // The attack: a rule for every finalizer of team-a's bot in team-a,
+        // and one denial in team-b.
+        let text = include_str!("../tests/fixtures/suggest/attack/base3.yaml");
+        let log = include_str!("../tests/fixtures/suggest/attack/e3.log");
+        let lines: Vec<String> = log.lines().map(String::from).collect();
+        let base = Policy::from_yaml(text).unwrap();
+        let e = evidence(&lines);
+        let s = suggest(&e.seen, Some(&base));
+        assert!(s.widenings.is_empty(), "{s:?}");
+        assert!(s.controllers.is_empty(), "{s:?}");
+        let merged = render(&s, Some((text, &base)));
+        assert_eq!(Policy::from_yaml(&merged).unwrap(), base, "{merged}");
+        assert!(
+            merged.contains("#   not widened: rule \"tenant-bot\" names team-a:tenant-bot in its own namespace only; denials elsewhere are what a tenant can produce: widen it by hand if it is a controller; rule \"tenant-bot\" names finalizers by pattern (*): widening it would allow more than the evidence shows\n"),
+            "{merged}"
+        );
+
+        let exact = |namespaces: &str, finalizers: &str| {
+            format!(
+                "rules:\n  - name: bot\n    finalizers: {finalizers}\n    serviceAccounts: [\"team-a:tenant-bot\"]\n    namespaces: {namespaces}\n"
+            )
+        };
+        let widened = |text: &str, bindings: Bindings, denied: bool| {
+            let base = Policy::from_yaml(text).unwrap();
+            let e = evidence(&[removal("1", TENANT_BOT, "team-b", "example.com/a", denied)]);
+            let s = suggest_with(&e.seen, Some(&base), bindings);
+            (s.widenings.len(), s.rules().len(), s.not_suggested)
+        };
+        for denied in [true, false] {
+            // Exact names, but its own namespace alone: not widened.
+            let (n, rules, notes) = widened(
+                &exact("[team-a]", "[\"example.com/a\"]"),
+                Bindings::default(),
+                denied,
+            );
+            assert_eq!(n, 0, "{notes:?}");
+            assert!(
+                notes.iter().any(|n| n.starts_with(
+                    "not widened: rule \"bot\" names team-a:tenant-bot in its own namespace only; "
+                )),
+                "{notes:?}"
+            );
+            // A would-deny makes a rule of its own, as without the policy;
+            // a denial nothing.
+            assert_eq!(rules, usize::from(!denied));
+            // A prefix, beyond its own namespace: not widened either.
+            let (n, _, notes) = widened(
+                &exact("[team-a, team-c]", "[\"example.com/*\"]"),
+                Bindings::default(),
+                denied,
+            );
+            assert_eq!(n, 0, "{notes:?}");
+            assert!(
+                notes.iter().any(|n| n == "not widened: rule \"bot\" names finalizers by pattern (example.com/*): widening it would allow more than the evidence shows"),
+                "{notes:?}"
+            );
+            // Exact names, and a namespace other than its own: widened.
+            let (n, rules, notes) = widened(
+                &exact("[team-a, team-c]", "[\"example.com/a\"]"),
+                Bindings::default(),
+                denied,
+            );
+            assert_eq!((n, rules), (1, 0), "{notes:?}");
+            assert!(notes.is_empty(), "{notes:?}");
+            // Its own namespace alone, but bound cluster-wide: widened.
+            let rbac = Bindings::from_json(&json!({"kind": "List", "items": [
+                {"kind": "ClusterRole", "metadata": {"name": "r"}, "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["patch"]}]},
+                {"kind": "ClusterRoleBinding", "metadata": {"name": "b"}, "roleRef": {"kind": "ClusterRole", "name": "r"},
+                 "subjects": [{"kind": "ServiceAccount", "name": "tenant-bot", "namespace": "team-a"}]},
+            ]}))
+            .unwrap();
+            let (n, rules, notes) =
+                widened(&exact("[team-a]", "[\"example.com/a\"]"), rbac, denied);
+            assert_eq!((n, rules), (1, 0), "{notes:?}");
+        }
+    }
+
+    /// Denials are evidence anyone can produce: they make no rule of their
+    /// own, and the namespaces they were seen in take no rule cluster-wide.
+    #[test]
+    fn denials_make_no_rule_of_their_own() {
+        // Denied alone: nothing, and a note saying so.
+        let e = evidence(&[
+            removal("1", TENANT_BOT, "team-b", "example.com/a", true),
+            removal("2", TENANT_BOT, "team-c", "example.com/a", true),
+        ]);
+        let s = suggest(&e.seen, None);
+        assert!(s.rules().is_empty(), "{s:?}");
+        assert_eq!(
+            s.denied_only,
+            BTreeMap::from([(Identity::ServiceAccount("team-a:tenant-bot".into()), 2)])
+        );
+        let yaml = render(&s, None);
+        assert!(yaml.ends_with("rules: []\n"), "{yaml}");
+        assert!(yaml.contains("#   2 denied removal(s) by system:serviceaccount:team-a:tenant-bot: no rule suggested: enforce-mode denials are evidence anyone can produce"), "{yaml}");
+        // Seen in its own namespace in warn mode, denied elsewhere: the
+        // rule stays in its own namespace.
+        let e = evidence(&[
+            removal("1", TENANT_BOT, "team-a", "example.com/a", false),
+            removal("2", TENANT_BOT, "team-b", "example.com/a", true),
+            removal("3", TENANT_BOT, "team-c", "example.com/a", true),
+        ]);
+        let s = suggest(&e.seen, None);
+        let yaml = render(&s, None);
+        let policy = Policy::from_yaml(&yaml).unwrap();
+        assert_eq!(policy.rules.len(), 1, "{yaml}");
+        assert_eq!(
+            policy.rules[0].namespaces,
+            Some(vec!["team-a".to_string()]),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains("  # seen only in its own namespace team-a\n"),
+            "{yaml}"
+        );
+    }
+
+    /// No rule, new or widened, for a finalizer Kubernetes' own
+    /// controllers own, whoever removed it and however.
+    #[test]
+    fn no_rule_for_a_finalizer_of_kubernetes_own_controllers() {
+        let log = include_str!("../tests/fixtures/suggest/attack/e1.log");
+        let denied: Vec<String> = log.lines().map(String::from).collect();
+        let allowed: Vec<String> = denied
+            .iter()
+            .map(|l| {
+                l.replace("\"denied\"", "\"would-deny\"")
+                    .replace("\"code\": 403", "\"code\": 200")
+            })
+            .collect();
+        let note = "kubernetes.io/pvc-protection belongs to Kubernetes' pvc-protection controller: no rule suggested";
+        for lines in [&denied, &allowed] {
+            let e = evidence(lines);
+            assert_eq!(e.seen.len(), 2);
+            let s = suggest(&e.seen, None);
+            assert!(s.rules().is_empty(), "{s:?}");
+            assert!(s.denied_only.is_empty(), "{s:?}");
+            assert_eq!(s.notes(), [note]);
+            let yaml = render(&s, None);
+            assert!(yaml.contains(&format!("#   {note}\n")), "{yaml}");
+            // Not widened either, even a rule naming it that reaches
+            // beyond its own namespace.
+            let text = "rules:\n  - name: pvc\n    finalizers: [\"kubernetes.io/pvc-protection\"]\n    serviceAccounts: [\"team-a:tenant-bot\"]\n    namespaces: [team-c]\n";
+            let base = Policy::from_yaml(text).unwrap();
+            let s = suggest(&e.seen, Some(&base));
+            assert!(s.widenings.is_empty() && s.rules().is_empty(), "{s:?}");
+            // `orphan` and `foregroundDeletion` too.
+            let mut gc = e.seen[0].clone();
+            gc.finalizers = vec![
+                ("orphan".into(), FinalizerField::Metadata),
+                ("foregroundDeletion".into(), FinalizerField::Metadata),
+            ];
+            let s = suggest(&[gc], None);
+            assert!(s.rules().is_empty(), "{s:?}");
+            assert_eq!(s.not_suggested.len(), 2, "{s:?}");
+        }
+    }
+
+    /// `presets:` rules come after the file's own: a merge compares the
+    /// file's rules, and keeps `presets:`.
+    #[test]
+    fn merged_into_a_policy_with_presets() {
+        let text = include_str!("../tests/fixtures/suggest/attack/base4.yaml");
+        let base = Policy::from_yaml(text).unwrap();
+        assert!(base.rules.iter().any(|r| r.label.starts_with("preset:")));
+        let e = evidence(&[removal("1", TENANT_BOT, "team-a", "example.com/a", false)]);
+        let merged = render(&suggest(&e.seen, Some(&base)), Some((text, &base)));
+        assert!(!merged.contains("# not merged"), "{merged}");
+        assert!(merged.contains("\npresets: [flux]\n"), "{merged}");
+        let policy = Policy::from_yaml(&merged).unwrap();
+        let own: Vec<&str> = policy
+            .rules
+            .iter()
+            .map(|r| r.label.as_str())
+            .filter(|l| !l.starts_with("preset:"))
+            .collect();
+        assert_eq!(own, ["x", "team-a-tenant-bot"], "{merged}");
+        assert_eq!(policy.rules.len(), base.rules.len() + 1, "{merged}");
     }
 
     /// The enforce policy the warn-mode evidence made: the controller's rule
@@ -3223,7 +3582,8 @@ mod tests {
             "rules:\n  - name: pair\n    finalizers: [\"example.com/a\"]\n    serviceAccounts: [\"widgets:widget-controller\", \"other:thing\"]\n    namespaces: [team-a]\n",
         ] {
             let base = Policy::from_yaml(text).unwrap();
-            let e = evidence(&[denial("1", CONTROLLER, "team-c", 403)]);
+            // (Seen in warn mode: a denial makes no rule of its own.)
+            let e = evidence(&[removal("1", CONTROLLER, "team-c", "example.com/a", false)]);
             let s = suggest(&e.seen, Some(&base));
             assert!(s.widenings.is_empty(), "{s:?}");
             let merged = render(&s, Some((text, &base)));

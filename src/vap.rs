@@ -959,10 +959,7 @@ fn rules_literal(rules: &[Rule]) -> String {
             );
         }
         if let Some(resources) = &rule.resources {
-            let names: Vec<String> = resources
-                .iter()
-                .map(ToString::to_string)
-                .collect();
+            let names: Vec<String> = resources.iter().map(ToString::to_string).collect();
             let _ = write!(
                 s,
                 ", 'resources': dyn({})",

@@ -1562,15 +1562,68 @@ fn policy_suggest_widens_the_rule_enforce_denied_a_controller_by() {
     );
     assert_eq!(validated(&twice).0, widened, "{twice}");
 
-    // Without --merge: a rule for every namespace, from the denials alone.
+    // Without --merge: no rule from the denials alone (anyone can be
+    // denied), and a note saying so.
     let (code, yaml, err) = suggest_run(&[audit.as_os_str()]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("; 4 denied removal(s)"), "{err}");
     assert!(
-        yaml.contains("  # suggested from 3 denied removal(s), first seen 2026-11-26T14:31:40.101233Z, last 2026-11-26T14:31:44.613875Z: finalizers.fluxcd.io x3\n  # seen in team-c, outside its own namespace flux-system: acts cluster-wide\n"),
+        err.contains("note: 3 denied removal(s) by system:serviceaccount:flux-system:source-controller: no rule suggested: "),
+        "{err}"
+    );
+    assert!(yaml.ends_with("\nrules: []\n"), "{yaml}");
+    assert!(validated(&yaml).0.rules.is_empty(), "{yaml}");
+}
+
+fn attack(file: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/suggest/attack")
+        .join(file)
+}
+
+/// A tenant's bot denied outside its namespace widens nothing; a finalizer
+/// of Kubernetes' own controllers gets no rule; a policy with `presets:`
+/// takes the merge.
+#[test]
+fn policy_suggest_widens_nothing_a_tenant_can_be_denied() {
+    let (base, denial) = (attack("base3.yaml"), attack("e3.log"));
+    let (code, yaml, err) =
+        suggest_run(&["--merge".as_ref(), base.as_os_str(), denial.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("note: not widened: rule \"tenant-bot\" names team-a:tenant-bot in its own namespace only; denials elsewhere are what a tenant can produce: widen it by hand if it is a controller"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&base).unwrap();
+    assert!(yaml.ends_with(&text), "{yaml}");
+
+    let (code, yaml, err) = suggest_run(&[attack("e1.log").as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("note: kubernetes.io/pvc-protection belongs to Kubernetes' pvc-protection controller: no rule suggested\n"),
+        "{err}"
+    );
+    assert!(validated(&yaml).0.rules.is_empty(), "{yaml}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let warn = dir.path().join("warn.log");
+    let log = std::fs::read_to_string(&denial).unwrap();
+    std::fs::write(
+        &warn,
+        log.replace("\"denied\"", "\"would-deny\"")
+            .replace("\"code\": 403", "\"code\": 200"),
+    )
+    .unwrap();
+    let presets = attack("base4.yaml");
+    let (code, yaml, err) =
+        suggest_run(&["--merge".as_ref(), presets.as_os_str(), warn.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!yaml.contains("# not merged"), "{yaml}");
+    assert!(yaml.contains("\npresets: [flux]\n"), "{yaml}");
+    assert!(
+        yaml.contains("  - name: \"team-a-tenant-bot\"\n    finalizers: [\"example.com/x\"]\n"),
         "{yaml}"
     );
-    assert_eq!(validated(&yaml).0.rules[0].namespaces, None, "{yaml}");
 }
 
 /// `serve` refuses this policy, and so does `policy validate`, through the

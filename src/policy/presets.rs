@@ -256,11 +256,7 @@ pub fn describe(rule: &Rule) -> String {
             }),
     );
     who.extend(rule.users.iter().map(|u| format!("user {u}")));
-    let finalizers: Vec<String> = rule
-        .finalizers
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let finalizers: Vec<String> = rule.finalizers.iter().map(ToString::to_string).collect();
     let on = match &rule.resources {
         None => "any resource".to_string(),
         Some(rs) => rs
