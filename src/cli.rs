@@ -796,7 +796,7 @@ pub fn certs(args: CertsArgs) -> Result<()> {
         );
         eprintln!("{}", escape(&wrote));
     }
-    println!("{}", certs::ca_bundle(&bundle.ca_cert_pem));
+    writeln!(io::stdout(), "{}", certs::ca_bundle(&bundle.ca_cert_pem)).map_err(stdout)?;
     Ok(())
 }
 
@@ -1190,8 +1190,9 @@ pub fn export(args: ExportArgs) -> Result<i32> {
             eprintln!("{}", escape(&format!("not written: {e}")));
             return Ok(1);
         }
+        let mut out = io::stdout().lock();
         for f in &files {
-            println!("{}", escape(&dir.join(f.path).display().to_string()));
+            writeln!(out, "{}", escape(&dir.join(f.path).display().to_string())).map_err(stdout)?;
         }
         eprintln!(
             "{}",
@@ -1205,7 +1206,7 @@ pub fn export(args: ExportArgs) -> Result<i32> {
     }
     match crate::vap::export_yaml(&policy) {
         Ok(yaml) => {
-            print!("{yaml}");
+            io::stdout().write_all(yaml.as_bytes()).map_err(stdout)?;
             Ok(0)
         }
         Err(e) => {
@@ -1300,7 +1301,7 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
         &suggestions,
         base.as_ref().map(|(text, policy)| (text.as_str(), policy)),
     );
-    print!("{yaml}");
+    io::stdout().write_all(yaml.as_bytes()).map_err(stdout)?;
     Ok(0)
 }
 

@@ -2379,3 +2379,39 @@ fn policy_export_static_writes_all_or_nothing_and_validate_checks_it() {
 fn args(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
+
+/// Output to a reader that is gone (`| head`, `| true`) is an error the
+/// command reports (exit 2), never a panic (exit 101), for every command
+/// that prints what it made.
+#[test]
+fn a_closed_pipe_on_standard_output_is_an_error_not_a_panic() {
+    let out = tempfile::tempdir().unwrap();
+    let out = out.path().join("certs");
+    for args in [
+        vec!["policy", "export", "--vap", "examples/policy.yaml"],
+        vec![
+            "certs",
+            "--service",
+            "finalizer-guard",
+            "--namespace",
+            "finalizer-guard",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = bin()
+            .args(&args)
+            .env_remove("FINALIZER_GUARD_POLICY")
+            .stdout(writer)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("Broken pipe"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+}
