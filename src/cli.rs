@@ -13,7 +13,6 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
 use crate::admission;
-use crate::certs;
 use crate::cluster::approve::Approve;
 use crate::cluster::doctor::DoctorCluster;
 use crate::cluster::unstick::{Release, Unstick};
@@ -24,6 +23,7 @@ use crate::flags::{MaxBodyFlag, POLICY_ENV, PolicyFlag, parse_duration};
 use crate::output::{Format, OutputFlag, Printer, Report, escape};
 use crate::policy::seal::SealKey;
 use crate::policy::{self, LoadError, Policy, Verdict};
+use crate::server::certs;
 use crate::server::{self, EventsTarget, Limits, RecordConfig, ServeConfig};
 
 #[derive(Debug, Parser)]
@@ -146,7 +146,7 @@ pub struct StaticFlags {
     )]
     pub webhook_name: String,
     /// The backstop ValidatingAdmissionPolicy and binding to guard.
-    #[arg(long, value_name = "NAME", default_value = crate::vap::NAME)]
+    #[arg(long, value_name = "NAME", default_value = crate::offline::vap::NAME)]
     pub backstop_name: String,
     /// The policy ConfigMap's namespace.
     #[arg(long, value_name = "NS", default_value = "finalizer-guard")]
@@ -166,7 +166,7 @@ pub struct StaticFlags {
 impl StaticFlags {
     /// The export's options for DIR: the CA bundle read, the install folder
     /// defaulted to DIR made absolute.
-    fn options(&self, dir: &std::path::Path) -> Result<crate::static_export::Options> {
+    fn options(&self, dir: &std::path::Path) -> Result<crate::offline::static_export::Options> {
         let install_dir = match &self.install_dir {
             Some(d) => d.clone(),
             None => std::path::absolute(dir)
@@ -175,13 +175,13 @@ impl StaticFlags {
                 .into_owned(),
         };
         let webhook = match (&self.webhook_url, &self.webhook_ca_bundle) {
-            (Some(url), Some(ca)) => Some(crate::static_export::Webhook {
+            (Some(url), Some(ca)) => Some(crate::offline::static_export::Webhook {
                 url: url.clone(),
                 ca_bundle: crate::error::read(ca)?,
             }),
             _ => None,
         };
-        Ok(crate::static_export::Options {
+        Ok(crate::offline::static_export::Options {
             operator_users: self.operator_users.clone(),
             operator_groups: self.operator_groups.clone(),
             webhook_configuration: self.webhook_configuration.clone(),
@@ -930,8 +930,8 @@ pub fn test(args: TestArgs) -> Result<i32> {
         paths,
     } = args;
     let policy = policy.path().map(|p| load_policy(Some(p))).transpose()?;
-    let outcomes = crate::suite::run_with(&paths, policy.as_ref(), max_body.bytes);
-    let report = crate::suite::Report::of(outcomes);
+    let outcomes = crate::offline::suite::run_with(&paths, policy.as_ref(), max_body.bytes);
+    let report = crate::offline::suite::Report::of(outcomes);
     Printer::stdio(output.format)
         .report(&report)
         .map_err(stdout)?;
@@ -1002,10 +1002,10 @@ pub struct PolicySummary {
 }
 
 impl Validation {
-    /// Runs the checks `serve` runs on a policy that parsed: [`crate::doctor::servable`].
+    /// Runs the checks `serve` runs on a policy that parsed: [`crate::offline::doctor::servable`].
     fn of(file: &std::path::Path, policy: &Policy) -> Validation {
         let mut v = Validation::refused(file, Vec::new());
-        match crate::doctor::servable(policy) {
+        match crate::offline::doctor::servable(policy) {
             Err(blocked) => v.errors = vec![Error::BlocksBuiltinControllers(blocked).to_string()],
             Ok(warned) => {
                 v.valid = true;
@@ -1098,7 +1098,7 @@ impl Report for Validation {
 
 /// `policy validate`: exit 0, or 1 with one error per line; 2 when the file
 /// cannot be read. It refuses what `serve` refuses, through the same checks:
-/// the policy parser, then [`crate::doctor::servable`].
+/// the policy parser, then [`crate::offline::doctor::servable`].
 pub fn validate(args: ValidateArgs) -> Result<i32> {
     let ValidateArgs {
         output,
@@ -1113,8 +1113,9 @@ pub fn validate(args: ValidateArgs) -> Result<i32> {
             let mut report = Validation::of(&file, &policy);
             if let Some(dir) = static_dir.filter(|_| report.valid) {
                 let options = static_flags.options(&dir)?;
-                let found = crate::static_export::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
-                if let Err(e) = crate::static_export::verify(&policy, &options, &found) {
+                let found = crate::offline::static_export::read_dir(&dir)
+                    .map_err(|e| Error::io(&dir, e))?;
+                if let Err(e) = crate::offline::static_export::verify(&policy, &options, &found) {
                     report.refuse(format!(
                         "{}: not `finalizer-guard policy export --static` of {} with these flags: {e}; export it again",
                         dir.display(),
@@ -1125,7 +1126,7 @@ pub fn validate(args: ValidateArgs) -> Result<i32> {
             if let Some(vap) = vap.filter(|_| report.valid) {
                 let bytes = crate::error::read(&vap)?;
                 let yaml = String::from_utf8_lossy(&bytes);
-                if let Err(e) = crate::vap::verify(&policy, &yaml) {
+                if let Err(e) = crate::offline::vap::verify(&policy, &yaml) {
                     report.refuse(format!(
                         "{}: not `finalizer-guard policy export --vap {}`: {e}; export it again from this policy",
                         vap.display(),
@@ -1176,7 +1177,7 @@ pub fn export(args: ExportArgs) -> Result<i32> {
     };
     if let Some(dir) = static_dir {
         let options = static_flags.options(&dir)?;
-        let files = match crate::static_export::render(&policy, &options) {
+        let files = match crate::offline::static_export::render(&policy, &options) {
             Ok(files) => files,
             Err(e) => {
                 eprintln!(
@@ -1186,7 +1187,7 @@ pub fn export(args: ExportArgs) -> Result<i32> {
                 return Ok(1);
             }
         };
-        if let Err(e) = crate::static_export::write(&dir, &files) {
+        if let Err(e) = crate::offline::static_export::write(&dir, &files) {
             eprintln!("{}", escape(&format!("not written: {e}")));
             return Ok(1);
         }
@@ -1199,12 +1200,12 @@ pub fn export(args: ExportArgs) -> Result<i32> {
             escape(&format!(
                 "kube-apiserver (1.37 or later) loads these with --admission-control-config-file={}/{}",
                 options.install_dir.trim_end_matches('/'),
-                crate::static_export::ADMISSION_CONFIG
+                crate::offline::static_export::ADMISSION_CONFIG
             ))
         );
         return Ok(0);
     }
-    match crate::vap::export_yaml(&policy) {
+    match crate::offline::vap::export_yaml(&policy) {
         Ok(yaml) => {
             io::stdout().write_all(yaml.as_bytes()).map_err(stdout)?;
             Ok(0)
@@ -1246,7 +1247,7 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
                 return Ok(2);
             }
         },
-        None => crate::suggest::Bindings::default(),
+        None => crate::offline::suggest::Bindings::default(),
     };
     for (binding, role) in bindings.unknown_roles() {
         eprintln!(
@@ -1256,9 +1257,9 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
             ))
         );
     }
-    let mut evidence = crate::suggest::Evidence::default();
+    let mut evidence = crate::offline::suggest::Evidence::default();
     for path in &paths {
-        if let Err(e) = crate::suggest::read_path(path, &mut evidence) {
+        if let Err(e) = crate::offline::suggest::read_path(path, &mut evidence) {
             eprintln!("error: {}", escape(&e));
             return Ok(2);
         }
@@ -1272,12 +1273,12 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
     eprintln!(
         "read {}; {}",
         read.join(", "),
-        crate::suggest::removals(evidence.seen.len() - denied, denied)
+        crate::offline::suggest::removals(evidence.seen.len() - denied, denied)
     );
     for (why, n) in &evidence.skipped {
         eprintln!("skipped {n} would-deny removal(s) {}", why.describe());
     }
-    let (seen, aside) = crate::suggest::trusted(evidence.seen, trust_unauthenticated);
+    let (seen, aside) = crate::offline::suggest::trusted(evidence.seen, trust_unauthenticated);
     for line in aside.lines() {
         eprintln!("{line}");
     }
@@ -1293,11 +1294,12 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
             aside.same
         );
     }
-    let suggestions = crate::suggest::suggest_with(&seen, base.as_ref().map(|(_, p)| p), bindings);
+    let suggestions =
+        crate::offline::suggest::suggest_with(&seen, base.as_ref().map(|(_, p)| p), bindings);
     for note in suggestions.notes() {
         eprintln!("note: {}", escape(&note));
     }
-    let yaml = crate::suggest::render(
+    let yaml = crate::offline::suggest::render(
         &suggestions,
         base.as_ref().map(|(text, policy)| (text.as_str(), policy)),
     );
@@ -1306,11 +1308,13 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
 }
 
 /// `policy suggest --bindings FILE`: at most 64 MiB of JSON.
-fn read_bindings(path: &std::path::Path) -> std::result::Result<crate::suggest::Bindings, String> {
+fn read_bindings(
+    path: &std::path::Path,
+) -> std::result::Result<crate::offline::suggest::Bindings, String> {
     let bytes = crate::files::read_regular(path, 64 * 1024 * 1024).map_err(|e| e.to_string())?;
     let value: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))?;
-    crate::suggest::Bindings::from_json(&value)
+    crate::offline::suggest::Bindings::from_json(&value)
 }
 
 /// `doctor`: exit 0 when every built-in controller may remove its finalizers, 1 otherwise.
@@ -1330,7 +1334,7 @@ pub fn doctor(args: DoctorArgs) -> Result<i32> {
     let path = policy.or_env();
     let loaded = load_policy(path.as_deref())?;
     let name = path.map_or_else(|| "embedded default".into(), |p| p.display().to_string());
-    let report = crate::doctor::Report::of(name, &loaded);
+    let report = crate::offline::doctor::Report::of(name, &loaded);
     Printer::stdio(output.format)
         .report(&report)
         .map_err(stdout)?;

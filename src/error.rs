@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use crate::doctor::Blocked;
+use crate::offline::doctor::Blocked;
 use crate::policy::LoadError;
 
 #[derive(Debug, thiserror::Error)]

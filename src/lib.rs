@@ -14,26 +14,15 @@
 #![forbid(unsafe_code)]
 
 pub mod admission;
-pub mod audit;
-pub mod cases;
-pub mod certs;
 pub mod cli;
 pub mod cluster;
-pub mod doctor;
 pub mod error;
-pub mod events;
 pub mod files;
 pub mod flags;
-pub mod ledger;
-pub mod metrics;
+pub mod offline;
 pub mod output;
 pub mod policy;
-pub mod presets;
 pub mod queue;
-pub mod recording;
 pub mod server;
-pub mod static_export;
-pub mod suggest;
-pub mod suite;
-pub mod vap;
+pub mod trail;
 pub mod version;

@@ -30,7 +30,7 @@ fn main() {
         Command::Policy(cli::PolicyCommand::Export(args)) => report(cli::export(args)),
         Command::Policy(cli::PolicyCommand::Presets(args)) => {
             let cli::PresetsArgs { output, sources } = args;
-            report(finalizer_guard::presets::run(output, sources))
+            report(finalizer_guard::offline::presets::run(output, sources))
         }
         Command::Doctor(args) => match args.cluster() {
             Ok(args) => cluster(finalizer_guard::cluster::doctor::run(args)),

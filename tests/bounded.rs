@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{start_with, strip};
+use finalizer_guard::admission::audit::{MAX_AUDITED_FINALIZERS, MAX_AUDITED_GROUPS};
 use finalizer_guard::admission::request::MAX_LIST_NAMES;
 use finalizer_guard::admission::{self, ReviewBuilder};
-use finalizer_guard::audit::{MAX_AUDITED_FINALIZERS, MAX_AUDITED_GROUPS};
 use finalizer_guard::policy::message::{MAX_NAMED_FINALIZERS, MAX_WARNING_CHARS, Thousands};
 use finalizer_guard::policy::{Mode, Policy, Verdict};
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! Every `*.json` in `tests/fixtures/cases/` is decided under
 //! `tests/fixtures/policy.yaml`, and every one in `tests/fixtures/cases-warn/`
 //! under `tests/fixtures/policy-warn.yaml`, and checked by
-//! [`finalizer_guard::cases`] (the checks `finalizer-guard test` runs: the
+//! [`finalizer_guard::offline::cases`] (the checks `finalizer-guard test` runs: the
 //! format and its checks are described there).
 //!
 //! All failing files are reported together, each with every reason.
@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use finalizer_guard::cases::{
+use finalizer_guard::offline::cases::{
     CaseFile, Expect, check_file, check_raw, check_review, is_qualified_name,
 };
 use finalizer_guard::policy::{self, Mode, Policy};

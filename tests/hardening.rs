@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use common::{Running, start, start_with, strip, update};
-use finalizer_guard::certs::Authority;
 use finalizer_guard::cli::{Cli, Command};
 use finalizer_guard::server;
+use finalizer_guard::server::certs::Authority;
 use rustls_pki_types::ServerName;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -1340,7 +1340,7 @@ async fn the_client_ca_is_reloaded_while_serving() {
     })
     .await;
     let ca_file = ca_file.into_inner().unwrap();
-    let served = |identity: &finalizer_guard::certs::Bundle| {
+    let served = |identity: &finalizer_guard::server::certs::Bundle| {
         // A new client each time: a new connection, a full handshake.
         let client = common::client_as(
             &server.ca_pem,

@@ -1109,7 +1109,7 @@ fn policy_in_the_config_map_parses_and_starts_in_warn_mode() {
         "the matchConditions skip the built-in controllers"
     );
     assert!(
-        finalizer_guard::doctor::check(&policy).is_empty(),
+        finalizer_guard::offline::doctor::check(&policy).is_empty(),
         "doctor: every built-in controller may remove its own finalizers"
     );
     assert_eq!(
@@ -1323,7 +1323,7 @@ fn check_cert_manager_overlay(objects: &[Value]) {
     let names: Vec<String> = serde_json::from_value(serving["spec"]["dnsNames"].clone()).unwrap();
     assert_eq!(
         names,
-        finalizer_guard::certs::service_names(SERVICE, NAMESPACE)
+        finalizer_guard::server::certs::service_names(SERVICE, NAMESPACE)
     );
     let issuer = text(serving, "/spec/issuerRef/name");
     let ca_issuer = find("Issuer", issuer);
@@ -1348,7 +1348,7 @@ fn check_cert_manager_overlay(objects: &[Value]) {
 
 /// The self-managed overlay's output: the Secret holds the serving pair and
 /// the CA, and the caBundle is the CA.
-fn check_self_managed(objects: &[Value], bundle: &finalizer_guard::certs::Bundle) {
+fn check_self_managed(objects: &[Value], bundle: &finalizer_guard::server::certs::Bundle) {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let secret = objects
         .iter()
@@ -1373,7 +1373,7 @@ fn check_self_managed(objects: &[Value], bundle: &finalizer_guard::certs::Bundle
         .unwrap();
     assert_eq!(
         text(webhook, "/webhooks/0/clientConfig/caBundle"),
-        finalizer_guard::certs::ca_bundle(&bundle.ca_cert_pem),
+        finalizer_guard::server::certs::ca_bundle(&bundle.ca_cert_pem),
         "the caBundle `finalizer-guard certs` prints"
     );
     let all = serde_json::to_string(objects).unwrap();
@@ -1399,17 +1399,17 @@ fn copy_manifests() -> tempfile::TempDir {
 
 /// What the self-managed overlay's instructions do: `finalizer-guard certs`
 /// into certs/, then ca.crt, tls.crt and tls.key copied into the overlay.
-fn write_certs(overlay: &Path) -> finalizer_guard::certs::Bundle {
+fn write_certs(overlay: &Path) -> finalizer_guard::server::certs::Bundle {
     let certs_dir = overlay.join("../../../certs");
-    let authority = finalizer_guard::certs::Authority::generate(30).unwrap();
+    let authority = finalizer_guard::server::certs::Authority::generate(30).unwrap();
     let bundle = authority
         .issue(
-            &finalizer_guard::certs::service_names(SERVICE, NAMESPACE),
+            &finalizer_guard::server::certs::service_names(SERVICE, NAMESPACE),
             &[],
             30,
         )
         .unwrap();
-    finalizer_guard::certs::write(&bundle, &certs_dir).unwrap();
+    finalizer_guard::server::certs::write(&bundle, &certs_dir).unwrap();
     for file in ["ca.crt", "tls.crt", "tls.key"] {
         std::fs::copy(certs_dir.join(file), overlay.join(file)).unwrap();
     }
@@ -1672,12 +1672,12 @@ fn the_shipped_validating_admission_policy_is_the_export_of_the_shipped_policy()
     );
     let file = dir.join("validatingadmissionpolicy.yaml");
     let yaml = std::fs::read_to_string(&file).unwrap();
-    finalizer_guard::vap::verify(&shipped_policy(), &yaml)
+    finalizer_guard::offline::vap::verify(&shipped_policy(), &yaml)
         .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     // And the check tells a policy that changed.
     let mut changed = shipped_policy();
     changed.mode = Mode::Enforce;
-    assert!(finalizer_guard::vap::verify(&changed, &yaml).is_err());
+    assert!(finalizer_guard::offline::vap::verify(&changed, &yaml).is_err());
     for object in read_documents(&file) {
         check_object(&object).unwrap_or_else(|e| panic!("{}: {e}", describe(&object)));
     }
@@ -1709,7 +1709,7 @@ fn backstop_overlays_install_the_export_of_their_policy_beside_a_webhook_failing
             .find(|o| text(o, "/kind") == "ConfigMap")
             .unwrap();
         let policy = Policy::from_yaml(text(config_map, "/data/policy.yaml")).unwrap();
-        finalizer_guard::vap::verify(&policy, &backstop_of(built))
+        finalizer_guard::offline::vap::verify(&policy, &backstop_of(built))
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         for object in built {
             check_object(object).unwrap_or_else(|e| panic!("{what}: {}: {e}", describe(object)));

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use finalizer_guard::suite;
+use finalizer_guard::offline::suite;
 
 #[test]
 fn reviews_recorded_from_a_real_apiserver_decide_as_recorded() {

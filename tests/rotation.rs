@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use finalizer_guard::certs::{self, Authority, Bundle};
 use finalizer_guard::server;
+use finalizer_guard::server::certs::{self, Authority, Bundle};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use serde_json::{Value, json};

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use finalizer_guard::admission::audit::AuditLog;
 use finalizer_guard::admission::{ReviewBuilder, UID};
-use finalizer_guard::audit::AuditLog;
-use finalizer_guard::metrics::Metrics;
 use finalizer_guard::policy::Policy;
 use finalizer_guard::server::tls::ClientCert;
 use finalizer_guard::server::{AppState, Limits, routes};
+use finalizer_guard::trail::metrics::Metrics;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use prometheus_client::metrics::counter::Counter;

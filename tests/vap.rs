@@ -21,9 +21,9 @@ use std::sync::Arc;
 
 use cel::{Context, Env, Program, Value as Cel, extensions};
 use finalizer_guard::admission::{self, ReviewBuilder, Reviewed};
+use finalizer_guard::offline::vap::{self, ExportError};
 use finalizer_guard::policy::builtin::{BUILTIN_CONTROLLERS, KUBE_CONTROLLER_MANAGER};
 use finalizer_guard::policy::{FinalizerField, Mode, Outcome, Policy, Verdict};
-use finalizer_guard::vap::{self, ExportError};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use finalizer_guard::admission::{LeanObject, ReviewError, Reviewed, parse_owned, review_at};
-use finalizer_guard::audit::AuditRecord;
+use finalizer_guard::admission::audit::AuditRecord;
 use finalizer_guard::policy::{Mode, Policy};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;

@@ -27,7 +27,7 @@ use serde_json::value::RawValue;
 use super::request::{
     IfList, IfObject, IfString, Object, Request, StringMap, deletion_timestamps, from_body,
 };
-use crate::ledger::Ledger;
+use crate::admission::ledger::Ledger;
 
 /// An object as the webhook reads it: the metadata a decision needs and what
 /// identifies the object, and `spec.finalizers` (a Namespace's). Everything
@@ -417,7 +417,7 @@ mod ledger_tests {
     use serde_json::{Value, json};
 
     fn body(old: Value) -> Vec<u8> {
-        crate::admission::ReviewBuilder::pod_update("alice")
+        crate::admission::builder::ReviewBuilder::pod_update("alice")
             .old_object(Some(old))
             .to_vec()
     }
@@ -496,9 +496,9 @@ mod ledger_tests {
 
 #[cfg(test)]
 mod owned_tests {
+    use crate::admission::builder::ReviewBuilder;
+    use crate::admission::review::{parse, parse_owned};
     use serde_json::json;
-
-    use crate::admission::{ReviewBuilder, parse, parse_owned};
 
     #[test]
     fn details_of_another_shape_never_lose_what_decides() {

@@ -21,7 +21,7 @@
 //! - annotations: `null` is empty, a value that is not a string reads as
 //!   absent (an override that is simply not there); not a map is refused;
 //!   an annotation a decision reads (the override's, an approval's) sent
-//!   twice is refused by the review ([`super::Annotations::read`]).
+//!   twice is refused by the review ([`super::review::Annotations::read`]).
 //! - `metadata.deletionTimestamp`: a timestamp, or absent.
 //! - a duplicated field a decision reads is refused: neither copy may win.
 //! - fields no decision reads (the identity a recording keeps, the leak

@@ -14,8 +14,9 @@ use serde::Serialize;
 
 use super::engine::{Engine, OverrideValue, Targets};
 use super::explain::refused_reason;
+use super::patch;
 use super::select::Found;
-use super::{ClusterError, WriteError, patch};
+use super::session::{ClusterError, WriteError};
 use crate::output::{escape, quoted};
 use crate::policy::Approval;
 use crate::policy::approval::{self, APPROVED_BY, OVERRIDE_EXPIRES};

@@ -22,7 +22,7 @@ use serde_json::Value;
 use super::explain::{self, Owner, RuleElsewhere, RuleOwner, Written};
 use super::read;
 use super::select::Resolver;
-use super::{ClusterError, Connection, PolicySource};
+use super::session::{ClusterError, Connection, PolicySource};
 use crate::output::{Format, Printer, chain};
 use crate::policy::{Accepts, FinalizerField, Policy};
 
@@ -563,7 +563,11 @@ async fn unavailable_apiservices(client: &kube::Client) -> Vec<Unreadable> {
 }
 
 /// Reads the cluster and judges every finalizer in it.
-pub async fn survey(session: &super::Session, policy: &Policy, source: PolicySource) -> Report {
+pub async fn survey(
+    session: &super::session::Session,
+    policy: &Policy,
+    source: PolicySource,
+) -> Report {
     let started = Instant::now();
     let client = &session.client;
     let mut unreadable = unavailable_apiservices(client).await;
@@ -653,7 +657,8 @@ pub async fn run(args: DoctorCluster) -> Result<i32, ClusterError> {
         ));
     }
     let session = connection.connect().await?;
-    let (policy, source) = super::cluster_policy(&session.client, policy.as_deref()).await?;
+    let (policy, source) =
+        super::session::cluster_policy(&session.client, policy.as_deref()).await?;
     let report = survey(&session, &policy, source).await;
     out.report(&report).map_err(ClusterError::Output)?;
     Ok(report.exit_code())

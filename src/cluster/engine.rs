@@ -11,7 +11,7 @@ use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Pre
 
 use super::object::ObjectApi;
 use super::select::{Found, Selected, Selection};
-use super::{
+use super::session::{
     ClusterError, Connection, DryRun, PolicySource, Session, WEBHOOK_DOWN_HELP, WriteError,
 };
 use crate::output::{Format, Printer, quoted};
@@ -59,7 +59,8 @@ impl Engine {
         } = targets;
         selection.check()?;
         let session = connection.connect().await?;
-        let (policy, source) = super::cluster_policy(&session.client, policy.as_deref()).await?;
+        let (policy, source) =
+            super::session::cluster_policy(&session.client, policy.as_deref()).await?;
         let out = Printer::stdio(format);
         if let Some(note) = &source.note {
             out.note(format_args!("note: {note}"));
@@ -107,7 +108,7 @@ impl Engine {
 
     fn patch_params(&self) -> PatchParams {
         let params = PatchParams {
-            field_manager: Some(super::FIELD_MANAGER.into()),
+            field_manager: Some(super::session::FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
         if self.dry_run {
@@ -138,7 +139,7 @@ impl Engine {
     ) -> Result<DynamicObject, WriteError> {
         let params = PostParams {
             dry_run: self.dry_run,
-            field_manager: Some(super::FIELD_MANAGER.into()),
+            field_manager: Some(super::session::FIELD_MANAGER.into()),
         };
         let written = api
             .replace_subresource("finalize", name, &params, body)

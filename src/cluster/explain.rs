@@ -13,10 +13,12 @@ use kube::discovery::{Scope, verbs};
 use serde::Serialize;
 
 use super::object::{ObjectApi, segment};
+use super::read;
+use super::select::Found;
 use super::select::{self, Resolver};
-use super::{Found, Identity, read};
+use super::session::Identity;
 use crate::admission::lean::ledger_of;
-use crate::ledger::Ledger;
+use crate::admission::ledger::Ledger;
 use crate::output::{chain, escape};
 use crate::policy::builtin::{self, BuiltinController};
 use crate::policy::{

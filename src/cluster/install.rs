@@ -15,14 +15,13 @@
 
 use std::collections::BTreeMap;
 
+use super::session::{ClusterError, POLICY_KEY, WEBHOOK_NAME};
+use crate::flags::POLICY_ENV;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Service};
 use kube::api::ListParams;
 use kube::{Api, Client};
-
-use super::{ClusterError, POLICY_KEY, WEBHOOK_NAME};
-use crate::flags::POLICY_ENV;
 
 /// The labels the chart and `manifests/` set on the webhook's Deployment
 /// (`watch` runs in a Deployment of the same name label, another component).

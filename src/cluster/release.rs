@@ -13,9 +13,6 @@
 //! node is Ready, a Ready pod runs as its ServiceAccount) is left in place
 //! unless it is named with `--finalizer`.
 
-use kube::api::DynamicObject;
-
-use super::WriteError;
 use super::engine::{Engine, OverrideValue};
 use super::explain::{
     self, Contents, FinalizerReport, Finish, Kubelet, Liveness, NAMESPACE_FINALIZER, Probe,
@@ -25,11 +22,13 @@ use super::object::{ObjectApi, ReadError};
 use super::patch;
 use super::report::{End, Left, ObjectReport, Orphaned};
 use super::select::Found;
+use super::session::WriteError;
 use crate::output::{escape, shell_word};
 use crate::policy::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
 use crate::policy::config::OverrideSettings;
 use crate::policy::seal::APPROVAL_SEAL;
 use crate::policy::{FinalizerField, Outcome};
+use kube::api::DynamicObject;
 
 /// How many times an object that keeps changing is read again.
 const ATTEMPTS: usize = 5;

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::explain::{self, Contents, FinalizerReport, Kubelet};
 use super::select::{self, Found, Missing};
-use super::{Identity, PolicySource};
-use crate::ledger::Ledger;
+use super::session::{Identity, PolicySource};
+use crate::admission::ledger::Ledger;
 use crate::output::{escape, quoted};
 use crate::policy::FinalizerField;
 

@@ -7,7 +7,8 @@ use kube::api::{DynamicObject, ListParams};
 use kube::discovery::{ApiCapabilities, ApiResource, Discovery, Scope};
 
 use super::object::{ObjectApi, ReadError, invalid_name};
-use super::{ClusterError, Session, read};
+use super::read;
+use super::session::{ClusterError, Session};
 use crate::output::escape;
 
 /// Which objects: kubectl's habits.

@@ -16,9 +16,9 @@
 use jiff::Timestamp;
 
 use super::config::{Approval, Mode, OverrideSettings};
+use super::model::{Change, Operation};
 use super::overrides::{self, Override, OverrideProblem};
 use super::seal::{APPROVAL_SEAL, Sealed};
-use super::{Change, Operation};
 
 pub const APPROVED_BY: &str = "finalizer-guard.io/approved-by";
 pub const OVERRIDE_EXPIRES: &str = "finalizer-guard.io/override-expires";

@@ -10,8 +10,7 @@
 //! when started with `--use-service-account-credentials` (kubeadm's default),
 //! and as `system:kube-controller-manager` otherwise; the service controller
 //! lives in cloud-controller-manager.
-
-use super::FinalizerField;
+use super::model::FinalizerField;
 
 /// The username kube-controller-manager uses without per-controller credentials.
 pub const KUBE_CONTROLLER_MANAGER: &str = "system:kube-controller-manager";

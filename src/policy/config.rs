@@ -609,7 +609,7 @@ impl Policy {
         &self,
         username: &str,
         finalizer: &str,
-        field: super::FinalizerField,
+        field: super::model::FinalizerField,
     ) -> Option<&'static BuiltinController> {
         super::builtin::owner(username, finalizer, field).or_else(|| {
             self.builtin_identities

@@ -3,10 +3,12 @@
 use std::collections::HashSet;
 
 use super::config::{Accepts, Mode, OverrideSettings, Policy, Rule};
-use super::{
+use super::model::{
     Authority, Change, Decision, Evidence, FinalizerField, FinalizerLists, Operation, Outcome,
-    OverrideProblem, Refusal, Removal, Requester, Target, approval, overrides,
+    Removal, Requester, Target,
 };
+use super::overrides::{OverrideProblem, Refusal};
+use super::{approval, overrides};
 
 /// Decides one change under a policy.
 pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
@@ -283,7 +285,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::policy::{Override, OverrideProblem};
+    use crate::policy::overrides::{Override, OverrideProblem};
 
     /// An owned change, built fluently, lent to [`decide`].
     #[derive(Clone)]
@@ -817,12 +819,12 @@ rules:
             }
         );
         assert!(d.allowed());
-        assert_eq!(d.verdict(), crate::policy::Verdict::WouldDeny);
+        assert_eq!(d.verdict(), crate::policy::model::Verdict::WouldDeny);
     }
 
     mod per_finalizer {
         use super::*;
-        use crate::policy::Refusal;
+        use crate::policy::overrides::Refusal;
 
         const POLICY: &str = r#"
 rules:
@@ -995,7 +997,7 @@ override:
                 .removing(&["vault.example.com/lease"], &[])
                 .with_override("node-lost: INC-1");
             let d = c.decide(&p);
-            assert_eq!(d.verdict(), crate::policy::Verdict::WouldDeny);
+            assert_eq!(d.verdict(), crate::policy::model::Verdict::WouldDeny);
             let warning = c
                 .with_change(|change| crate::policy::message::would_deny_warning(change, &d))
                 .unwrap();

@@ -3,9 +3,8 @@
 //! The CLI, `test`, the server's start and its reload all come through here,
 //! so a file means the same everywhere: UTF-8 YAML, or refused.
 
+use super::config::{InvalidPolicy, Policy};
 use std::path::Path;
-
-use super::{InvalidPolicy, Policy};
 
 /// Why a policy file could not be loaded.
 #[derive(Debug, thiserror::Error)]

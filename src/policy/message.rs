@@ -7,7 +7,8 @@ use std::fmt::{self, Write};
 
 use super::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
 use super::config::{Accepts, OverrideSettings, Policy};
-use super::{Change, Decision, FinalizerField, Outcome, OverrideProblem, Removal, Target};
+use super::model::{Change, Decision, FinalizerField, Outcome, Removal, Target};
+use super::overrides::OverrideProblem;
 
 /// kube-apiserver may cut warnings longer than this.
 pub const MAX_WARNING_CHARS: usize = 256;
@@ -404,7 +405,7 @@ fn too_many_names(change: &Change<'_>, field: FinalizerField, verb: &str) -> Str
         describe_object(&change.target),
         Quoted::cut(change.requester.username, MAX_NAME_CHARS),
         field.path(),
-        Thousands(super::MAX_LIST_NAMES),
+        Thousands(super::model::MAX_LIST_NAMES),
     )
 }
 
@@ -424,7 +425,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::policy::{FinalizerLists, Operation, Requester, decide};
+    use crate::policy::decide;
+    use crate::policy::model::{FinalizerLists, Operation, Requester};
 
     fn strings<'a>(items: &[&'a str]) -> Vec<Cow<'a, str>> {
         items.iter().map(|s| Cow::Borrowed(*s)).collect()
@@ -559,7 +561,7 @@ REASON one of: node-lost, controller-unavailable, controller-uninstalled, apiser
             format!("node-lost: {detail}"),
         );
         let (d, _, warning, would) = render(pod(), &["example.com/a"], &[], &a, &p);
-        assert_eq!(d.verdict(), crate::policy::Verdict::Override);
+        assert_eq!(d.verdict(), crate::policy::model::Verdict::Override);
         let warning = warning.unwrap();
         assert!(warning.starts_with("finalizer-guard: override \"node-lost\" removed finalizer \"example.com/a\" from pods \"web-0\""));
         assert!(warning.chars().count() <= MAX_WARNING_CHARS);

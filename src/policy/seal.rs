@@ -128,7 +128,7 @@ fn message(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Policy;
+    use crate::policy::config::Policy;
 
     fn policy(yaml: &str) -> Policy {
         Policy::from_yaml(yaml).unwrap()

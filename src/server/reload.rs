@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::serve::{AppState, stopped_signal};
 use super::tls::{self, CertStore, ClientCaStore, TlsError};
-use super::{AppState, stopped_signal};
-use crate::doctor::Blocked;
 use crate::error::{IoError, list};
+use crate::offline::doctor::Blocked;
 use crate::policy::{self, LoadError};
 
 /// Why a changed file was not applied.
@@ -58,7 +58,7 @@ impl Reloadable for PolicyFile {
     }
     fn apply(&self, bytes: &[u8], state: &AppState) -> Result<(), ReloadError> {
         let policy = policy::from_bytes(bytes)?;
-        super::doctor_allows(&policy).map_err(ReloadError::BlocksBuiltinControllers)?;
+        super::serve::doctor_allows(&policy).map_err(ReloadError::BlocksBuiltinControllers)?;
         tracing::info!(
             mode = policy.mode.as_str(),
             rules = policy.rules.len(),

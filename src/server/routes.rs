@@ -4,6 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use super::serve::{AppState, kib};
+use crate::admission;
+use crate::policy::Policy;
+use crate::trail::metrics::RejectLabels;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -14,11 +18,6 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{Instrument, field};
-
-use super::{AppState, kib};
-use crate::admission;
-use crate::metrics::RejectLabels;
-use crate::policy::Policy;
 
 /// Bodies larger than this are decided on the blocking pool, so a few huge
 /// reviews cannot stall the small ones sharing a worker thread.
@@ -92,7 +91,7 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 
 async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    let (content_type, body) = crate::metrics::exposition(accept, state.metrics.encode());
+    let (content_type, body) = crate::trail::metrics::exposition(accept, state.metrics.encode());
     let mut response = body.into_response();
     response
         .headers_mut()
@@ -174,7 +173,7 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
             }
             // Read back only for what needs it: a debug span, an Event.
             let wants_event = state.events.is_some()
-                && crate::events::calls_for_event(reviewed.verdict(), entry.dry_run())
+                && crate::trail::events::calls_for_event(reviewed.verdict(), entry.dry_run())
                 && events_allowed(&state, authenticated);
             if wants_event || !span.is_disabled() {
                 match entry.record() {
@@ -190,7 +189,7 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
                             "judged finalizer removal"
                         );
                         if let Some(sink) = &state.events
-                            && let Some(event) = crate::events::event_for(&record, &state.instance)
+                            && let Some(event) = crate::trail::events::event_for(&record, &state.instance)
                         {
                             sink.send(event);
                         }
@@ -200,7 +199,7 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
             }
             if let Some(recorder) = &state.recorder
                 && let Some(recording) =
-                    crate::recording::from_reviewed(&reviewed, &body, &policy, authenticated)
+                    crate::trail::recording::from_reviewed(&reviewed, &body, &policy, authenticated)
             {
                 recorder.record(recording);
             }
@@ -229,8 +228,8 @@ fn events_allowed(state: &AppState, authenticated: bool) -> bool {
     state
         .metrics
         .events
-        .get_or_create(&crate::metrics::EventLabels {
-            decision: crate::events::SKIPPED_UNAUTHENTICATED,
+        .get_or_create(&crate::trail::metrics::EventLabels {
+            decision: crate::trail::events::SKIPPED_UNAUTHENTICATED,
         })
         .inc();
     tracing::debug!("no Event: the review came without a verified client certificate");

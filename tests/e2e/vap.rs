@@ -925,8 +925,10 @@ fn policy_of(rules: usize, shared_group: bool) -> String {
 /// The most rules of [`policy_of`] the export takes.
 fn largest(shared_group: bool) -> usize {
     let exports = |n: usize| {
-        finalizer_guard::vap::export(&GuardPolicy::from_yaml(&policy_of(n, shared_group)).unwrap())
-            .is_ok()
+        finalizer_guard::offline::vap::export(
+            &GuardPolicy::from_yaml(&policy_of(n, shared_group)).unwrap(),
+        )
+        .is_ok()
     };
     let (mut ok, mut refused) = (1, 4096);
     while refused - ok > 1 {
@@ -943,7 +945,7 @@ fn largest(shared_group: bool) -> usize {
 #[test]
 #[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
 fn the_largest_policies_the_export_takes_are_accepted_and_decided() {
-    use finalizer_guard::vap::{MAX_EXPRESSION_CODE_POINTS, MAX_FINALIZERS};
+    use finalizer_guard::offline::vap::{MAX_EXPRESSION_CODE_POINTS, MAX_FINALIZERS};
     let mut env = env();
     env.stop();
     let c = &env.cluster;

@@ -288,7 +288,7 @@ fn each_overlay_installs_what_the_chart_installs_for_its_certificates() {
     let bundle = write_certs(&overlay);
     let ca_bundle = format!(
         "certificates.external.caBundle={}",
-        finalizer_guard::certs::ca_bundle(&bundle.ca_cert_pem)
+        finalizer_guard::server::certs::ca_bundle(&bundle.ca_cert_pem)
     );
     let mut args = off.to_vec();
     args.extend(["--set", "certificates.source=external", "--set", &ca_bundle]);
@@ -414,14 +414,14 @@ fn generated_certificates_name_the_service_and_fill_the_ca_bundle() {
     }
     assert_eq!(
         dns,
-        finalizer_guard::certs::service_names(SERVICE, NAMESPACE)
+        finalizer_guard::server::certs::service_names(SERVICE, NAMESPACE)
     );
     assert_eq!(ips, [vec![127u8, 0, 0, 1]]);
 
     let webhook = find(&rendered, "ValidatingWebhookConfiguration finalizer-guard").unwrap();
     assert_eq!(
         text(webhook, "/webhooks/0/clientConfig/caBundle"),
-        finalizer_guard::certs::ca_bundle(&ca_pem),
+        finalizer_guard::server::certs::ca_bundle(&ca_pem),
         "the caBundle is the CA that issued the serving certificate"
     );
     assert_eq!(
@@ -1451,7 +1451,7 @@ fn the_backstop_installs_the_export_its_policy_check_proves() {
         yaml.push_str("---\n");
         yaml.push_str(&serde_yaml_ng::to_string(object).unwrap());
     }
-    finalizer_guard::vap::verify(&policy, &yaml).expect("the export, as given");
+    finalizer_guard::offline::vap::verify(&policy, &yaml).expect("the export, as given");
     let webhook = find(&rendered, "ValidatingWebhookConfiguration finalizer-guard").unwrap();
     assert_eq!(
         text(webhook, "/webhooks/0/failurePolicy"),

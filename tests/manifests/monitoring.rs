@@ -236,7 +236,7 @@ fn the_query_reader_finds_metrics_and_nothing_else() {
 fn the_dashboard_queries_only_metrics_the_binaries_export() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let source = |file: &str| std::fs::read_to_string(root.join(file)).unwrap();
-    let mut names = exported(&finalizer_guard::metrics::Metrics::new().encode());
+    let mut names = exported(&finalizer_guard::trail::metrics::Metrics::new().encode());
     names.extend(registered(&source("src/metrics.rs")));
     let webhook = names.len();
     names.extend(exported(&finalizer_guard::cluster::watch::exposition()));

@@ -1,7 +1,7 @@
 //! The announcer: explains each stuck object as `unstick` does (the same
 //! code: [`crate::cluster::explain`] and [`ObjectReport`]'s explanation) and
 //! hands its `FinalizerStuck` Event to the webhook's Event writer
-//! ([`crate::events`]): repeats are one Event with a series.
+//! ([`crate::trail::events`]): repeats are one Event with a series.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,15 +11,16 @@ use jiff::Timestamp;
 use kube::Client;
 use kube::api::{DynamicObject, TypeMeta};
 
+use super::escape;
+use super::run::{REASON, REPORTING_CONTROLLER};
 use super::tracker::{Announced, Due, Shared};
-use super::{REASON, REPORTING_CONTROLLER, escape};
-use crate::cluster::Identity;
 use crate::cluster::explain::{self, Probe};
 use crate::cluster::object::ObjectApi;
 use crate::cluster::report::ObjectReport;
 use crate::cluster::select::Found;
-use crate::events::{EventSink, MAX_NOTE_BYTES, Notice, Occurrence};
+use crate::cluster::session::Identity;
 use crate::policy::Policy;
+use crate::trail::events::{EventSink, MAX_NOTE_BYTES, Notice, Occurrence};
 
 /// How often stuck objects are looked for, to announce them.
 const TICK: Duration = Duration::from_secs(1);
@@ -204,9 +205,9 @@ fn fit(body: &str, command: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::ledger::Ledger;
     use crate::cluster::explain::FinalizerReport;
     use crate::cluster::watch::fixtures::*;
-    use crate::ledger::Ledger;
     use crate::policy::FinalizerField;
     /// The report `unstick` makes of the object `d` names, with what it
     /// explained.

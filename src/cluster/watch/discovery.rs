@@ -95,7 +95,9 @@ impl Discoverer {
 
     /// The policy again: the owners an Event names follow the cluster's.
     pub(super) async fn reload_policy(&self) {
-        match crate::cluster::cluster_policy(&self.client, self.policy_file.as_deref()).await {
+        match crate::cluster::session::cluster_policy(&self.client, self.policy_file.as_deref())
+            .await
+        {
             Ok((policy, _)) => self.policy.store(Arc::new(policy)),
             Err(e) => {
                 tracing::warn!(error = %escape(&e.to_string()), "cannot read the policy again; keeping the last one");

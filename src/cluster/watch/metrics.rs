@@ -14,7 +14,7 @@ use prometheus_client::registry::Registry;
 
 use super::escape;
 use super::tracker::Shared;
-use crate::metrics::{EventLabels, QueueLabels, register_build_info, register_event_writer};
+use crate::trail::metrics::{EventLabels, QueueLabels, register_build_info, register_event_writer};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct StuckLabels {

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::escape;
+use super::run::OTHER;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -14,10 +16,8 @@ use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::discovery::ApiResource;
 
-use super::{OTHER, escape};
-
 /// How often a stuck object's Event is repeated while it stays stuck: within
-/// the Event writer's six-minute series ([`crate::events::SERIES_END`]), so a repeat is one more in the Event's
+/// the Event writer's six-minute series ([`crate::trail::events::SERIES_END`]), so a repeat is one more in the Event's
 /// series (its count and last-seen time), never a new Event; and the Event
 /// outlives the API server's one-hour Event TTL.
 const REPEAT_EVERY: SignedDuration = SignedDuration::from_mins(5);

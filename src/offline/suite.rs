@@ -3,7 +3,7 @@
 //! A PATH is a suite file (YAML: policy, cases, expectations; a case names a
 //! review file, or is written short and expanded by `suite::short`), a recording
 //! written by `serve --record-dir` (its expectation is the decision it got), an
-//! apiserver-sim case file (checked in full by [`crate::cases`]), or a folder
+//! apiserver-sim case file (checked in full by [`crate::offline::cases`]), or a folder
 //! of any of these. Every review is decided with [`crate::admission::review`],
 //! the server's own function.
 //! Files are read through [`crate::files`]: regular files only (a FIFO or a
@@ -20,12 +20,12 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::admission::{self, Reviewed};
-use crate::cases::{self, CaseFile};
 use crate::error::Error;
 use crate::files::{self, Found};
+use crate::offline::cases::{self, CaseFile};
 use crate::output::escape;
 use crate::policy::{Policy, Verdict};
-use crate::recording::{self, Recording};
+use crate::trail::recording::{self, Recording};
 
 mod short;
 

@@ -233,7 +233,7 @@ impl Metrics {
             let _ = unauthorized_removals.get_or_create(&VerdictLabels { decision });
         }
         let _ = events.get_or_create(&EventLabels {
-            decision: crate::events::SKIPPED_UNAUTHENTICATED,
+            decision: crate::trail::events::SKIPPED_UNAUTHENTICATED,
         });
         for queue in ["audit", "recorder"] {
             let _ = dropped.get_or_create(&QueueLabels { queue });
@@ -457,7 +457,7 @@ fn is_group_name(group: &str) -> bool {
         })
 }
 
-/// The Event writer's counters ([`crate::events::EventSink`]): every
+/// The Event writer's counters ([`crate::trail::events::EventSink`]): every
 /// command that writes Events (`serve`, `watch`) registers them so.
 pub fn register_event_writer(
     registry: &mut Registry,

@@ -28,11 +28,11 @@ use prometheus_client::metrics::family::Family;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::audit::AuditRecord;
-use crate::metrics::EventLabels;
+use crate::admission::audit::AuditRecord;
 use crate::policy::Verdict;
 use crate::policy::message::truncate;
 use crate::queue::{self, Queue, WhenFull};
+use crate::trail::metrics::EventLabels;
 
 /// `reportingController` of every Event.
 pub const REPORTING_CONTROLLER: &str = "finalizer-guard.io/webhook";
@@ -678,7 +678,7 @@ async fn sleep_until(at: Option<Instant>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::AuditedRemoval;
+    use crate::admission::audit::AuditedRemoval;
     use crate::policy::{FinalizerField, Mode, Operation};
 
     fn record(decision: Verdict) -> AuditRecord {
@@ -707,7 +707,7 @@ mod tests {
             override_detail: Some("INC-1".into()),
             approved_by: None,
             override_expires: None,
-            protected: Some(crate::ledger::Ledger {
+            protected: Some(crate::admission::ledger::Ledger {
                 node: Some("worker-3".into()),
                 ..Default::default()
             }),

@@ -333,8 +333,8 @@ fn apiserver_event(value: &Value) -> Option<Seen> {
 
 /// A recording file's content, parsed; `Other` unless it is a recording.
 pub fn parse_recording(value: &Value) -> Parsed {
-    if value["kind"] != crate::recording::KIND
-        || value["apiVersion"] != crate::recording::API_VERSION
+    if value["kind"] != crate::trail::recording::KIND
+        || value["apiVersion"] != crate::trail::recording::API_VERSION
     {
         return Parsed::Other;
     }
@@ -3024,7 +3024,7 @@ mod tests {
         ]);
         assert_eq!(e.seen.len(), 2);
         assert!(e.skipped.is_empty());
-        let value: Value = json!({"kind": crate::recording::KIND, "apiVersion": crate::recording::API_VERSION,
+        let value: Value = json!({"kind": crate::trail::recording::KIND, "apiVersion": crate::trail::recording::API_VERSION,
             "decision": "would-deny", "review": {"request": {"dryRun": true, "userInfo": {"username": CONTROLLER},
             "resource": {"group": "example.com", "resource": "widgets"}, "namespace": "team-a", "name": "w1",
             "oldObject": {"metadata": {"finalizers": ["example.com/a"]}}, "object": {"metadata": {}}}}});
@@ -3338,8 +3338,8 @@ mod tests {
     fn widening_reaches_no_further_than_the_evidence() {
         // The attack: a rule for every finalizer of team-a's bot in team-a,
         // and one denial in team-b.
-        let text = include_str!("../tests/fixtures/suggest/attack/base3.yaml");
-        let log = include_str!("../tests/fixtures/suggest/attack/e3.log");
+        let text = include_str!("../../tests/fixtures/suggest/attack/base3.yaml");
+        let log = include_str!("../../tests/fixtures/suggest/attack/e3.log");
         let lines: Vec<String> = log.lines().map(String::from).collect();
         let base = Policy::from_yaml(text).unwrap();
         let e = evidence(&lines);
@@ -3457,7 +3457,7 @@ mod tests {
     /// controllers own, whoever removed it and however.
     #[test]
     fn no_rule_for_a_finalizer_of_kubernetes_own_controllers() {
-        let log = include_str!("../tests/fixtures/suggest/attack/e1.log");
+        let log = include_str!("../../tests/fixtures/suggest/attack/e1.log");
         let denied: Vec<String> = log.lines().map(String::from).collect();
         let allowed: Vec<String> = denied
             .iter()
@@ -3498,7 +3498,7 @@ mod tests {
     /// file's rules, and keeps `presets:`.
     #[test]
     fn merged_into_a_policy_with_presets() {
-        let text = include_str!("../tests/fixtures/suggest/attack/base4.yaml");
+        let text = include_str!("../../tests/fixtures/suggest/attack/base4.yaml");
         let base = Policy::from_yaml(text).unwrap();
         assert!(base.rules.iter().any(|r| r.label.starts_with("preset:")));
         let e = evidence(&[removal("1", TENANT_BOT, "team-a", "example.com/a", false)]);

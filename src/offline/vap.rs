@@ -37,7 +37,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
-use crate::doctor;
+use crate::offline::doctor;
 use crate::policy::FinalizerField;
 use crate::policy::builtin::{self, BUILTIN_CONTROLLERS};
 use crate::policy::config::{FinalizerPattern, Mode, Policy, Rule};

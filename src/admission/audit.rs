@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::admission::json;
-use crate::ledger::Ledger;
+use crate::admission::ledger::Ledger;
 use crate::policy::message::truncated;
 use crate::policy::{
     Authority, Change, Decision, FinalizerField, Mode, Operation, Outcome, OverrideProblem, Target,
@@ -597,7 +597,7 @@ mod tests {
     }
 
     fn record(uid: &str) -> AuditEntry {
-        let bytes = include_bytes!("../examples/reviews/pod-strip-finalizers.json");
+        let bytes = include_bytes!("../../examples/reviews/pod-strip-finalizers.json");
         let text = std::str::from_utf8(bytes)
             .unwrap()
             .replace("a4f1c7de-0f3b-4c55-9a0e-6c1d2b3e4f50", uid);
@@ -632,10 +632,10 @@ mod tests {
     fn the_entry_is_the_record_serialized() {
         let policy = crate::policy::Policy::embedded_default();
         for example in [
-            &include_bytes!("../examples/reviews/pod-strip-finalizers.json")[..],
-            include_bytes!("../examples/reviews/pod-strip-finalizers-override.json"),
-            include_bytes!("../examples/reviews/namespace-finalize-stuck.json"),
-            include_bytes!("../examples/reviews/deployment-foreground-deletion-gc.json"),
+            &include_bytes!("../../examples/reviews/pod-strip-finalizers.json")[..],
+            include_bytes!("../../examples/reviews/pod-strip-finalizers-override.json"),
+            include_bytes!("../../examples/reviews/namespace-finalize-stuck.json"),
+            include_bytes!("../../examples/reviews/deployment-foreground-deletion-gc.json"),
         ] {
             let entry = crate::admission::review(&policy, example)
                 .unwrap()

@@ -5,7 +5,7 @@
 //! API, so no API request can delete or weaken it:
 //!
 //! - `policies/backstop.yaml`: the backstop ValidatingAdmissionPolicy and
-//!   binding of [`crate::vap::export`], renamed to end in `.static.k8s.io`;
+//!   binding of [`crate::offline::vap::export`], renamed to end in `.static.k8s.io`;
 //! - `policies/protect.yaml`: a ValidatingAdmissionPolicy and binding that
 //!   refuse the UPDATE and DELETE of finalizer-guard's own API objects (its
 //!   ValidatingWebhookConfiguration, its backstop policy and binding, its
@@ -49,8 +49,8 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
+use crate::offline::vap::{self, lit};
 use crate::policy::config::{Mode, Policy};
-use crate::vap::{self, lit};
 
 /// The suffix kube-apiserver requires of every object loaded from a static
 /// manifest, and refuses in a name written through the API.
@@ -77,7 +77,7 @@ pub const KNOWN_FILES: &[&str] = &[ADMISSION_CONFIG, BACKSTOP_FILE, PROTECT_FILE
 /// The webhook's registration as the chart renders it with its defaults
 /// (scripts/render-manifests.sh keeps the two the same): the static webhook
 /// is this, with its name, client and the policy's settings changed.
-const RENDERED_WEBHOOK: &str = include_str!("../manifests/base/webhook.yaml");
+const RENDERED_WEBHOOK: &str = include_str!("../../manifests/base/webhook.yaml");
 /// The override annotation the rendered registration names.
 const DEFAULT_ANNOTATION: &str = "finalizer-guard.io/override";
 /// The matchCondition that skips Kubernetes' own controllers (left out when

@@ -1,0 +1,379 @@
+//! A session with a cluster: kubeconfig, the requester's identity, the policy the cluster serves, and why a command could not talk to it.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use kube::api::{ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+use crate::output::api_status;
+use crate::policy::{self, Policy};
+
+/// The webhook's name in the ValidatingWebhookConfiguration (CONTRACT.md, "Deployment").
+pub const WEBHOOK_NAME: &str = "finalizers.finalizer-guard.io";
+/// The policy's key in the ConfigMap the chart and `manifests/` install.
+pub const POLICY_KEY: &str = "policy.yaml";
+/// The field manager of every write these commands make.
+pub const FIELD_MANAGER: &str = "finalizer-guard";
+
+/// Why a command could not talk to the cluster, or was asked wrongly: exit 2.
+/// Each keeps its cause as its source; [`crate::output::chain`] says them all.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("kubeconfig{}", path.as_ref().map(|p| format!(": {}", p.display())).unwrap_or_default())]
+    Kubeconfig {
+        path: Option<PathBuf>,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot reach the API server: {server}")]
+    Connect {
+        server: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("{what}")]
+    Api {
+        what: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("policy {name}{hint}")]
+    Policy {
+        name: String,
+        /// What to do about it, said before the policy's own errors.
+        hint: &'static str,
+        #[source]
+        source: policy::LoadError,
+    },
+    #[error("policy {name}: has no key {key}")]
+    PolicyKeyMissing { name: String, key: String },
+    #[error("writing the report")]
+    Output(#[source] std::io::Error),
+}
+
+impl ClusterError {
+    pub fn api(what: impl Into<String>, source: kube::Error) -> Self {
+        ClusterError::Api {
+            what: what.into(),
+            source: Box::new(source),
+        }
+    }
+
+    /// Worth trying again: the API server unreachable, or answering 429 or
+    /// 5xx. A bad kubeconfig, a refusal (401, 403) or a bad policy is not.
+    pub fn transient(&self) -> bool {
+        match self {
+            ClusterError::Connect { .. } => true,
+            ClusterError::Api { source, .. } => match source.as_ref() {
+                kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+                kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    fn kubeconfig(
+        path: Option<&Path>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        ClusterError::Kubeconfig {
+            path: path.map(Path::to_path_buf),
+            source: Box::new(source),
+        }
+    }
+}
+
+/// kubeconfig and context, read as kubectl reads them.
+#[derive(Debug, Clone, Default, Args)]
+pub struct Connection {
+    /// Path to the kubeconfig file. Default: $KUBECONFIG, then ~/.kube/config, then in-cluster.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use. Default: the current context.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+/// `--dry-run=server`: as kubectl, every write goes through the API server
+/// and the webhook and is not persisted.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct DryRunFlag {
+    /// `server`: every write goes through the API server and the webhook, and nothing is persisted.
+    #[arg(long, value_enum, default_value = "none", value_name = "MODE")]
+    pub dry_run: DryRun,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum DryRun {
+    /// Write for real.
+    #[default]
+    None,
+    /// Send every write through the API server and the webhook without persisting it.
+    Server,
+}
+
+/// Who the commands act as: what `kubectl auth whoami` prints.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Identity {
+    pub username: String,
+    pub groups: Vec<String>,
+}
+
+/// A connected client, the context's namespace and who we are.
+pub struct Session {
+    pub client: Client,
+    /// The context's namespace, or `default`.
+    pub namespace: String,
+    pub identity: Identity,
+}
+
+impl Connection {
+    pub async fn connect(&self) -> Result<Session, ClusterError> {
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            cluster: None,
+            user: None,
+        };
+        let path = self.kubeconfig.as_deref();
+        let config = match (path, &self.context) {
+            (Some(path), _) => {
+                let file = Kubeconfig::read_from(path)
+                    .map_err(|e| ClusterError::kubeconfig(Some(path), e))?;
+                Config::from_custom_kubeconfig(file, &options)
+                    .await
+                    .map_err(|e| ClusterError::kubeconfig(Some(path), e))?
+            }
+            (None, Some(_)) => Config::from_kubeconfig(&options)
+                .await
+                .map_err(|e| ClusterError::kubeconfig(None, e))?,
+            (None, None) => Config::infer()
+                .await
+                .map_err(|e| ClusterError::kubeconfig(None, e))?,
+        };
+        let namespace = config.default_namespace.clone();
+        let server = config.cluster_url.to_string();
+        let client = Client::try_from(config).map_err(|e| ClusterError::kubeconfig(path, e))?;
+        let identity = whoami(&client, server).await?;
+        Ok(Session {
+            client,
+            namespace,
+            identity,
+        })
+    }
+}
+
+/// `kubectl auth whoami`: a SelfSubjectReview. Also proves the connection.
+async fn whoami(client: &Client, server: String) -> Result<Identity, ClusterError> {
+    let api: Api<SelfSubjectReview> = Api::all(client.clone());
+    let review = api
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(_) => ClusterError::api("who am I (SelfSubjectReview)", e),
+            other => ClusterError::Connect {
+                server,
+                source: Box::new(other),
+            },
+        })?;
+    let user = review.status.and_then(|s| s.user_info).unwrap_or_default();
+    Ok(Identity {
+        username: user.username.unwrap_or_default(),
+        groups: user.groups.unwrap_or_default(),
+    })
+}
+
+/// Where the policy came from, for the report.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicySource {
+    /// `FILE`, `configmap NS/NAME`, or `embedded default`.
+    pub name: String,
+    /// How it was found: from each webhook configuration holding the
+    /// webhook to what its pods mount.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub served_by: Vec<String>,
+    /// Something the operator should know about it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The policy the installed webhook serves ([`super::install::locate`]), or `--policy FILE`.
+pub async fn cluster_policy(
+    client: &Client,
+    file: Option<&Path>,
+) -> Result<(Policy, PolicySource), ClusterError> {
+    if let Some(path) = file {
+        let name = path.display().to_string();
+        let policy = policy::load(path).map_err(|source| ClusterError::Policy {
+            name: name.clone(),
+            hint: "",
+            source,
+        })?;
+        let source = PolicySource {
+            name,
+            served_by: Vec::new(),
+            note: None,
+        };
+        return Ok((policy, source));
+    }
+    let (found, others) = match super::install::locate(client).await? {
+        super::install::Located::Policy { found, others } => (found, others),
+        super::install::Located::Ambiguous(found) => return Err(super::install::ambiguous(&found)),
+        super::install::Located::NotFound(why) => {
+            let source = PolicySource {
+                name: "embedded default".into(),
+                served_by: Vec::new(),
+                note: Some(super::install::not_found_note(&why)),
+            };
+            return Ok((Policy::embedded_default(), source));
+        }
+    };
+    let first = &found[0];
+    let policy = match &first.text {
+        Some(text) => Policy::from_yaml(text).map_err(|e| ClusterError::Policy {
+            name: first.name.clone(),
+            hint: " (the webhook keeps its last good policy; pass --policy FILE)",
+            source: e.into(),
+        })?,
+        None => Policy::embedded_default(),
+    };
+    let mut notes = Vec::new();
+    if found.len() > 1 {
+        notes.push(format!("{} installs serve this same policy", found.len()));
+    }
+    if first.text.is_none() {
+        notes.push(
+            "the installed webhook runs without --policy: it serves the embedded default policy"
+                .into(),
+        );
+    }
+    if !others.is_empty() {
+        notes.push(format!(
+            "also installed, but not followed to a policy: {}",
+            others.join("; ")
+        ));
+    }
+    let source = PolicySource {
+        name: first.name.clone(),
+        served_by: found.iter().map(|f| f.via.clone()).collect(),
+        note: (!notes.is_empty()).then(|| notes.join("; ")),
+    };
+    Ok((policy, source))
+}
+
+/// Whether the webhook is installed: `Some(true)` when a ValidatingWebhookConfiguration
+/// holds [`WEBHOOK_NAME`], `None` when we may not look.
+pub async fn webhook_installed(client: &Client) -> Option<bool> {
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let list = api.list(&ListParams::default()).await.ok()?;
+    Some(
+        list.items
+            .iter()
+            .any(|c| c.webhooks.iter().flatten().any(|w| w.name == WEBHOOK_NAME)),
+    )
+}
+
+/// What a refused write means, in words an operator can act on: the one
+/// describer of refusals for `unstick` and `approve` (its Display).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteError {
+    /// The webhook denied it: its message.
+    Denied(String),
+    /// The webhook could not be called: nothing guarded can be written now.
+    WebhookUnreachable(String),
+    /// The object changed since it was read (a `test` failed, or a conflict).
+    Conflict,
+    /// It is gone.
+    NotFound,
+    /// 422: a JSON patch `test` failed, or the object is not valid. Which
+    /// one, only a second read can tell.
+    Unprocessable(String),
+    /// Anything else the API server said (RBAC, validation, ...), or why it
+    /// could not be asked.
+    Other(String),
+}
+
+impl WriteError {
+    pub fn from_kube(e: &kube::Error) -> WriteError {
+        let kube::Error::Api(status) = e else {
+            return WriteError::Other(crate::output::chain(e));
+        };
+        let message = status.message.as_str();
+        if message.contains("failed calling webhook") && message.contains(WEBHOOK_NAME) {
+            WriteError::WebhookUnreachable(message.to_string())
+        } else if message.contains("admission webhook") && message.contains("denied") {
+            WriteError::Denied(message.to_string())
+        } else if status.code == 409 {
+            WriteError::Conflict
+        } else if status.code == 422 {
+            WriteError::Unprocessable(message.to_string())
+        } else if status.code == 404 {
+            WriteError::NotFound
+        } else {
+            WriteError::Other(api_status(status))
+        }
+    }
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WriteError::Denied(m) => write!(f, "denied: {m}"),
+            WriteError::WebhookUnreachable(m) => write!(f, "the webhook is unreachable: {m}"),
+            WriteError::Conflict => f.write_str("a conflicting change"),
+            WriteError::NotFound => f.write_str("gone"),
+            WriteError::Unprocessable(m) => write!(f, "{m} (422)"),
+            WriteError::Other(m) => f.write_str(m),
+        }
+    }
+}
+
+/// What the operator can do while the webhook is unreachable.
+pub const WEBHOOK_DOWN_HELP: &str = "The webhook's failurePolicy is Fail, so no finalizer can be removed until it answers again. \
+Bring it back: the message above names the address it calls (for a Service, NAME.NAMESPACE.svc); \
+kubectl -n NAMESPACE get pods,endpoints -l app.kubernetes.io/name=finalizer-guard,app.kubernetes.io/component=webhook; \
+kubectl -n NAMESPACE rollout restart deployment -l app.kubernetes.io/name=finalizer-guard,app.kubernetes.io/component=webhook. \
+This command never deletes or disables the ValidatingWebhookConfiguration: if the webhook cannot come back, that is a decision for a cluster admin, on the record.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: u16, message: &str) -> WriteError {
+        let status = kube::core::Status::failure(message, "").with_code(code);
+        WriteError::from_kube(&kube::Error::Api(status.boxed()))
+    }
+
+    #[test]
+    fn refusals_are_told_apart_and_said_plainly() {
+        let denied = refused(
+            400,
+            "admission webhook \"finalizers.finalizer-guard.io\" denied the request: no",
+        );
+        assert!(matches!(denied, WriteError::Denied(_)));
+        assert!(denied.to_string().starts_with("denied: admission webhook"));
+        let down = refused(
+            500,
+            "Internal error occurred: failed calling webhook \"finalizers.finalizer-guard.io\": connection refused",
+        );
+        assert!(
+            down.to_string()
+                .starts_with("the webhook is unreachable: Internal error"),
+            "{down}"
+        );
+        assert_eq!(refused(409, "conflict"), WriteError::Conflict);
+        assert_eq!(refused(404, "not found").to_string(), "gone");
+        assert_eq!(refused(422, "test failed").to_string(), "test failed (422)");
+        assert_eq!(
+            refused(403, "pods \"a\" is forbidden").to_string(),
+            "pods \"a\" is forbidden (403)"
+        );
+    }
+}

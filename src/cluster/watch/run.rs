@@ -1,0 +1,261 @@
+//! The watch command: its flags, its admin port, its workers.
+
+/// The Events' reason.
+pub const REASON: &str = "FinalizerStuck";
+/// The Events' reportingController.
+pub const REPORTING_CONTROLLER: &str = "finalizer-guard.io/watch";
+/// The label value of the finalizers past `--max-finalizers`.
+pub const OTHER: &str = "other";
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use super::announce::Announcer;
+use super::discovery::{Discoverer, FIRST_LISTS};
+use super::metrics::Metrics;
+use super::tracker::Shared;
+use crate::cluster::explain;
+use crate::cluster::session::{ClusterError, Connection};
+pub use crate::output::escape;
+use crate::trail::events::EventSink;
+
+/// What `watch`'s `/metrics` serves before it has seen anything: every
+/// family it exports, with its `# TYPE` line (the chart's dashboard is
+/// checked against it).
+pub fn exposition() -> String {
+    let shared = Arc::new(Shared::new(Duration::from_secs(600), 1));
+    Metrics::new(shared).encode().unwrap_or_default()
+}
+
+/// The longest wait between two tries to reach the API server at start.
+const MAX_START_PAUSE: Duration = Duration::from_secs(30);
+
+/// `watch`'s settings, from the command line ([`crate::cli::WatchArgs`]).
+#[derive(Debug)]
+pub struct Watch {
+    /// Deleting with finalizers for longer than this is stuck.
+    pub stuck_after: Duration,
+    /// `/metrics`, `/healthz`, `/readyz` (plain HTTP).
+    pub admin_listen: SocketAddr,
+    /// Write FinalizerStuck Events (off: metrics and logs only).
+    pub events: bool,
+    /// Most Events waiting to be written; past it they are dropped, counted.
+    pub events_queue: usize,
+    /// How often the API server's types are discovered again.
+    pub discovery_interval: Duration,
+    /// Most finalizer names with a label value of their own.
+    pub max_finalizers: usize,
+    /// How long a node must be NotReady before its pods' owners count as gone.
+    pub not_ready_for: Duration,
+    /// Explain under this policy instead of the cluster's.
+    pub policy: Option<PathBuf>,
+    pub connection: Connection,
+}
+
+/// `finalizer-guard watch`: runs until SIGTERM or Ctrl-C (exit 0). Exit 1
+/// when it cannot start (the admin port is taken), 2 on usage errors, a bad
+/// kubeconfig or policy, or a refusal by the API server. An API server that
+/// cannot be reached, or answers 429 or 5xx, is tried again (1 s doubling to
+/// 30 s), the admin port up and `/readyz` saying why it is not ready.
+pub async fn run(config: Watch) -> Result<i32, ClusterError> {
+    let Watch {
+        stuck_after,
+        admin_listen,
+        events,
+        events_queue,
+        discovery_interval,
+        max_finalizers,
+        not_ready_for,
+        policy,
+        connection,
+    } = config;
+    if discovery_interval < Duration::from_secs(1) {
+        return Err(ClusterError::Usage(
+            "--discovery-interval: at least 1s".into(),
+        ));
+    }
+    // The admin port first: while the API server cannot be reached, the pod
+    // is alive and unready (and says why), not restarted in a loop.
+    let listener = match tokio::net::TcpListener::bind(admin_listen).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("error: cannot listen on {admin_listen}: {e}");
+            return Ok(1);
+        }
+    };
+    let admin_addr = listener.local_addr().unwrap_or(admin_listen);
+    let shared = Arc::new(Shared::new(stuck_after, max_finalizers));
+    let metrics = Arc::new(Metrics::new(shared.clone()));
+    let mut tasks = JoinSet::new();
+    let router = admin(shared.clone(), metrics.clone());
+    tasks.spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            tracing::error!(error = %e, "the admin port stopped");
+        }
+    });
+    let policy_file = policy;
+    let start = async {
+        let mut pause = Duration::from_secs(1);
+        // Once connected, a retry reads the policy again on the same session.
+        let mut connected = None;
+        loop {
+            let session = match connected.take() {
+                Some(session) => Ok(session),
+                None => connection.connect().await,
+            };
+            let e = match session {
+                Ok(session) => {
+                    match crate::cluster::session::cluster_policy(
+                        &session.client,
+                        policy_file.as_deref(),
+                    )
+                    .await
+                    {
+                        Ok(found) => return Ok((session, found)),
+                        Err(e) => {
+                            connected = Some(session);
+                            e
+                        }
+                    }
+                }
+                Err(e) => e,
+            };
+            if !e.transient() {
+                return Err(e);
+            }
+            let why = escape(&crate::output::chain(&e)).into_owned();
+            tracing::warn!(error = %why, retry_in = ?pause, "starting");
+            shared.starting(Some(why));
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(MAX_START_PAUSE);
+        }
+    };
+    let (session, (initial, source)) = tokio::select! {
+        started = start => started?,
+        () = wait_for_signal() => {
+            tracing::info!("stopping before the API server was reached");
+            return Ok(0);
+        }
+    };
+    shared.starting(None);
+    if let Some(note) = &source.note {
+        tracing::warn!("{}", escape(note));
+    }
+    let policy = Arc::new(ArcSwap::from_pointee(initial));
+    tracing::info!(
+        %admin_addr,
+        user = %escape(&session.identity.username),
+        policy = %escape(&source.name),
+        stuck_after = %explain::age(stuck_after),
+        events,
+        "watching every served type's metadata; /metrics on the admin port"
+    );
+
+    let discovery = Discoverer {
+        client: session.client.clone(),
+        shared: shared.clone(),
+        metrics: metrics.clone(),
+        policy: policy.clone(),
+        policy_file,
+        interval: discovery_interval,
+        first_lists: Arc::new(Semaphore::new(FIRST_LISTS)),
+    };
+    tasks.spawn(discovery.run());
+    let events = events.then(|| {
+        EventSink::start(
+            session.client.clone(),
+            events_queue,
+            metrics.events.clone(),
+            metrics.dropped_events.clone(),
+        )
+    });
+    let announcer = Announcer {
+        client: session.client.clone(),
+        shared,
+        policy,
+        identity: session.identity.clone(),
+        not_ready_for,
+        events: events.clone(),
+        instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard-watch".into()),
+    };
+    tasks.spawn(announcer.run());
+    wait_for_signal().await;
+    tracing::info!("stopping");
+    tasks.shutdown().await;
+    if let Some(events) = events {
+        // The repeats counted and not yet written.
+        events.flush().await;
+    }
+    Ok(0)
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[derive(Clone)]
+struct AdminState {
+    shared: Arc<Shared>,
+    metrics: Arc<Metrics>,
+}
+
+fn admin(shared: Arc<Shared>, metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/metrics", get(scrape))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .with_state(AdminState { shared, metrics })
+}
+
+async fn scrape(State(state): State<AdminState>, headers: axum::http::HeaderMap) -> Response {
+    match state.metrics.encode() {
+        Ok(text) => {
+            let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+            let (content_type, body) = crate::trail::metrics::exposition(accept, text);
+            let mut response = body.into_response();
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+            response
+        }
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+async fn readyz(State(state): State<AdminState>) -> Response {
+    match state.shared.ready() {
+        Ok(()) => "ok\n".into_response(),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        )
+            .into_response(),
+    }
+}

@@ -1,0 +1,6 @@
+//! What a review leaves behind: Kubernetes Events ([`events`]), recorded
+//! AdmissionReviews ([`recording`]) and the Prometheus metrics ([`metrics`]).
+
+pub mod events;
+pub mod metrics;
+pub mod recording;
