@@ -20,9 +20,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::explain::{self, Owner, RuleElsewhere, RuleOwner, Written};
+use super::install::PolicySource;
 use super::read;
 use super::select::Resolver;
-use super::session::{ClusterError, Connection, PolicySource};
+use super::session::{ClusterError, Connection};
 use crate::output::{Format, Printer, chain};
 use crate::policy::{Accepts, FinalizerField, Policy};
 
@@ -658,7 +659,7 @@ pub async fn run(args: DoctorCluster) -> Result<i32, ClusterError> {
     }
     let session = connection.connect().await?;
     let (policy, source) =
-        super::session::cluster_policy(&session.client, policy.as_deref()).await?;
+        super::install::cluster_policy(&session.client, policy.as_deref()).await?;
     let report = survey(&session, &policy, source).await;
     out.report(&report).map_err(ClusterError::Output)?;
     Ok(report.exit_code())

@@ -9,11 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 
+use super::install::PolicySource;
 use super::object::ObjectApi;
 use super::select::{Found, Selected, Selection};
-use super::session::{
-    ClusterError, Connection, DryRun, PolicySource, Session, WEBHOOK_DOWN_HELP, WriteError,
-};
+use super::session::{ClusterError, Connection, DryRun, Session, WEBHOOK_DOWN_HELP, WriteError};
 use crate::output::{Format, Printer, quoted};
 use crate::policy::Policy;
 use crate::policy::config::OverrideSettings;
@@ -60,7 +59,7 @@ impl Engine {
         selection.check()?;
         let session = connection.connect().await?;
         let (policy, source) =
-            super::session::cluster_policy(&session.client, policy.as_deref()).await?;
+            super::install::cluster_policy(&session.client, policy.as_deref()).await?;
         let out = Printer::stdio(format);
         if let Some(note) = &source.note {
             out.note(format_args!("note: {note}"));

@@ -22,5 +22,6 @@ pub mod unstick;
 pub mod watch;
 
 pub use engine::{Engine, OverrideValue, Targets};
+pub use install::{PolicySource, cluster_policy, webhook_installed};
 pub use select::{Found, Selection};
 pub use session::*;

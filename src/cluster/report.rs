@@ -8,8 +8,9 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use super::explain::{self, Contents, FinalizerReport, Kubelet};
+use super::install::PolicySource;
 use super::select::{self, Found, Missing};
-use super::session::{Identity, PolicySource};
+use super::session::Identity;
 use crate::admission::ledger::Ledger;
 use crate::output::{escape, quoted};
 use crate::policy::FinalizerField;

@@ -1,16 +1,16 @@
-//! A session with a cluster: kubeconfig, the requester's identity, the policy the cluster serves, and why a command could not talk to it.
+//! A session with a cluster: kubeconfig, the requester's identity, and why
+//! a command could not talk to it or write to it.
 
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
 use crate::output::api_status;
-use crate::policy::{self, Policy};
+use crate::policy;
 
 /// The webhook's name in the ValidatingWebhookConfiguration (CONTRACT.md, "Deployment").
 pub const WEBHOOK_NAME: &str = "finalizers.finalizer-guard.io";
@@ -187,97 +187,6 @@ async fn whoami(client: &Client, server: String) -> Result<Identity, ClusterErro
         username: user.username.unwrap_or_default(),
         groups: user.groups.unwrap_or_default(),
     })
-}
-
-/// Where the policy came from, for the report.
-#[derive(Debug, Clone, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PolicySource {
-    /// `FILE`, `configmap NS/NAME`, or `embedded default`.
-    pub name: String,
-    /// How it was found: from each webhook configuration holding the
-    /// webhook to what its pods mount.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub served_by: Vec<String>,
-    /// Something the operator should know about it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
-
-/// The policy the installed webhook serves ([`super::install::locate`]), or `--policy FILE`.
-pub async fn cluster_policy(
-    client: &Client,
-    file: Option<&Path>,
-) -> Result<(Policy, PolicySource), ClusterError> {
-    if let Some(path) = file {
-        let name = path.display().to_string();
-        let policy = policy::load(path).map_err(|source| ClusterError::Policy {
-            name: name.clone(),
-            hint: "",
-            source,
-        })?;
-        let source = PolicySource {
-            name,
-            served_by: Vec::new(),
-            note: None,
-        };
-        return Ok((policy, source));
-    }
-    let (found, others) = match super::install::locate(client).await? {
-        super::install::Located::Policy { found, others } => (found, others),
-        super::install::Located::Ambiguous(found) => return Err(super::install::ambiguous(&found)),
-        super::install::Located::NotFound(why) => {
-            let source = PolicySource {
-                name: "embedded default".into(),
-                served_by: Vec::new(),
-                note: Some(super::install::not_found_note(&why)),
-            };
-            return Ok((Policy::embedded_default(), source));
-        }
-    };
-    let first = &found[0];
-    let policy = match &first.text {
-        Some(text) => Policy::from_yaml(text).map_err(|e| ClusterError::Policy {
-            name: first.name.clone(),
-            hint: " (the webhook keeps its last good policy; pass --policy FILE)",
-            source: e.into(),
-        })?,
-        None => Policy::embedded_default(),
-    };
-    let mut notes = Vec::new();
-    if found.len() > 1 {
-        notes.push(format!("{} installs serve this same policy", found.len()));
-    }
-    if first.text.is_none() {
-        notes.push(
-            "the installed webhook runs without --policy: it serves the embedded default policy"
-                .into(),
-        );
-    }
-    if !others.is_empty() {
-        notes.push(format!(
-            "also installed, but not followed to a policy: {}",
-            others.join("; ")
-        ));
-    }
-    let source = PolicySource {
-        name: first.name.clone(),
-        served_by: found.iter().map(|f| f.via.clone()).collect(),
-        note: (!notes.is_empty()).then(|| notes.join("; ")),
-    };
-    Ok((policy, source))
-}
-
-/// Whether the webhook is installed: `Some(true)` when a ValidatingWebhookConfiguration
-/// holds [`WEBHOOK_NAME`], `None` when we may not look.
-pub async fn webhook_installed(client: &Client) -> Option<bool> {
-    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let list = api.list(&ListParams::default()).await.ok()?;
-    Some(
-        list.items
-            .iter()
-            .any(|c| c.webhooks.iter().flatten().any(|w| w.name == WEBHOOK_NAME)),
-    )
 }
 
 /// What a refused write means, in words an operator can act on: the one

@@ -55,7 +55,7 @@ pub async fn run(config: Unstick) -> Result<i32, ClusterError> {
         Some(r) => Some(engine.override_value(&r.reason, &r.detail)?),
         None => None,
     };
-    let webhook_installed = super::session::webhook_installed(&engine.session.client).await;
+    let webhook_installed = super::install::webhook_installed(&engine.session.client).await;
     if webhook_installed == Some(false) {
         engine.out.note(format_args!(
             "note: finalizer-guard's webhook ({WEBHOOK_NAME}) is not installed: writes here are not guarded"

@@ -11,7 +11,6 @@ use jiff::Timestamp;
 use kube::Client;
 use kube::api::{DynamicObject, TypeMeta};
 
-use super::escape;
 use super::run::{REASON, REPORTING_CONTROLLER};
 use super::tracker::{Announced, Due, Shared};
 use crate::cluster::explain::{self, Probe};
@@ -19,6 +18,7 @@ use crate::cluster::object::ObjectApi;
 use crate::cluster::report::ObjectReport;
 use crate::cluster::select::Found;
 use crate::cluster::session::Identity;
+use crate::output::escape;
 use crate::policy::Policy;
 use crate::trail::events::{EventSink, MAX_NOTE_BYTES, Notice, Occurrence};
 

@@ -19,11 +19,11 @@ use kube::runtime::watcher::{self, Event, watcher};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::escape;
 use super::metrics::{Metrics, OutcomeLabels, ResourceLabels};
 use super::tracker::{Kind, Observed, Shared};
 use crate::cluster::select::Resolver;
 use crate::output::chain;
+use crate::output::escape;
 use crate::policy::Policy;
 
 /// Objects per page of a first list.
@@ -95,7 +95,7 @@ impl Discoverer {
 
     /// The policy again: the owners an Event names follow the cluster's.
     pub(super) async fn reload_policy(&self) {
-        match crate::cluster::session::cluster_policy(&self.client, self.policy_file.as_deref())
+        match crate::cluster::install::cluster_policy(&self.client, self.policy_file.as_deref())
             .await
         {
             Ok((policy, _)) => self.policy.store(Arc::new(policy)),

@@ -12,8 +12,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use super::escape;
 use super::tracker::Shared;
+use crate::output::escape;
 use crate::trail::metrics::{EventLabels, QueueLabels, register_build_info, register_event_writer};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -27,7 +27,7 @@ use super::metrics::Metrics;
 use super::tracker::Shared;
 use crate::cluster::explain;
 use crate::cluster::session::{ClusterError, Connection};
-pub use crate::output::escape;
+use crate::output::escape;
 use crate::trail::events::EventSink;
 
 /// What `watch`'s `/metrics` serves before it has seen anything: every
@@ -116,7 +116,7 @@ pub async fn run(config: Watch) -> Result<i32, ClusterError> {
             };
             let e = match session {
                 Ok(session) => {
-                    match crate::cluster::session::cluster_policy(
+                    match crate::cluster::install::cluster_policy(
                         &session.client,
                         policy_file.as_deref(),
                     )

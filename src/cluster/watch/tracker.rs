@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::escape;
 use super::run::OTHER;
+use crate::output::escape;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
