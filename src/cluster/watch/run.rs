@@ -26,7 +26,8 @@ use super::discovery::{Discoverer, FIRST_LISTS};
 use super::metrics::Metrics;
 use super::tracker::Shared;
 use crate::cluster::explain;
-use crate::cluster::session::{ClusterError, Connection};
+use crate::cluster::install::{PolicySource, cluster_policy};
+use crate::cluster::session::{ClusterError, Connection, Session};
 use crate::output::escape;
 use crate::trail::events::EventSink;
 
@@ -77,7 +78,7 @@ pub async fn run(config: Watch) -> Result<i32, ClusterError> {
         discovery_interval,
         max_finalizers,
         not_ready_for,
-        policy,
+        policy: policy_file,
         connection,
     } = config;
     if discovery_interval < Duration::from_secs(1) {
@@ -98,51 +99,9 @@ pub async fn run(config: Watch) -> Result<i32, ClusterError> {
     let shared = Arc::new(Shared::new(stuck_after, max_finalizers));
     let metrics = Arc::new(Metrics::new(shared.clone()));
     let mut tasks = JoinSet::new();
-    let router = admin(shared.clone(), metrics.clone());
-    tasks.spawn(async move {
-        if let Err(e) = axum::serve(listener, router).await {
-            tracing::error!(error = %e, "the admin port stopped");
-        }
-    });
-    let policy_file = policy;
-    let start = async {
-        let mut pause = Duration::from_secs(1);
-        // Once connected, a retry reads the policy again on the same session.
-        let mut connected = None;
-        loop {
-            let session = match connected.take() {
-                Some(session) => Ok(session),
-                None => connection.connect().await,
-            };
-            let e = match session {
-                Ok(session) => {
-                    match crate::cluster::install::cluster_policy(
-                        &session.client,
-                        policy_file.as_deref(),
-                    )
-                    .await
-                    {
-                        Ok(found) => return Ok((session, found)),
-                        Err(e) => {
-                            connected = Some(session);
-                            e
-                        }
-                    }
-                }
-                Err(e) => e,
-            };
-            if !e.transient() {
-                return Err(e);
-            }
-            let why = escape(&crate::output::chain(&e)).into_owned();
-            tracing::warn!(error = %why, retry_in = ?pause, "starting");
-            shared.starting(Some(why));
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(MAX_START_PAUSE);
-        }
-    };
+    serve_admin(&mut tasks, listener, admin(shared.clone(), metrics.clone()));
     let (session, (initial, source)) = tokio::select! {
-        started = start => started?,
+        started = connect(&connection, policy_file.as_deref(), &shared) => started?,
         () = wait_for_signal() => {
             tracing::info!("stopping before the API server was reached");
             return Ok(0);
@@ -161,35 +120,17 @@ pub async fn run(config: Watch) -> Result<i32, ClusterError> {
         events,
         "watching every served type's metadata; /metrics on the admin port"
     );
-
-    let discovery = Discoverer {
-        client: session.client.clone(),
-        shared: shared.clone(),
-        metrics: metrics.clone(),
-        policy: policy.clone(),
-        policy_file,
-        interval: discovery_interval,
-        first_lists: Arc::new(Semaphore::new(FIRST_LISTS)),
-    };
-    tasks.spawn(discovery.run());
-    let events = events.then(|| {
-        EventSink::start(
-            session.client.clone(),
-            events_queue,
-            metrics.events.clone(),
-            metrics.dropped_events.clone(),
-        )
-    });
-    let announcer = Announcer {
-        client: session.client.clone(),
+    let workers = Workers {
+        session,
         shared,
+        metrics,
         policy,
-        identity: session.identity.clone(),
+        policy_file,
+        discovery_interval,
         not_ready_for,
-        events: events.clone(),
-        instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard-watch".into()),
+        events: events.then_some(events_queue),
     };
-    tasks.spawn(announcer.run());
+    let events = workers.spawn(&mut tasks);
     wait_for_signal().await;
     tracing::info!("stopping");
     tasks.shutdown().await;
@@ -198,6 +139,101 @@ pub async fn run(config: Watch) -> Result<i32, ClusterError> {
         events.flush().await;
     }
     Ok(0)
+}
+
+/// The admin port's server, one task of the set.
+fn serve_admin(tasks: &mut JoinSet<()>, listener: tokio::net::TcpListener, router: Router) {
+    tasks.spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            tracing::error!(error = %e, "the admin port stopped");
+        }
+    });
+}
+
+/// Connects and reads the policy, trying again with backoff while the API
+/// server is unreachable or answers 429/5xx (the pod says why on /readyz).
+/// Once connected, a retry reads the policy again on the same session.
+async fn connect(
+    connection: &Connection,
+    policy_file: Option<&std::path::Path>,
+    shared: &Shared,
+) -> Result<(Session, (crate::policy::Policy, PolicySource)), ClusterError> {
+    let mut pause = Duration::from_secs(1);
+    let mut connected = None;
+    loop {
+        let session = match connected.take() {
+            Some(session) => Ok(session),
+            None => connection.connect().await,
+        };
+        let e = match session {
+            Ok(session) => match cluster_policy(&session.client, policy_file).await {
+                Ok(found) => return Ok((session, found)),
+                Err(e) => {
+                    connected = Some(session);
+                    e
+                }
+            },
+            Err(e) => e,
+        };
+        if !e.transient() {
+            return Err(e);
+        }
+        let why = escape(&crate::output::chain(&e)).into_owned();
+        tracing::warn!(error = %why, retry_in = ?pause, "starting");
+        shared.starting(Some(why));
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MAX_START_PAUSE);
+    }
+}
+
+/// The three workers once connected: discovery (one watch per served
+/// type), the announcer (Events and logs for what is stuck) and, when
+/// asked, the Event sink.
+struct Workers {
+    session: Session,
+    shared: Arc<Shared>,
+    metrics: Arc<Metrics>,
+    policy: Arc<ArcSwap<crate::policy::Policy>>,
+    policy_file: Option<PathBuf>,
+    discovery_interval: Duration,
+    not_ready_for: Duration,
+    /// The Event queue's length, when Events are written.
+    events: Option<usize>,
+}
+
+impl Workers {
+    /// Spawns discovery and the announcer; returns the Event sink to flush at the end.
+    fn spawn(self, tasks: &mut JoinSet<()>) -> Option<Arc<EventSink>> {
+        let discovery = Discoverer {
+            client: self.session.client.clone(),
+            shared: self.shared.clone(),
+            metrics: self.metrics.clone(),
+            policy: self.policy.clone(),
+            policy_file: self.policy_file,
+            interval: self.discovery_interval,
+            first_lists: Arc::new(Semaphore::new(FIRST_LISTS)),
+        };
+        tasks.spawn(discovery.run());
+        let events = self.events.map(|queue| {
+            EventSink::start(
+                self.session.client.clone(),
+                queue,
+                self.metrics.events.clone(),
+                self.metrics.dropped_events.clone(),
+            )
+        });
+        let announcer = Announcer {
+            client: self.session.client.clone(),
+            shared: self.shared,
+            policy: self.policy,
+            identity: self.session.identity.clone(),
+            not_ready_for: self.not_ready_for,
+            events: events.clone(),
+            instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard-watch".into()),
+        };
+        tasks.spawn(announcer.run());
+        events
+    }
 }
 
 async fn wait_for_signal() {
