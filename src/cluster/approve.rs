@@ -89,49 +89,7 @@ pub async fn run(config: Approve) -> Result<i32, ClusterError> {
     let selected = engine.select().await?;
     let mut objects = Vec::new();
     for found in &selected.objects {
-        let names: Vec<String> = found
-            .metadata_finalizers()
-            .into_iter()
-            .chain(found.spec_finalizers())
-            .collect();
-        let reach = Reach::of(&engine.policy.override_settings, &names, value.reason());
-        let why = if !names.is_empty() && reach.releases.is_empty() {
-            Some(format!(
-                "not attempted: the reason {} releases none of its finalizers: {}",
-                value.reason(),
-                reach.refused.join("; ")
-            ))
-        } else {
-            if !reach.refused.is_empty() {
-                engine.out.note(format_args!(
-                    "note: on {}, the approval releases {} only, not: {}",
-                    found.label(),
-                    reach.releases.join(", "),
-                    reach.refused.join("; ")
-                ));
-            }
-            approve_one(&engine, found, &value, &expires).await.err()
-        };
-        match &why {
-            None => engine.out.progress(format_args!(
-                "{} approved{} until {expires}: {}",
-                found.label(),
-                engine.suffix(),
-                quoted(value.as_str())
-            )),
-            Some(why) => engine
-                .out
-                .progress(format_args!("{} not approved: {why}", found.label())),
-        }
-        objects.push(Approved {
-            object: found.display_name(),
-            namespace: found
-                .namespace()
-                .filter(|_| found.namespaced)
-                .map(String::from),
-            approved: why.is_none(),
-            why,
-        });
+        objects.push(approve_found(&engine, found, &value, &expires).await);
     }
     for m in selected.missing.into_iter().chain(selected.unread) {
         engine
@@ -155,6 +113,59 @@ pub async fn run(config: Approve) -> Result<i32, ClusterError> {
     };
     engine.out.report(&report).map_err(ClusterError::Output)?;
     Ok(i32::from(failed))
+}
+
+/// Approves one object read, when the reason releases any of its finalizers,
+/// and says so.
+async fn approve_found(
+    engine: &Engine,
+    found: &Found,
+    value: &OverrideValue,
+    expires: &str,
+) -> Approved {
+    let names: Vec<String> = found
+        .metadata_finalizers()
+        .into_iter()
+        .chain(found.spec_finalizers())
+        .collect();
+    let reach = Reach::of(&engine.policy.override_settings, &names, value.reason());
+    let why = if !names.is_empty() && reach.releases.is_empty() {
+        Some(format!(
+            "not attempted: the reason {} releases none of its finalizers: {}",
+            value.reason(),
+            reach.refused.join("; ")
+        ))
+    } else {
+        if !reach.refused.is_empty() {
+            engine.out.note(format_args!(
+                "note: on {}, the approval releases {} only, not: {}",
+                found.label(),
+                reach.releases.join(", "),
+                reach.refused.join("; ")
+            ));
+        }
+        approve_one(engine, found, value, expires).await.err()
+    };
+    match &why {
+        None => engine.out.progress(format_args!(
+            "{} approved{} until {expires}: {}",
+            found.label(),
+            engine.suffix(),
+            quoted(value.as_str())
+        )),
+        Some(why) => engine
+            .out
+            .progress(format_args!("{} not approved: {why}", found.label())),
+    }
+    Approved {
+        object: found.display_name(),
+        namespace: found
+            .namespace()
+            .filter(|_| found.namespaced)
+            .map(String::from),
+        approved: why.is_none(),
+        why,
+    }
 }
 
 /// Which of an object's finalizers an approval with `reason` can release
