@@ -391,11 +391,60 @@ fn listable(resolver: &Resolver) -> Vec<(ApiResource, ApiCapabilities)> {
 
 /// Judges one finalizer's tally under the policy.
 fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> FinalizerLine {
-    let mut owners: Vec<Owner> = Vec::new();
-    let mut blocked_objects = 0;
-    let mut blocked_in = Vec::new();
-    let mut presets: Vec<String> = Vec::new();
-    let mut elsewhere = Vec::new();
+    let Places {
+        owners,
+        blocked_objects,
+        blocked_in,
+        presets,
+        elsewhere,
+    } = places(policy, &name, field, &tally);
+    let suggestion = (blocked_objects > 0)
+        .then(|| suggestion(&name, field, &tally, elsewhere.first(), &presets));
+    let overrides = overrides(policy, &name);
+    let now = jiff::Timestamp::now();
+    FinalizerLine {
+        name,
+        field,
+        objects: tally.objects,
+        types: tally.types,
+        terminating: tally.terminating,
+        oldest_terminating_since: tally.oldest.map(|t| t.to_string()),
+        oldest_terminating_age: tally
+            .oldest
+            .map(|t| explain::age(Duration::try_from(now.duration_since(t)).unwrap_or_default())),
+        owners,
+        blocked_objects,
+        blocked_in,
+        elsewhere,
+        added_by: tally.added_by,
+        suggestion,
+        presets,
+        overrides,
+    }
+}
+
+/// Who may remove a finalizer where it was seen, and where nobody may.
+#[derive(Default)]
+struct Places {
+    owners: Vec<Owner>,
+    blocked_objects: u64,
+    blocked_in: Vec<String>,
+    presets: Vec<String>,
+    elsewhere: Vec<RuleElsewhere>,
+}
+
+/// Each place a finalizer was seen, judged by the policy: its owners, and
+/// the places nobody may remove it (with the presets and the rules named
+/// elsewhere that would cover them).
+fn places(policy: &Policy, name: &str, field: FinalizerField, tally: &Tally) -> Places {
+    let mut out = Places::default();
+    let Places {
+        owners,
+        blocked_objects,
+        blocked_in,
+        presets,
+        elsewhere,
+    } = &mut out;
     for ((group, resource, namespace), n) in &tally.places {
         let written = Written {
             group,
@@ -408,7 +457,7 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
             namespace: namespace.as_deref(),
             name: "",
         };
-        match explain::owner_at(policy, &written, &name, field) {
+        match explain::owner_at(policy, &written, name, field) {
             owner @ (Owner::Unknown | Owner::Elsewhere { .. }) => {
                 // Named elsewhere: the rule to widen, said once.
                 if let Owner::Elsewhere { rules } = owner {
@@ -418,9 +467,9 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
                         }
                     }
                 }
-                blocked_objects += n;
+                *blocked_objects += n;
                 if field == FinalizerField::Metadata {
-                    for (preset, _) in crate::policy::presets::covering(&name, group, resource) {
+                    for (preset, _) in crate::policy::presets::covering(name, group, resource) {
                         if !presets.contains(&preset.name) {
                             presets.push(preset.name.clone());
                         }
@@ -443,7 +492,7 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
             }
             Owner::Rules { rules } => {
                 for rule in rules {
-                    merge_rule(&mut owners, rule);
+                    merge_rule(owners, rule);
                 }
             }
             builtin => {
@@ -453,48 +502,44 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
             }
         }
     }
-    let now = jiff::Timestamp::now();
-    let suggestion = (blocked_objects > 0).then(|| match (elsewhere.first(), presets.as_slice()) {
+    out
+}
+
+/// What to add to the policy for a finalizer nobody may remove: widen the
+/// rule that names it elsewhere, add the preset that covers it, or a rule.
+fn suggestion(
+    name: &str,
+    field: FinalizerField,
+    tally: &Tally,
+    elsewhere: Option<&RuleElsewhere>,
+    presets: &[String],
+) -> String {
+    match (elsewhere, presets) {
         // A rule names it elsewhere: widen that one rather than add another.
         (Some(rule), _) => format!(
             "  # {}: widen rule {} (`finalizer-guard policy suggest --merge` does, from the denials)",
-            serde_json::to_string(&name).unwrap_or_default(),
+            serde_json::to_string(name).unwrap_or_default(),
             rule.rule
         ),
-        (None, []) => sketch(&name, field, &tally.added_by),
+        (None, []) => sketch(name, field, &tally.added_by),
         (None, names) => format!(
             "  # {}: preset {} covers it, add `presets: [{}]` (see `finalizer-guard policy presets`)",
-            serde_json::to_string(&name).unwrap_or_default(),
+            serde_json::to_string(name).unwrap_or_default(),
             names.join(", preset "),
             names.join(", ")
         ),
-    });
-    let overrides = match policy.override_settings.accepts(&name) {
+    }
+}
+
+/// Who the policy's overrides let remove it, when not everyone with a reason.
+fn overrides(policy: &Policy, name: &str) -> Option<String> {
+    match policy.override_settings.accepts(name) {
         Accepts::Every(_) => None,
         Accepts::Only { reasons, entry } => Some(format!(
             "nobody but an override with {} ({entry})",
             reasons.join(", ")
         )),
         Accepts::Never { entry } => Some(format!("nobody: no override releases it ({entry})")),
-    };
-    FinalizerLine {
-        name,
-        field,
-        objects: tally.objects,
-        types: tally.types,
-        terminating: tally.terminating,
-        oldest_terminating_since: tally.oldest.map(|t| t.to_string()),
-        oldest_terminating_age: tally
-            .oldest
-            .map(|t| explain::age(Duration::try_from(now.duration_since(t)).unwrap_or_default())),
-        owners,
-        blocked_objects,
-        blocked_in,
-        elsewhere,
-        added_by: tally.added_by,
-        suggestion,
-        presets,
-        overrides,
     }
 }
 
