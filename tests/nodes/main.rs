@@ -415,11 +415,11 @@ fn chart_command(verb: &str) -> Vec<&str> {
 /// words (continued lines joined, comments dropped). The README shows no
 /// quoting there, so none is interpreted here; a quote fails the test.
 fn readme_install() -> Vec<Vec<String>> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let readme = std::fs::read_to_string(repo().join("docs/install.md")).expect("docs/install.md");
     let section = readme
-        .split_once("## Installing in a cluster")
+        .split_once("\n## Installing in a cluster\n")
         .and_then(|(_, rest)| rest.split("\n## ").next())
-        .expect("README.md has an \"Installing in a cluster\" section");
+        .expect("docs/install.md has an \"Installing in a cluster\" section");
     let block = section
         .split("```sh\n")
         .skip(1)
