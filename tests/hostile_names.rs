@@ -3,6 +3,8 @@
 //! segment) but that hold `#`, `?`, shell syntax, newlines and escape
 //! sequences. An API server stand-in records every request as it was sent.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -10,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
+use common::assert::{Stream, assert_prints_on};
 use serde_json::{Value, json};
 
 const NS: &str = "team";
@@ -331,17 +334,19 @@ async fn one_bad_name_never_fails_a_listing_and_none_reaches_the_terminal_raw() 
     // Each of the others is explained; the two that cannot be read as
     // named are an error line each, and the run exits 1, not 2.
     assert_eq!(o.status.code(), Some(1), "{out}");
-    for line in [
-        "role.rbac.authorization.k8s.io/victim -n team: Terminating for",
-        "role.rbac.authorization.k8s.io/x;touch${IFS}fg-pwned;# -n team: Terminating for",
-        "role.rbac.authorization.k8s.io/bad\\u{a}name -n team: Terminating for",
-        "role.rbac.authorization.k8s.io/\\u{1b}[2J\\u{1b}]0;owned\\u{7}esc -n team: Terminating for",
-        "role.rbac.authorization.k8s.io/broken -n team error: cannot be read: InternalError (500)",
-        "role.rbac.authorization.k8s.io/swapped -n team error: cannot be read: the API server answered with another object",
-        "4 stuck object(s)",
-    ] {
-        assert!(out.contains(line), "{line:?}:\n{out}");
-    }
+    assert_prints_on(
+        &o,
+        Stream::Either,
+        &[
+            "role.rbac.authorization.k8s.io/victim -n team: Terminating for",
+            "role.rbac.authorization.k8s.io/x;touch${IFS}fg-pwned;# -n team: Terminating for",
+            "role.rbac.authorization.k8s.io/bad\\u{a}name -n team: Terminating for",
+            "role.rbac.authorization.k8s.io/\\u{1b}[2J\\u{1b}]0;owned\\u{7}esc -n team: Terminating for",
+            "role.rbac.authorization.k8s.io/broken -n team error: cannot be read: InternalError (500)",
+            "role.rbac.authorization.k8s.io/swapped -n team error: cannot be read: the API server answered with another object",
+            "4 stuck object(s)",
+        ],
+    );
     assert!(
         recorded
             .all()

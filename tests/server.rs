@@ -4,6 +4,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::assert::assert_contains_all;
 use common::{pod, start, strip, update};
 use serde_json::{Value, json};
 
@@ -16,15 +17,17 @@ async fn denies_the_seed_strip_and_allows_it_with_an_override() {
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 403);
     let message = response["status"]["message"].as_str().unwrap();
-    for needle in [
-        "example.com/cleanup",
-        "web-0",
-        "alice",
-        "finalizer-guard.io/override",
-        "node-lost",
-    ] {
-        assert!(message.contains(needle), "{message} lacks {needle}");
-    }
+    assert_contains_all(
+        "the denial's message",
+        message,
+        &[
+            "example.com/cleanup",
+            "web-0",
+            "alice",
+            "finalizer-guard.io/override",
+            "node-lost",
+        ],
+    );
 
     let overridden = server
         .review(&strip(
@@ -391,21 +394,23 @@ async fn metrics_exist_at_0_from_start_and_name_the_policy_in_service() {
     // What Prometheus asks for when told to prefer the classic format, and curl.
     let (content_type, text) = scrape(None).await;
     assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
-    for want in [
-        r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied",group="core"} 0"#,
-        r#"finalizer_guard_reviews_total{operation="UPDATE",decision="would-deny",group="core"} 0"#,
-        r#"finalizer_guard_unauthorized_removals_total{decision="would-deny"} 0"#,
-        r#"finalizer_guard_overrides_total{reason="node-lost"} 0"#,
-        r#"finalizer_guard_overrides_total{reason="storage-gone"} 0"#,
-        r#"finalizer_guard_rejected_requests_total{code="400"} 0"#,
-        r#"finalizer_guard_rejected_requests_total{code="413"} 0"#,
-        r#"finalizer_guard_reloads_total{kind="policy",outcome="failure"} 0"#,
-        r#"finalizer_guard_dropped_total{queue="audit"} 0"#,
-        r#"finalizer_guard_events_total{decision="failed"} 0"#,
-        "# TYPE finalizer_guard_reviews_total counter",
-    ] {
-        assert!(text.contains(want), "{want} missing:\n{text}");
-    }
+    assert_contains_all(
+        "the metrics",
+        &text,
+        &[
+            r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied",group="core"} 0"#,
+            r#"finalizer_guard_reviews_total{operation="UPDATE",decision="would-deny",group="core"} 0"#,
+            r#"finalizer_guard_unauthorized_removals_total{decision="would-deny"} 0"#,
+            r#"finalizer_guard_overrides_total{reason="node-lost"} 0"#,
+            r#"finalizer_guard_overrides_total{reason="storage-gone"} 0"#,
+            r#"finalizer_guard_rejected_requests_total{code="400"} 0"#,
+            r#"finalizer_guard_rejected_requests_total{code="413"} 0"#,
+            r#"finalizer_guard_reloads_total{kind="policy",outcome="failure"} 0"#,
+            r#"finalizer_guard_dropped_total{queue="audit"} 0"#,
+            r#"finalizer_guard_events_total{decision="failed"} 0"#,
+            "# TYPE finalizer_guard_reviews_total counter",
+        ],
+    );
     let info = format!(
         r#"finalizer_guard_policy_info{{mode="warn",sha256="{}",source="file"}} 1"#,
         sha256_hex(first.as_bytes())

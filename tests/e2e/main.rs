@@ -13,12 +13,12 @@
 //! FG_E2E_STATIC=FOLDER e2e/cluster.sh up DIR`): `.ci/run` runs it there and
 //! the rest with `--skip tamper_proof::`.
 
+#[path = "../common/mod.rs"]
+mod common;
 mod controllers;
 mod harness;
 mod helm;
 mod install;
-#[path = "../live/mod.rs"]
-mod live;
 mod monitoring;
 mod names;
 mod oncall;
@@ -31,6 +31,7 @@ mod watch;
 
 use std::time::Duration;
 
+use common::assert::assert_prints_on_stderr;
 use harness::{Cluster, Conditions, Env, OVERRIDE, Policy, WEBHOOK, denied, env, wait_until};
 use serde_json::{Value, json};
 
@@ -180,9 +181,7 @@ fn dead_node_pods_are_released_only_with_an_override() {
         "--type=merge",
     ];
     let run = c.kubectl("alice", &strip).refused(&denied());
-    for needle in [CNI, "alice", "web-0", OVERRIDE, "node-lost"] {
-        assert!(run.stderr.contains(needle), "{needle}: {}", run.stderr);
-    }
+    assert_prints_on_stderr(&run, &[CNI, "alice", "web-0", OVERRIDE, "node-lost"]);
     assert_eq!(
         finalizers(&c.get(&["pod", "web-0", "-n", ns]).unwrap()),
         [CNI]

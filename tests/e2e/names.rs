@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::harness::{Env, Policy, env, wait_until};
 use super::{SEAL, delete_nowait, finalizers};
+use crate::common::assert::assert_prints;
 
 const KEEP: &str = "example.com/keep";
 
@@ -192,14 +193,15 @@ fn hostile_names_are_listed_escaped_and_their_commands_run_nothing() {
     let run = c.finalizer_guard("carol", &["unstick", "roles", "-n", ns]);
     assert_eq!(run.code, 0, "{run:#?}");
     printable(&format!("{}{}", run.stdout, run.stderr));
-    for needle in [
-        "role.rbac.authorization.k8s.io/bad\\u{a}name -n e2e-names-hostile: Terminating for",
-        "role.rbac.authorization.k8s.io/\\u{1b}[2J\\u{1b}]0;owned\\u{7}esc -n e2e-names-hostile: Terminating for",
-        "role.rbac.authorization.k8s.io/x;touch${IFS}fg-pwned;# -n e2e-names-hostile: Terminating for",
-        "6 stuck object(s)",
-    ] {
-        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
-    }
+    assert_prints(
+        &run,
+        &[
+            "role.rbac.authorization.k8s.io/bad\\u{a}name -n e2e-names-hostile: Terminating for",
+            "role.rbac.authorization.k8s.io/\\u{1b}[2J\\u{1b}]0;owned\\u{7}esc -n e2e-names-hostile: Terminating for",
+            "role.rbac.authorization.k8s.io/x;touch${IFS}fg-pwned;# -n e2e-names-hostile: Terminating for",
+            "6 stuck object(s)",
+        ],
+    );
 
     // The namespace: each holder with the command that releases it, which
     // pasted into a shell is exactly that object's words and runs nothing.
