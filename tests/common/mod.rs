@@ -13,6 +13,8 @@
 //!   case files it is evaluated on.
 //! - [`reviews`]: generated AdmissionReviews of a given size.
 //! - [`run`]: a command run to its end, what it printed and its exit code.
+//! - [`shared`]: the corpus outside the repository (`../shared`), which a
+//!   test reading it requires unless `FG_NO_SHARED=1`.
 //! - [`live`]: against a live cluster: a command's run, kubectl's words for
 //!   a denial, an admin port's GET.
 #![allow(dead_code, unused_imports)]
@@ -24,6 +26,7 @@ pub mod pod;
 pub mod reviews;
 pub mod run;
 pub mod server;
+pub mod shared;
 pub mod wait;
 
 pub use pod::{pod, strip, update};
