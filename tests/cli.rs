@@ -513,6 +513,8 @@ fn watch_waits_unready_for_an_api_server_it_cannot_reach() {
     let readyz = readyz.expect("/readyz never said why it is not ready");
     assert_eq!(readyz.0, 503, "{readyz:?}");
     assert!(readyz.1.contains("https://127.0.0.1:1/"), "{readyz:?}");
+    // Still running 2 s on, retrying: the time passing is what is under
+    // test (it does not give up and exit), not a wait for a condition.
     std::thread::sleep(std::time::Duration::from_secs(2));
     assert!(child.try_wait().unwrap().is_none(), "watch exited");
     assert_eq!(get("/healthz"), Some((200, "ok\n".to_string())));

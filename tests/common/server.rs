@@ -11,6 +11,8 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use serde_json::Value;
 
+use super::wait::poll_until;
+
 pub const SERVICE_NAME: &str = "finalizer-guard.finalizer-guard.svc";
 
 pub fn config(dir: &Path) -> ServeConfig {
@@ -215,6 +217,23 @@ impl Running {
             .text()
             .await
             .unwrap()
+    }
+
+    /// Polls the admin port's metrics until `line` is there (10 s at most);
+    /// returns them. Fails the test showing the last metrics otherwise.
+    #[track_caller]
+    pub fn wait_for_metric<'a>(&'a self, line: &'a str) -> impl Future<Output = String> + 'a {
+        let caller = std::panic::Location::caller();
+        async move {
+            let mut metrics = String::new();
+            let seen = poll_until(Duration::from_secs(10), async || {
+                metrics = self.metrics().await;
+                metrics.contains(line)
+            })
+            .await;
+            assert!(seen, "no {line} within 10 s ({caller}) in:\n{metrics}");
+            metrics
+        }
     }
 }
 

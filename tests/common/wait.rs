@@ -18,15 +18,25 @@ pub fn wait_until<'a>(
 ) -> impl Future<Output = ()> + 'a {
     let caller = std::panic::Location::caller();
     async move {
-        let deadline = tokio::time::Instant::now() + timeout;
-        while !done().await {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "gave up after {timeout:?} waiting for {what} ({caller})"
-            );
-            tokio::time::sleep(LOCAL_POLL).await;
-        }
+        assert!(
+            poll_until(timeout, async || done().await).await,
+            "gave up after {timeout:?} waiting for {what} ({caller})"
+        );
     }
+}
+
+/// Polls `done` (async) every [`LOCAL_POLL`] until it holds: whether it did
+/// within `timeout`, for a caller that says more than [`wait_until`] when
+/// it did not.
+pub async fn poll_until(timeout: Duration, mut done: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !done().await {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(LOCAL_POLL).await;
+    }
+    true
 }
 
 /// Polls `done` every `every` until it holds, blocking the thread: whether

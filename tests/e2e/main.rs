@@ -944,7 +944,9 @@ fn two_person_override() {
     // An approval that has expired authorizes nothing.
     let soon = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(4);
     approve("carol", "db-1", soon).ok();
-    std::thread::sleep(Duration::from_secs(5));
+    wait_until("the approval's expiry to pass", 30, || {
+        jiff::Timestamp::now() > soon
+    });
     let run = strip("alice", "db-1").refused(&denied());
     assert!(run.stderr.contains("expired"), "{run:#?}");
 
@@ -1151,6 +1153,8 @@ fn dry_run_gets_the_same_answer_and_changes_nothing() {
         finalizers(&c.get(&["pod", "cache-0", "-n", ns]).unwrap()),
         [CNI]
     );
+    // A window for an Event that must not come, not a wait for a
+    // condition: the webhook writes one within a second of its review.
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(events(&env, ns, "cache-0", "FinalizerOverride"), 0);
     let record = env

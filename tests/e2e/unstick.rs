@@ -749,7 +749,11 @@ fn two_person_release_with_unstick_and_approve() {
     // An expired approval is said plainly.
     let run = approve("carol", "db-1", "2s");
     assert_eq!(run.code, 0, "{run:#?}");
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    // Its expiry, 2 s from when approve ran, is past this instant's 2 s.
+    let expired = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    wait_until("the approval's expiry to pass", 30, || {
+        std::time::Instant::now() > expired
+    });
     let run = unstick("alice", "db-1");
     assert_eq!(run.code, 1, "{run:#?}");
     assert!(

@@ -366,7 +366,8 @@ fn stuck_objects_are_counted_announced_and_released() {
         !namespace.contains(" -n "),
         "a namespace is cluster-scoped: {namespace}"
     );
-    // Announced once, not on every tick.
+    // Announced once, not on every tick: these 3 s are the ticks that must
+    // announce nothing more (a window, not a wait for a condition).
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
         stuck_events(c, NS, "stuck-widget-1").len(),
