@@ -112,3 +112,19 @@ fn missing(text: &str, needles: &[&str]) -> Option<String> {
     }
     Some(out)
 }
+
+/// Nothing a terminal would act on in what the command printed: no escape
+/// sequence, no control character but the line breaks.
+#[track_caller]
+pub fn assert_printable(output: &impl Printed) {
+    let (stdout, stderr) = (output.stdout(), output.stderr());
+    let raw: Vec<char> = stdout
+        .chars()
+        .chain(stderr.chars())
+        .filter(|c| c.is_control() && *c != '\n')
+        .collect();
+    assert!(
+        raw.is_empty(),
+        "raw control characters {raw:?} in:\n--- standard output ---\n{stdout}\n--- standard error ---\n{stderr}\n--- end ---"
+    );
+}
