@@ -26,7 +26,7 @@ use finalizer_guard::policy::{Policy, Verdict};
 use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 
-#[path = "support/reviews.rs"]
+#[path = "../tests/common/reviews.rs"]
 mod reviews;
 
 /// Object (and oldObject) sizes, as named in the report.

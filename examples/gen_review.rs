@@ -8,7 +8,7 @@
 
 use std::io::Write;
 
-#[path = "../benches/support/reviews.rs"]
+#[path = "../tests/common/reviews.rs"]
 mod reviews;
 
 fn main() {

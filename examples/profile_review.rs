@@ -23,7 +23,7 @@ use finalizer_guard::admission;
 use finalizer_guard::policy::Policy;
 use serde::de::IgnoredAny;
 
-#[path = "../benches/support/reviews.rs"]
+#[path = "../tests/common/reviews.rs"]
 mod reviews;
 
 fn main() {

@@ -12,8 +12,8 @@ use finalizer_guard::admission;
 use finalizer_guard::policy::{Policy, Verdict};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
-#[path = "../benches/support/reviews.rs"]
-mod reviews;
+mod common;
+use common::reviews;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;

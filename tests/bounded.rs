@@ -324,7 +324,9 @@ async fn a_client_that_never_reads_its_answers_loses_its_connection() {
         let _ = write.write_all(&request).await;
         write
     });
-    // Never read while the server writes: it gives up after the write timeout.
+    // Never read while the server writes: it gives up after the write
+    // timeout. This sleep is the client not reading, the thing under test,
+    // not a wait for a condition: five write timeouts of it.
     tokio::time::sleep(WRITE_TIMEOUT * 5).await;
     let answers = tokio::time::timeout(BOUND, async {
         let mut seen = Vec::new();

@@ -1,7 +1,11 @@
 //! The binary as a user runs it.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
+
+use common::assert::assert_contains_all;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
@@ -509,6 +513,8 @@ fn watch_waits_unready_for_an_api_server_it_cannot_reach() {
     let readyz = readyz.expect("/readyz never said why it is not ready");
     assert_eq!(readyz.0, 503, "{readyz:?}");
     assert!(readyz.1.contains("https://127.0.0.1:1/"), "{readyz:?}");
+    // Still running 2 s on, retrying: the time passing is what is under
+    // test (it does not give up and exit), not a wait for a condition.
     std::thread::sleep(std::time::Duration::from_secs(2));
     assert!(child.try_wait().unwrap().is_none(), "watch exited");
     assert_eq!(get("/healthz"), Some((200, "ok\n".to_string())));
@@ -1302,16 +1308,18 @@ fn policy_suggest_never_writes_rules_for_administrators_or_anonymous_requests() 
         yaml.starts_with("# finalizer-guard policy suggest: 0 rule(s)"),
         "{yaml}"
     );
-    for line in [
-        "#   system:admin (a cluster administrator): stripped",
-        "#   kube:admin (a cluster administrator): stripped",
-        "#   kubernetes-admin (a cluster administrator): stripped",
-        "#   system:serviceaccount:ops:widgets (a cluster administrator): stripped",
-        "#   system:anonymous (unauthenticated): stripped",
-        "#   system:kube-scheduler (unauthenticated): stripped",
-    ] {
-        assert!(yaml.contains(line), "{line}\n{yaml}");
-    }
+    assert_contains_all(
+        "the suggested policy",
+        &yaml,
+        &[
+            "#   system:admin (a cluster administrator): stripped",
+            "#   kube:admin (a cluster administrator): stripped",
+            "#   kubernetes-admin (a cluster administrator): stripped",
+            "#   system:serviceaccount:ops:widgets (a cluster administrator): stripped",
+            "#   system:anonymous (unauthenticated): stripped",
+            "#   system:kube-scheduler (unauthenticated): stripped",
+        ],
+    );
     let (_base_dir, base) = policy_file("mode: warn\nrules: []\n");
     let merged = suggest_ok(Some(&base), &paths);
     assert!(validated(&merged).0.rules.is_empty(), "{merged}");
@@ -2404,4 +2412,36 @@ fn a_closed_pipe_on_standard_output_is_an_error_not_a_panic() {
             stderr(&o)
         );
     }
+}
+
+/// The test helper for command output: a failure names every missing line
+/// and shows both streams and the exit code, so a failed run explains itself.
+#[test]
+fn assert_prints_names_every_missing_line_and_shows_the_whole_output() {
+    use common::assert::{assert_prints, assert_prints_on_stderr};
+    let o = run(&["version"]);
+    assert_prints(&o, &["finalizer-guard ", "commit:"]);
+    let failed = std::panic::catch_unwind(|| {
+        assert_prints(&o, &["commit:", "no such line", "nor this one"]);
+    })
+    .expect_err("lines missing from standard output fail the test");
+    let message = failed
+        .downcast_ref::<String>()
+        .expect("a formatted message");
+    assert_contains_all(
+        "the failure message",
+        message,
+        &[
+            "standard output lacks 2 of 3 expected:",
+            "  missing: \"no such line\"\n  missing: \"nor this one\"\n",
+            "exit code: 0",
+            "--- standard output ---\nfinalizer-guard ",
+            "--- standard error ---",
+        ],
+    );
+    assert!(!message.contains("missing: \"commit:\""), "{message}");
+    assert!(
+        std::panic::catch_unwind(|| assert_prints_on_stderr(&o, &["commit:"])).is_err(),
+        "version prints on standard output, not error"
+    );
 }

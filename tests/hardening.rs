@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use common::wait::wait_until;
 use common::{Running, start, start_with, strip, update};
 use finalizer_guard::cli::{Cli, Command};
 use finalizer_guard::server;
@@ -29,6 +30,12 @@ use tokio_rustls::client::TlsStream;
 /// How long anything the server should do promptly may take here: a hang
 /// fails the test instead of stalling it, and a loaded machine has room.
 const BOUND: Duration = Duration::from_secs(30);
+
+/// KiB of the in-flight body budget left: what the bodies being read hold
+/// is taken from it as their bytes arrive.
+fn budget_left(server: &Running) -> usize {
+    server.handle.state.body_budget.available_permits()
+}
 
 async fn within<F: Future>(what: &str, f: F) -> F::Output {
     tokio::time::timeout(BOUND, f)
@@ -289,13 +296,19 @@ async fn bodies_in_flight_share_one_memory_budget() {
     let mut padded = seed_strip();
     padded.resize(BUDGET, b' ');
     // Announcing a body costs nothing: a client that sends only headers
-    // holds none of the budget, and others are served meanwhile.
+    // holds none of the budget, and others are served meanwhile. It asks to
+    // be told to go on (`expect: 100-continue`), which the server says once
+    // it has taken the head in and waits for the body.
     let mut silent = tls_connect(&server, &[b"http/1.1"]).await;
-    silent
-        .write_all(post_head(padded.len()).as_bytes())
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let head = post_head(padded.len()).replace("\r\n\r\n", "\r\nexpect: 100-continue\r\n\r\n");
+    silent.write_all(head.as_bytes()).await.unwrap();
+    let (status, head, _) = read_response(&mut silent).await;
+    assert_eq!(status, 100, "{head}");
+    assert_eq!(
+        budget_left(&server),
+        BUDGET / 1024,
+        "a body announced and not sent holds budget"
+    );
     tokio::time::timeout(Duration::from_secs(10), keeps_serving(&server))
         .await
         .expect("a client announcing a body it does not send held the budget");
@@ -306,8 +319,11 @@ async fn bodies_in_flight_share_one_memory_budget() {
         .await
         .unwrap();
     a.write_all(&padded[..BUDGET - 1]).await.unwrap();
-    // Let the server read A's head before B's.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A's head is read before B's: its bytes hold the whole budget.
+    wait_until("A's body to take the whole budget", BOUND, async || {
+        budget_left(&server) == 0
+    })
+    .await;
 
     // B's small review waits for room while A holds it.
     let mut b = tls_connect(&server, &[b"http/1.1"]).await;
@@ -409,6 +425,7 @@ async fn at_the_cap_a_connection_with_a_request_in_flight_is_not_closed() {
     })
     .await;
     let body = seed_strip();
+    let full = budget_left(&server);
     // Each sends a request's head and its body but for the last byte, slowly.
     let mut held = Vec::new();
     for _ in 0..CAP {
@@ -420,7 +437,13 @@ async fn at_the_cap_a_connection_with_a_request_in_flight_is_not_closed() {
         stream.write_all(&body[..body.len() - 1]).await.unwrap();
         held.push(stream);
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Every one is busy once the server reads its body (the bytes sent take
+    // their share of the body budget).
+    let each = (body.len() - 1).div_ceil(1024);
+    wait_until("every held request to be read", BOUND, async || {
+        full - budget_left(&server) == CAP * each
+    })
+    .await;
 
     // One more: accepted by the kernel, not served while all are busy.
     let tcp = TcpStream::connect(server.handle.addr).await.unwrap();
@@ -1136,25 +1159,18 @@ async fn sigterm_turns_unready_lets_the_request_in_flight_finish_then_exits_0() 
     assert!(killed.success());
 
     // Unready at once, on the admin port the kubelet probes.
-    within("/readyz turning 503", async {
-        loop {
-            let status = reqwest::get(&readyz)
-                .await
-                .unwrap_or_else(|e| panic!("/readyz during the shutdown delay: {e}"))
-                .status();
-            if status == 503 {
-                return;
-            }
-            assert_eq!(status, 200);
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    wait_until("/readyz turning 503", BOUND, async || {
+        let status = reqwest::get(&readyz)
+            .await
+            .unwrap_or_else(|e| panic!("/readyz during the shutdown delay: {e}"))
+            .status();
+        assert!(status == 200 || status == 503, "{status}");
+        status == 503
     })
     .await;
     // After the delay the webhook port stops taking connections...
-    within("the webhook port closing", async {
-        while TcpStream::connect(child.addr).await.is_ok() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    wait_until("the webhook port closing", BOUND, async || {
+        TcpStream::connect(child.addr).await.is_err()
     })
     .await;
     assert!(
@@ -1367,26 +1383,17 @@ async fn the_client_ca_is_reloaded_while_serving() {
         std::fs::rename(&tmp, &ca_file).unwrap();
     };
     replace(&second.ca_cert_pem);
-    within("the new client CA in force", async {
-        while !served(&second).await {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+    wait_until("the new client CA in force", BOUND, async || {
+        served(&second).await
     })
     .await;
     assert!(!served(&first).await, "the old CA is still trusted");
 
     // A broken file is refused; the last good CA stays in force.
     replace("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
-    within("the broken client CA refused", async {
-        while !server
-            .metrics()
-            .await
-            .contains(r#"finalizer_guard_reloads_total{kind="client-ca",outcome="failure"} 1"#)
-        {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await;
+    server
+        .wait_for_metric(r#"finalizer_guard_reloads_total{kind="client-ca",outcome="failure"} 1"#)
+        .await;
     assert!(served(&second).await);
     assert!(!served(&first).await);
     server.handle.shutdown().await;

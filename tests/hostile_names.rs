@@ -3,6 +3,8 @@
 //! segment) but that hold `#`, `?`, shell syntax, newlines and escape
 //! sequences. An API server stand-in records every request as it was sent.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -10,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
+use common::assert::{Stream, assert_printable, assert_prints_on};
 use serde_json::{Value, json};
 
 const NS: &str = "team";
@@ -210,17 +213,6 @@ fn text(o: &Output) -> String {
     )
 }
 
-/// Nothing the terminal would act on: no escape sequence, no control
-/// character but the line breaks.
-fn printable(o: &Output) {
-    let all = text(o);
-    let raw: Vec<char> = all
-        .chars()
-        .filter(|c| c.is_control() && *c != '\n')
-        .collect();
-    assert!(raw.is_empty(), "raw control characters {raw:?} in:\n{all}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_holding_a_fragment_never_reaches_another_object() {
     let dir = tempfile::tempdir().unwrap();
@@ -326,22 +318,24 @@ async fn one_bad_name_never_fails_a_listing_and_none_reaches_the_terminal_raw() 
     let (recorded, kubeconfig) = stand_in(dir.path()).await;
 
     let o = run(&kubeconfig, &["unstick", "roles", "-n", NS]).await;
-    printable(&o);
+    assert_printable(&o);
     let out = text(&o);
     // Each of the others is explained; the two that cannot be read as
     // named are an error line each, and the run exits 1, not 2.
     assert_eq!(o.status.code(), Some(1), "{out}");
-    for line in [
-        "role.rbac.authorization.k8s.io/victim -n team: Terminating for",
-        "role.rbac.authorization.k8s.io/x;touch${IFS}fg-pwned;# -n team: Terminating for",
-        "role.rbac.authorization.k8s.io/bad\\u{a}name -n team: Terminating for",
-        "role.rbac.authorization.k8s.io/\\u{1b}[2J\\u{1b}]0;owned\\u{7}esc -n team: Terminating for",
-        "role.rbac.authorization.k8s.io/broken -n team error: cannot be read: InternalError (500)",
-        "role.rbac.authorization.k8s.io/swapped -n team error: cannot be read: the API server answered with another object",
-        "4 stuck object(s)",
-    ] {
-        assert!(out.contains(line), "{line:?}:\n{out}");
-    }
+    assert_prints_on(
+        &o,
+        Stream::Either,
+        &[
+            "role.rbac.authorization.k8s.io/victim -n team: Terminating for",
+            "role.rbac.authorization.k8s.io/x;touch${IFS}fg-pwned;# -n team: Terminating for",
+            "role.rbac.authorization.k8s.io/bad\\u{a}name -n team: Terminating for",
+            "role.rbac.authorization.k8s.io/\\u{1b}[2J\\u{1b}]0;owned\\u{7}esc -n team: Terminating for",
+            "role.rbac.authorization.k8s.io/broken -n team error: cannot be read: InternalError (500)",
+            "role.rbac.authorization.k8s.io/swapped -n team error: cannot be read: the API server answered with another object",
+            "4 stuck object(s)",
+        ],
+    );
     assert!(
         recorded
             .all()
@@ -374,7 +368,7 @@ async fn the_commands_printed_to_paste_run_nothing_and_name_exactly_their_object
     let (_recorded, kubeconfig) = stand_in(dir.path()).await;
 
     let o = run(&kubeconfig, &["unstick", "namespace/team"]).await;
-    printable(&o);
+    assert_printable(&o);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("each released by its own command:"), "{out}");

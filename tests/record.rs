@@ -95,12 +95,10 @@ async fn record_then_replay_under_the_same_a_looser_and_a_stricter_policy() {
             })
             .count()
     };
-    for _ in 0..50 {
-        if count() == 6 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::wait::wait_until("six recordings", Duration::from_secs(5), async || {
+        count() >= 6
+    })
+    .await;
     assert_eq!(
         count(),
         6,

@@ -1,12 +1,15 @@
 //! The routes without sockets or TLS: requests handed to the router with
 //! `tower::ServiceExt::oneshot`, as the server hands it each connection's.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use common::assert::assert_contains_all;
 use finalizer_guard::admission::audit::AuditLog;
 use finalizer_guard::admission::{ReviewBuilder, UID};
 use finalizer_guard::policy::Policy;
@@ -75,12 +78,14 @@ async fn a_denial_is_answered_counted_and_audited() {
     let (status, metrics) = call(routes::admin(state.clone()), "GET", "/metrics", vec![]).await;
     assert_eq!(status, StatusCode::OK);
     let metrics = String::from_utf8(metrics).unwrap();
-    for want in [
-        r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied",group="core"} 1"#,
-        r#"finalizer_guard_unauthorized_removals_total{decision="denied"} 1"#,
-    ] {
-        assert!(metrics.contains(want), "{want} missing:\n{metrics}");
-    }
+    assert_contains_all(
+        "the metrics",
+        &metrics,
+        &[
+            r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied",group="core"} 1"#,
+            r#"finalizer_guard_unauthorized_removals_total{decision="denied"} 1"#,
+        ],
+    );
 
     state.audit.flush().await;
     let audit = std::fs::read_to_string(lines.path()).unwrap();

@@ -2,8 +2,11 @@
 
 mod common;
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use common::assert::assert_contains_all;
+use common::wait::wait_until;
 use common::{pod, start, strip, update};
 use serde_json::{Value, json};
 
@@ -16,15 +19,17 @@ async fn denies_the_seed_strip_and_allows_it_with_an_override() {
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 403);
     let message = response["status"]["message"].as_str().unwrap();
-    for needle in [
-        "example.com/cleanup",
-        "web-0",
-        "alice",
-        "finalizer-guard.io/override",
-        "node-lost",
-    ] {
-        assert!(message.contains(needle), "{message} lacks {needle}");
-    }
+    assert_contains_all(
+        "the denial's message",
+        message,
+        &[
+            "example.com/cleanup",
+            "web-0",
+            "alice",
+            "finalizer-guard.io/override",
+            "node-lost",
+        ],
+    );
 
     let overridden = server
         .review(&strip(
@@ -189,8 +194,12 @@ async fn probes_on_both_ports_and_unready_while_draining() {
     }
     let state = handle.state.clone();
     let draining = tokio::spawn(handle.shutdown());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!state.ready.load(std::sync::atomic::Ordering::Relaxed));
+    wait_until(
+        "the server to turn unready",
+        Duration::from_secs(5),
+        async || !state.ready.load(Ordering::Relaxed),
+    )
+    .await;
     assert_eq!(
         reqwest::get(format!("{admin}/readyz"))
             .await
@@ -225,25 +234,27 @@ async fn policy_reloads_and_a_bad_policy_keeps_the_good_one() {
         std::fs::rename(&tmp, &path).unwrap();
     };
     write_atomic("rules: []\n");
-    let mut denied = false;
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if server.review(&strip("alice", Value::Null)).await["response"]["allowed"] == false {
-            denied = true;
-            break;
-        }
-    }
-    assert!(denied, "the new policy never applied");
+    wait_until(
+        "the new policy to apply",
+        Duration::from_secs(5),
+        async || server.review(&strip("alice", Value::Null)).await["response"]["allowed"] == false,
+    )
+    .await;
 
+    // Each bad policy is refused (counted), and the last good one stays.
     write_atomic("rules:\n  - finalizer: [oops]\n");
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    server
+        .wait_for_metric(r#"finalizer_guard_reloads_total{kind="policy",outcome="failure"} 1"#)
+        .await;
     assert_eq!(
         server.review(&strip("alice", Value::Null)).await["response"]["allowed"],
         false
     );
     // A preset the catalog does not have is refused the same way.
     write_atomic("presets: [fluxcd]\n");
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    server
+        .wait_for_metric(r#"finalizer_guard_reloads_total{kind="policy",outcome="failure"} 2"#)
+        .await;
     assert_eq!(
         server.review(&strip("alice", Value::Null)).await["response"]["allowed"],
         false
@@ -288,19 +299,9 @@ async fn a_contradicting_override_entry_keeps_the_last_good_policy() {
     write_atomic(&format!(
         "{narrowed}    - finalizers: [\"example.com/*\"]\n      never: true\n"
     ));
-    let mut failed = false;
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if server
-            .metrics()
-            .await
-            .contains(r#"finalizer_guard_reloads_total{kind="policy",outcome="failure"} 1"#)
-        {
-            failed = true;
-            break;
-        }
-    }
-    assert!(failed, "the contradicting policy was not refused");
+    server
+        .wait_for_metric(r#"finalizer_guard_reloads_total{kind="policy",outcome="failure"} 1"#)
+        .await;
     assert_eq!(allowed(with("controller-unavailable")).await, false);
     assert_eq!(allowed(with("node-lost")).await, true);
     server.handle.shutdown().await;
@@ -345,8 +346,14 @@ async fn while_draining_http1_answers_close_their_connection() {
     let before = https.post(&url).body(body.clone()).send().await.unwrap();
     assert_eq!(before.status(), 200);
     assert!(before.headers().get("connection").is_none(), "{before:?}");
+    let state = handle.state.clone();
     let draining = tokio::spawn(handle.shutdown());
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_until(
+        "the server to start draining",
+        Duration::from_secs(5),
+        async || !state.ready.load(Ordering::Relaxed),
+    )
+    .await;
     for _ in 0..3 {
         let during = https.post(&url).body(body.clone()).send().await.unwrap();
         assert_eq!(during.status(), 200);
@@ -391,21 +398,23 @@ async fn metrics_exist_at_0_from_start_and_name_the_policy_in_service() {
     // What Prometheus asks for when told to prefer the classic format, and curl.
     let (content_type, text) = scrape(None).await;
     assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
-    for want in [
-        r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied",group="core"} 0"#,
-        r#"finalizer_guard_reviews_total{operation="UPDATE",decision="would-deny",group="core"} 0"#,
-        r#"finalizer_guard_unauthorized_removals_total{decision="would-deny"} 0"#,
-        r#"finalizer_guard_overrides_total{reason="node-lost"} 0"#,
-        r#"finalizer_guard_overrides_total{reason="storage-gone"} 0"#,
-        r#"finalizer_guard_rejected_requests_total{code="400"} 0"#,
-        r#"finalizer_guard_rejected_requests_total{code="413"} 0"#,
-        r#"finalizer_guard_reloads_total{kind="policy",outcome="failure"} 0"#,
-        r#"finalizer_guard_dropped_total{queue="audit"} 0"#,
-        r#"finalizer_guard_events_total{decision="failed"} 0"#,
-        "# TYPE finalizer_guard_reviews_total counter",
-    ] {
-        assert!(text.contains(want), "{want} missing:\n{text}");
-    }
+    assert_contains_all(
+        "the metrics",
+        &text,
+        &[
+            r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied",group="core"} 0"#,
+            r#"finalizer_guard_reviews_total{operation="UPDATE",decision="would-deny",group="core"} 0"#,
+            r#"finalizer_guard_unauthorized_removals_total{decision="would-deny"} 0"#,
+            r#"finalizer_guard_overrides_total{reason="node-lost"} 0"#,
+            r#"finalizer_guard_overrides_total{reason="storage-gone"} 0"#,
+            r#"finalizer_guard_rejected_requests_total{code="400"} 0"#,
+            r#"finalizer_guard_rejected_requests_total{code="413"} 0"#,
+            r#"finalizer_guard_reloads_total{kind="policy",outcome="failure"} 0"#,
+            r#"finalizer_guard_dropped_total{queue="audit"} 0"#,
+            r#"finalizer_guard_events_total{decision="failed"} 0"#,
+            "# TYPE finalizer_guard_reviews_total counter",
+        ],
+    );
     let info = format!(
         r#"finalizer_guard_policy_info{{mode="warn",sha256="{}",source="file"}} 1"#,
         sha256_hex(first.as_bytes())
@@ -437,15 +446,7 @@ async fn metrics_exist_at_0_from_start_and_name_the_policy_in_service() {
         r#"finalizer_guard_policy_info{{mode="enforce",sha256="{}",source="file"}} 1"#,
         sha256_hex(second.as_bytes())
     );
-    let mut text = String::new();
-    for _ in 0..50 {
-        text = scrape(None).await.1;
-        if text.contains(&info) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(text.contains(&info), "{info} missing:\n{text}");
+    let text = server.wait_for_metric(&info).await;
     assert_eq!(
         text.matches("finalizer_guard_policy_info{").count(),
         1,

@@ -619,6 +619,8 @@ fn real_controllers_keep_working_under_enforce_in_a_namespace_made_after_the_swi
         c.admin(&["delete", kind, name, "-n", AFTER, "--wait=false"])
             .ok();
     }
+    // Staying Terminating is what is checked: nothing may release them in
+    // these 3 s, so this sleep is the window, not a wait for a condition.
     std::thread::sleep(Duration::from_secs(3));
     for (kind, name, _) in &held {
         let object = c.get(&[kind, name, "-n", AFTER]).expect("still there");

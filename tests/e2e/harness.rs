@@ -19,7 +19,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use serde_json::{Value, json};
 
-pub use super::live::{
+pub use super::common::live::{
     Run, WEBHOOK, denied, policy_denial, poll, run, wait_may_patch_configmaps, wait_until,
 };
 pub const CONFIG: &str = "finalizer-guard";
@@ -671,7 +671,7 @@ pub struct Policy {
 
 /// A plain-HTTP GET on the admin port: the body of a 200, else `None`.
 pub fn http_get(port: u16, path: &str) -> Option<String> {
-    super::live::http_get(("127.0.0.1", port), path)
+    super::common::live::http_get(("127.0.0.1", port), path)
 }
 
 fn copy_tree(from: &Path, to: &Path) {

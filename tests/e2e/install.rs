@@ -20,6 +20,7 @@ use super::harness::{
 };
 use super::helm::{Helm, chart};
 use super::{configmap, delete_nowait};
+use crate::common::assert::{assert_prints, assert_prints_on_stderr};
 
 const RELEASE: &str = "fg";
 const NS: &str = "e2e-fg";
@@ -88,18 +89,19 @@ fn the_policy_is_found_whatever_the_release_is_called() {
     // Two installs, two policies: refused, each named with how it was found.
     let run = c.finalizer_guard("carol", &target);
     assert_eq!(run.code, 2, "{run:#?}");
-    for needle in [
-        "2 finalizer-guard installs serve different policies",
-        &format!(
-            "validatingwebhookconfiguration/{FULLNAME} -> service/{FULLNAME} -> deployment/{FULLNAME} in namespace {NS} serves configmap {NS}/{FULLNAME}-policy"
-        ),
-        &format!(
-            "validatingwebhookconfiguration/{CONFIG} (calls a url) -> deployment/{CONFIG}, of the same name and labelled app.kubernetes.io/name=finalizer-guard,app.kubernetes.io/component=webhook in namespace finalizer-guard serves configmap finalizer-guard/finalizer-guard-policy"
-        ),
-        "--policy FILE",
-    ] {
-        assert!(run.stderr.contains(needle), "{needle:?}: {run:#?}");
-    }
+    assert_prints_on_stderr(
+        &run,
+        &[
+            "2 finalizer-guard installs serve different policies",
+            &format!(
+                "validatingwebhookconfiguration/{FULLNAME} -> service/{FULLNAME} -> deployment/{FULLNAME} in namespace {NS} serves configmap {NS}/{FULLNAME}-policy"
+            ),
+            &format!(
+                "validatingwebhookconfiguration/{CONFIG} (calls a url) -> deployment/{CONFIG}, of the same name and labelled app.kubernetes.io/name=finalizer-guard,app.kubernetes.io/component=webhook in namespace finalizer-guard serves configmap finalizer-guard/finalizer-guard-policy"
+            ),
+            "--policy FILE",
+        ],
+    );
     let run = c.finalizer_guard("carol", &["doctor", "--cluster"]);
     assert_eq!(run.code, 2, "{run:#?}");
     assert!(run.stderr.contains("serve different policies"), "{run:#?}");
@@ -114,12 +116,13 @@ fn the_policy_is_found_whatever_the_release_is_called() {
 
     let run = c.finalizer_guard("carol", &target);
     assert_eq!(run.code, 0, "{run:#?}");
-    for needle in [
-        &format!("as carol under configmap {NS}/{FULLNAME}-policy (mode warn):"),
-        "you:         yes, authorized by rule fg-only",
-    ] {
-        assert!(run.stdout.contains(needle), "{needle:?}: {run:#?}");
-    }
+    assert_prints(
+        &run,
+        &[
+            &format!("as carol under configmap {NS}/{FULLNAME}-policy (mode warn):"),
+            "you:         yes, authorized by rule fg-only",
+        ],
+    );
     let run = c.finalizer_guard("carol", &["doctor", "--cluster", "-o", "json"]);
     assert!(matches!(run.code, 0 | 1), "{run:#?}");
     let report: Value = serde_json::from_str(&run.stdout).unwrap();
@@ -150,12 +153,13 @@ fn the_policy_is_found_whatever_the_release_is_called() {
     // embedded default policy judges.
     let run = c.finalizer_guard("oncall", &target);
     assert_eq!(run.code, 2, "{run:#?}");
-    for needle in [
-        "you may not list validatingwebhookconfigurations (it needs list on validatingwebhookconfigurations.admissionregistration.k8s.io), and you may not list deployments in all namespaces (it needs list on deployments.apps in all namespaces)",
-        "judged under the embedded default policy (or pass --policy FILE)",
-    ] {
-        assert!(run.stderr.contains(needle), "{needle:?}: {run:#?}");
-    }
+    assert_prints_on_stderr(
+        &run,
+        &[
+            "you may not list validatingwebhookconfigurations (it needs list on validatingwebhookconfigurations.admissionregistration.k8s.io), and you may not list deployments in all namespaces (it needs list on deployments.apps in all namespaces)",
+            "judged under the embedded default policy (or pass --policy FILE)",
+        ],
+    );
 
     // Nothing installed: said plainly, and judged under the embedded default.
     helm.run(&["uninstall", RELEASE, "-n", NS]).ok();

@@ -13,12 +13,12 @@
 //! FG_E2E_STATIC=FOLDER e2e/cluster.sh up DIR`): `.ci/run` runs it there and
 //! the rest with `--skip tamper_proof::`.
 
+#[path = "../common/mod.rs"]
+mod common;
 mod controllers;
 mod harness;
 mod helm;
 mod install;
-#[path = "../live/mod.rs"]
-mod live;
 mod monitoring;
 mod names;
 mod oncall;
@@ -31,6 +31,7 @@ mod watch;
 
 use std::time::Duration;
 
+use common::assert::assert_prints_on_stderr;
 use harness::{Cluster, Conditions, Env, OVERRIDE, Policy, WEBHOOK, denied, env, wait_until};
 use serde_json::{Value, json};
 
@@ -180,9 +181,7 @@ fn dead_node_pods_are_released_only_with_an_override() {
         "--type=merge",
     ];
     let run = c.kubectl("alice", &strip).refused(&denied());
-    for needle in [CNI, "alice", "web-0", OVERRIDE, "node-lost"] {
-        assert!(run.stderr.contains(needle), "{needle}: {}", run.stderr);
-    }
+    assert_prints_on_stderr(&run, &[CNI, "alice", "web-0", OVERRIDE, "node-lost"]);
     assert_eq!(
         finalizers(&c.get(&["pod", "web-0", "-n", ns]).unwrap()),
         [CNI]
@@ -945,7 +944,9 @@ fn two_person_override() {
     // An approval that has expired authorizes nothing.
     let soon = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(4);
     approve("carol", "db-1", soon).ok();
-    std::thread::sleep(Duration::from_secs(5));
+    wait_until("the approval's expiry to pass", 30, || {
+        jiff::Timestamp::now() > soon
+    });
     let run = strip("alice", "db-1").refused(&denied());
     assert!(run.stderr.contains("expired"), "{run:#?}");
 
@@ -1152,6 +1153,8 @@ fn dry_run_gets_the_same_answer_and_changes_nothing() {
         finalizers(&c.get(&["pod", "cache-0", "-n", ns]).unwrap()),
         [CNI]
     );
+    // A window for an Event that must not come, not a wait for a
+    // condition: the webhook writes one within a second of its review.
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(events(&env, ns, "cache-0", "FinalizerOverride"), 0);
     let record = env

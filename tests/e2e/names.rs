@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::harness::{Env, Policy, env, wait_until};
 use super::{SEAL, delete_nowait, finalizers};
+use crate::common::assert::{assert_printable, assert_prints};
 
 const KEEP: &str = "example.com/keep";
 
@@ -51,16 +52,6 @@ fn annotation_keys(object: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Nothing in what the command printed acts on a terminal.
-#[track_caller]
-fn printable(out: &str) {
-    let raw: Vec<char> = out
-        .chars()
-        .filter(|c| c.is_control() && *c != '\n')
-        .collect();
-    assert!(raw.is_empty(), "raw control characters {raw:?} in:\n{out}");
 }
 
 #[test]
@@ -191,22 +182,23 @@ fn hostile_names_are_listed_escaped_and_their_commands_run_nothing() {
     // The listing: every one explained, escaped; none fails the others.
     let run = c.finalizer_guard("carol", &["unstick", "roles", "-n", ns]);
     assert_eq!(run.code, 0, "{run:#?}");
-    printable(&format!("{}{}", run.stdout, run.stderr));
-    for needle in [
-        "role.rbac.authorization.k8s.io/bad\\u{a}name -n e2e-names-hostile: Terminating for",
-        "role.rbac.authorization.k8s.io/\\u{1b}[2J\\u{1b}]0;owned\\u{7}esc -n e2e-names-hostile: Terminating for",
-        "role.rbac.authorization.k8s.io/x;touch${IFS}fg-pwned;# -n e2e-names-hostile: Terminating for",
-        "6 stuck object(s)",
-    ] {
-        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
-    }
+    assert_printable(&run);
+    assert_prints(
+        &run,
+        &[
+            "role.rbac.authorization.k8s.io/bad\\u{a}name -n e2e-names-hostile: Terminating for",
+            "role.rbac.authorization.k8s.io/\\u{1b}[2J\\u{1b}]0;owned\\u{7}esc -n e2e-names-hostile: Terminating for",
+            "role.rbac.authorization.k8s.io/x;touch${IFS}fg-pwned;# -n e2e-names-hostile: Terminating for",
+            "6 stuck object(s)",
+        ],
+    );
 
     // The namespace: each holder with the command that releases it, which
     // pasted into a shell is exactly that object's words and runs nothing.
     delete_nowait(&env, &["namespace", ns]);
     let run = c.finalizer_guard("admin", &["unstick", &format!("namespace/{ns}")]);
     assert_eq!(run.code, 0, "{run:#?}");
-    printable(&format!("{}{}", run.stdout, run.stderr));
+    assert_printable(&run);
     assert!(
         run.stdout.contains(&format!(
             "finalizer-guard unstick 'roles.rbac.authorization.k8s.io/x;touch${{IFS}}fg-pwned;#' -n {ns} --reason REASON --detail TEXT"
@@ -267,7 +259,7 @@ fn hostile_names_are_listed_escaped_and_their_commands_run_nothing() {
         ],
     );
     assert_eq!(run.code, 0, "{run:#?}");
-    printable(&format!("{}{}", run.stdout, run.stderr));
+    assert_printable(&run);
     assert!(
         run.stdout.contains("released 6 of 6 object(s)"),
         "{}",

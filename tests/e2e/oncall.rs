@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::harness::{Cluster, OVERRIDE, Policy, env, wait_until};
 use super::unstick::not_ready_node;
 use super::{CNI, SEAL, configmap, delete_nowait, finalizers, pod, unavailable_apiservice};
+use crate::common::assert::assert_prints;
 
 const USER: &str = "oncall";
 const ROLE: &str = "finalizer-guard-oncall";
@@ -129,14 +130,15 @@ fn the_oncall_role_alone_runs_doctor_unstick_and_approve() {
     // Incident 1: pods stuck Terminating on a dead node, held by a CNI finalizer.
     let run = c.finalizer_guard(USER, &["unstick", "--node", node]);
     assert_eq!(run.code, 0, "{run:#?}");
-    for needle in [
-        &format!("pod/web-0 -n {ns}: Terminating for"),
-        CNI,
-        &format!("owner alive: no: node {node} Ready=Unknown"),
-        &format!("may leak:  node {node}"),
-    ] {
-        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
-    }
+    assert_prints(
+        &run,
+        &[
+            &format!("pod/web-0 -n {ns}: Terminating for"),
+            CNI,
+            &format!("owner alive: no: node {node} Ready=Unknown"),
+            &format!("may leak:  node {node}"),
+        ],
+    );
     let run = c.finalizer_guard(
         USER,
         &[

@@ -11,6 +11,7 @@ use super::{
     CNI, configmap, custom_resource_type, dead_node, delete_nowait, finalizers, pod,
     unavailable_apiservice,
 };
+use crate::common::assert::assert_prints;
 
 /// A Node whose kubelet stopped reporting an hour ago.
 pub(super) fn not_ready_node(env: &Env, name: &str) {
@@ -62,17 +63,18 @@ fn a_dead_nodes_pods_are_released_node_wide() {
     // Explain: read-only, and it says what it knows.
     let run = c.finalizer_guard("carol", &["unstick", "--node", "lost-node-1"]);
     assert_eq!(run.code, 0, "{run:#?}");
-    for needle in [
-        "pod/web-0 -n e2e-unstick-node: Terminating for",
-        CNI,
-        "owner:       unknown",
-        "owner alive: no: node lost-node-1 Ready=Unknown for 60m (past --not-ready-for 5m)",
-        "may leak:  node lost-node-1",
-        "only with an override (finalizer-guard.io/override): --reason node-lost|",
-        "22 stuck object(s) (1 listed objects are not stuck",
-    ] {
-        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
-    }
+    assert_prints(
+        &run,
+        &[
+            "pod/web-0 -n e2e-unstick-node: Terminating for",
+            CNI,
+            "owner:       unknown",
+            "owner alive: no: node lost-node-1 Ready=Unknown for 60m (past --not-ready-for 5m)",
+            "may leak:  node lost-node-1",
+            "only with an override (finalizer-guard.io/override): --reason node-lost|",
+            "22 stuck object(s) (1 listed objects are not stuck",
+        ],
+    );
 
     let release = |extra: &[&str]| {
         let mut args = vec![
@@ -499,13 +501,14 @@ fn a_finalizer_whose_owner_is_alive_is_removed_only_when_named() {
     // Explained: the owner is alive, and unstick says it leaves the finalizer.
     let run = c.finalizer_guard("carol", &["unstick", "pvc/data", "-n", ns]);
     assert_eq!(run.code, 0, "{run:#?}");
-    for needle in [
-        "owner:       built-in controller pvc-protection (kube-controller-manager)",
-        "owner alive: yes: kube-controller-manager holds its lease",
-        "unstick:     leaves it, its owner being alive: name it with --finalizer to remove it",
-    ] {
-        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
-    }
+    assert_prints(
+        &run,
+        &[
+            "owner:       built-in controller pvc-protection (kube-controller-manager)",
+            "owner alive: yes: kube-controller-manager holds its lease",
+            "unstick:     leaves it, its owner being alive: name it with --finalizer to remove it",
+        ],
+    );
 
     let release_for = |reason: &str, extra: &[&str]| {
         let mut args = vec![
@@ -605,15 +608,16 @@ fn a_namespace_stuck_on_an_unavailable_apiservice_is_released_through_finalize()
     let target = format!("namespace/{ns}");
     let run = c.finalizer_guard("admin", &["unstick", &target]);
     assert_eq!(run.code, 0, "{run:#?}");
-    for needle in [
-        "kubernetes (spec.finalizers)",
-        "owner:       built-in controller namespace (kube-controller-manager)",
-        &format!("blocked by: APIService {name} is not Available"),
-        "NamespaceDeletionDiscoveryFailure",
-        "--reason node-lost|controller-unavailable|controller-uninstalled|apiservice-unavailable",
-    ] {
-        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
-    }
+    assert_prints(
+        &run,
+        &[
+            "kubernetes (spec.finalizers)",
+            "owner:       built-in controller namespace (kube-controller-manager)",
+            &format!("blocked by: APIService {name} is not Available"),
+            "NamespaceDeletionDiscoveryFailure",
+            "--reason node-lost|controller-unavailable|controller-uninstalled|apiservice-unavailable",
+        ],
+    );
 
     // The namespace's own finalizer stays without --orphan-contents.
     let release = [
@@ -745,7 +749,11 @@ fn two_person_release_with_unstick_and_approve() {
     // An expired approval is said plainly.
     let run = approve("carol", "db-1", "2s");
     assert_eq!(run.code, 0, "{run:#?}");
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    // Its expiry, 2 s from when approve ran, is past this instant's 2 s.
+    let expired = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    wait_until("the approval's expiry to pass", 30, || {
+        std::time::Instant::now() > expired
+    });
     let run = unstick("alice", "db-1");
     assert_eq!(run.code, 1, "{run:#?}");
     assert!(
@@ -897,14 +905,15 @@ fn a_namespace_held_by_a_custom_resource_lists_it_and_orphans_only_when_asked() 
     // cannot be listed is not counted (it would be said).
     let run = c.finalizer_guard("admin", &["unstick", &target]);
     assert_eq!(run.code, 0, "{run:#?}");
-    for needle in [
-        &format!("  still inside: 1 object(s) ({type_name} 1)"),
-        "  holding finalizers (1), each released by its own command:",
-        &format!("    {type_name}/g1 ({finalizer}): {command}"),
-        "unstick:     removes it only with --orphan-contents",
-    ] {
-        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
-    }
+    assert_prints(
+        &run,
+        &[
+            &format!("  still inside: 1 object(s) ({type_name} 1)"),
+            "  holding finalizers (1), each released by its own command:",
+            &format!("    {type_name}/g1 ({finalizer}): {command}"),
+            "unstick:     removes it only with --orphan-contents",
+        ],
+    );
     let run = c.finalizer_guard("admin", &["unstick", &target, "-o", "json"]);
     let report: Value = serde_json::from_str(&run.stdout).unwrap();
     let contents = &report["objects"][0]["contents"];
@@ -928,15 +937,16 @@ fn a_namespace_held_by_a_custom_resource_lists_it_and_orphans_only_when_asked() 
     ];
     let run = c.finalizer_guard("admin", &release);
     assert_eq!(run.code, 1, "{run:#?}");
-    for needle in [
-        &format!(
-            "{target} left: kubernetes (the namespace's own finalizer: removing it orphans what is still inside (1 object(s) ({type_name} 1))"
-        ),
-        "pass --orphan-contents to remove it anyway",
-        &format!("    {type_name}/g1 ({finalizer}): {command}"),
-    ] {
-        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
-    }
+    assert_prints(
+        &run,
+        &[
+            &format!(
+                "{target} left: kubernetes (the namespace's own finalizer: removing it orphans what is still inside (1 object(s) ({type_name} 1))"
+            ),
+            "pass --orphan-contents to remove it anyway",
+            &format!("    {type_name}/g1 ({finalizer}): {command}"),
+        ],
+    );
     let still = c.get(&["namespace", ns]).unwrap();
     assert_eq!(still["spec"]["finalizers"], json!(["kubernetes"]));
 
@@ -1098,15 +1108,18 @@ fn no_pod_of_a_dead_node_is_left_behind_and_who_cannot_tell_is_told_why() {
         format!("whether its node is dead cannot be told (you may not read node {node}");
     let run = release("oncall");
     assert_eq!(run.code, 1, "{run:#?}");
-    for needle in [
-        &format!("pod/web-0 -n {ns} released: removed {CNI}"),
-        &format!("pod/web-0 -n {ns} left Terminating: no finalizer holds it, and {cannot_tell}"),
-        "whether it is dead takes get on nodes (the on-call role grants it)): not force-deleted",
-        &format!("pod/job-0 -n {ns} not released: no finalizer holds it, and {cannot_tell}"),
-        "released 3 of 5 object(s), 0 already gone, 0 force-deleted, 5 left Terminating",
-    ] {
-        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
-    }
+    assert_prints(
+        &run,
+        &[
+            &format!("pod/web-0 -n {ns} released: removed {CNI}"),
+            &format!(
+                "pod/web-0 -n {ns} left Terminating: no finalizer holds it, and {cannot_tell}"
+            ),
+            "whether it is dead takes get on nodes (the on-call role grants it)): not force-deleted",
+            &format!("pod/job-0 -n {ns} not released: no finalizer holds it, and {cannot_tell}"),
+            "released 3 of 5 object(s), 0 already gone, 0 force-deleted, 5 left Terminating",
+        ],
+    );
     assert_eq!(pods_left(), 5);
     // Run again: no finalizer left on any, and still stuck for the person on call.
     let run = release("oncall");
@@ -1128,14 +1141,17 @@ fn no_pod_of_a_dead_node_is_left_behind_and_who_cannot_tell_is_told_why() {
     // Explained to carol, who reads nodes: dead, and how to finish them.
     let run = c.finalizer_guard("carol", &["unstick", "--node", node, "-n", ns]);
     assert_eq!(run.code, 0, "{run:#?}");
-    for needle in [
-        "no finalizer holds it: it waits for its node's kubelet to confirm the deletion",
-        &format!("node alive:  no: node {node} Ready=Unknown for 60m (past --not-ready-for 5m)"),
-        "--force-delete deletes it with grace period 0",
-        "5 stuck object(s)",
-    ] {
-        assert!(run.stdout.contains(needle), "{needle:?}: {}", run.stdout);
-    }
+    assert_prints(
+        &run,
+        &[
+            "no finalizer holds it: it waits for its node's kubelet to confirm the deletion",
+            &format!(
+                "node alive:  no: node {node} Ready=Unknown for 60m (past --not-ready-for 5m)"
+            ),
+            "--force-delete deletes it with grace period 0",
+            "5 stuck object(s)",
+        ],
+    );
     // carol's release leaves none behind.
     let run = release("carol");
     assert_eq!(run.code, 0, "{run:#?}");

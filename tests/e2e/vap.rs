@@ -30,6 +30,7 @@ use super::{
     STRIP, builtin_controllers_complete, configmap, delete_in_foreground, deployment,
     strips_are_refused_through_every_path,
 };
+use crate::common::assert::assert_prints_on_stderr;
 
 const POLICY: &str = "finalizer-guard";
 /// The group every replayed requester also gets: it may write everything
@@ -755,15 +756,16 @@ fn with_the_webhook_down_the_policy_still_guards() {
         run.code == 1 && run.stderr.contains(&policy_denial())
     });
     let run = c.kubectl("alice", &strip).refused(&policy_denial());
-    for needle in [
-        "example.com/cleanup",
-        "\"guarded\"",
-        "\"alice\"",
-        OVERRIDE,
-        "node-lost",
-    ] {
-        assert!(run.stderr.contains(needle), "{needle}: {}", run.stderr);
-    }
+    assert_prints_on_stderr(
+        &run,
+        &[
+            "example.com/cleanup",
+            "\"guarded\"",
+            "\"alice\"",
+            OVERRIDE,
+            "node-lost",
+        ],
+    );
     // An override that is not valid is named as such.
     c.kubectl(
         "alice",

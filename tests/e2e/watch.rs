@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::harness::{Cluster, Env, NAMESPACE, bin, env, free_port, http_get, poll, wait_until};
 use super::{delete_nowait, unavailable_apiservice};
+use crate::common::assert::assert_contains_all;
 
 const GROUP: &str = "e2e-watch.example.com";
 const NS: &str = "e2e-watched-ns";
@@ -329,18 +330,20 @@ fn stuck_objects_are_counted_announced_and_released() {
 
     // Their Events: what unstick explains, and the command.
     let widget = the_event(c, NS, "stuck-widget-1", widget_deleted);
-    for needle in [
-        &format!("widget.{GROUP}/stuck-widget-1 -n {NS}: Terminating for "),
-        &format!(
-            "{widget_finalizer}; owner: unknown: no built-in controller or policy rule names it; owner alive: cannot tell: no owner is known"
-        ),
-        "may leak: nothing recorded on the object",
-        &format!(
-            "Explain and release: finalizer-guard unstick widget.{GROUP}/stuck-widget-1 -n {NS}"
-        ),
-    ] {
-        assert!(widget.contains(needle), "{needle:?} in {widget:?}");
-    }
+    assert_contains_all(
+        "the Event's note",
+        &widget,
+        &[
+            &format!("widget.{GROUP}/stuck-widget-1 -n {NS}: Terminating for "),
+            &format!(
+                "{widget_finalizer}; owner: unknown: no built-in controller or policy rule names it; owner alive: cannot tell: no owner is known"
+            ),
+            "may leak: nothing recorded on the object",
+            &format!(
+                "Explain and release: finalizer-guard unstick widget.{GROUP}/stuck-widget-1 -n {NS}"
+            ),
+        ],
+    );
     let gadget = the_event(c, NS, "stuck-gadget-1", gadget_deleted);
     assert!(
         gadget.ends_with(&format!(
@@ -350,18 +353,21 @@ fn stuck_objects_are_counted_announced_and_released() {
     );
     // Events about a cluster-scoped object live in `default`.
     let namespace = the_event(c, "default", STUCK_NS, ns_deleted);
-    for needle in [
-        "kubernetes (spec.finalizers); owner: built-in controller namespace (kube-controller-manager)",
-        &format!("blocked by: APIService {} is not Available", api.1),
-        &format!("Explain and release: finalizer-guard unstick namespace/{STUCK_NS}"),
-    ] {
-        assert!(namespace.contains(needle), "{needle:?} in {namespace:?}");
-    }
+    assert_contains_all(
+        "the Event's note",
+        &namespace,
+        &[
+            "kubernetes (spec.finalizers); owner: built-in controller namespace (kube-controller-manager)",
+            &format!("blocked by: APIService {} is not Available", api.1),
+            &format!("Explain and release: finalizer-guard unstick namespace/{STUCK_NS}"),
+        ],
+    );
     assert!(
         !namespace.contains(" -n "),
         "a namespace is cluster-scoped: {namespace}"
     );
-    // Announced once, not on every tick.
+    // Announced once, not on every tick: these 3 s are the ticks that must
+    // announce nothing more (a window, not a wait for a condition).
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
         stuck_events(c, NS, "stuck-widget-1").len(),

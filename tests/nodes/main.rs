@@ -14,8 +14,8 @@
 //! Each scenario installs the release if an earlier one uninstalled it.
 //! `seed_000_*` kills a node: it runs last.
 
-#[path = "../live/mod.rs"]
-mod live;
+#[path = "../common/mod.rs"]
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,7 +27,10 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use serde_json::{Value, json};
 
-use live::{Run, denied, http_get, policy_denial, run, wait_may_patch_configmaps, wait_until};
+use common::assert::assert_prints_on_stderr;
+use common::live::{
+    Run, denied, http_get, policy_denial, run, wait_may_patch_configmaps, wait_until,
+};
 
 /// The README's release name: the chart then names its objects
 /// `finalizer-guard`, as `manifests/` and the docs do.
@@ -679,9 +682,7 @@ fn helm_upgrade_checks_the_policy_rolls_the_pods_and_uninstall_leaves_nothing() 
     n.delete_held(ns, "cni");
     let run = n.strip("configmap", "cni", ns);
     assert_eq!(run.code, 1, "{run:#?}");
-    for needle in [denied().as_str(), CNI, "alice"] {
-        assert!(run.stderr.contains(needle), "{needle}: {run:#?}");
-    }
+    assert_prints_on_stderr(&run, &[denied().as_str(), CNI, "alice"]);
     n.kubectl(
         "alice",
         &[

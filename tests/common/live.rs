@@ -2,76 +2,16 @@
 //! plane, `tests/nodes` on real nodes): a command's run, polling, a plain
 //! HTTP GET of an admin port, and the webhook's denial as kubectl prints it.
 //! Each suite uses a part.
-#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use serde_json::Value;
+pub use super::run::{Run, run};
+use super::wait::poll_blocking;
 
 /// The name of the webhook in the shipped ValidatingWebhookConfiguration.
 pub const WEBHOOK: &str = "finalizers.finalizer-guard.io";
-
-/// What one command printed, and how it exited.
-#[derive(Debug)]
-pub struct Run {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Run {
-    #[track_caller]
-    pub fn ok(self) -> Run {
-        assert_eq!(self.code, 0, "expected success: {self:#?}");
-        self
-    }
-
-    /// Refused by the API server: exit 1, and `needle` on standard error.
-    #[track_caller]
-    pub fn refused(self, needle: &str) -> Run {
-        assert_eq!(self.code, 1, "expected exit 1: {self:#?}");
-        assert!(
-            self.stderr.contains(needle),
-            "expected {needle:?} on stderr: {self:#?}"
-        );
-        self
-    }
-
-    #[track_caller]
-    pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {self:#?}"))
-    }
-}
-
-/// Runs `cmd` to its end, `stdin` written to it if given.
-#[track_caller]
-pub fn run(mut cmd: Command, stdin: Option<&str>) -> Run {
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{cmd:?} runs: {e}"));
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(text.as_bytes())
-            .expect("stdin written");
-    }
-    let out = child.wait_with_output().expect("the command ends");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 /// Polls `done` every 200 ms for up to `seconds`; fails the test past them.
 #[track_caller]
@@ -81,15 +21,12 @@ pub fn wait_until(what: &str, seconds: u64, done: impl FnMut() -> bool) {
 
 /// Polls `done` every 200 ms for up to `seconds`: whether it came true, for
 /// a caller that says more than [`wait_until`] when it did not.
-pub fn poll(seconds: u64, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    while !done() {
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    true
+pub fn poll(seconds: u64, done: impl FnMut() -> bool) -> bool {
+    poll_blocking(
+        Duration::from_secs(seconds),
+        Duration::from_millis(200),
+        done,
+    )
 }
 
 /// `GET path` of plain HTTP at `addr` (an admin port): the body of a 200 answer.

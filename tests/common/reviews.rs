@@ -7,8 +7,9 @@
 //! The finalizer list comes on top of `object_bytes`: 1024 names are ~40 KiB,
 //! more than a whole 1 KiB object.
 //!
-//! Included by path from benches/decision.rs, tests/allocations.rs and
-//! examples/gen_review.rs; each uses only part of it.
+//! A module of tests/common, and included by path from benches/decision.rs,
+//! examples/gen_review.rs and examples/profile_review.rs; each uses only
+//! part of it.
 #![allow(dead_code)]
 
 use std::fmt::Write as _;
