@@ -15,7 +15,8 @@
 
 use std::collections::BTreeMap;
 
-use super::session::{ClusterError, POLICY_KEY, WEBHOOK_NAME};
+use super::session::{ClusterError, POLICY_KEY};
+use crate::admission::WEBHOOK_NAME;
 use crate::flags::POLICY_ENV;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;

@@ -72,7 +72,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::cluster::WEBHOOK_NAME;
+use crate::admission::WEBHOOK_NAME;
 use crate::files::{self, Found};
 use crate::policy::config::{FinalizerPattern, Rule};
 use crate::policy::{
