@@ -21,6 +21,11 @@ const V1BETA1: &str = "admission.k8s.io/v1beta1";
 /// Longest `request.uid` read: kube-apiserver sends a UUID (36 bytes).
 pub const MAX_UID_BYTES: usize = 128;
 
+/// The webhook's name in the ValidatingWebhookConfiguration the chart and
+/// `manifests/` install; kube-apiserver writes the `auditAnnotations` of a
+/// response in its audit log as `WEBHOOK_NAME/KEY`.
+pub const WEBHOOK_NAME: &str = "finalizers.finalizer-guard.io";
+
 /// Why a body could not be judged. The server answers 400 with this text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReviewError {

@@ -16,7 +16,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::session::{ClusterError, POLICY_KEY, WEBHOOK_NAME};
+use super::session::{ClusterError, POLICY_KEY};
+use crate::admission::WEBHOOK_NAME;
 use crate::flags::POLICY_ENV;
 use crate::policy::{self, Policy};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;

@@ -9,11 +9,10 @@ use kube::api::PostParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
+use crate::admission::WEBHOOK_NAME;
 use crate::output::api_status;
 use crate::policy;
 
-/// The webhook's name in the ValidatingWebhookConfiguration (CONTRACT.md, "Deployment").
-pub const WEBHOOK_NAME: &str = "finalizers.finalizer-guard.io";
 /// The policy's key in the ConfigMap the chart and `manifests/` install.
 pub const POLICY_KEY: &str = "policy.yaml";
 /// The field manager of every write these commands make.

@@ -16,7 +16,8 @@ use super::explain::{self, Kubelet, Probe};
 use super::release::{PodEnd, Releaser};
 use super::report::{Fate, MissingReport, ObjectReport, Report, Summary};
 use super::select::Found;
-use super::session::{ClusterError, WEBHOOK_NAME};
+use super::session::ClusterError;
+use crate::admission::WEBHOOK_NAME;
 
 /// What `unstick` is asked.
 #[derive(Debug, Clone, Default)]
