@@ -237,7 +237,7 @@ fn the_dashboard_queries_only_metrics_the_binaries_export() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let source = |file: &str| std::fs::read_to_string(root.join(file)).unwrap();
     let mut names = exported(&finalizer_guard::trail::metrics::Metrics::new().encode());
-    names.extend(registered(&source("src/metrics.rs")));
+    names.extend(registered(&source("src/trail/metrics.rs")));
     let webhook = names.len();
     names.extend(exported(&finalizer_guard::cluster::watch::exposition()));
     names.extend(registered(&source("src/cluster/watch/metrics.rs")));
