@@ -35,8 +35,10 @@
 # (only the pods have their own), so a registry on 127.0.0.1 is reached as
 # by any process here: each node's CRI image service reads
 # DIR/nodes/NODE/certs.d/HOST:PORT/hosts.toml (its `config_path`), which
-# names `http://HOST:PORT` for pull and resolve. The pause image is built
-# here and imported, never pulled.
+# names `http://HOST:PORT` for pull and resolve. (containerd falls back to
+# plain HTTP for a loopback registry by itself; the hosts.toml says so, and
+# is what a registry at any other address or name needs.) The pause image
+# is built here and imported, never pulled.
 #
 # The nodes are what a kubelet needs on this kind of machine: cgroupfs,
 # no QoS cgroups, no node allocatable enforcement, swap allowed, eviction
