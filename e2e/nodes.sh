@@ -7,6 +7,12 @@
 #                                        IMAGE.tar (an OCI archive, `podman save
 #                                        --format oci-archive`) is imported into
 #                                        both nodes before they register
+#   FG_NODES_REGISTRY=HOST:PORT e2e/nodes.sh up DIR
+#                                        the nodes' containerd pulls HOST:PORT/...
+#                                        images over plain HTTP (a registry on
+#                                        this machine, e.g. the release's loopback
+#                                        one: scripts/release/prove.sh); several
+#                                        registries separated by commas
 #   e2e/nodes.sh import DIR IMAGE.tar    import one more image into both nodes
 #   e2e/nodes.sh kill DIR NODE           the node dies: its kubelet, its containerd
 #                                        and every container on it are killed, its
@@ -25,6 +31,15 @@
 # IPs with no kube-proxy; a pod reaches the API server at 10.0.0.1:443 through
 # one DNAT rule per bridge, what kube-proxy would write (see start_node).
 #
+# A node's containerd and kubelet run in this machine's network namespace
+# (only the pods have their own), so a registry on 127.0.0.1 is reached as
+# by any process here: each node's CRI image service reads
+# DIR/nodes/NODE/certs.d/HOST:PORT/hosts.toml (its `config_path`), which
+# names `http://HOST:PORT` for pull and resolve. (containerd falls back to
+# plain HTTP for a loopback registry by itself; the hosts.toml says so, and
+# is what a registry at any other address or name needs.) The pause image
+# is built here and imported, never pulled.
+#
 # The nodes are what a kubelet needs on this kind of machine: cgroupfs,
 # no QoS cgroups, no node allocatable enforcement, swap allowed, eviction
 # and image garbage collection thresholds out of the way of a full disk, and
@@ -34,7 +49,7 @@ set -euo pipefail
 # ip: where Debian puts them, whatever the caller's PATH.
 export PATH="$PATH:/usr/sbin:/sbin"
 
-usage() { echo "usage: $0 up DIR [IMAGE.tar...] | import DIR IMAGE.tar | kill DIR NODE | down DIR" >&2; exit 2; }
+usage() { echo "usage: [FG_NODES_REGISTRY=HOST:PORT] $0 up DIR [IMAGE.tar...] | import DIR IMAGE.tar | kill DIR NODE | down DIR" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 cmd=$1
 dir=$2
@@ -191,6 +206,9 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
   snapshotter = "overlayfs"
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = "$pause_image"
+  # One hosts.toml per registry (FG_NODES_REGISTRY), written below.
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "$nd/certs.d"
 
 [plugins."io.containerd.cri.v1.runtime"]
   restrict_oom_score_adj = true
@@ -208,6 +226,18 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
         Root = "$nd/runc"
         SystemdCgroup = false
 EOF
+  local registry
+  mkdir -p "$nd/certs.d"
+  for registry in "${registries[@]}"; do
+    mkdir -p "$nd/certs.d/$registry"
+    cat > "$nd/certs.d/$registry/hosts.toml" <<EOF
+# A registry on this machine, plain HTTP (no TLS to verify).
+server = "http://$registry"
+
+[host."http://$registry"]
+  capabilities = ["pull", "resolve"]
+EOF
+  done
   start_proc "containerd-$node" "$nodebin/containerd" --config "$nd/containerd.toml" --log-level warn
   wait_for "containerd of $node" 60 ctr_node "$node" version \
     || { tail -n 30 "$dir/logs/containerd-$node.log" >&2; return 1; }
@@ -235,7 +265,7 @@ enforceNodeAllocatable: []
 failSwapOn: false
 # The machine's disk is shared and may be fuller than the kubelet's
 # defaults allow: no eviction for disk, and images are never collected
-# (they are imported, not pullable).
+# (the pause image and any archive are imported, not pullable).
 evictionHard:
   memory.available: 100Mi
   nodefs.available: "1%"
@@ -263,7 +293,18 @@ up() {
   command -v runc > /dev/null || { log "runc is not installed (Debian: apt-get install runc)"; exit 1; }
   runc=$(command -v runc)
   images=()
-  local image
+  registries=()
+  local image registry listed=()
+  # HOST:PORT, as an image reference names it (and containerd's certs.d folder).
+  IFS=, read -r -a listed <<< "${FG_NODES_REGISTRY:-}"
+  for registry in "${listed[@]}"; do
+    [ -n "$registry" ] || continue
+    [[ $registry =~ ^[A-Za-z0-9.-]+(:[0-9]+)?$|^\[[0-9A-Fa-f:]+\](:[0-9]+)?$ ]] \
+      || { log "FG_NODES_REGISTRY: $registry is not HOST[:PORT]"; exit 1; }
+    curl -fsS -o /dev/null "http://$registry/v2/" \
+      || { log "FG_NODES_REGISTRY: no registry answers at http://$registry/v2/"; exit 1; }
+    registries+=("$registry")
+  done
   for image in "$@"; do
     [ -s "$image" ] || { log "no image archive $image"; exit 1; }
     images+=("$(cd "$(dirname "$image")" && pwd)/$(basename "$image")")
@@ -303,7 +344,7 @@ EOF
       tail -n 30 "$dir/logs/kubelet-$node.log" >&2; down; exit 1
     fi
   done
-  log "up: ${nodes[*]} Ready ($(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}={.status.addresses[0].address} {end}'))"
+  log "up: ${nodes[*]} Ready ($(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}={.status.addresses[0].address} {end}'))${registries[*]:+, pulling from ${registries[*]}}"
 }
 
 import() {

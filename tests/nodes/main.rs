@@ -7,10 +7,19 @@
 //! Service (no `url:`).
 //!
 //! `#[ignore]`d: `.ci/run` starts a cluster (`e2e/cluster.sh up DIR`), its
-//! nodes (`e2e/nodes.sh up DIR IMAGE.tar`), and runs the scenarios one at a
-//! time, in this order, with
+//! nodes (`FG_NODES_REGISTRY=127.0.0.1:PORT e2e/nodes.sh up DIR`: containerd
+//! pulls from the release's loopback registry), and runs the scenarios one at
+//! a time, in this order, with
 //!   FG_E2E_DIR=DIR  FG_HELM=helm  FG_IMAGE=REPOSITORY:TAG  FG_IMAGE_NEXT=REPOSITORY:TAG2
-//! (FG_IMAGE_NEXT: the same image under another tag, for the upgrade).
+//!   FG_CHART=oci://127.0.0.1:PORT/charts/finalizer-guard  FG_CHART_VERSION=VERSION
+//!   FG_IMAGE_DIGEST=sha256:...
+//! (FG_IMAGE_NEXT: the same image under another tag, for the upgrade). With
+//! FG_CHART, every `helm` command names that chart (`--version`, and
+//! `--plain-http` for a loopback registry) where the docs name
+//! `charts/finalizer-guard`, and the nodes pull the image (by digest with
+//! FG_IMAGE_DIGEST). Without it, the repository's chart, and the image
+//! archives imported into the nodes (`e2e/nodes.sh up DIR IMAGE.tar...`,
+//! `image.pullPolicy=Never`).
 //! Each scenario installs the release if an earlier one uninstalled it.
 //! `seed_000_*` kills a node: it runs last.
 
@@ -39,6 +48,8 @@ const RELEASE: &str = "finalizer-guard";
 const FULLNAME: &str = "finalizer-guard";
 /// The registry the README's install names, replaced by the local image's.
 const README_REPOSITORY: &str = "registry.example.com/finalizer-guard";
+/// The chart as the docs' commands name it: the repository's folder.
+const REPOSITORY_CHART: &str = "charts/finalizer-guard";
 const NAMESPACE: &str = "finalizer-guard";
 const CNI: &str = "pod.beta1.sigma.ali/cni-allocated";
 const HOLD: &str = "e2e.example.com/hold";
@@ -52,6 +63,85 @@ struct Nodes {
     dir: PathBuf,
     helm: PathBuf,
     image: (String, String),
+    /// `image.digest` (FG_IMAGE_DIGEST), the image pulled by it.
+    digest: Option<String>,
+    /// The chart from a registry (FG_CHART, FG_CHART_VERSION), in place of
+    /// the repository's.
+    chart: Option<OciChart>,
+}
+
+/// A chart in an OCI registry: `oci://HOST[:PORT]/PATH` and its version.
+struct OciChart {
+    reference: String,
+    version: String,
+}
+
+impl OciChart {
+    /// FG_CHART and FG_CHART_VERSION; none without FG_CHART.
+    fn from_env() -> Option<OciChart> {
+        let reference = std::env::var("FG_CHART").ok().filter(|c| !c.is_empty())?;
+        let version = std::env::var("FG_CHART_VERSION").unwrap_or_default();
+        Some(OciChart::new(&reference, &version))
+    }
+
+    fn new(reference: &str, version: &str) -> OciChart {
+        assert!(
+            reference.starts_with("oci://") && reference.len() > "oci://".len(),
+            "FG_CHART is {reference:?}: an oci://HOST[:PORT]/PATH reference"
+        );
+        assert!(
+            !version.is_empty(),
+            "FG_CHART is set and FG_CHART_VERSION is not: the chart's version in the registry"
+        );
+        OciChart {
+            reference: reference.to_string(),
+            version: version.to_string(),
+        }
+    }
+
+    /// A registry on this machine's loopback serves plain HTTP.
+    fn plain_http(&self) -> bool {
+        let host = self.reference["oci://".len()..]
+            .split('/')
+            .next()
+            .unwrap_or("");
+        let host = match host.rsplit_once(':') {
+            Some((h, port)) if !h.ends_with(':') && port.bytes().all(|b| b.is_ascii_digit()) => h,
+            _ => host,
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        host == "localhost"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
+    /// `args` with the chart swapped: the repository's folder (or another
+    /// `oci://` reference) becomes this one, any `--version` this version,
+    /// and `--version` (and `--plain-http`) added. Arguments naming no chart
+    /// (`helm status`, `get`, `uninstall`) are left as they are.
+    fn swap(&self, args: &[&str]) -> Vec<String> {
+        let names_chart = |a: &str| a == REPOSITORY_CHART || a.starts_with("oci://");
+        if !args.iter().any(|a| names_chart(a)) {
+            return args.iter().map(|a| a.to_string()).collect();
+        }
+        let mut out = Vec::with_capacity(args.len() + 3);
+        let mut rest = args.iter();
+        while let Some(&arg) = rest.next() {
+            if names_chart(arg) {
+                out.push(self.reference.clone());
+            } else if arg == "--version" {
+                rest.next();
+            } else if !arg.starts_with("--version=") && arg != "--plain-http" {
+                out.push(arg.to_string());
+            }
+        }
+        out.extend(["--version".to_string(), self.version.clone()]);
+        if self.plain_http() {
+            out.push("--plain-http".to_string());
+        }
+        out
+    }
 }
 
 fn split_image(image: &str) -> (String, String) {
@@ -74,9 +164,21 @@ fn nodes() -> Nodes {
         "{} has no nodes: e2e/nodes.sh up {0}",
         dir.display()
     );
+    let digest = std::env::var("FG_IMAGE_DIGEST")
+        .ok()
+        .filter(|d| !d.is_empty());
+    if let Some(d) = &digest {
+        assert!(
+            d.strip_prefix("sha256:")
+                .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())),
+            "FG_IMAGE_DIGEST is {d:?}: sha256:HEX, as a release's image.digest"
+        );
+    }
     Nodes {
         helm: PathBuf::from(var("FG_HELM")),
         image: split_image(&var("FG_IMAGE")),
+        digest,
+        chart: OciChart::from_env(),
         dir,
     }
 }
@@ -106,11 +208,26 @@ impl Nodes {
         self.admin(&all).ok().json()
     }
 
+    /// The image the chart's pods run: `REPOSITORY:TAG[@DIGEST]`.
+    fn image_ref(&self) -> String {
+        let (repository, tag) = &self.image;
+        match &self.digest {
+            Some(digest) => format!("{repository}:{tag}@{digest}"),
+            None => format!("{repository}:{tag}"),
+        }
+    }
+
+    /// `helm ARGS`; with FG_CHART, the chart the arguments name is the
+    /// registry's ([`OciChart::swap`]).
     fn helm(&self, args: &[&str]) -> Run {
         let home = self.dir.join("helm-home");
         let mut cmd = Command::new(&self.helm);
+        let args = match &self.chart {
+            Some(chart) => chart.swap(args),
+            None => args.iter().map(|a| a.to_string()).collect(),
+        };
         // The README's paths (charts/finalizer-guard) are the repository's.
-        cmd.args(args)
+        cmd.args(&args)
             .current_dir(repo())
             .env("KUBECONFIG", self.dir.join("admin.kubeconfig"))
             .env("HELM_CONFIG_HOME", home.join("config"))
@@ -186,9 +303,11 @@ impl Nodes {
 
     /// The README's install, its commands as written there
     /// ([`readme_install`]): the namespace, restricted, then the chart with
-    /// the image named; and what only this machine needs: the image's tag
-    /// and `pullPolicy: Never` (the nodes pull nothing, the image was
-    /// imported into them), and `--wait`.
+    /// the image named; and what only this machine needs: the image's tag,
+    /// and `--wait`. From a registry (FG_CHART), the chart is the registry's
+    /// ([`Nodes::helm`]) and the image is pulled, by `image.digest` when
+    /// FG_IMAGE_DIGEST gives it; otherwise `pullPolicy: Never` (the nodes
+    /// pull nothing, the image was imported into them).
     fn install(&self) {
         let start = Instant::now();
         for command in readme_install() {
@@ -208,16 +327,16 @@ impl Nodes {
                 "helm" => {
                     assert_eq!(args[..2], ["install", RELEASE], "{command:?}");
                     let tag = format!("image.tag={}", self.image.1);
+                    let digest = format!("image.digest={}", self.digest.as_deref().unwrap_or(""));
                     let mut all = args.clone();
-                    all.extend_from_slice(&[
-                        "--set",
-                        &tag,
-                        "--set",
-                        "image.pullPolicy=Never",
-                        "--wait",
-                        "--timeout",
-                        "5m",
-                    ]);
+                    all.extend_from_slice(&["--set", &tag]);
+                    if self.digest.is_some() {
+                        all.extend_from_slice(&["--set", &digest]);
+                    }
+                    if self.chart.is_none() {
+                        all.extend_from_slice(&["--set", "image.pullPolicy=Never"]);
+                    }
+                    all.extend_from_slice(&["--wait", "--timeout", "5m"]);
                     self.helm(&all).ok();
                 }
                 other => panic!("README's install runs {other}: {command:?}"),
@@ -461,6 +580,99 @@ fn readme_install() -> Vec<Vec<String>> {
     commands
 }
 
+/// With FG_CHART, the docs' install and every upgrade and template name the
+/// registry's chart at its version (plain HTTP on loopback only); what
+/// names no chart is left alone. Runs without nodes.
+#[test]
+fn a_registry_chart_takes_the_place_of_the_repository_s_in_every_helm_command() {
+    let chart = OciChart::new("oci://127.0.0.1:5000/charts/finalizer-guard", "0.1.0");
+    let install = readme_install()
+        .into_iter()
+        .find(|c| c[0] == "helm")
+        .expect("the docs' helm install");
+    let words: Vec<&str> = install[1..].iter().map(String::as_str).collect();
+    assert!(words.contains(&REPOSITORY_CHART), "{words:?}");
+    let swapped = chart.swap(&words);
+    assert!(
+        !swapped.iter().any(|w| w == REPOSITORY_CHART),
+        "{swapped:?}"
+    );
+    assert_eq!(swapped[..3], ["install", RELEASE, chart.reference.as_str()]);
+    assert_eq!(swapped.len(), words.len() + 3, "{swapped:?}");
+    assert_eq!(
+        swapped[swapped.len() - 3..],
+        ["--version", "0.1.0", "--plain-http"]
+    );
+    // The docs' other words stay, in their order.
+    let kept: Vec<&str> = swapped[3..swapped.len() - 3]
+        .iter()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(kept, words[3..], "{swapped:?}");
+
+    for verb in ["upgrade", "template"] {
+        let swapped = chart.swap(&chart_command(verb));
+        assert_eq!(
+            swapped,
+            [
+                verb,
+                RELEASE,
+                &chart.reference,
+                "-n",
+                NAMESPACE,
+                "--version",
+                "0.1.0",
+                "--plain-http"
+            ],
+        );
+    }
+    // A version or an oci:// chart already named: replaced, not doubled.
+    let swapped = chart.swap(&[
+        "upgrade",
+        RELEASE,
+        "oci://ghcr.io/x/finalizer-guard",
+        "--version",
+        "9",
+        "--plain-http",
+    ]);
+    assert_eq!(
+        swapped,
+        [
+            "upgrade",
+            RELEASE,
+            &chart.reference,
+            "--version",
+            "0.1.0",
+            "--plain-http"
+        ]
+    );
+    for untouched in [
+        &["status", RELEASE, "-n", NAMESPACE][..],
+        &["uninstall", RELEASE, "-n", NAMESPACE, "--wait"],
+        &["get", "values", RELEASE, "-n", NAMESPACE, "-o", "json"],
+    ] {
+        assert_eq!(chart.swap(untouched), untouched);
+    }
+    // Only loopback is plain HTTP.
+    for (reference, plain) in [
+        ("oci://localhost:5000/charts/finalizer-guard", true),
+        ("oci://127.0.0.1/finalizer-guard", true),
+        ("oci://[::1]:5000/finalizer-guard", true),
+        (
+            "oci://ghcr.io/finalizer-guard/charts/finalizer-guard",
+            false,
+        ),
+        ("oci://127.0.0.1.example.com/finalizer-guard", false),
+        ("oci://10.244.10.1:5000/finalizer-guard", false),
+    ] {
+        assert_eq!(
+            OciChart::new(reference, "1").plain_http(),
+            plain,
+            "{reference}"
+        );
+    }
+}
+
 /// The chart's `finalizer-guard watch`, read at its pod's address (pod IPs
 /// are reachable from this machine).
 #[derive(Clone)]
@@ -548,14 +760,10 @@ fn chart_installs_unmodified_on_two_nodes_and_denies_through_its_service() {
         client["caBundle"].as_str().is_some_and(|b| !b.is_empty()),
         "{config:#}"
     );
-    // The pods run the image given (FG_IMAGE), as the chart runs it.
+    // The pods run the image given (FG_IMAGE, FG_IMAGE_DIGEST), as the chart runs it.
     let deploy = n.get(&["deployment", FULLNAME, "-n", NAMESPACE]);
     let container = &deploy["spec"]["template"]["spec"]["containers"][0];
-    assert_eq!(
-        container["image"],
-        format!("{}:{}", n.image.0, n.image.1),
-        "{deploy:#}"
-    );
+    assert_eq!(container["image"], n.image_ref(), "{deploy:#}");
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(deploy["status"]["readyReplicas"], 2, "{deploy:#}");
 
@@ -1290,7 +1498,7 @@ fn repeats() -> usize {
 fn upgrade_drain_and_a_killed_container_refuse_no_write() {
     let n = nodes();
     let next = split_image(&std::env::var("FG_IMAGE_NEXT").expect(
-        "FG_IMAGE_NEXT is not set: the same image under another tag, imported into the nodes",
+        "FG_IMAGE_NEXT is not set: the same image under another tag, in the registry or imported into the nodes",
     ));
     n.enforcing();
     let ns = "nodes-disruptions";
@@ -1861,7 +2069,7 @@ fn a_guarded_write_through_the_service_and_through_a_url() {
         ])
         .arg("-v")
         .arg(format!("{}:/etc/fg:ro", work.display()))
-        .arg(format!("{}:{}", n.image.0, n.image.1))
+        .arg(n.image_ref())
         .args([
             "serve",
             "--policy",
