@@ -2,11 +2,10 @@
 
 use std::collections::HashSet;
 
+use super::change::{Change, FinalizerLists, Operation, Requester, Target};
 use super::config::{Accepts, Mode, OverrideSettings, Policy, Rule};
-use super::model::{
-    Authority, Change, Decision, Evidence, FinalizerField, FinalizerLists, Operation, Outcome,
-    Removal, Requester, Target,
-};
+use super::decision::{Authority, Decision, Evidence, Outcome, Removal};
+use super::field::FinalizerField;
 use super::overrides::{OverrideProblem, Refusal};
 use super::{approval, overrides};
 
@@ -819,7 +818,7 @@ rules:
             }
         );
         assert!(d.allowed());
-        assert_eq!(d.verdict(), crate::policy::model::Verdict::WouldDeny);
+        assert_eq!(d.verdict(), crate::policy::decision::Verdict::WouldDeny);
     }
 
     mod per_finalizer {
@@ -997,7 +996,7 @@ override:
                 .removing(&["vault.example.com/lease"], &[])
                 .with_override("node-lost: INC-1");
             let d = c.decide(&p);
-            assert_eq!(d.verdict(), crate::policy::model::Verdict::WouldDeny);
+            assert_eq!(d.verdict(), crate::policy::decision::Verdict::WouldDeny);
             let warning = c
                 .with_change(|change| crate::policy::message::would_deny_warning(change, &d))
                 .unwrap();

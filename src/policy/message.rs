@@ -6,9 +6,12 @@
 use std::fmt::{self, Write};
 
 use super::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
+use super::change::{Change, Target};
 use super::config::{Accepts, OverrideSettings, Policy};
-use super::model::{Change, Decision, FinalizerField, Outcome, Removal, Target};
+use super::decision::{Decision, Outcome, Removal};
+use super::field::FinalizerField;
 use super::overrides::OverrideProblem;
+use super::text::{truncate, truncated};
 
 /// kube-apiserver may cut warnings longer than this.
 pub const MAX_WARNING_CHARS: usize = 256;
@@ -84,17 +87,6 @@ impl Cut<'_> {
 impl fmt::Display for Cut<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         Quoted(&self.0).fmt(f)
-    }
-}
-
-/// `s` cut to at most `max` characters (marked `...`), borrowed when it
-/// fits: every string taken from a request that a message or an audit
-/// record carries is cut by it.
-pub fn truncated(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    if s.len() <= max || s.chars().count() <= max {
-        std::borrow::Cow::Borrowed(s)
-    } else {
-        std::borrow::Cow::Owned(truncate(s, max))
     }
 }
 
@@ -405,18 +397,8 @@ fn too_many_names(change: &Change<'_>, field: FinalizerField, verb: &str) -> Str
         describe_object(&change.target),
         Quoted::cut(change.requester.username, MAX_NAME_CHARS),
         field.path(),
-        Thousands(super::model::MAX_LIST_NAMES),
+        Thousands(super::change::MAX_LIST_NAMES),
     )
-}
-
-/// Cuts `s` to at most `max` characters, marking the cut with `...`.
-pub fn truncate(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(max.saturating_sub(3)).collect();
-    out.push_str("...");
-    out
 }
 
 #[cfg(test)]
@@ -425,8 +407,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::policy::change::{FinalizerLists, Operation, Requester};
     use crate::policy::decide;
-    use crate::policy::model::{FinalizerLists, Operation, Requester};
 
     fn strings<'a>(items: &[&'a str]) -> Vec<Cow<'a, str>> {
         items.iter().map(|s| Cow::Borrowed(*s)).collect()
@@ -561,7 +543,7 @@ REASON one of: node-lost, controller-unavailable, controller-uninstalled, apiser
             format!("node-lost: {detail}"),
         );
         let (d, _, warning, would) = render(pod(), &["example.com/a"], &[], &a, &p);
-        assert_eq!(d.verdict(), crate::policy::model::Verdict::Override);
+        assert_eq!(d.verdict(), crate::policy::decision::Verdict::Override);
         let warning = warning.unwrap();
         assert!(warning.starts_with("finalizer-guard: override \"node-lost\" removed finalizer \"example.com/a\" from pods \"web-0\""));
         assert!(warning.chars().count() <= MAX_WARNING_CHARS);

@@ -415,7 +415,7 @@ mod tests {
         (group, resource): (&str, &str),
         namespace: &str,
         finalizer: &str,
-    ) -> crate::policy::model::Decision {
+    ) -> crate::policy::decision::Decision {
         use crate::policy::*;
         use std::borrow::Cow;
         let groups: Vec<Cow<'_, str>> = groups.iter().map(|g| Cow::Borrowed(*g)).collect();
@@ -512,7 +512,7 @@ mod tests {
                         );
                         let by = d.removed[0].authorized_by.clone();
                         assert!(
-                            matches!(&by, Some(crate::policy::model::Authority::Rule(l)) if l.starts_with(&format!("preset:{}/", p.name))),
+                            matches!(&by, Some(crate::policy::decision::Authority::Rule(l)) if l.starts_with(&format!("preset:{}/", p.name))),
                             "{by:?}"
                         );
                         let person = removal(
@@ -637,7 +637,7 @@ mod tests {
 
     #[test]
     fn bad_preset_entries_are_refused_naming_the_field() {
-        use crate::policy::config::PolicyError;
+        use crate::policy::invalid::PolicyError;
         let errors = |yaml: &str| Policy::from_yaml(yaml).expect_err(yaml).0;
         assert_eq!(
             errors("presets: [fluxcd]\n"),
@@ -689,7 +689,7 @@ mod tests {
             matches!(&e[..], [PolicyError::ReservedRuleName { rule: 0, .. }]),
             "{e:?}"
         );
-        let text = crate::policy::config::InvalidPolicy(errors("presets: [nope]\n")).to_string();
+        let text = crate::policy::invalid::InvalidPolicy(errors("presets: [nope]\n")).to_string();
         assert!(
             text.starts_with(
                 "presets[0]: \"nope\" is not a preset of the catalog; known presets: argocd, flux,"
