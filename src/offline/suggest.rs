@@ -75,9 +75,7 @@ use serde_json::Value;
 use crate::cluster::WEBHOOK_NAME;
 use crate::files::{self, Found};
 use crate::policy::config::{FinalizerPattern, Rule};
-use crate::policy::{
-    self, Change, FinalizerField, FinalizerLists, Operation, Policy, Requester, Target,
-};
+use crate::policy::{self, Change, FinalizerField, FinalizerLists, Policy, Requester, Target};
 
 /// The kinds of evidence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -976,37 +974,18 @@ fn covered(policy: &Policy, seen: &Seen, finalizer: &str, field: FinalizerField)
         old: &old,
         new: &[],
     };
-    let none = BTreeMap::new();
-    let change = Change {
-        operation: Operation::Update,
-        target: Target {
-            group: &seen.group,
-            resource: &seen.resource,
-            subresource: &seen.subresource,
-            namespace: seen.namespace.as_deref(),
-            name: &seen.name,
-        },
-        requester: Requester {
-            username: &seen.username,
-            groups: &groups,
-        },
-        metadata_finalizers: if field == FinalizerField::Metadata {
-            lists
-        } else {
-            FinalizerLists::default()
-        },
-        spec_finalizers: if field == FinalizerField::Spec {
-            lists
-        } else {
-            FinalizerLists::default()
-        },
-        annotations: &none,
-        old_annotations: &none,
-        deleting: true,
-        now: jiff::Timestamp::UNIX_EPOCH,
-        uid: None,
-        seal_key: None,
+    let target = Target {
+        group: &seen.group,
+        resource: &seen.resource,
+        subresource: &seen.subresource,
+        namespace: seen.namespace.as_deref(),
+        name: &seen.name,
     };
+    let requester = Requester {
+        username: &seen.username,
+        groups: &groups,
+    };
+    let change = Change::removing(target, requester, field, lists);
     policy::decide(&change, policy)
         .removed
         .iter()

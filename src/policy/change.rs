@@ -160,3 +160,65 @@ impl<'a> Change<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::config::Policy;
+    use crate::policy::decide;
+
+    const TARGET: Target<'static> = Target {
+        group: "",
+        resource: "namespaces",
+        subresource: "finalize",
+        namespace: Some("team-a"),
+        name: "team-a",
+    };
+
+    #[test]
+    fn removing_fills_the_one_list_it_is_given_and_nothing_else() {
+        let old = [Cow::Borrowed("a"), Cow::Borrowed("b")];
+        let new = [Cow::Borrowed("b")];
+        let lists = FinalizerLists {
+            old: &old,
+            new: &new,
+        };
+        let requester = Requester {
+            username: "alice",
+            groups: &[],
+        };
+        for field in [FinalizerField::Metadata, FinalizerField::Spec] {
+            let change = Change::removing(TARGET, requester, field, lists);
+            assert_eq!(change.operation, Operation::Update);
+            let (given, other) = match field {
+                FinalizerField::Metadata => (change.metadata_finalizers, change.spec_finalizers),
+                FinalizerField::Spec => (change.spec_finalizers, change.metadata_finalizers),
+            };
+            assert_eq!((given.old, given.new), (&old[..], &new[..]));
+            assert!(other.old.is_empty() && other.new.is_empty());
+            assert!(change.annotations.is_empty() && change.old_annotations.is_empty());
+            assert!(change.deleting);
+            assert_eq!(
+                (change.uid, change.now),
+                (None, jiff::Timestamp::UNIX_EPOCH)
+            );
+            assert!(change.seal_key.is_none());
+
+            // Decided, it removes exactly that finalizer, from that list.
+            let decision = decide(&change, &Policy::embedded_default());
+            let removed: Vec<_> = decision
+                .removed
+                .iter()
+                .map(|r| (r.finalizer.as_str(), r.field))
+                .collect();
+            assert_eq!(removed, [("a", field)]);
+        }
+    }
+
+    #[test]
+    fn a_namespace_s_spec_finalizers_are_written_through_finalize() {
+        assert_eq!(FinalizerField::Spec.subresource(), "finalize");
+        assert_eq!(FinalizerField::Metadata.subresource(), "");
+        assert!(TARGET.is_namespace_finalize());
+    }
+}

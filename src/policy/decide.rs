@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use super::change::{Change, FinalizerLists, Operation, Requester, Target};
 use super::config::{Accepts, Mode, OverrideSettings, Policy, Rule};
-use super::decision::{Authority, Decision, Evidence, Outcome, Removal};
+use super::decision::{Authority, Decision, DecisionEvidence, Outcome, Removal};
 use super::field::FinalizerField;
 use super::overrides::{OverrideProblem, Refusal};
 use super::{approval, overrides};
@@ -155,7 +155,7 @@ fn decided(
         }
         _ => None,
     };
-    let evidence = Evidence {
+    let evidence = DecisionEvidence {
         rejected_override,
         approved_by: approval.and_then(|a| a.get(approval::APPROVED_BY).cloned()),
         override_expires: approval.and_then(|a| a.get(approval::OVERRIDE_EXPIRES).cloned()),

@@ -142,7 +142,7 @@ impl std::fmt::Display for Verdict {
 /// What a decision read from the object besides the finalizers: the answer
 /// and the audit record quote it, and need not read the object again.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Evidence {
+pub struct DecisionEvidence {
     /// The override annotation's value, when it was found not valid.
     pub rejected_override: Option<String>,
     /// Two-person rule: `approved-by` of the approval used (in `oldObject`)
@@ -158,7 +158,7 @@ pub struct Decision {
     pub outcome: Outcome,
     /// Every removed finalizer, in the order of the old list (metadata first).
     pub removed: Vec<Removal>,
-    pub evidence: Evidence,
+    pub evidence: DecisionEvidence,
 }
 
 impl Decision {
