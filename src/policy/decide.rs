@@ -1,4 +1,4 @@
-//! The decision rules (CONTRACT.md, "Decision"), in order.
+//! The decision rules (docs/policy.md, the decision rules), in order.
 
 use std::collections::HashSet;
 
@@ -17,22 +17,12 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
     // 1. Only UPDATE is judged.
     let judged = change.operation == Operation::Update;
 
-    // 2. What is removed: metadata.finalizers, and spec.finalizers through
-    //    namespaces/finalize; and who may remove each (4.).
-    let mut removed = Vec::new();
-    if judged {
-        push_removed(
-            &mut removed,
-            change.metadata_finalizers,
-            FinalizerField::Metadata,
-        );
-        if change.target.is_namespace_finalize() {
-            push_removed(&mut removed, change.spec_finalizers, FinalizerField::Spec);
-        }
-        for removal in &mut removed {
-            removal.authorized_by = authority(change, policy, &removal.finalizer, removal.field);
-        }
-    }
+    // 2. What is removed, and who may remove each (4.).
+    let removed = if judged {
+        removals(change, policy)
+    } else {
+        Vec::new()
+    };
 
     // Two-person rule: only approvers write approvals, on CREATE and UPDATE.
     // A refused write keeps what it removed on record (in warn mode it is
@@ -69,8 +59,36 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
         return decided(change, policy, Outcome::Authorized, removed);
     }
 
-    // 5. Otherwise an override on the object as it will be stored, or under
-    //    the two-person rule, one approved earlier by someone else.
+    // 5. and 6. Otherwise an override, or denied.
+    let outcome = override_outcome(change, policy, &removed);
+    decided(change, policy, outcome, removed)
+}
+
+/// 2. What an UPDATE removes: from metadata.finalizers, and from
+/// spec.finalizers through namespaces/finalize; each with what authorizes
+/// its removal (4.), if anything does.
+fn removals(change: &Change<'_>, policy: &Policy) -> Vec<Removal> {
+    let mut removed = Vec::new();
+    push_removed(
+        &mut removed,
+        change.metadata_finalizers,
+        FinalizerField::Metadata,
+    );
+    if change.target.is_namespace_finalize() {
+        push_removed(&mut removed, change.spec_finalizers, FinalizerField::Spec);
+    }
+    for removal in &mut removed {
+        removal.authorized_by = authority(change, policy, &removal.finalizer, removal.field);
+    }
+    removed
+}
+
+/// 5. Some removals are unauthorized: an override on the object as it will
+/// be stored (or under the two-person rule, one approved earlier by someone
+/// else) that releases them all, on an object being deleted; 6. otherwise
+/// denied (or, in warn mode, allowed with a warning).
+fn override_outcome(change: &Change<'_>, policy: &Policy, removed: &[Removal]) -> Outcome {
+    let settings = &policy.override_settings;
     let parsed = match (
         &settings.approval,
         change.annotations.get(&settings.annotation),
@@ -82,7 +100,7 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
     // `override.finalizers`: the override's reason must release every
     // removed finalizer nothing else authorizes, or the write is denied.
     let parsed = parsed.and_then(|valid| {
-        let refusals = refusals(settings, &removed, &valid.reason);
+        let refusals = refusals(settings, removed, &valid.reason);
         if refusals.is_empty() {
             Ok(valid)
         } else {
@@ -98,12 +116,13 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
             Ok(valid)
         }
     });
-    let outcome = match parsed {
+    match parsed {
         Ok(valid) => Outcome::Override(valid),
-        // 6. Otherwise denied (or, in warn mode, allowed with a warning).
-        Err(problem) => Outcome::Denied { problem, enforced },
-    };
-    decided(change, policy, outcome, removed)
+        Err(problem) => Outcome::Denied {
+            problem,
+            enforced: policy.mode == Mode::Enforce,
+        },
+    }
 }
 
 /// The unauthorized removals that an override with `reason` does not release.

@@ -260,6 +260,13 @@ fn default_account(user: &str) -> Option<&'static str> {
 }
 
 fn lint_rule(rule: &Rule, out: &mut Vec<PolicyWarning>) {
+    lint_wildcards(rule, out);
+    lint_requesters(rule, out);
+    lint_scope(rule, out);
+}
+
+/// Exact names written with a `*`: they match nothing.
+fn lint_wildcards(rule: &Rule, out: &mut Vec<PolicyWarning>) {
     let label = || rule.label.clone();
     let accounts: Vec<String> = rule
         .service_accounts
@@ -292,6 +299,12 @@ fn lint_rule(rule: &Rule, out: &mut Vec<PolicyWarning>) {
             });
         }
     }
+}
+
+/// Requesters no authenticator sends, and requesters that are everyone (or
+/// every pod of a namespace): the guard turned off.
+fn lint_requesters(rule: &Rule, out: &mut Vec<PolicyWarning>) {
+    let label = || rule.label.clone();
     for user in &rule.users {
         if let Some((shape, write)) = not_a_user(user) {
             out.push(PolicyWarning::NotAUser {
@@ -325,6 +338,13 @@ fn lint_rule(rule: &Rule, out: &mut Vec<PolicyWarning>) {
             }
         }
     }
+}
+
+/// Namespaces that are no namespace's name, resources written so they match
+/// nothing, and a namespace scope beside a cluster-scoped resource.
+fn lint_scope(rule: &Rule, out: &mut Vec<PolicyWarning>) {
+    let label = || rule.label.clone();
+    let namespaces = rule.namespaces.as_deref().unwrap_or_default();
     for ns in namespaces
         .iter()
         .filter(|ns| !ns.contains('*') && !is_dns_label(ns))

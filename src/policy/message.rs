@@ -5,9 +5,9 @@
 
 use std::fmt::{self, Write};
 
-use super::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
+use super::approval::{APPROVED_BY, ApprovalProblem, OVERRIDE_EXPIRES};
 use super::change::{Change, Target};
-use super::config::{Accepts, OverrideSettings, Policy};
+use super::config::{Accepts, Approval, OverrideSettings, Policy};
 use super::decision::{Decision, Outcome, Removal};
 use super::field::FinalizerField;
 use super::overrides::OverrideProblem;
@@ -160,15 +160,7 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
     if let (Outcome::ApprovalRefused { problem, .. }, Some(approval)) =
         (&decision.outcome, &settings.approval)
     {
-        return format!(
-            "finalizer-guard denied writing the override approval ({}, {APPROVED_BY}, {OVERRIDE_EXPIRES}) on {} by {}: {problem}. \
-             Approvers: {}; an approval names its approver in {APPROVED_BY} and expires at most {:#} ahead.",
-            settings.annotation,
-            describe_object(&change.target),
-            Quoted::cut(change.requester.username, MAX_NAME_CHARS),
-            approval.describe_approvers(),
-            approval.max_age,
-        );
+        return approval_denial(change, settings, problem, approval);
     }
     if let Outcome::TooManyNames { field, .. } = &decision.outcome {
         return too_many_names(change, *field, "cannot judge");
@@ -181,24 +173,54 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
         describe_finalizers(decision.unauthorized()),
         describe_object(&change.target),
         Quoted::cut(change.requester.username, MAX_NAME_CHARS),
-        if decision.unauthorized().count() == 1 {
-            "it"
-        } else {
-            "them"
-        },
+        it_or_them(decision),
     );
-    let two_person = settings.approval.as_ref();
-    if let Outcome::Denied { problem, .. } = &decision.outcome
-        && *problem != OverrideProblem::Absent
-        && two_person.is_some()
-    {
+    push_unusable_override(&mut msg, decision, settings);
+    push_how_to_override(&mut msg, decision, settings);
+    msg
+}
+
+/// `it` for one unauthorized removal, `them` for more.
+fn it_or_them(decision: &Decision) -> &'static str {
+    if decision.unauthorized().count() == 1 {
+        "it"
+    } else {
+        "them"
+    }
+}
+
+/// Why a write of the two-person approval annotations is denied.
+fn approval_denial(
+    change: &Change<'_>,
+    settings: &OverrideSettings,
+    problem: &ApprovalProblem,
+    approval: &Approval,
+) -> String {
+    format!(
+        "finalizer-guard denied writing the override approval ({}, {APPROVED_BY}, {OVERRIDE_EXPIRES}) on {} by {}: {problem}. \
+         Approvers: {}; an approval names its approver in {APPROVED_BY} and expires at most {:#} ahead.",
+        settings.annotation,
+        describe_object(&change.target),
+        Quoted::cut(change.requester.username, MAX_NAME_CHARS),
+        approval.describe_approvers(),
+        approval.max_age,
+    )
+}
+
+/// Why the override on the object, if there is one, cannot be used.
+fn push_unusable_override(msg: &mut String, decision: &Decision, settings: &OverrideSettings) {
+    let Outcome::Denied { problem, .. } = &decision.outcome else {
+        return;
+    };
+    if *problem == OverrideProblem::Absent {
+        return;
+    }
+    if settings.approval.is_some() {
         let _ = write!(
             msg,
             " The override on the object cannot be used: {problem}."
         );
-    } else if let Outcome::Denied { problem, .. } = &decision.outcome
-        && *problem != OverrideProblem::Absent
-    {
+    } else {
         let value = decision
             .evidence
             .rejected_override
@@ -211,6 +233,11 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
             Quoted(&truncate(value, MAX_QUOTED_CHARS))
         );
     }
+}
+
+/// How to override: the reasons that release every unauthorized removal
+/// (and under the two-person rule, who approves), or why no one override can.
+fn push_how_to_override(msg: &mut String, decision: &Decision, settings: &OverrideSettings) {
     let mut narrowed = narrowed_reasons(settings, decision);
     if matches!(
         decision.outcome,
@@ -228,20 +255,16 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
             let _ = write!(
                 msg,
                 " No override releases {}: only its rule or controller.",
-                if decision.unauthorized().count() == 1 {
-                    "it"
-                } else {
-                    "them"
-                }
+                it_or_them(decision)
             );
         } else {
             msg.push_str(
                 " No one override releases them all: remove them in separate writes, each with a reason it accepts.",
             );
         }
-        return msg;
+        return;
     }
-    match two_person {
+    match &settings.approval {
         None => {
             let _ = write!(
                 msg,
@@ -265,7 +288,6 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
             );
         }
     }
-    msg
 }
 
 /// The reasons that release every unauthorized finalizer of a denial, and

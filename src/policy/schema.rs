@@ -456,69 +456,21 @@ fn validate_entries(
     errors: &mut Vec<PolicyError>,
 ) -> Vec<FinalizerOverride> {
     let mut entries: Vec<(usize, FinalizerOverride)> = Vec::new();
-    for (entry, file) in files.into_iter().enumerate() {
+    for (entry, mut file) in files.into_iter().enumerate() {
         let before = errors.len();
         if file.finalizers.is_empty() {
             errors.push(PolicyError::NoOverrideFinalizers { entry });
         }
         let mut patterns = Vec::new();
-        for p in file.finalizers {
+        for p in std::mem::take(&mut file.finalizers) {
             match parse_finalizer_pattern(&p) {
                 Some(pattern) => patterns.push(pattern),
                 None => errors.push(PolicyError::BadOverrideFinalizer { entry, pattern: p }),
             }
         }
-        if let Some(list) = &file.reasons {
-            if list.is_empty() {
-                errors.push(PolicyError::NoEntryReasons { entry });
-            }
-            for reason in list.iter().filter(|r| !reasons.contains(r)) {
-                errors.push(PolicyError::UnknownEntryReason {
-                    entry,
-                    reason: reason.clone(),
-                    known: reasons.join(", "),
-                });
-            }
-        }
+        check_entry_settings(entry, &file, reasons, approvers, errors);
+        overlapping(entry, &patterns, &entries, errors);
         let approval_required = file.approval == Some(ApprovalRequirement::Required);
-        if file.never {
-            if file.reasons.is_some() {
-                errors.push(PolicyError::NeverAnd {
-                    entry,
-                    field: "reasons",
-                });
-            }
-            if file.approval.is_some() {
-                errors.push(PolicyError::NeverAnd {
-                    entry,
-                    field: "approval",
-                });
-            }
-        } else if file.reasons.is_none() && file.approval.is_none() {
-            errors.push(PolicyError::EmptyEntry { entry });
-        }
-        if approval_required && !approvers {
-            errors.push(PolicyError::ApprovalWithoutApprovers { entry });
-        }
-        // Two entries that can match one finalizer: which would decide is
-        // a contradiction, not a matter of order.
-        for pattern in &patterns {
-            for (first, other) in &entries {
-                if let Some(clash) = other
-                    .finalizers
-                    .iter()
-                    .find_map(|o| overlap(pattern, o).map(|example| (o, example)))
-                {
-                    errors.push(PolicyError::OverlappingEntries {
-                        entry,
-                        pattern: pattern.to_string(),
-                        first: *first,
-                        other: clash.0.to_string(),
-                        example: clash.1,
-                    });
-                }
-            }
-        }
         if errors.len() == before {
             entries.push((
                 entry,
@@ -533,6 +485,75 @@ fn validate_entries(
         }
     }
     entries.into_iter().map(|(_, e)| e).collect()
+}
+
+/// One `override.finalizers` entry's `reasons`, `approval` and `never`:
+/// known reasons, and no two that contradict each other.
+fn check_entry_settings(
+    entry: usize,
+    file: &FinalizerOverrideFile,
+    reasons: &[String],
+    approvers: bool,
+    errors: &mut Vec<PolicyError>,
+) {
+    if let Some(list) = &file.reasons {
+        if list.is_empty() {
+            errors.push(PolicyError::NoEntryReasons { entry });
+        }
+        for reason in list.iter().filter(|r| !reasons.contains(r)) {
+            errors.push(PolicyError::UnknownEntryReason {
+                entry,
+                reason: reason.clone(),
+                known: reasons.join(", "),
+            });
+        }
+    }
+    if file.never {
+        if file.reasons.is_some() {
+            errors.push(PolicyError::NeverAnd {
+                entry,
+                field: "reasons",
+            });
+        }
+        if file.approval.is_some() {
+            errors.push(PolicyError::NeverAnd {
+                entry,
+                field: "approval",
+            });
+        }
+    } else if file.reasons.is_none() && file.approval.is_none() {
+        errors.push(PolicyError::EmptyEntry { entry });
+    }
+    if file.approval == Some(ApprovalRequirement::Required) && !approvers {
+        errors.push(PolicyError::ApprovalWithoutApprovers { entry });
+    }
+}
+
+/// Two entries that can match one finalizer: which would decide is a
+/// contradiction, not a matter of order.
+fn overlapping(
+    entry: usize,
+    patterns: &[FinalizerPattern],
+    entries: &[(usize, FinalizerOverride)],
+    errors: &mut Vec<PolicyError>,
+) {
+    for pattern in patterns {
+        for (first, other) in entries {
+            if let Some(clash) = other
+                .finalizers
+                .iter()
+                .find_map(|o| overlap(pattern, o).map(|example| (o, example)))
+            {
+                errors.push(PolicyError::OverlappingEntries {
+                    entry,
+                    pattern: pattern.to_string(),
+                    first: *first,
+                    other: clash.0.to_string(),
+                    example: clash.1,
+                });
+            }
+        }
+    }
 }
 
 /// A finalizer name both patterns match, if there is one.
