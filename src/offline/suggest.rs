@@ -862,14 +862,18 @@ impl Place {
 /// The namespace of `seen`'s object, as the policy reads it: `None` for
 /// cluster-scoped objects, Namespaces included.
 fn object_namespace(seen: &Seen) -> Option<String> {
-    let target = Target {
+    target(seen).object_namespace().map(String::from)
+}
+
+/// What `seen`'s write was written to.
+fn target(seen: &Seen) -> Target<'_> {
+    Target {
         group: &seen.group,
         resource: &seen.resource,
         subresource: &seen.subresource,
         namespace: seen.namespace.as_deref(),
         name: &seen.name,
-    };
-    target.object_namespace().map(String::from)
+    }
 }
 
 /// `resource` or `resource.group`.
@@ -974,18 +978,11 @@ fn covered(policy: &Policy, seen: &Seen, finalizer: &str, field: FinalizerField)
         old: &old,
         new: &[],
     };
-    let target = Target {
-        group: &seen.group,
-        resource: &seen.resource,
-        subresource: &seen.subresource,
-        namespace: seen.namespace.as_deref(),
-        name: &seen.name,
-    };
     let requester = Requester {
         username: &seen.username,
         groups: &groups,
     };
-    let change = Change::removing(target, requester, field, lists);
+    let change = Change::removing(target(seen), requester, field, lists);
     policy::decide(&change, policy)
         .removed
         .iter()

@@ -81,6 +81,15 @@ pub struct Rule {
     pub resources: Option<Vec<ResourceName>>,
 }
 
+impl Rule {
+    /// `serviceAccounts` as the file writes them: `NAMESPACE:NAME`.
+    pub fn service_account_names(&self) -> impl Iterator<Item = &str> {
+        self.service_accounts
+            .iter()
+            .map(|u| u.strip_prefix("system:serviceaccount:").unwrap_or(u))
+    }
+}
+
 /// An exact finalizer name, or a prefix written with a trailing `*`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FinalizerPattern {

@@ -238,15 +238,7 @@ pub fn covering(
 /// A preset rule in one line, as `policy validate` and `policy presets` print
 /// it: who may remove which finalizers, and from what.
 pub fn describe(rule: &Rule) -> String {
-    let mut who: Vec<String> = rule
-        .service_accounts
-        .iter()
-        .map(|u| {
-            u.strip_prefix("system:serviceaccount:")
-                .unwrap_or(u)
-                .to_string()
-        })
-        .collect();
+    let mut who: Vec<String> = rule.service_account_names().map(str::to_string).collect();
     who.extend(
         rule.groups
             .iter()
