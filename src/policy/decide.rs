@@ -64,9 +64,9 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
     decided(change, policy, outcome, removed)
 }
 
-/// 2. What an UPDATE removes: from metadata.finalizers, and from
+/// What an UPDATE removes (rule 2): from metadata.finalizers, and from
 /// spec.finalizers through namespaces/finalize; each with what authorizes
-/// its removal (4.), if anything does.
+/// its removal (rule 4), if anything does.
 fn removals(change: &Change<'_>, policy: &Policy) -> Vec<Removal> {
     let mut removed = Vec::new();
     push_removed(
@@ -83,10 +83,10 @@ fn removals(change: &Change<'_>, policy: &Policy) -> Vec<Removal> {
     removed
 }
 
-/// 5. Some removals are unauthorized: an override on the object as it will
-/// be stored (or under the two-person rule, one approved earlier by someone
-/// else) that releases them all, on an object being deleted; 6. otherwise
-/// denied (or, in warn mode, allowed with a warning).
+/// Some removals are unauthorized (rule 5): an override on the object as it
+/// will be stored (or under the two-person rule, one approved earlier by
+/// someone else) that releases them all, on an object being deleted; else
+/// (rule 6) denied, or in warn mode allowed with a warning.
 fn override_outcome(change: &Change<'_>, policy: &Policy, removed: &[Removal]) -> Outcome {
     let settings = &policy.override_settings;
     let parsed = match (
