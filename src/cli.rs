@@ -1002,10 +1002,10 @@ pub struct PolicySummary {
 }
 
 impl Validation {
-    /// Runs the checks `serve` runs on a policy that parsed: [`crate::offline::doctor::servable`].
+    /// Runs the checks `serve` runs on a policy that parsed: [`crate::policy::servable::servable`].
     fn of(file: &std::path::Path, policy: &Policy) -> Validation {
         let mut v = Validation::refused(file, Vec::new());
-        match crate::offline::doctor::servable(policy) {
+        match crate::policy::servable::servable(policy) {
             Err(blocked) => v.errors = vec![Error::BlocksBuiltinControllers(blocked).to_string()],
             Ok(warned) => {
                 v.valid = true;
@@ -1098,7 +1098,7 @@ impl Report for Validation {
 
 /// `policy validate`: exit 0, or 1 with one error per line; 2 when the file
 /// cannot be read. It refuses what `serve` refuses, through the same checks:
-/// the policy parser, then [`crate::offline::doctor::servable`].
+/// the policy parser, then [`crate::policy::servable::servable`].
 pub fn validate(args: ValidateArgs) -> Result<i32> {
     let ValidateArgs {
         output,

@@ -3,8 +3,8 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use crate::offline::doctor::Blocked;
 use crate::policy::LoadError;
+use crate::policy::servable::Blocked;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

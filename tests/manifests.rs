@@ -1109,7 +1109,7 @@ fn policy_in_the_config_map_parses_and_starts_in_warn_mode() {
         "the matchConditions skip the built-in controllers"
     );
     assert!(
-        finalizer_guard::offline::doctor::check(&policy).is_empty(),
+        finalizer_guard::policy::servable::check(&policy).is_empty(),
         "doctor: every built-in controller may remove its own finalizers"
     );
     assert_eq!(

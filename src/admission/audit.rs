@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::admission::json;
 use crate::admission::ledger::Ledger;
-use crate::policy::message::truncated;
+use crate::policy::text::truncated;
 use crate::policy::{
     Authority, Change, Decision, FinalizerField, Mode, Operation, Outcome, OverrideProblem, Target,
     Verdict,

@@ -19,13 +19,13 @@ use kube::discovery::{ApiCapabilities, ApiResource, Scope, verbs};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::explain::{self, Owner, RuleElsewhere, RuleOwner, Written};
+use super::explain::{self, Owner, RuleElsewhere, RuleOwner};
 use super::install::PolicySource;
 use super::read;
 use super::select::Resolver;
 use super::session::{ClusterError, Connection};
 use crate::output::{Format, Printer, chain};
-use crate::policy::{Accepts, FinalizerField, Policy};
+use crate::policy::{Accepts, FinalizerField, Policy, Target};
 
 /// Types listed at once.
 const IN_FLIGHT: usize = 4;
@@ -446,18 +446,14 @@ fn places(policy: &Policy, name: &str, field: FinalizerField, tally: &Tally) -> 
         elsewhere,
     } = &mut out;
     for ((group, resource, namespace), n) in &tally.places {
-        let written = Written {
+        let target = Target {
             group,
             resource,
-            subresource: if field == FinalizerField::Spec {
-                "finalize"
-            } else {
-                ""
-            },
+            subresource: field.subresource(),
             namespace: namespace.as_deref(),
             name: "",
         };
-        match explain::owner_at(policy, &written, name, field) {
+        match explain::owner_at(policy, &target, name, field) {
             owner @ (Owner::Unknown | Owner::Elsewhere { .. }) => {
                 // Named elsewhere: the rule to widen, said once.
                 if let Owner::Elsewhere { rules } = owner {

@@ -22,8 +22,8 @@ use crate::admission::ledger::Ledger;
 use crate::output::{chain, escape};
 use crate::policy::builtin::{self, BuiltinController};
 use crate::policy::{
-    self, Accepts, Change, FinalizerField, FinalizerLists, Operation, Outcome, OverrideProblem,
-    Policy, Requester, Target, approval,
+    self, Accepts, Change, FinalizerField, FinalizerLists, Outcome, OverrideProblem, Policy,
+    Requester, Target, approval,
 };
 
 /// Who owns a finalizer.
@@ -667,54 +667,30 @@ fn runs_in(controller: &BuiltinController) -> &'static str {
 }
 
 /// The admission target a removal of `field` from `found` is written to.
-pub struct Written<'a> {
-    pub group: &'a str,
-    pub resource: &'a str,
-    pub subresource: &'a str,
-    pub namespace: Option<&'a str>,
-    pub name: &'a str,
-}
-
-impl<'a> Written<'a> {
-    pub fn of(found: &'a Found, field: FinalizerField) -> Written<'a> {
-        Written {
-            group: &found.resource.group,
-            resource: &found.resource.plural,
-            subresource: if field == FinalizerField::Spec {
-                "finalize"
-            } else {
-                ""
-            },
-            namespace: if found.is_namespace() {
-                found.object.metadata.name.as_deref()
-            } else {
-                found.namespace()
-            },
-            name: found.name(),
-        }
-    }
-
-    fn target(&self) -> Target<'a> {
-        Target {
-            group: self.group,
-            resource: self.resource,
-            subresource: self.subresource,
-            namespace: self.namespace,
-            name: self.name,
-        }
+pub fn target_of(found: &Found, field: FinalizerField) -> Target<'_> {
+    Target {
+        group: &found.resource.group,
+        resource: &found.resource.plural,
+        subresource: field.subresource(),
+        namespace: if found.is_namespace() {
+            found.object.metadata.name.as_deref()
+        } else {
+            found.namespace()
+        },
+        name: found.name(),
     }
 }
 
 /// Who owns `finalizer` on `found`, by the built-in table and the policy.
 pub fn owner(policy: &Policy, found: &Found, finalizer: &str, field: FinalizerField) -> Owner {
-    owner_at(policy, &Written::of(found, field), finalizer, field)
+    owner_at(policy, &target_of(found, field), finalizer, field)
 }
 
-/// Who may remove `finalizer` where `written` says it is written: the
+/// Who may remove `finalizer` where `target` says it is written: the
 /// built-in controller that owns it, else the policy rules covering it there.
 pub fn owner_at(
     policy: &Policy,
-    written: &Written<'_>,
+    target: &Target<'_>,
     finalizer: &str,
     field: FinalizerField,
 ) -> Owner {
@@ -726,9 +702,9 @@ pub fn owner_at(
             runs_in: runs_in(c),
         };
     }
-    let rules = policy::rules_for(policy, &written.target(), finalizer);
+    let rules = policy::rules_for(policy, target, finalizer);
     if rules.is_empty() {
-        return elsewhere(policy, written, finalizer);
+        return elsewhere(policy, target, finalizer);
     }
     Owner::Rules {
         rules: rules
@@ -756,10 +732,9 @@ fn identities(rule: &crate::policy::config::Rule) -> Vec<String> {
         .collect()
 }
 
-/// No rule covers `finalizer` where `written` says: the rules that name it
+/// No rule covers `finalizer` where `target` says: the rules that name it
 /// elsewhere (other namespaces, other resources), or `Unknown`.
-fn elsewhere(policy: &Policy, written: &Written<'_>, finalizer: &str) -> Owner {
-    let target = written.target();
+fn elsewhere(policy: &Policy, target: &Target<'_>, finalizer: &str) -> Owner {
     let rules: Vec<RuleElsewhere> = policy
         .rules
         .iter()
@@ -832,24 +807,12 @@ impl Proposed<'_> {
             old: &old,
             new: &new,
         };
-        let written = Written::of(self.found, self.field);
+        let requester = Requester {
+            username: &self.identity.username,
+            groups: &groups,
+        };
+        let target = target_of(self.found, self.field);
         let change = Change {
-            operation: Operation::Update,
-            target: written.target(),
-            requester: Requester {
-                username: &self.identity.username,
-                groups: &groups,
-            },
-            metadata_finalizers: if self.field == FinalizerField::Metadata {
-                lists
-            } else {
-                FinalizerLists::default()
-            },
-            spec_finalizers: if self.field == FinalizerField::Spec {
-                lists
-            } else {
-                FinalizerLists::default()
-            },
             annotations: self.annotations,
             old_annotations: &old_annotations,
             deleting: self.found.object.metadata.deletion_timestamp.is_some(),
@@ -857,6 +820,7 @@ impl Proposed<'_> {
             uid: self.found.object.metadata.uid.as_deref(),
             // Only the webhook holds the key: it verifies the seal.
             seal_key: None,
+            ..Change::removing(target, requester, self.field, lists)
         };
         policy::decide(&change, policy)
     }

@@ -154,13 +154,13 @@ where
 
 /// Where a webhook configuration sends its calls.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Target {
+enum Endpoint {
     Service { namespace: String, name: String },
     Url(String),
 }
 
 /// Each configuration holding [`WEBHOOK_NAME`], with where it calls.
-fn webhook_services(configurations: &[ValidatingWebhookConfiguration]) -> Vec<(String, Target)> {
+fn webhook_services(configurations: &[ValidatingWebhookConfiguration]) -> Vec<(String, Endpoint)> {
     let mut out = Vec::new();
     for c in configurations {
         let name = c.metadata.name.clone().unwrap_or_default();
@@ -171,11 +171,11 @@ fn webhook_services(configurations: &[ValidatingWebhookConfiguration]) -> Vec<(S
             .filter(|w| w.name == WEBHOOK_NAME)
         {
             let target = match (&w.client_config.service, &w.client_config.url) {
-                (Some(s), _) => Target::Service {
+                (Some(s), _) => Endpoint::Service {
                     namespace: s.namespace.clone(),
                     name: s.name.clone(),
                 },
-                (None, url) => Target::Url(url.clone().unwrap_or_default()),
+                (None, url) => Endpoint::Url(url.clone().unwrap_or_default()),
             };
             out.push((name.clone(), target));
         }
@@ -190,10 +190,10 @@ fn webhook_services(configurations: &[ValidatingWebhookConfiguration]) -> Vec<(S
 async fn serving(
     client: &Client,
     configuration: &str,
-    target: &Target,
+    target: &Endpoint,
 ) -> Result<Result<(String, Vec<Deployment>), Trouble>, ClusterError> {
     let (namespace, name) = match target {
-        Target::Url(url) => {
+        Endpoint::Url(url) => {
             let api: Api<Deployment> = Api::all(client.clone());
             let params = ListParams::default().labels(APP_LABEL);
             let list = match api.list(&params).await {
@@ -222,7 +222,7 @@ async fn serving(
             );
             return Ok(Ok((via, named)));
         }
-        Target::Service { namespace, name } => (namespace, name),
+        Endpoint::Service { namespace, name } => (namespace, name),
     };
     let services: Api<Service> = Api::namespaced(client.clone(), namespace);
     let read = get(
@@ -271,7 +271,7 @@ async fn serving(
 async fn follow(
     client: &Client,
     configuration: &str,
-    target: &Target,
+    target: &Endpoint,
 ) -> Result<Result<Vec<Found>, Trouble>, ClusterError> {
     let (via, deployments) = match serving(client, configuration, target).await? {
         Ok(serving) => serving,
@@ -780,14 +780,14 @@ mod tests {
             [
                 (
                     "fg-finalizer-guard".to_string(),
-                    Target::Service {
+                    Endpoint::Service {
                         namespace: "fg".into(),
                         name: "fg-finalizer-guard".into()
                     }
                 ),
                 (
                     "dev".to_string(),
-                    Target::Url("https://127.0.0.1:8443/validate".into())
+                    Endpoint::Url("https://127.0.0.1:8443/validate".into())
                 ),
             ]
         );

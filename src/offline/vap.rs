@@ -37,10 +37,10 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
-use crate::offline::doctor;
 use crate::policy::FinalizerField;
 use crate::policy::builtin::{self, BUILTIN_CONTROLLERS};
 use crate::policy::config::{FinalizerPattern, Mode, Policy, Rule};
+use crate::policy::servable;
 
 /// The name of the ValidatingAdmissionPolicy and of its binding. The audit
 /// annotations it writes are prefixed with it (`finalizer-guard/decision`),
@@ -156,7 +156,7 @@ pub fn export_yaml(policy: &Policy) -> Result<String, ExportError> {
 
 /// The policy as a ValidatingAdmissionPolicy and its binding.
 pub fn export(policy: &Policy) -> Result<Export, ExportError> {
-    if let Err(blocked) = doctor::servable(policy) {
+    if let Err(blocked) = servable::servable(policy) {
         let names: Vec<String> = blocked.iter().map(ToString::to_string).collect();
         return Err(ExportError::BlocksBuiltinControllers(names.join("; ")));
     }

@@ -15,8 +15,8 @@
 
 use jiff::Timestamp;
 
+use super::change::{Change, Operation};
 use super::config::{Approval, Mode, OverrideSettings};
-use super::model::{Change, Operation};
 use super::overrides::{self, Override, OverrideProblem};
 use super::seal::{APPROVAL_SEAL, Sealed};
 

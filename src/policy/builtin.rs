@@ -10,7 +10,7 @@
 //! when started with `--use-service-account-credentials` (kubeadm's default),
 //! and as `system:kube-controller-manager` otherwise; the service controller
 //! lives in cloud-controller-manager.
-use super::model::FinalizerField;
+use super::field::FinalizerField;
 
 /// The username kube-controller-manager uses without per-controller credentials.
 pub const KUBE_CONTROLLER_MANAGER: &str = "system:kube-controller-manager";

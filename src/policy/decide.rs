@@ -1,12 +1,11 @@
-//! The decision rules (CONTRACT.md, "Decision"), in order.
+//! The decision rules (docs/policy.md, the decision rules), in order.
 
 use std::collections::HashSet;
 
+use super::change::{Change, FinalizerLists, Operation, Requester, Target};
 use super::config::{Accepts, Mode, OverrideSettings, Policy, Rule};
-use super::model::{
-    Authority, Change, Decision, Evidence, FinalizerField, FinalizerLists, Operation, Outcome,
-    Removal, Requester, Target,
-};
+use super::decision::{Authority, Decision, DecisionEvidence, Outcome, Removal};
+use super::field::FinalizerField;
 use super::overrides::{OverrideProblem, Refusal};
 use super::{approval, overrides};
 
@@ -18,22 +17,12 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
     // 1. Only UPDATE is judged.
     let judged = change.operation == Operation::Update;
 
-    // 2. What is removed: metadata.finalizers, and spec.finalizers through
-    //    namespaces/finalize; and who may remove each (4.).
-    let mut removed = Vec::new();
-    if judged {
-        push_removed(
-            &mut removed,
-            change.metadata_finalizers,
-            FinalizerField::Metadata,
-        );
-        if change.target.is_namespace_finalize() {
-            push_removed(&mut removed, change.spec_finalizers, FinalizerField::Spec);
-        }
-        for removal in &mut removed {
-            removal.authorized_by = authority(change, policy, &removal.finalizer, removal.field);
-        }
-    }
+    // 2. What is removed, and who may remove each (4.).
+    let removed = if judged {
+        removals(change, policy)
+    } else {
+        Vec::new()
+    };
 
     // Two-person rule: only approvers write approvals, on CREATE and UPDATE.
     // A refused write keeps what it removed on record (in warn mode it is
@@ -70,8 +59,36 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
         return decided(change, policy, Outcome::Authorized, removed);
     }
 
-    // 5. Otherwise an override on the object as it will be stored, or under
-    //    the two-person rule, one approved earlier by someone else.
+    // 5. and 6. Otherwise an override, or denied.
+    let outcome = override_outcome(change, policy, &removed);
+    decided(change, policy, outcome, removed)
+}
+
+/// What an UPDATE removes (rule 2): from metadata.finalizers, and from
+/// spec.finalizers through namespaces/finalize; each with what authorizes
+/// its removal (rule 4), if anything does.
+fn removals(change: &Change<'_>, policy: &Policy) -> Vec<Removal> {
+    let mut removed = Vec::new();
+    push_removed(
+        &mut removed,
+        change.metadata_finalizers,
+        FinalizerField::Metadata,
+    );
+    if change.target.is_namespace_finalize() {
+        push_removed(&mut removed, change.spec_finalizers, FinalizerField::Spec);
+    }
+    for removal in &mut removed {
+        removal.authorized_by = authority(change, policy, &removal.finalizer, removal.field);
+    }
+    removed
+}
+
+/// Some removals are unauthorized (rule 5): an override on the object as it
+/// will be stored (or under the two-person rule, one approved earlier by
+/// someone else) that releases them all, on an object being deleted; else
+/// (rule 6) denied, or in warn mode allowed with a warning.
+fn override_outcome(change: &Change<'_>, policy: &Policy, removed: &[Removal]) -> Outcome {
+    let settings = &policy.override_settings;
     let parsed = match (
         &settings.approval,
         change.annotations.get(&settings.annotation),
@@ -83,7 +100,7 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
     // `override.finalizers`: the override's reason must release every
     // removed finalizer nothing else authorizes, or the write is denied.
     let parsed = parsed.and_then(|valid| {
-        let refusals = refusals(settings, &removed, &valid.reason);
+        let refusals = refusals(settings, removed, &valid.reason);
         if refusals.is_empty() {
             Ok(valid)
         } else {
@@ -99,12 +116,13 @@ pub fn decide(change: &Change<'_>, policy: &Policy) -> Decision {
             Ok(valid)
         }
     });
-    let outcome = match parsed {
+    match parsed {
         Ok(valid) => Outcome::Override(valid),
-        // 6. Otherwise denied (or, in warn mode, allowed with a warning).
-        Err(problem) => Outcome::Denied { problem, enforced },
-    };
-    decided(change, policy, outcome, removed)
+        Err(problem) => Outcome::Denied {
+            problem,
+            enforced: policy.mode == Mode::Enforce,
+        },
+    }
 }
 
 /// The unauthorized removals that an override with `reason` does not release.
@@ -156,7 +174,7 @@ fn decided(
         }
         _ => None,
     };
-    let evidence = Evidence {
+    let evidence = DecisionEvidence {
         rejected_override,
         approved_by: approval.and_then(|a| a.get(approval::APPROVED_BY).cloned()),
         override_expires: approval.and_then(|a| a.get(approval::OVERRIDE_EXPIRES).cloned()),
@@ -819,7 +837,7 @@ rules:
             }
         );
         assert!(d.allowed());
-        assert_eq!(d.verdict(), crate::policy::model::Verdict::WouldDeny);
+        assert_eq!(d.verdict(), crate::policy::decision::Verdict::WouldDeny);
     }
 
     mod per_finalizer {
@@ -997,7 +1015,7 @@ override:
                 .removing(&["vault.example.com/lease"], &[])
                 .with_override("node-lost: INC-1");
             let d = c.decide(&p);
-            assert_eq!(d.verdict(), crate::policy::model::Verdict::WouldDeny);
+            assert_eq!(d.verdict(), crate::policy::decision::Verdict::WouldDeny);
             let warning = c
                 .with_change(|change| crate::policy::message::would_deny_warning(change, &d))
                 .unwrap();

@@ -6,6 +6,7 @@
 
 use super::config::{FinalizerPattern, Policy, ResourceName, Rule};
 use super::kinds;
+use super::schema::is_dns_label;
 
 /// What a user name that no authenticator sends looks like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,16 +261,15 @@ fn default_account(user: &str) -> Option<&'static str> {
 }
 
 fn lint_rule(rule: &Rule, out: &mut Vec<PolicyWarning>) {
+    lint_wildcards(rule, out);
+    lint_requesters(rule, out);
+    lint_scope(rule, out);
+}
+
+/// Exact names written with a `*`: they match nothing.
+fn lint_wildcards(rule: &Rule, out: &mut Vec<PolicyWarning>) {
     let label = || rule.label.clone();
-    let accounts: Vec<String> = rule
-        .service_accounts
-        .iter()
-        .map(|u| {
-            u.strip_prefix("system:serviceaccount:")
-                .unwrap_or(u)
-                .to_string()
-        })
-        .collect();
+    let accounts: Vec<String> = rule.service_account_names().map(str::to_string).collect();
     let namespaces = rule.namespaces.as_deref().unwrap_or_default();
     for (field, values) in [
         ("users", &rule.users[..]),
@@ -292,6 +292,12 @@ fn lint_rule(rule: &Rule, out: &mut Vec<PolicyWarning>) {
             });
         }
     }
+}
+
+/// Requesters no authenticator sends, and requesters that are everyone (or
+/// every pod of a namespace): the guard turned off.
+fn lint_requesters(rule: &Rule, out: &mut Vec<PolicyWarning>) {
+    let label = || rule.label.clone();
     for user in &rule.users {
         if let Some((shape, write)) = not_a_user(user) {
             out.push(PolicyWarning::NotAUser {
@@ -325,6 +331,13 @@ fn lint_rule(rule: &Rule, out: &mut Vec<PolicyWarning>) {
             }
         }
     }
+}
+
+/// Namespaces that are no namespace's name, resources written so they match
+/// nothing, and a namespace scope beside a cluster-scoped resource.
+fn lint_scope(rule: &Rule, out: &mut Vec<PolicyWarning>) {
+    let label = || rule.label.clone();
+    let namespaces = rule.namespaces.as_deref().unwrap_or_default();
     for ns in namespaces
         .iter()
         .filter(|ns| !ns.contains('*') && !is_dns_label(ns))
@@ -559,15 +572,6 @@ fn is_version(segment: &str) -> bool {
             rest.strip_prefix(stage)
                 .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
         })
-}
-
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 /// The resource as the policy file writes it.

@@ -5,10 +5,13 @@
 
 use std::fmt::{self, Write};
 
-use super::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
-use super::config::{Accepts, OverrideSettings, Policy};
-use super::model::{Change, Decision, FinalizerField, Outcome, Removal, Target};
+use super::approval::{APPROVED_BY, ApprovalProblem, OVERRIDE_EXPIRES};
+use super::change::{Change, Target};
+use super::config::{Accepts, Approval, OverrideSettings, Policy};
+use super::decision::{Decision, Outcome, Removal};
+use super::field::FinalizerField;
 use super::overrides::OverrideProblem;
+use super::text::{truncate, truncated};
 
 /// kube-apiserver may cut warnings longer than this.
 pub const MAX_WARNING_CHARS: usize = 256;
@@ -87,17 +90,6 @@ impl fmt::Display for Cut<'_> {
     }
 }
 
-/// `s` cut to at most `max` characters (marked `...`), borrowed when it
-/// fits: every string taken from a request that a message or an audit
-/// record carries is cut by it.
-pub fn truncated(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    if s.len() <= max || s.chars().count() <= max {
-        std::borrow::Cow::Borrowed(s)
-    } else {
-        std::borrow::Cow::Owned(truncate(s, max))
-    }
-}
-
 /// `pods "web-0" in namespace "team-a"`, `widgets.example.com "w1"`, `persistentvolumes "pv-1"`.
 pub fn describe_object(target: &Target<'_>) -> String {
     let mut s = String::with_capacity(64);
@@ -168,15 +160,7 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
     if let (Outcome::ApprovalRefused { problem, .. }, Some(approval)) =
         (&decision.outcome, &settings.approval)
     {
-        return format!(
-            "finalizer-guard denied writing the override approval ({}, {APPROVED_BY}, {OVERRIDE_EXPIRES}) on {} by {}: {problem}. \
-             Approvers: {}; an approval names its approver in {APPROVED_BY} and expires at most {:#} ahead.",
-            settings.annotation,
-            describe_object(&change.target),
-            Quoted::cut(change.requester.username, MAX_NAME_CHARS),
-            approval.describe_approvers(),
-            approval.max_age,
-        );
+        return approval_denial(change, settings, problem, approval);
     }
     if let Outcome::TooManyNames { field, .. } = &decision.outcome {
         return too_many_names(change, *field, "cannot judge");
@@ -189,24 +173,54 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
         describe_finalizers(decision.unauthorized()),
         describe_object(&change.target),
         Quoted::cut(change.requester.username, MAX_NAME_CHARS),
-        if decision.unauthorized().count() == 1 {
-            "it"
-        } else {
-            "them"
-        },
+        it_or_them(decision),
     );
-    let two_person = settings.approval.as_ref();
-    if let Outcome::Denied { problem, .. } = &decision.outcome
-        && *problem != OverrideProblem::Absent
-        && two_person.is_some()
-    {
+    push_unusable_override(&mut msg, decision, settings);
+    push_how_to_override(&mut msg, decision, settings);
+    msg
+}
+
+/// `it` for one unauthorized removal, `them` for more.
+fn it_or_them(decision: &Decision) -> &'static str {
+    if decision.unauthorized().count() == 1 {
+        "it"
+    } else {
+        "them"
+    }
+}
+
+/// Why a write of the two-person approval annotations is denied.
+fn approval_denial(
+    change: &Change<'_>,
+    settings: &OverrideSettings,
+    problem: &ApprovalProblem,
+    approval: &Approval,
+) -> String {
+    format!(
+        "finalizer-guard denied writing the override approval ({}, {APPROVED_BY}, {OVERRIDE_EXPIRES}) on {} by {}: {problem}. \
+         Approvers: {}; an approval names its approver in {APPROVED_BY} and expires at most {:#} ahead.",
+        settings.annotation,
+        describe_object(&change.target),
+        Quoted::cut(change.requester.username, MAX_NAME_CHARS),
+        approval.describe_approvers(),
+        approval.max_age,
+    )
+}
+
+/// Why the override on the object, if there is one, cannot be used.
+fn push_unusable_override(msg: &mut String, decision: &Decision, settings: &OverrideSettings) {
+    let Outcome::Denied { problem, .. } = &decision.outcome else {
+        return;
+    };
+    if *problem == OverrideProblem::Absent {
+        return;
+    }
+    if settings.approval.is_some() {
         let _ = write!(
             msg,
             " The override on the object cannot be used: {problem}."
         );
-    } else if let Outcome::Denied { problem, .. } = &decision.outcome
-        && *problem != OverrideProblem::Absent
-    {
+    } else {
         let value = decision
             .evidence
             .rejected_override
@@ -219,6 +233,11 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
             Quoted(&truncate(value, MAX_QUOTED_CHARS))
         );
     }
+}
+
+/// How to override: the reasons that release every unauthorized removal
+/// (and under the two-person rule, who approves), or why no one override can.
+fn push_how_to_override(msg: &mut String, decision: &Decision, settings: &OverrideSettings) {
     let mut narrowed = narrowed_reasons(settings, decision);
     if matches!(
         decision.outcome,
@@ -236,20 +255,16 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
             let _ = write!(
                 msg,
                 " No override releases {}: only its rule or controller.",
-                if decision.unauthorized().count() == 1 {
-                    "it"
-                } else {
-                    "them"
-                }
+                it_or_them(decision)
             );
         } else {
             msg.push_str(
                 " No one override releases them all: remove them in separate writes, each with a reason it accepts.",
             );
         }
-        return msg;
+        return;
     }
-    match two_person {
+    match &settings.approval {
         None => {
             let _ = write!(
                 msg,
@@ -273,7 +288,6 @@ pub fn denial(change: &Change<'_>, decision: &Decision, policy: &Policy) -> Stri
             );
         }
     }
-    msg
 }
 
 /// The reasons that release every unauthorized finalizer of a denial, and
@@ -405,18 +419,8 @@ fn too_many_names(change: &Change<'_>, field: FinalizerField, verb: &str) -> Str
         describe_object(&change.target),
         Quoted::cut(change.requester.username, MAX_NAME_CHARS),
         field.path(),
-        Thousands(super::model::MAX_LIST_NAMES),
+        Thousands(super::change::MAX_LIST_NAMES),
     )
-}
-
-/// Cuts `s` to at most `max` characters, marking the cut with `...`.
-pub fn truncate(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(max.saturating_sub(3)).collect();
-    out.push_str("...");
-    out
 }
 
 #[cfg(test)]
@@ -425,8 +429,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::policy::change::{FinalizerLists, Operation, Requester};
     use crate::policy::decide;
-    use crate::policy::model::{FinalizerLists, Operation, Requester};
 
     fn strings<'a>(items: &[&'a str]) -> Vec<Cow<'a, str>> {
         items.iter().map(|s| Cow::Borrowed(*s)).collect()
@@ -561,7 +565,7 @@ REASON one of: node-lost, controller-unavailable, controller-uninstalled, apiser
             format!("node-lost: {detail}"),
         );
         let (d, _, warning, would) = render(pod(), &["example.com/a"], &[], &a, &p);
-        assert_eq!(d.verdict(), crate::policy::model::Verdict::Override);
+        assert_eq!(d.verdict(), crate::policy::decision::Verdict::Override);
         let warning = warning.unwrap();
         assert!(warning.starts_with("finalizer-guard: override \"node-lost\" removed finalizer \"example.com/a\" from pods \"web-0\""));
         assert!(warning.chars().count() <= MAX_WARNING_CHARS);

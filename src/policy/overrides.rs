@@ -65,7 +65,7 @@ pub struct Refusal {
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let name = crate::policy::message::truncated(&self.finalizer, 253);
+        let name = super::text::truncated(&self.finalizer, 253);
         if self.accepted.is_empty() {
             write!(
                 f,

@@ -238,15 +238,7 @@ pub fn covering(
 /// A preset rule in one line, as `policy validate` and `policy presets` print
 /// it: who may remove which finalizers, and from what.
 pub fn describe(rule: &Rule) -> String {
-    let mut who: Vec<String> = rule
-        .service_accounts
-        .iter()
-        .map(|u| {
-            u.strip_prefix("system:serviceaccount:")
-                .unwrap_or(u)
-                .to_string()
-        })
-        .collect();
+    let mut who: Vec<String> = rule.service_account_names().map(str::to_string).collect();
     who.extend(
         rule.groups
             .iter()
@@ -415,7 +407,7 @@ mod tests {
         (group, resource): (&str, &str),
         namespace: &str,
         finalizer: &str,
-    ) -> crate::policy::model::Decision {
+    ) -> crate::policy::decision::Decision {
         use crate::policy::*;
         use std::borrow::Cow;
         let groups: Vec<Cow<'_, str>> = groups.iter().map(|g| Cow::Borrowed(*g)).collect();
@@ -512,7 +504,7 @@ mod tests {
                         );
                         let by = d.removed[0].authorized_by.clone();
                         assert!(
-                            matches!(&by, Some(crate::policy::model::Authority::Rule(l)) if l.starts_with(&format!("preset:{}/", p.name))),
+                            matches!(&by, Some(crate::policy::decision::Authority::Rule(l)) if l.starts_with(&format!("preset:{}/", p.name))),
                             "{by:?}"
                         );
                         let person = removal(
@@ -637,7 +629,7 @@ mod tests {
 
     #[test]
     fn bad_preset_entries_are_refused_naming_the_field() {
-        use crate::policy::config::PolicyError;
+        use crate::policy::invalid::PolicyError;
         let errors = |yaml: &str| Policy::from_yaml(yaml).expect_err(yaml).0;
         assert_eq!(
             errors("presets: [fluxcd]\n"),
@@ -689,7 +681,7 @@ mod tests {
             matches!(&e[..], [PolicyError::ReservedRuleName { rule: 0, .. }]),
             "{e:?}"
         );
-        let text = crate::policy::config::InvalidPolicy(errors("presets: [nope]\n")).to_string();
+        let text = crate::policy::invalid::InvalidPolicy(errors("presets: [nope]\n")).to_string();
         assert!(
             text.starts_with(
                 "presets[0]: \"nope\" is not a preset of the catalog; known presets: argocd, flux,"

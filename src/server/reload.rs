@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use super::serve::{AppState, stopped_signal};
 use super::tls::{self, CertStore, ClientCaStore, TlsError};
 use crate::error::{IoError, list};
-use crate::offline::doctor::Blocked;
+use crate::policy::servable::Blocked;
 use crate::policy::{self, LoadError};
 
 /// Why a changed file was not applied.

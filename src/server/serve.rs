@@ -20,9 +20,8 @@ use tower::ServiceExt;
 use super::reload::{CertificateFiles, ClientCaFile, PolicyFile, Reloadable};
 use crate::admission::audit::AuditLog;
 use crate::error::{Error, Result};
-use crate::offline::doctor;
-use crate::offline::doctor::Blocked;
 use crate::policy::seal::SealKey;
+use crate::policy::servable::{self, Blocked};
 use crate::policy::{self, Mode, Policy};
 use crate::server::certs;
 use crate::trail::events::EventSink;
@@ -570,11 +569,11 @@ fn log_policy(policy: &Policy, source: Option<String>) {
     }
 }
 
-/// Runs `doctor` on a policy ([`doctor::servable`], which `policy validate`
+/// Runs `doctor` on a policy ([`servable::servable`], which `policy validate`
 /// runs too). In enforce mode a policy that would block a built-in
 /// controller is refused; in warn mode it is served, loudly.
 pub(crate) fn doctor_allows(policy: &Policy) -> std::result::Result<(), Vec<Blocked>> {
-    for b in doctor::servable(policy)? {
+    for b in servable::servable(policy)? {
         tracing::error!(
             controller = b.controller,
             username = b.username,

@@ -30,7 +30,7 @@ use tokio::time::Instant;
 
 use crate::admission::audit::AuditRecord;
 use crate::policy::Verdict;
-use crate::policy::message::truncate;
+use crate::policy::text::truncate;
 use crate::queue::{self, Queue, WhenFull};
 use crate::trail::metrics::EventLabels;
 

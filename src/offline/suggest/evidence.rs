@@ -383,14 +383,18 @@ impl Evidence {
 /// The namespace of `seen`'s object, as the policy reads it: `None` for
 /// cluster-scoped objects, Namespaces included.
 pub(super) fn object_namespace(seen: &Seen) -> Option<String> {
-    let target = Target {
+    target(seen).object_namespace().map(String::from)
+}
+
+/// What `seen`'s write was written to.
+pub(super) fn target(seen: &Seen) -> Target<'_> {
+    Target {
         group: &seen.group,
         resource: &seen.resource,
         subresource: &seen.subresource,
         namespace: seen.namespace.as_deref(),
         name: &seen.name,
-    };
-    target.object_namespace().map(String::from)
+    }
 }
 
 /// `resource` or `resource.group`.

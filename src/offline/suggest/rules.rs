@@ -6,14 +6,12 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::bindings::Bindings;
-use super::evidence::{Seen, object_namespace, resource_name};
+use super::evidence::{Seen, object_namespace, resource_name, target};
 use super::identities::Identity;
 use super::reach::{Reach, not_widened, reach, widenable};
 use super::yaml::{writable, writable_finalizer, writable_resource};
 use crate::policy::config::Rule;
-use crate::policy::{
-    self, Change, FinalizerField, FinalizerLists, Operation, Policy, Requester, Target,
-};
+use crate::policy::{self, Change, FinalizerField, FinalizerLists, Policy, Requester};
 
 /// What one identity was seen doing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -150,37 +148,11 @@ fn covered(policy: &Policy, seen: &Seen, finalizer: &str, field: FinalizerField)
         old: &old,
         new: &[],
     };
-    let none = BTreeMap::new();
-    let change = Change {
-        operation: Operation::Update,
-        target: Target {
-            group: &seen.group,
-            resource: &seen.resource,
-            subresource: &seen.subresource,
-            namespace: seen.namespace.as_deref(),
-            name: &seen.name,
-        },
-        requester: Requester {
-            username: &seen.username,
-            groups: &groups,
-        },
-        metadata_finalizers: if field == FinalizerField::Metadata {
-            lists
-        } else {
-            FinalizerLists::default()
-        },
-        spec_finalizers: if field == FinalizerField::Spec {
-            lists
-        } else {
-            FinalizerLists::default()
-        },
-        annotations: &none,
-        old_annotations: &none,
-        deleting: true,
-        now: jiff::Timestamp::UNIX_EPOCH,
-        uid: None,
-        seal_key: None,
+    let requester = Requester {
+        username: &seen.username,
+        groups: &groups,
     };
+    let change = Change::removing(target(seen), requester, field, lists);
     policy::decide(&change, policy)
         .removed
         .iter()

@@ -1,0 +1,195 @@
+//! Can this policy be served? Would it block Kubernetes' own controllers?
+//!
+//! Every built-in controller, under each username it runs as, removes each of
+//! its own finalizers, decided by the policy core itself: a policy that denies
+//! any of them would leave namespaces, volumes or Jobs stuck cluster-wide.
+//! `serve` refuses such a policy in enforce mode (at start and at each
+//! reload), `policy validate` and `vap export` refuse it, `doctor` reports it.
+
+use std::borrow::Cow;
+
+use super::builtin::{BUILTIN_CONTROLLERS, BuiltinController, KUBE_CONTROLLER_MANAGER};
+use super::change::{Change, FinalizerLists, Requester, Target};
+use super::config::{Mode, Policy};
+use super::decide::decide;
+use super::decision::Verdict;
+
+/// One built-in removal the policy does not allow.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Blocked {
+    pub controller: &'static str,
+    pub username: &'static str,
+    pub finalizer: &'static str,
+    pub resource: &'static str,
+    /// `Denied`, or in warn mode `WouldDeny`.
+    pub verdict: Verdict,
+}
+
+impl std::fmt::Display for Blocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} controller ({}) removing finalizer {} from {}: {}",
+            self.controller,
+            self.username,
+            crate::output::quoted(self.finalizer),
+            self.resource,
+            self.verdict
+        )
+    }
+}
+
+/// Every built-in removal the policy denies (or, in warn mode, would deny).
+pub fn check(policy: &Policy) -> Vec<Blocked> {
+    let mut blocked = Vec::new();
+    for controller in BUILTIN_CONTROLLERS {
+        let usernames = controller
+            .usernames
+            .iter()
+            .copied()
+            .chain(std::iter::once(KUBE_CONTROLLER_MANAGER));
+        for username in usernames {
+            for finalizer in controller.finalizers {
+                let verdict = removal(controller, username, finalizer, policy);
+                if verdict != Verdict::Authorized {
+                    blocked.push(Blocked {
+                        controller: controller.name,
+                        username,
+                        finalizer,
+                        resource: controller.example_resource,
+                        verdict,
+                    });
+                }
+            }
+        }
+    }
+    blocked
+}
+
+/// Whether `serve` takes this policy, as far as the built-in controllers go:
+/// the one check behind `serve`'s start, every reload and `policy validate`.
+///
+/// In enforce mode a policy that would block any built-in controller is
+/// refused (`Err`, every blocked removal). In warn mode it is served, and the
+/// removals enforcing it would block come back to be reported (`Ok`).
+pub fn servable(policy: &Policy) -> Result<Vec<Blocked>, Vec<Blocked>> {
+    let blocked = check(policy);
+    match policy.mode {
+        Mode::Enforce if !blocked.is_empty() => Err(blocked),
+        Mode::Enforce | Mode::Warn => Ok(blocked),
+    }
+}
+
+/// How many removals [`check`] decides.
+pub fn checked() -> usize {
+    BUILTIN_CONTROLLERS
+        .iter()
+        .map(|c| (c.usernames.len() + 1) * c.finalizers.len())
+        .sum()
+}
+
+/// Decides the UPDATE the controller sends when it is done: its finalizer removed.
+fn removal(
+    controller: &BuiltinController,
+    username: &str,
+    finalizer: &str,
+    policy: &Policy,
+) -> Verdict {
+    let (resource, group) = controller
+        .example_resource
+        .split_once('.')
+        .unwrap_or((controller.example_resource, ""));
+    let cluster_scoped = matches!(
+        resource,
+        "persistentvolumes"
+            | "servicecidrs"
+            | "volumeattributesclasses"
+            | "customresourcedefinitions"
+    );
+    // The groups a real token carries.
+    let mut groups: Vec<Cow<str>> = vec!["system:authenticated".into()];
+    if let Some((namespace, _)) = username
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|sa| sa.split_once(':'))
+    {
+        groups.push("system:serviceaccounts".into());
+        groups.push(format!("system:serviceaccounts:{namespace}").into());
+    }
+    let old = [Cow::Borrowed(finalizer)];
+    let target = Target {
+        group,
+        resource,
+        subresource: controller.field.subresource(),
+        namespace: (!cluster_scoped).then_some("doctor"),
+        name: "doctor",
+    };
+    let requester = Requester {
+        username,
+        groups: &groups,
+    };
+    let removed = FinalizerLists {
+        old: &old,
+        new: &[],
+    };
+    // No approval annotations are written, so the clock is never read.
+    let change = Change::removing(target, requester, controller.field, removed);
+    decide(&change, policy).verdict()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_policy_blocks_no_builtin_controller() {
+        assert_eq!(check(&Policy::embedded_default()), vec![]);
+    }
+
+    #[test]
+    fn switching_builtins_off_without_rules_blocks_them_all() {
+        let p = Policy::from_yaml("builtinControllers: false\n").unwrap();
+        let blocked = check(&p);
+        assert_eq!(blocked.len(), checked());
+        let gc = blocked
+            .iter()
+            .find(|b| b.controller == "garbage-collector" && b.finalizer == "orphan")
+            .unwrap();
+        assert_eq!(
+            gc.to_string(),
+            "garbage-collector controller (system:serviceaccount:kube-system:generic-garbage-collector) removing finalizer \"orphan\" from deployments.apps: denied"
+        );
+        let warn = Policy::from_yaml("mode: warn\nbuiltinControllers: false\n").unwrap();
+        assert!(check(&warn).iter().all(|b| b.verdict == Verdict::WouldDeny));
+    }
+
+    #[test]
+    fn enforce_refuses_what_warn_only_reports() {
+        assert_eq!(servable(&Policy::embedded_default()), Ok(vec![]));
+        let enforce = Policy::from_yaml("builtinControllers: false\n").unwrap();
+        assert_eq!(servable(&enforce), Err(check(&enforce)));
+        let warn = Policy::from_yaml("mode: warn\nbuiltinControllers: false\n").unwrap();
+        let reported = servable(&warn).unwrap();
+        assert_eq!(reported.len(), checked());
+    }
+
+    #[test]
+    fn rules_can_stand_in_for_the_builtin_table() {
+        let p = Policy::from_yaml(
+            "builtinControllers: false\nrules:\n  - finalizers: [\"*\"]\n    users: [system:kube-controller-manager, system:apiserver, system:cloud-controller-manager, system:kube-scheduler]\n    groups: [system:serviceaccounts:kube-system]\n",
+        )
+        .unwrap();
+        assert_eq!(check(&p), vec![]);
+    }
+
+    #[test]
+    fn a_rule_scoped_to_other_namespaces_does_not_cover_the_check() {
+        // The check's namespaced removals happen in a namespace no rule names:
+        // a rule scoped elsewhere must not stand in for the table.
+        let p = Policy::from_yaml(
+            "builtinControllers: false\nrules:\n  - finalizers: [\"*\"]\n    users: [system:kube-controller-manager]\n    namespaces: [team-a]\n",
+        )
+        .unwrap();
+        let blocked = check(&p);
+        assert!(blocked.iter().any(|b| b.resource == "deployments.apps"));
+    }
+}
