@@ -1882,26 +1882,31 @@ events:
         "{env}"
     );
 
-    // Enabled with nowhere for kube-apiserver to call from: refused.
-    let chart = chart();
-    let run = run_helm(
+    // Enabled with no webhookFrom: the webhook port from anywhere (where
+    // kube-apiserver calls from is not knowable), the admin port from
+    // adminFrom alone.
+    let rendered = template(
         &helm,
         &[
-            "template",
-            RELEASE,
-            chart.to_str().unwrap(),
             "--set",
             "policyCheck.enabled=false",
             "--set",
             "networkPolicy.enabled=true",
+            "--set",
+            "networkPolicy.adminFrom[0].podSelector.matchLabels.app=prometheus",
         ],
     );
-    assert!(!run.ok, "{}", run.stdout);
-    assert!(
-        run.stderr.contains("networkPolicy.webhookFrom is empty"),
-        "{}",
-        run.stderr
+    let policy =
+        find(&rendered, "NetworkPolicy finalizer-guard/finalizer-guard").expect("a NetworkPolicy");
+    assert_eq!(
+        policy["spec"]["ingress"],
+        json!([
+            {"ports": [{"port": "webhook", "protocol": "TCP"}]},
+            {"ports": [{"port": "admin", "protocol": "TCP"}],
+             "from": [{"podSelector": {"matchLabels": {"app": "prometheus"}}}]},
+        ])
     );
+    let chart = chart();
     // A misspelled peer field: the schema names it.
     let run = run_helm(
         &helm,

@@ -240,6 +240,15 @@ pub(super) async fn watch_type<K: Observed>(
                 shared.forget(&kind, object.meta());
                 changed();
             }
+            Err(e) if forbidden(&e) => {
+                // RBAC does not let watch list this type (the chart's
+                // ClusterRole leaves Secrets out unless watch.secrets): one
+                // line, and the type is left alone rather than retried.
+                drop(turn.take());
+                shared.dropped(&kind.name);
+                tracing::info!(resource = %escape(&kind.name), "not permitted to list (RBAC): not watched; grant list and watch on it to watch's ClusterRole and restart watch to count it");
+                return;
+            }
             Err(e) => {
                 metrics
                     .watch_errors
@@ -258,10 +267,79 @@ pub(super) async fn watch_type<K: Observed>(
     }
 }
 
+/// The API server refused the request as forbidden (403): RBAC, not a
+/// passing failure.
+fn forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.is_forbidden(),
+        watcher::Error::WatchError(status) => status.is_forbidden(),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;
+
+    /// Runs one type's watch over `errors` (then the stream ends) and says
+    /// whether the type is still tracked, and how many watch errors were counted.
+    async fn after(errors: Vec<watcher::Error>) -> (bool, u64) {
+        let shared = Arc::new(Shared::new(Duration::from_secs(600), 10));
+        let metrics = Arc::new(Metrics::new(shared.clone()));
+        let kind = super::super::fixtures::widgets();
+        shared.watching(&kind);
+        let stream = futures::stream::iter(
+            errors
+                .into_iter()
+                .map(Err::<Event<PartialObjectMeta<DynamicObject>>, _>),
+        );
+        watch_type(
+            shared.clone(),
+            metrics.clone(),
+            kind.clone(),
+            stream,
+            None,
+            Arc::new(Semaphore::new(1)),
+        )
+        .await;
+        let tracked = super::super::tracker::lock(&shared.state)
+            .types
+            .contains_key(&kind.name);
+        let errors = metrics
+            .watch_errors
+            .get_or_create(&ResourceLabels {
+                resource: kind.name.clone(),
+            })
+            .get();
+        (tracked, errors)
+    }
+
+    #[tokio::test]
+    async fn a_type_rbac_forbids_is_left_alone_and_one_that_fails_is_retried() {
+        let status = |code: u16, reason: &str| {
+            kube::Error::Api(kube::core::Status::failure("no", reason).with_code(code).boxed())
+        };
+        let refused = || watcher::Error::InitialListFailed(status(403, "Forbidden"));
+        // Forbidden: no longer a type of watch's (not failing, not waited
+        // for), no error counted, nothing retried after it.
+        let (tracked, errors) = after(vec![refused(), refused()]).await;
+        assert!(!tracked, "a forbidden type is dropped");
+        assert_eq!(errors, 0);
+        // Any other failure: still tracked as failing, and counted.
+        let (tracked, errors) =
+            after(vec![watcher::Error::InitialListFailed(status(500, "InternalError"))]).await;
+        assert!(tracked);
+        assert_eq!(errors, 1);
+        assert!(forbidden(&watcher::Error::WatchError(
+            kube::core::Status::failure("no", "Forbidden")
+                .with_code(403)
+                .boxed()
+        )));
+        assert!(!forbidden(&watcher::Error::NoResourceVersion));
+    }
     #[test]
     fn only_types_that_can_be_listed_and_watched() {
         use kube::discovery::ApiCapabilities;
