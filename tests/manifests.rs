@@ -943,17 +943,35 @@ fn watch_runs_alone_as_its_own_account_with_read_only_rbac() {
     assert_eq!(rules.len(), 3, "{rules:?}");
     let (groups, resources, verbs) = &rules[0];
     assert_eq!((groups, verbs), (&strings(&[""]), &read));
-    for needed in ["pods", "nodes", "namespaces", "persistentvolumes", "configmaps"] {
-        assert!(resources.iter().any(|r| r == needed), "{needed}: {resources:?}");
+    for needed in [
+        "pods",
+        "nodes",
+        "namespaces",
+        "persistentvolumes",
+        "configmaps",
+    ] {
+        assert!(
+            resources.iter().any(|r| r == needed),
+            "{needed}: {resources:?}"
+        );
     }
-    assert!(!resources.iter().any(|r| r == "secrets" || r == "*" || r.contains('/')));
+    assert!(
+        !resources
+            .iter()
+            .any(|r| r == "secrets" || r == "*" || r.contains('/'))
+    );
     let (groups, resources, verbs) = &rules[1];
     assert_eq!((resources, verbs), (&strings(&["*"]), &read));
     assert!(
         !groups.iter().any(|g| g.is_empty() || g == "*"),
         "a group in {groups:?} would read Secrets"
     );
-    for needed in ["apps", "coordination.k8s.io", "apiextensions.k8s.io", "apiregistration.k8s.io"] {
+    for needed in [
+        "apps",
+        "coordination.k8s.io",
+        "apiextensions.k8s.io",
+        "apiregistration.k8s.io",
+    ] {
         assert!(groups.iter().any(|g| g == needed), "{needed}: {groups:?}");
     }
     assert_eq!(
@@ -1924,3 +1942,9 @@ fn the_licence_is_stated_wherever_the_product_ships() {
 mod helm;
 #[path = "manifests/monitoring.rs"]
 mod monitoring;
+
+#[path = "manifests/fleet.rs"]
+mod fleet;
+
+#[path = "manifests/docs.rs"]
+mod docs;

@@ -15,9 +15,9 @@ use finalizer_guard::policy::builtin::BUILTIN_CONTROLLERS;
 
 /// The release name and namespace under which the chart's names are the
 /// names of `manifests/`.
-const RELEASE: &str = "finalizer-guard";
+pub(crate) const RELEASE: &str = "finalizer-guard";
 
-fn chart() -> PathBuf {
+pub(crate) fn chart() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/finalizer-guard")
 }
 
@@ -70,13 +70,13 @@ pub(crate) fn helm() -> PathBuf {
 }
 
 /// What one helm run printed, and how it exited.
-struct HelmRun {
-    ok: bool,
-    stdout: String,
-    stderr: String,
+pub(crate) struct HelmRun {
+    pub(crate) ok: bool,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
-fn run_helm(helm: &Path, args: &[&str]) -> HelmRun {
+pub(crate) fn run_helm(helm: &Path, args: &[&str]) -> HelmRun {
     let home = tempfile::tempdir().unwrap();
     let output = Command::new(helm)
         .args(args)
@@ -136,11 +136,11 @@ fn without_helm_labels(object: &Value) -> Value {
     object
 }
 
-fn find<'a>(objects: &'a [Value], id: &str) -> Option<&'a Value> {
+pub(crate) fn find<'a>(objects: &'a [Value], id: &str) -> Option<&'a Value> {
     objects.iter().find(|o| describe(o) == id)
 }
 
-fn check_all(objects: &[Value]) {
+pub(crate) fn check_all(objects: &[Value]) {
     for object in objects {
         if let Err(e) = check_object(object) {
             panic!("helm template: {}: {e}", describe(object));

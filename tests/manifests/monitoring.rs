@@ -305,7 +305,10 @@ fn the_dashboard_has_a_cluster_variable_every_query_follows() {
         "label_values(finalizer_guard_build_info, cluster)"
     );
     assert_eq!(cluster["includeAll"], true);
-    assert_eq!(cluster["allValue"], ".*", "All matches series without the label too");
+    assert_eq!(
+        cluster["allValue"], ".*",
+        "All matches series without the label too"
+    );
     for query in queries(&dashboard) {
         if query == "finalizer_guard_build_info" {
             continue;

@@ -320,7 +320,11 @@ mod tests {
     #[tokio::test]
     async fn a_type_rbac_forbids_is_left_alone_and_one_that_fails_is_retried() {
         let status = |code: u16, reason: &str| {
-            kube::Error::Api(kube::core::Status::failure("no", reason).with_code(code).boxed())
+            kube::Error::Api(
+                kube::core::Status::failure("no", reason)
+                    .with_code(code)
+                    .boxed(),
+            )
         };
         let refused = || watcher::Error::InitialListFailed(status(403, "Forbidden"));
         // Forbidden: no longer a type of watch's (not failing, not waited
@@ -329,8 +333,11 @@ mod tests {
         assert!(!tracked, "a forbidden type is dropped");
         assert_eq!(errors, 0);
         // Any other failure: still tracked as failing, and counted.
-        let (tracked, errors) =
-            after(vec![watcher::Error::InitialListFailed(status(500, "InternalError"))]).await;
+        let (tracked, errors) = after(vec![watcher::Error::InitialListFailed(status(
+            500,
+            "InternalError",
+        ))])
+        .await;
         assert!(tracked);
         assert_eq!(errors, 1);
         assert!(forbidden(&watcher::Error::WatchError(
