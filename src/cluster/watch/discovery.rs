@@ -34,6 +34,9 @@ pub(super) const FIRST_LISTS: usize = 4;
 /// After a CRD or an APIService changes, how long to let the next changes
 /// come before discovering again.
 const SETTLE: Duration = Duration::from_secs(1);
+/// How soon a type RBAC refused is listed again, the first time and after.
+const FORBIDDEN_FIRST_RETRY: Duration = Duration::from_secs(if cfg!(test) { 0 } else { 20 });
+const FORBIDDEN_RETRY: Duration = Duration::from_secs(if cfg!(test) { 0 } else { 300 });
 /// How soon a discovery that failed is tried again (or sooner, at
 /// `--discovery-interval`).
 const DISCOVERY_RETRY: Duration = Duration::from_secs(10);
@@ -213,11 +216,19 @@ pub(super) async fn watch_type<K: Observed>(
     };
     // Whether the last attempt failed: the next event says it works again.
     let mut failing = false;
+    // Whether RBAC refused it: the next event says it is permitted now.
+    let mut was_forbidden = false;
     while let Some(event) = stream.next().await {
         if failing && matches!(event, Ok(ref e) if !matches!(e, Event::Init)) {
             failing = false;
             shared.recovered(&kind);
             tracing::info!(resource = %escape(&kind.name), "watching again");
+        }
+        if was_forbidden && event.is_ok() {
+            was_forbidden = false;
+            if shared.permitted(&kind) {
+                tracing::info!(resource = %escape(&kind.name), "permitted to list now: watching");
+            }
         }
         match event {
             Ok(Event::Init) => listing = Some(HashSet::new()),
@@ -242,12 +253,22 @@ pub(super) async fn watch_type<K: Observed>(
             }
             Err(e) if forbidden(&e) => {
                 // RBAC does not let watch list this type (the chart's
-                // ClusterRole leaves Secrets out unless watch.secrets): one
-                // line, and the type is left alone rather than retried.
+                // ClusterRole leaves Secrets out unless watch.secrets): said
+                // once, not counted as failing, and tried again quietly: soon
+                // the first time (a CRD's read rights often arrive a moment
+                // after it, through an aggregated ClusterRole), then rarely.
                 drop(turn.take());
-                shared.dropped(&kind.name);
-                tracing::info!(resource = %escape(&kind.name), "not permitted to list (RBAC): not watched; grant list and watch on it to watch's ClusterRole and restart watch to count it");
-                return;
+                let first = shared.forbidden(&kind);
+                if first {
+                    tracing::info!(resource = %escape(&kind.name), "not permitted to list (RBAC): not watched; tried again every 5m");
+                }
+                was_forbidden = true;
+                tokio::time::sleep(if first {
+                    FORBIDDEN_FIRST_RETRY
+                } else {
+                    FORBIDDEN_RETRY
+                })
+                .await;
             }
             Err(e) => {
                 metrics
@@ -285,36 +306,39 @@ mod tests {
     use k8s_openapi::api::core::v1::Pod;
 
     /// Runs one type's watch over `errors` (then the stream ends) and says
-    /// whether the type is still tracked, and how many watch errors were counted.
-    async fn after(errors: Vec<watcher::Error>) -> (bool, u64) {
+    /// whether the type is forbidden and failing, and how many watch errors
+    /// were counted.
+    async fn after(errors: Vec<watcher::Error>) -> (Option<(bool, bool)>, u64) {
+        after_events(errors.into_iter().map(Err).collect()).await
+    }
+
+    async fn after_events(
+        events: Vec<Result<Event<PartialObjectMeta<DynamicObject>>, watcher::Error>>,
+    ) -> (Option<(bool, bool)>, u64) {
         let shared = Arc::new(Shared::new(Duration::from_secs(600), 10));
         let metrics = Arc::new(Metrics::new(shared.clone()));
         let kind = super::super::fixtures::widgets();
         shared.watching(&kind);
-        let stream = futures::stream::iter(
-            errors
-                .into_iter()
-                .map(Err::<Event<PartialObjectMeta<DynamicObject>>, _>),
-        );
         watch_type(
             shared.clone(),
             metrics.clone(),
             kind.clone(),
-            stream,
+            futures::stream::iter(events),
             None,
             Arc::new(Semaphore::new(1)),
         )
         .await;
-        let tracked = super::super::tracker::lock(&shared.state)
+        let state = super::super::tracker::lock(&shared.state)
             .types
-            .contains_key(&kind.name);
+            .get(&kind.name)
+            .map(|t| (t.forbidden, t.failing.is_some()));
         let errors = metrics
             .watch_errors
             .get_or_create(&ResourceLabels {
                 resource: kind.name.clone(),
             })
             .get();
-        (tracked, errors)
+        (state, errors)
     }
 
     #[tokio::test]
@@ -327,18 +351,22 @@ mod tests {
             )
         };
         let refused = || watcher::Error::InitialListFailed(status(403, "Forbidden"));
-        // Forbidden: no longer a type of watch's (not failing, not waited
-        // for), no error counted, nothing retried after it.
-        let (tracked, errors) = after(vec![refused(), refused()]).await;
-        assert!(!tracked, "a forbidden type is dropped");
+        // Forbidden: not failing, not waited for, no error counted, said
+        // once however often it is refused.
+        let (state, errors) = after(vec![refused(), refused()]).await;
+        assert_eq!(state, Some((true, false)), "forbidden, not failing");
         assert_eq!(errors, 0);
-        // Any other failure: still tracked as failing, and counted.
-        let (tracked, errors) = after(vec![watcher::Error::InitialListFailed(status(
+        // Permitted later (an aggregated ClusterRole caught up): watched.
+        let (state, _) =
+            after_events(vec![Err(refused()), Ok(Event::Init), Ok(Event::InitDone)]).await;
+        assert_eq!(state, Some((false, false)), "permitted now");
+        // Any other failure: failing, and counted.
+        let (state, errors) = after(vec![watcher::Error::InitialListFailed(status(
             500,
             "InternalError",
         ))])
         .await;
-        assert!(tracked);
+        assert_eq!(state, Some((false, true)), "failing");
         assert_eq!(errors, 1);
         assert!(forbidden(&watcher::Error::WatchError(
             kube::core::Status::failure("no", "Forbidden")
