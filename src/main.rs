@@ -91,7 +91,10 @@ fn long_running(
 
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // kube-runtime's watcher warns of a 403 itself, in a Debug dump of
+        // the Status; `watch` says it once, in its own words, and leaves the
+        // type alone (cluster/watch/discovery.rs).
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_runtime::watcher=error"));
     // Colour only on a terminal, and never under NO_COLOR (no-color.org):
     // escapes in a log file or a pipe are noise.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())

@@ -167,9 +167,19 @@ fn start_chart_watch(env: &Env, port: u16, log: &Path) -> Child {
         .unwrap()
 }
 
-/// A namespaced CRD `PLURAL.e2e-watch.example.com`, established.
+/// A namespaced CRD `PLURAL.e2e-watch.example.com`, established, with the
+/// ClusterRole its chart would ship to let `view` read it (aggregated to
+/// view): the chart's watch reads custom resources through that (its
+/// ClusterRole `finalizer-guard-watch-view`), not through `*`, which would
+/// take Secrets in.
 fn crd(c: &Cluster, plural: &str, kind: &str) {
     let name = format!("{plural}.{GROUP}");
+    c.apply(&json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": format!("e2e-watch-view-{plural}"),
+            "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+        "rules": [{"apiGroups": [GROUP], "resources": [plural], "verbs": ["get", "list", "watch"]}],
+    }));
     c.apply(&json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": name},

@@ -284,6 +284,40 @@ fn interpolated(query: &str) -> String {
         .replace("$__interval", "30s")
         .replace("$__range", "1h")
         .replace("$namespace", "finalizer-guard")
+        .replace("$cluster", ".*")
+}
+
+/// One dashboard for a fleet: a `cluster` variable (All when Prometheus
+/// adds no such label), and every panel and the namespace list narrowed by it.
+#[test]
+fn the_dashboard_has_a_cluster_variable_every_query_follows() {
+    let text = std::fs::read_to_string(chart().join("dashboards/finalizer-guard.json")).unwrap();
+    let dashboard: Value = serde_json::from_str(&text).unwrap();
+    let variables = dashboard["templating"]["list"].as_array().unwrap();
+    let names: Vec<&str> = variables
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["datasource", "cluster", "namespace"]);
+    let cluster = &variables[1];
+    assert_eq!(
+        cluster["query"]["query"],
+        "label_values(finalizer_guard_build_info, cluster)"
+    );
+    assert_eq!(cluster["includeAll"], true);
+    assert_eq!(
+        cluster["allValue"], ".*",
+        "All matches series without the label too"
+    );
+    for query in queries(&dashboard) {
+        if query == "finalizer_guard_build_info" {
+            continue;
+        }
+        assert!(
+            query.contains(r#"cluster=~"$cluster""#),
+            "{query} ignores the cluster variable"
+        );
+    }
 }
 
 #[test]

@@ -1,15 +1,29 @@
 {{/*
-The name every object carries: the release name when it already says
-finalizer-guard (`helm install finalizer-guard ...`: the names of manifests/),
-else RELEASE-finalizer-guard. Cluster-scoped objects (the webhook
-configuration, the ClusterRole and its binding) carry it too, so two releases
-never fight over one.
+The chart's name as objects and labels carry it: nameOverride, else
+finalizer-guard.
+*/}}
+{{- define "finalizer-guard.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The name every object carries: fullnameOverride when given; else the release
+name when it already says the chart's name (`helm install finalizer-guard
+...`: the names of manifests/), else RELEASE-NAME. Cluster-scoped objects
+(the webhook configuration, the ClusterRoles and their bindings) carry it
+too, so two releases never fight over one. At most 52 characters: the
+longest suffix (-policy-check, -critical-pods) still fits 63.
 */}}
 {{- define "finalizer-guard.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "finalizer-guard.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -18,18 +32,47 @@ never fight over one.
 {{- printf "%s-tls" (include "finalizer-guard.fullname" .) -}}
 {{- end -}}
 
-{{/* Labels of every object. */}}
-{{- define "finalizer-guard.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+{{/* The labels the chart sets on every object, which no value replaces. */}}
+{{- define "finalizer-guard.standardLabels" -}}
+app.kubernetes.io/name: {{ include "finalizer-guard.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/* Labels of a map, as YAML lines, without the chart's own keys. */}}
+{{- define "finalizer-guard.extraLabels" -}}
+{{- range $k, $v := omit . "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "helm.sh/chart" "app.kubernetes.io/component" }}
+{{ $k }}: {{ $v | quote }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Labels of every object: `kubectl get -l app.kubernetes.io/instance=RELEASE`
+finds them all (docs/deployment.md, uninstalling). commonLabels are added;
+they never replace the chart's own.
+*/}}
+{{- define "finalizer-guard.labels" -}}
+{{- with include "finalizer-guard.extraLabels" (.Values.commonLabels | default dict) | trim }}{{ . }}{{ "\n" }}{{ end -}}
+{{ include "finalizer-guard.standardLabels" . }}
+{{- end -}}
+
+{{/*
+A pod's labels: commonLabels and podLabels (podLabels win), the chart's own,
+and its component. Argument: (list $ COMPONENT).
+*/}}
+{{- define "finalizer-guard.podLabels" -}}
+{{- $ := index . 0 -}}
+{{- $extra := merge (deepCopy ($.Values.podLabels | default dict)) ($.Values.commonLabels | default dict) -}}
+{{- with include "finalizer-guard.extraLabels" $extra | trim }}{{ . }}{{ "\n" }}{{ end -}}
+{{ include "finalizer-guard.standardLabels" $ }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
 {{/* The webhook pods, as the Deployment, Service and PodDisruptionBudget select them. */}}
 {{- define "finalizer-guard.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "finalizer-guard.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/component: webhook
 {{- end -}}
@@ -111,7 +154,49 @@ seccompProfile:
 
 {{/* `watch`'s pod, as its Deployment, Service and PodMonitor select it. */}}
 {{- define "finalizer-guard.watchSelectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "finalizer-guard.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/component: watch
+{{- end -}}
+
+{{/*
+The webhook container's port: webhook.port, else 8443, or 10260 in the host
+network (off the kubelet's 10250). Refused when it is the admin port (one
+socket cannot be both), or the kubelet's port in the host network.
+*/}}
+{{- define "finalizer-guard.webhookPort" -}}
+{{- $admin := int (.Values.adminPort | default 9090) -}}
+{{- $port := int (dig "port" 0 (.Values.webhook | default dict)) -}}
+{{- if not $port -}}
+{{- $port = ternary 10260 8443 (.Values.hostNetwork | default false) -}}
+{{- end -}}
+{{- if eq $port $admin -}}
+{{- fail (printf "webhook.port (%d) is adminPort (%d): the webhook (TLS) and the admin port (/metrics, probes) need a port each; change one of them" $port $admin) -}}
+{{- end -}}
+{{- if and .Values.hostNetwork (eq $port 10250) -}}
+{{- fail (printf "webhook.port (%d) with hostNetwork is the kubelet's port on every node: choose another (the default in the host network is 10260)" $port) -}}
+{{- end -}}
+{{- $port -}}
+{{- end -}}
+
+{{/* The admin port: adminPort, else 9090. */}}
+{{- define "finalizer-guard.adminPort" -}}
+{{- int (.Values.adminPort | default 9090) -}}
+{{- end -}}
+
+{{/*
+A webhook selector: the chart's own terms (none today: every namespace, every
+object) followed by webhook.namespaceSelector's or objectSelector's, so a
+value can narrow what is sent but never drop the chart's terms. Argument:
+(list CHART_SELECTOR VALUE_SELECTOR).
+*/}}
+{{- define "finalizer-guard.selector" -}}
+{{- $own := index . 0 | default dict -}}
+{{- $extra := index . 1 | default dict -}}
+{{- $labels := merge (deepCopy ($own.matchLabels | default dict)) ($extra.matchLabels | default dict) -}}
+{{- $exprs := concat ($own.matchExpressions | default list) ($extra.matchExpressions | default list) -}}
+{{- $out := dict -}}
+{{- with $labels }}{{ $_ := set $out "matchLabels" . }}{{ end -}}
+{{- with $exprs }}{{ $_ := set $out "matchExpressions" . }}{{ end -}}
+{{- toJson $out -}}
 {{- end -}}

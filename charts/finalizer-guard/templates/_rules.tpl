@@ -65,6 +65,36 @@ alert is scoped to the release's namespace, where its pods are scraped.
       annotations:
         summary: "finalizer-guard denies {{`{{ $value | humanize }}`}} finalizer removals a second."
         description: "A controller the policy does not name is retrying, or someone is trying to strip finalizers: kubectl get events -A --field-selector reason=FinalizerRemovalDenied. finalizer-guard policy suggest writes the rules a controller needs."
+    - alert: FinalizerGuardCertificateExpiring
+      expr: min by (namespace, pod, kind) (finalizer_guard_certificate_expiry_timestamp_seconds{namespace="{{ $ns }}"} > 0) - time() < {{ mul (int ($r.certificateExpiryDays | default 14)) 86400 }}
+      for: 1h
+      labels:
+        severity: warning
+      annotations:
+        summary: "{{`{{ $labels.pod }}`}}'s {{`{{ $labels.kind }}`}} certificate expires in {{`{{ $value | humanizeDuration }}`}}."
+        description: "Once it expires kube-apiserver's calls fail TLS: writes are refused (failurePolicy Fail) or let through unjudged (Ignore). Renew it (docs/troubleshooting.md, certificate expiry); the pods pick a renewed Secret up without a restart."
+    - alert: FinalizerGuardReloadFailing
+      expr: sum by (namespace, pod, kind) (increase(finalizer_guard_reloads_total{namespace="{{ $ns }}", outcome="failure"}[10m])) > 0
+      labels:
+        severity: warning
+      annotations:
+        summary: "{{`{{ $labels.pod }}`}} refused a new {{`{{ $labels.kind }}`}}: it keeps serving the last good one."
+        description: "A policy, certificate or client CA that the pod cannot take was mounted; the change is not in force. Its logs say why: kubectl -n {{ $ns }} logs {{`{{ $labels.pod }}`}}; finalizer-guard policy validate checks a policy (docs/troubleshooting.md)."
+    - alert: FinalizerGuardServiceAccountDenied
+      expr: sum by (namespace) (increase(finalizer_guard_denials_by_identity_total{namespace="{{ $ns }}", class="serviceaccount"}[10m])) > 0
+      labels:
+        severity: warning
+      annotations:
+        summary: "finalizer-guard denied a ServiceAccount {{`{{ $value | humanize }}`}} finalizer removals in 10 minutes: a controller may be locked out."
+        description: "A controller the policy does not name cannot remove its own finalizers, and the objects it finalizes stay Terminating: kubectl get events -A --field-selector reason=FinalizerRemovalDenied names it; finalizer-guard policy suggest writes its rule."
+    - alert: FinalizerGuardModeDrift
+      expr: count by (cluster, namespace) (count by (cluster, namespace, mode) (finalizer_guard_policy_info{namespace="{{ $ns }}"})) > 1
+      for: 15m
+      labels:
+        severity: warning
+      annotations:
+        summary: "finalizer-guard's pods in {{ $ns }} serve policies of different modes."
+        description: "Some replicas warn while others enforce, so whether a removal is denied depends on the pod that answers. finalizer_guard_policy_info{mode,sha256,source} says which pod serves what: a pod whose policy reload failed, or a rollout that did not finish."
 {{- if .Values.watch.enabled }}
 - name: finalizer-guard.watch
   rules:

@@ -34,6 +34,9 @@ pub(super) const FIRST_LISTS: usize = 4;
 /// After a CRD or an APIService changes, how long to let the next changes
 /// come before discovering again.
 const SETTLE: Duration = Duration::from_secs(1);
+/// How soon a type RBAC refused is listed again, the first time and after.
+const FORBIDDEN_FIRST_RETRY: Duration = Duration::from_secs(if cfg!(test) { 0 } else { 20 });
+const FORBIDDEN_RETRY: Duration = Duration::from_secs(if cfg!(test) { 0 } else { 300 });
 /// How soon a discovery that failed is tried again (or sooner, at
 /// `--discovery-interval`).
 const DISCOVERY_RETRY: Duration = Duration::from_secs(10);
@@ -215,11 +218,19 @@ pub(super) async fn watch_type<K: Observed>(
     };
     // Whether the last attempt failed: the next event says it works again.
     let mut failing = false;
+    // Whether RBAC refused it: the next event says it is permitted now.
+    let mut was_forbidden = false;
     while let Some(event) = stream.next().await {
         if failing && matches!(event, Ok(ref e) if !matches!(e, Event::Init)) {
             failing = false;
             shared.recovered(&kind);
             tracing::info!(resource = %escape(&kind.name), "watching again");
+        }
+        if was_forbidden && event.is_ok() {
+            was_forbidden = false;
+            if shared.permitted(&kind) {
+                tracing::info!(resource = %escape(&kind.name), "permitted to list now: watching");
+            }
         }
         match event {
             Ok(Event::Init) => listing = Some(HashSet::new()),
@@ -242,6 +253,25 @@ pub(super) async fn watch_type<K: Observed>(
                 shared.forget(&kind, object.meta());
                 changed();
             }
+            Err(e) if forbidden(&e) => {
+                // RBAC does not let watch list this type (the chart's
+                // ClusterRole leaves Secrets out unless watch.secrets): said
+                // once, not counted as failing, and tried again quietly: soon
+                // the first time (a CRD's read rights often arrive a moment
+                // after it, through an aggregated ClusterRole), then rarely.
+                drop(turn.take());
+                let first = shared.forbidden(&kind);
+                if first {
+                    tracing::info!(resource = %escape(&kind.name), "not permitted to list (RBAC): not watched; tried again every 5m");
+                }
+                was_forbidden = true;
+                tokio::time::sleep(if first {
+                    FORBIDDEN_FIRST_RETRY
+                } else {
+                    FORBIDDEN_RETRY
+                })
+                .await;
+            }
             Err(e) => {
                 metrics
                     .watch_errors
@@ -260,10 +290,93 @@ pub(super) async fn watch_type<K: Observed>(
     }
 }
 
+/// The API server refused the request as forbidden (403): RBAC, not a
+/// passing failure.
+fn forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.is_forbidden(),
+        watcher::Error::WatchError(status) => status.is_forbidden(),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;
+
+    /// Runs one type's watch over `errors` (then the stream ends) and says
+    /// whether the type is forbidden and failing, and how many watch errors
+    /// were counted.
+    async fn after(errors: Vec<watcher::Error>) -> (Option<(bool, bool)>, u64) {
+        after_events(errors.into_iter().map(Err).collect()).await
+    }
+
+    async fn after_events(
+        events: Vec<Result<Event<PartialObjectMeta<DynamicObject>>, watcher::Error>>,
+    ) -> (Option<(bool, bool)>, u64) {
+        let shared = Arc::new(Shared::new(Duration::from_secs(600), 10));
+        let metrics = Arc::new(Metrics::new(shared.clone()));
+        let kind = super::super::fixtures::widgets();
+        shared.watching(&kind);
+        watch_type(
+            shared.clone(),
+            metrics.clone(),
+            kind.clone(),
+            futures::stream::iter(events),
+            None,
+            Arc::new(Semaphore::new(1)),
+        )
+        .await;
+        let state = super::super::tracker::lock(&shared.state)
+            .types
+            .get(&kind.name)
+            .map(|t| (t.forbidden, t.failing.is_some()));
+        let errors = metrics
+            .watch_errors
+            .get_or_create(&ResourceLabels {
+                resource: kind.name.clone(),
+            })
+            .get();
+        (state, errors)
+    }
+
+    #[tokio::test]
+    async fn a_type_rbac_forbids_is_left_alone_and_one_that_fails_is_retried() {
+        let status = |code: u16, reason: &str| {
+            kube::Error::Api(
+                kube::core::Status::failure("no", reason)
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        let refused = || watcher::Error::InitialListFailed(status(403, "Forbidden"));
+        // Forbidden: not failing, not waited for, no error counted, said
+        // once however often it is refused.
+        let (state, errors) = after(vec![refused(), refused()]).await;
+        assert_eq!(state, Some((true, false)), "forbidden, not failing");
+        assert_eq!(errors, 0);
+        // Permitted later (an aggregated ClusterRole caught up): watched.
+        let (state, _) =
+            after_events(vec![Err(refused()), Ok(Event::Init), Ok(Event::InitDone)]).await;
+        assert_eq!(state, Some((false, false)), "permitted now");
+        // Any other failure: failing, and counted.
+        let (state, errors) = after(vec![watcher::Error::InitialListFailed(status(
+            500,
+            "InternalError",
+        ))])
+        .await;
+        assert_eq!(state, Some((false, true)), "failing");
+        assert_eq!(errors, 1);
+        assert!(forbidden(&watcher::Error::WatchError(
+            kube::core::Status::failure("no", "Forbidden")
+                .with_code(403)
+                .boxed()
+        )));
+        assert!(!forbidden(&watcher::Error::NoResourceVersion));
+    }
     #[test]
     fn only_types_that_can_be_listed_and_watched() {
         use kube::discovery::ApiCapabilities;

@@ -142,6 +142,9 @@ pub(super) struct TypeState {
     /// failure counts only for [`FAILING_FOR`]: one that lasts comes back
     /// at least every 30 s (kube-runtime's longest backoff).
     pub(super) failing: Option<(String, std::time::Instant)>,
+    /// RBAC refuses to list it: not failing, not waited for, tried again
+    /// quietly now and then ([`Shared::forbidden`]).
+    pub(super) forbidden: bool,
 }
 
 /// How long a failed list or watch counts as the type's state.
@@ -346,6 +349,30 @@ impl Shared {
             .or_default();
     }
 
+    /// RBAC refuses to list `kind`: its objects and gauges go, it is
+    /// neither failing nor waited for. True the first time (since it was
+    /// last permitted): the time to say so.
+    pub(super) fn forbidden(&self, kind: &Kind) -> bool {
+        let mut state = lock(&self.state);
+        let type_state = state.types.entry(kind.name.clone()).or_default();
+        let news = !type_state.forbidden;
+        type_state.forbidden = true;
+        type_state.failing = None;
+        state.objects.retain(|_, t| t.kind.name != kind.name);
+        state
+            .reported
+            .retain(|(_, resource)| *resource != kind.name);
+        news
+    }
+
+    /// An event came through for `kind`: whether it was forbidden until now.
+    pub(super) fn permitted(&self, kind: &Kind) -> bool {
+        lock(&self.state)
+            .types
+            .get_mut(&kind.name)
+            .is_some_and(|t| std::mem::take(&mut t.forbidden))
+    }
+
     /// A type no longer served: its objects and gauges go.
     pub(super) fn dropped(&self, name: &str) {
         let mut state = lock(&self.state);
@@ -372,7 +399,7 @@ impl Shared {
         let waiting = state
             .types
             .values()
-            .filter(|t| !t.synced && t.failing.is_none())
+            .filter(|t| !t.synced && t.failing.is_none() && !t.forbidden)
             .count();
         if waiting > 0 {
             return Err(format!("{waiting} type(s) still listing"));
@@ -589,6 +616,26 @@ mod tests {
         assert_eq!(lock(&shared.state).objects.len(), 1);
         shared.forget(&ns, &meta("team", "u-ns", None, &[]));
         assert!(lock(&shared.state).objects.is_empty());
+    }
+
+    #[test]
+    fn a_type_rbac_refuses_is_not_waited_for_nor_unwatchable() {
+        let shared = Shared::new(Duration::from_secs(600), 10);
+        let (w, p) = (widgets(), pods());
+        shared.observe(&w, &meta("a", "u-a", Some(T0), &["x.io/f"]), vec![]);
+        shared.watching(&w);
+        shared.watching(&p);
+        shared.discovered.store(true, Ordering::Relaxed);
+        shared.listed(&p, &HashSet::new());
+        assert_eq!(shared.ready(), Err("1 type(s) still listing".into()));
+        assert!(shared.forbidden(&w), "said the first time");
+        assert!(!shared.forbidden(&w), "and not again");
+        assert_eq!(shared.ready(), Ok(()));
+        assert_eq!(shared.gauges(at(T0)).unwatchable, 0);
+        assert!(lock(&shared.state).objects.is_empty(), "its objects go");
+        assert!(shared.permitted(&w));
+        assert!(!shared.permitted(&w));
+        assert!(shared.forbidden(&w), "refused again later: said again");
     }
 
     #[test]
