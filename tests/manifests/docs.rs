@@ -309,11 +309,8 @@ fn every_alert_the_docs_name_is_one_the_chart_renders() {
         chart().join("values.yaml"),
         chart().join("values.schema.json"),
     ];
-    for dir in [root.join("docs"), chart().join("templates")] {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            files.push(entry.unwrap().path());
-        }
-    }
+    files.extend(files_under(&root.join("docs")));
+    files.extend(files_under(&chart().join("templates")));
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
         for (at, _) in text.match_indices("FinalizerGuard") {
@@ -329,7 +326,7 @@ fn every_alert_the_docs_name_is_one_the_chart_renders() {
         }
     }
     for (file, heading) in [
-        ("README.md", "## Monitoring in the chart"),
+        ("docs/metrics.md", "## Monitoring in the chart"),
         ("docs/troubleshooting.md", "## Alerts"),
     ] {
         let text = doc(file);
@@ -352,10 +349,8 @@ fn every_alert_the_docs_name_is_one_the_chart_renders() {
 #[test]
 fn no_doc_says_the_webhook_only_creates_events() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = vec![root.join("README.md")];
-    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
-        files.push(entry.unwrap().path());
-    }
+    let mut files = vec![root.join("README.md"), root.join("DEVELOPMENT.md")];
+    files.extend(files_under(&root.join("docs")));
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap().replace('\n', " ");
         assert!(
@@ -364,4 +359,18 @@ fn no_doc_says_the_webhook_only_creates_events() {
             file.display()
         );
     }
+}
+
+/// Every file under `dir`, in its folders too.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }
