@@ -254,39 +254,46 @@ pub(super) async fn watch_type<K: Observed>(
                 changed();
             }
             Err(e) if forbidden(&e) => {
-                // RBAC does not let watch list this type (the chart's
-                // ClusterRole leaves Secrets out unless watch.secrets): said
-                // once, not counted as failing, and tried again quietly: soon
-                // the first time (a CRD's read rights often arrive a moment
-                // after it, through an aggregated ClusterRole), then rarely.
                 drop(turn.take());
-                let first = shared.forbidden(&kind);
-                if first {
-                    tracing::info!(resource = %escape(&kind.name), "not permitted to list (RBAC): not watched; tried again every 5m");
-                }
                 was_forbidden = true;
-                tokio::time::sleep(if first {
-                    FORBIDDEN_FIRST_RETRY
-                } else {
-                    FORBIDDEN_RETRY
-                })
-                .await;
+                tokio::time::sleep(refused(&shared, &kind)).await;
             }
             Err(e) => {
-                metrics
-                    .watch_errors
-                    .get_or_create(&ResourceLabels {
-                        resource: escape(&kind.name).into_owned(),
-                    })
-                    .inc();
-                let why = escape(&chain(&e)).into_owned();
                 failing = true;
                 drop(turn.take());
-                if shared.failed(&kind, why.clone()) {
-                    tracing::warn!(resource = %escape(&kind.name), error = %why, "cannot watch; retrying with backoff");
-                }
+                failed(&shared, &metrics, &kind, &e);
             }
         }
+    }
+}
+
+/// RBAC does not let watch list this type (the chart's ClusterRole leaves
+/// Secrets out unless watch.secrets): said once, not counted as failing,
+/// and tried again quietly: soon the first time (a CRD's read rights often
+/// arrive a moment after it, through an aggregated ClusterRole), then
+/// rarely. Returns how long to wait.
+fn refused(shared: &Shared, kind: &Kind) -> Duration {
+    let first = shared.forbidden(kind);
+    if first {
+        tracing::info!(resource = %escape(&kind.name), "not permitted to list (RBAC): not watched; tried again every 5m");
+        FORBIDDEN_FIRST_RETRY
+    } else {
+        FORBIDDEN_RETRY
+    }
+}
+
+/// A list or watch of this type failed: counted, and said once until it
+/// works again (the watcher retries with backoff).
+fn failed(shared: &Shared, metrics: &Metrics, kind: &Kind, e: &watcher::Error) {
+    metrics
+        .watch_errors
+        .get_or_create(&ResourceLabels {
+            resource: escape(&kind.name).into_owned(),
+        })
+        .inc();
+    let why = escape(&chain(e)).into_owned();
+    if shared.failed(kind, why.clone()) {
+        tracing::warn!(resource = %escape(&kind.name), error = %why, "cannot watch; retrying with backoff");
     }
 }
 
