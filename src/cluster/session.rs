@@ -9,6 +9,7 @@ use kube::api::{ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
+pub use crate::error::ClusterError;
 use crate::output::api_status;
 use crate::policy::{self, Policy};
 
@@ -18,77 +19,6 @@ pub const WEBHOOK_NAME: &str = "finalizers.finalizer-guard.io";
 pub const POLICY_KEY: &str = "policy.yaml";
 /// The field manager of every write these commands make.
 pub const FIELD_MANAGER: &str = "finalizer-guard";
-
-/// Why a command could not talk to the cluster, or was asked wrongly: exit 2.
-/// Each keeps its cause as its source; [`crate::output::chain`] says them all.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    #[error("{0}")]
-    Usage(String),
-    #[error("kubeconfig{}", path.as_ref().map(|p| format!(": {}", p.display())).unwrap_or_default())]
-    Kubeconfig {
-        path: Option<PathBuf>,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    #[error("cannot reach the API server: {server}")]
-    Connect {
-        server: String,
-        #[source]
-        source: Box<kube::Error>,
-    },
-    #[error("{what}")]
-    Api {
-        what: String,
-        #[source]
-        source: Box<kube::Error>,
-    },
-    #[error("policy {name}{hint}")]
-    Policy {
-        name: String,
-        /// What to do about it, said before the policy's own errors.
-        hint: &'static str,
-        #[source]
-        source: policy::LoadError,
-    },
-    #[error("policy {name}: has no key {key}")]
-    PolicyKeyMissing { name: String, key: String },
-    #[error("writing the report")]
-    Output(#[source] std::io::Error),
-}
-
-impl ClusterError {
-    pub fn api(what: impl Into<String>, source: kube::Error) -> Self {
-        ClusterError::Api {
-            what: what.into(),
-            source: Box::new(source),
-        }
-    }
-
-    /// Worth trying again: the API server unreachable, or answering 429 or
-    /// 5xx. A bad kubeconfig, a refusal (401, 403) or a bad policy is not.
-    pub fn transient(&self) -> bool {
-        match self {
-            ClusterError::Connect { .. } => true,
-            ClusterError::Api { source, .. } => match source.as_ref() {
-                kube::Error::Api(status) => status.code == 429 || status.code >= 500,
-                kube::Error::HyperError(_) | kube::Error::Service(_) => true,
-                _ => false,
-            },
-            _ => false,
-        }
-    }
-
-    fn kubeconfig(
-        path: Option<&Path>,
-        source: impl std::error::Error + Send + Sync + 'static,
-    ) -> Self {
-        ClusterError::Kubeconfig {
-            path: path.map(Path::to_path_buf),
-            source: Box::new(source),
-        }
-    }
-}
 
 /// kubeconfig and context, read as kubectl reads them.
 #[derive(Debug, Clone, Default, Args)]

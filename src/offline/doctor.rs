@@ -85,6 +85,21 @@ impl crate::output::Report for Report {
     }
 }
 
+/// `doctor` (offline): exit 0 when every built-in controller may remove its
+/// finalizers under the policy (`None`: the embedded default), 1 otherwise.
+pub fn run(
+    policy: Option<&std::path::Path>,
+    format: crate::output::Format,
+) -> crate::error::Result<i32> {
+    let loaded = super::check::load_policy(policy)?;
+    let name = policy.map_or_else(|| "embedded default".into(), |p| p.display().to_string());
+    let report = Report::of(name, &loaded);
+    crate::output::Printer::stdio(format)
+        .report(&report)
+        .map_err(crate::error::Error::stdout)?;
+    Ok(report.exit_code())
+}
+
 /// Every built-in removal the policy denies (or, in warn mode, would deny).
 pub fn check(policy: &Policy) -> Vec<Blocked> {
     let mut blocked = Vec::new();

@@ -69,7 +69,7 @@ pub fn run(output: OutputFlag, sources: bool) -> Result<i32> {
                         s.kind(),
                         s.file
                     )
-                    .map_err(crate::cli::stdout)?;
+                    .map_err(crate::error::Error::stdout)?;
                 }
             }
         }
@@ -77,6 +77,6 @@ pub fn run(output: OutputFlag, sources: bool) -> Result<i32> {
     }
     Printer::stdio(output.format)
         .report(&catalog)
-        .map_err(crate::cli::stdout)?;
+        .map_err(crate::error::Error::stdout)?;
     Ok(0)
 }

@@ -520,6 +520,26 @@ fn run_json(path: &Path, policy: &Policy, limit: u64) -> Outcome {
     )
 }
 
+/// `test`: exit 0 when every case passed, 1 when any failed or changed, 2
+/// when an input could not be read (as `check` and `policy validate`). With
+/// `policy` (shadow replay), every case is decided under it instead of its
+/// suite's own.
+pub fn test(
+    policy: Option<&Path>,
+    format: crate::output::Format,
+    max_body_bytes: usize,
+    paths: &[PathBuf],
+) -> crate::error::Result<i32> {
+    let policy = policy
+        .map(|p| super::check::load_policy(Some(p)))
+        .transpose()?;
+    let report = Report::of(run_with(paths, policy.as_ref(), max_body_bytes));
+    crate::output::Printer::stdio(format)
+        .report(&report)
+        .map_err(Error::stdout)?;
+    Ok(report.exit_code())
+}
+
 /// What `test` reports: every case's outcome, and the counts.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Report {
