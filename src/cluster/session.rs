@@ -51,7 +51,7 @@ pub enum DryRun {
 
 /// Who the commands act as: what `kubectl auth whoami` prints.
 #[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct Identity {
+pub struct SessionUser {
     pub username: String,
     pub groups: Vec<String>,
 }
@@ -61,7 +61,7 @@ pub struct Session {
     pub client: Client,
     /// The context's namespace, or `default`.
     pub namespace: String,
-    pub identity: Identity,
+    pub identity: SessionUser,
 }
 
 impl Connection {
@@ -100,7 +100,7 @@ impl Connection {
 }
 
 /// `kubectl auth whoami`: a SelfSubjectReview. Also proves the connection.
-async fn whoami(client: &Client, server: String) -> Result<Identity, ClusterError> {
+async fn whoami(client: &Client, server: String) -> Result<SessionUser, ClusterError> {
     let api: Api<SelfSubjectReview> = Api::all(client.clone());
     let review = api
         .create(&PostParams::default(), &SelfSubjectReview::default())
@@ -113,7 +113,7 @@ async fn whoami(client: &Client, server: String) -> Result<Identity, ClusterErro
             },
         })?;
     let user = review.status.and_then(|s| s.user_info).unwrap_or_default();
-    Ok(Identity {
+    Ok(SessionUser {
         username: user.username.unwrap_or_default(),
         groups: user.groups.unwrap_or_default(),
     })

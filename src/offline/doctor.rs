@@ -41,16 +41,16 @@ impl std::fmt::Display for Blocked {
 /// What the offline `doctor` reports: the built-in removals the policy
 /// would block, of how many it decided.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Report {
+pub struct DoctorReport {
     /// The policy file judged, or `embedded default`.
     pub policy: String,
     pub checked: usize,
     pub blocked: Vec<Blocked>,
 }
 
-impl Report {
-    pub fn of(policy_name: String, policy: &Policy) -> Report {
-        Report {
+impl DoctorReport {
+    pub fn of(policy_name: String, policy: &Policy) -> DoctorReport {
+        DoctorReport {
             policy: policy_name,
             checked: checked(),
             blocked: check(policy),
@@ -63,7 +63,7 @@ impl Report {
     }
 }
 
-impl crate::output::Report for Report {
+impl crate::output::Report for DoctorReport {
     fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         let checked = self.checked;
         for b in &self.blocked {
@@ -93,7 +93,7 @@ pub fn run(
 ) -> crate::error::Result<i32> {
     let loaded = super::check::load_policy(policy)?;
     let name = policy.map_or_else(|| "embedded default".into(), |p| p.display().to_string());
-    let report = Report::of(name, &loaded);
+    let report = DoctorReport::of(name, &loaded);
     crate::output::Printer::stdio(format)
         .report(&report)
         .map_err(crate::error::Error::stdout)?;
