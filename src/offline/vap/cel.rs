@@ -242,23 +242,6 @@ fn rule_variables(policy: &Policy) -> Vec<Variable> {
 /// Step 5, the override annotation, and why it does not apply ('' when it does).
 fn override_variables(policy: &Policy) -> Vec<Variable> {
     let settings = &policy.override_settings;
-    let deletion = if settings.require_deletion {
-        "\n// override.requireDeletion: an override releases only an object being deleted.\n\
-         !(has(oldObject.metadata) && has(oldObject.metadata.deletionTimestamp) &&\n  \
-         oldObject.metadata.deletionTimestamp != null) ?\n  \
-         'the object is not being deleted: an override only releases an object stuck in Terminating (delete it first)' :"
-    } else {
-        ""
-    };
-    // override.finalizers: checked after the value, before requireDeletion, as the webhook does.
-    let refused = if settings.finalizers.is_empty() {
-        ""
-    } else {
-        "\nsize(variables.refusedFinalizers) > 0 ?\n  \
-         variables.refusedFinalizers.map(f, strings.quote(f) +\n    \
-         variables.overrideEntries.filter(e, (has(e.finalizers) && f in e.finalizers) ||\n      \
-         (has(e.prefixes) && e.prefixes.exists(p, f.startsWith(p)))).map(e, string(e.refusal)).join('')).join('; ') :"
-    };
     let mut all = vec![
         var(
             "overrideValue",
@@ -292,7 +275,32 @@ fn override_variables(policy: &Policy) -> Vec<Variable> {
              !(variables.overrideReason in e.reasons)))",
         ));
     }
-    let problem = if settings.approval.is_some() {
+    all.push(var("overrideProblem", override_problem(policy)));
+    all
+}
+
+/// `variables.overrideProblem`: why the override does not apply, or ''
+/// when it does, checked in the webhook's order.
+fn override_problem(policy: &Policy) -> String {
+    let settings = &policy.override_settings;
+    let deletion = if settings.require_deletion {
+        "\n// override.requireDeletion: an override releases only an object being deleted.\n\
+         !(has(oldObject.metadata) && has(oldObject.metadata.deletionTimestamp) &&\n  \
+         oldObject.metadata.deletionTimestamp != null) ?\n  \
+         'the object is not being deleted: an override only releases an object stuck in Terminating (delete it first)' :"
+    } else {
+        ""
+    };
+    // override.finalizers: checked after the value, before requireDeletion, as the webhook does.
+    let refused = if settings.finalizers.is_empty() {
+        ""
+    } else {
+        "\nsize(variables.refusedFinalizers) > 0 ?\n  \
+         variables.refusedFinalizers.map(f, strings.quote(f) +\n    \
+         variables.overrideEntries.filter(e, (has(e.finalizers) && f in e.finalizers) ||\n      \
+         (has(e.prefixes) && e.prefixes.exists(p, f.startsWith(p)))).map(e, string(e.refusal)).join('')).join('; ') :"
+    };
+    if settings.approval.is_some() {
         // The two-person override: no approval can be verified here, so no
         // override is taken. Never an allow the webhook would deny.
         format!(
@@ -319,9 +327,7 @@ fn override_variables(policy: &Policy) -> Vec<Variable> {
             reasons = list_literal(settings.reasons.iter().map(String::as_str)),
             visible = lit(VISIBLE_CHARACTER),
         )
-    };
-    all.push(var("overrideProblem", problem));
-    all
+    }
 }
 
 /// Why no override is taken under `override.approval`.

@@ -8,7 +8,7 @@ use std::fmt::Write;
 use k8s_openapi::api::admissionregistration::v1::{
     MatchCondition, MatchResources, NamedRuleWithOperations, ValidatingAdmissionPolicy,
     ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicyBindingSpec,
-    ValidatingAdmissionPolicySpec, Validation,
+    ValidatingAdmissionPolicySpec, Validation, Variable,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
@@ -99,12 +99,47 @@ pub fn export_yaml(policy: &Policy) -> Result<String, ExportError> {
 
 /// The policy as a ValidatingAdmissionPolicy and its binding.
 pub fn export(policy: &Policy) -> Result<Export, ExportError> {
+    let variables = variables(policy);
+    exportable(policy, &variables)?;
+    let metadata = ObjectMeta {
+        name: Some(NAME.into()),
+        labels: Some(BTreeMap::from([(
+            "app.kubernetes.io/name".to_string(),
+            "finalizer-guard".to_string(),
+        )])),
+        ..ObjectMeta::default()
+    };
+    let actions = match policy.mode {
+        Mode::Enforce => ["Deny", "Audit"],
+        Mode::Warn => ["Warn", "Audit"],
+    };
+    Ok(Export {
+        policy: ValidatingAdmissionPolicy {
+            metadata: metadata.clone(),
+            spec: Some(spec(policy, variables)),
+            status: None,
+        },
+        binding: ValidatingAdmissionPolicyBinding {
+            metadata,
+            spec: ValidatingAdmissionPolicyBindingSpec {
+                policy_name: NAME.into(),
+                validation_actions: actions.iter().map(|a| a.to_string()).collect(),
+                match_resources: None,
+                param_ref: None,
+            },
+        },
+    })
+}
+
+/// Refuses what kube-apiserver could not decide as the webhook does: a
+/// policy `serve` refuses, an expression too long to parse, one that could
+/// cost more than kube-apiserver allows.
+fn exportable(policy: &Policy, variables: &[Variable]) -> Result<(), ExportError> {
     if let Err(blocked) = doctor::servable(policy) {
         let names: Vec<String> = blocked.iter().map(ToString::to_string).collect();
         return Err(ExportError::BlocksBuiltinControllers(names.join("; ")));
     }
-    let variables = variables(policy);
-    for v in &variables {
+    for v in variables {
         let size = v.expression.chars().count();
         if size > MAX_EXPRESSION_CODE_POINTS {
             return Err(ExportError::TooLarge {
@@ -124,7 +159,13 @@ pub fn export(policy: &Policy) -> Result<Export, ExportError> {
             limit: PER_CALL_COST_LIMIT,
         });
     }
-    let spec = ValidatingAdmissionPolicySpec {
+    Ok(())
+}
+
+/// What the policy matches (every UPDATE that changes a finalizer list) and
+/// how it decides (the variables, the validation, the audit annotations).
+fn spec(policy: &Policy, variables: Vec<Variable>) -> ValidatingAdmissionPolicySpec {
+    ValidatingAdmissionPolicySpec {
         failure_policy: Some("Fail".into()),
         match_constraints: Some(MatchResources {
             match_policy: Some("Equivalent".into()),
@@ -156,35 +197,7 @@ pub fn export(policy: &Policy) -> Result<Export, ExportError> {
         }]),
         audit_annotations: Some(audit_annotations(policy)),
         param_kind: None,
-    };
-    let metadata = ObjectMeta {
-        name: Some(NAME.into()),
-        labels: Some(BTreeMap::from([(
-            "app.kubernetes.io/name".to_string(),
-            "finalizer-guard".to_string(),
-        )])),
-        ..ObjectMeta::default()
-    };
-    let actions = match policy.mode {
-        Mode::Enforce => ["Deny", "Audit"],
-        Mode::Warn => ["Warn", "Audit"],
-    };
-    Ok(Export {
-        policy: ValidatingAdmissionPolicy {
-            metadata: metadata.clone(),
-            spec: Some(spec),
-            status: None,
-        },
-        binding: ValidatingAdmissionPolicyBinding {
-            metadata,
-            spec: ValidatingAdmissionPolicyBindingSpec {
-                policy_name: NAME.into(),
-                validation_actions: actions.iter().map(|a| a.to_string()).collect(),
-                match_resources: None,
-                param_ref: None,
-            },
-        },
-    })
+    }
 }
 
 /// Why a file is not the export of a policy.
@@ -324,6 +337,31 @@ pub fn estimated_cost(policy: &Policy) -> Cost {
 /// decide and what they do not.
 fn render(policy: &Policy, export: &Export) -> String {
     let mut out = String::new();
+    write_decided(&mut out, policy);
+    write_not_decided(&mut out, policy);
+    out.push_str("---\n");
+    out.push_str(&yaml_in_order(
+        &export.policy,
+        &[
+            "failurePolicy",
+            "matchConstraints",
+            "matchConditions",
+            "variables",
+            "validations",
+            "auditAnnotations",
+        ],
+    ));
+    out.push_str("---\n");
+    out.push_str(&yaml_in_order(
+        &export.binding,
+        &["policyName", "validationActions"],
+    ));
+    out
+}
+
+/// The comment's first part: what is decided here as the webhook decides
+/// it, with each `override.finalizers` entry and the two-person override.
+fn write_decided(out: &mut String, policy: &Policy) {
     let settings = &policy.override_settings;
     let _ = writeln!(
         out,
@@ -383,6 +421,11 @@ fn render(policy: &Policy, export: &Export) -> String {
              #   for the time it takes (kube-apiserver's audit log records that).\n",
         );
     }
+}
+
+/// The comment's second part: what only the webhook decides, and the limits
+/// kube-apiserver holds this policy to.
+fn write_not_decided(out: &mut String, policy: &Policy) {
     out.push_str("#\n# Not decided here, only by the webhook:\n");
     for line in NOT_EXPRESSED {
         let _ = writeln!(out, "#   - {line}");
@@ -396,24 +439,6 @@ fn render(policy: &Policy, export: &Export) -> String {
          # ({} rules can cover one requester). An evaluation that fails is a refused write: failurePolicy Fail.",
         cost.cost, cost.rules,
     );
-    out.push_str("---\n");
-    out.push_str(&yaml_in_order(
-        &export.policy,
-        &[
-            "failurePolicy",
-            "matchConstraints",
-            "matchConditions",
-            "variables",
-            "validations",
-            "auditAnnotations",
-        ],
-    ));
-    out.push_str("---\n");
-    out.push_str(&yaml_in_order(
-        &export.binding,
-        &["policyName", "validationActions"],
-    ));
-    out
 }
 
 /// `object` as YAML, its `spec` keys in `order` (the order a reader follows:
