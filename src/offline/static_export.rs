@@ -303,62 +303,9 @@ fn set<'a>(items: impl IntoIterator<Item = &'a String>) -> String {
 /// The policy and binding that refuse to anyone but the operators the
 /// UPDATE and DELETE of finalizer-guard's own API objects.
 fn protect(options: &Options) -> [(String, serde_json::Value); 2] {
-    let rule = |group: &str, version: &str, resources: &[&str], names: Vec<String>| {
-        NamedRuleWithOperations {
-            api_groups: Some(vec![group.into()]),
-            api_versions: Some(vec![version.into()]),
-            operations: Some(vec!["UPDATE".into(), "DELETE".into()]),
-            resources: Some(resources.iter().map(|r| r.to_string()).collect()),
-            resource_names: Some(names),
-            scope: Some("*".into()),
-        }
-    };
-    let operators = format!(
-        "request.userInfo.username in {} || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in {}))",
-        set(&options.operator_users),
-        set(&options.operator_groups),
-    );
-    let who = {
-        let mut who = Vec::new();
-        if !options.operator_users.is_empty() {
-            who.push(format!("users {}", options.operator_users.join(", ")));
-        }
-        if !options.operator_groups.is_empty() {
-            who.push(format!("groups {}", options.operator_groups.join(", ")));
-        }
-        who.join(" and ")
-    };
     let spec = ValidatingAdmissionPolicySpec {
         failure_policy: Some("Fail".into()),
-        match_constraints: Some(MatchResources {
-            match_policy: Some("Equivalent".into()),
-            namespace_selector: Some(LabelSelector::default()),
-            object_selector: Some(LabelSelector::default()),
-            resource_rules: Some(vec![
-                rule(
-                    "admissionregistration.k8s.io",
-                    "*",
-                    &["validatingwebhookconfigurations"],
-                    vec![options.webhook_configuration.clone()],
-                ),
-                rule(
-                    "admissionregistration.k8s.io",
-                    "*",
-                    &[
-                        "validatingadmissionpolicies",
-                        "validatingadmissionpolicybindings",
-                    ],
-                    vec![options.backstop.clone()],
-                ),
-                rule(
-                    "",
-                    "v1",
-                    &["configmaps"],
-                    vec![options.configmap_name.clone()],
-                ),
-            ]),
-            exclude_resource_rules: None,
-        }),
+        match_constraints: Some(protected_objects(options)),
         match_conditions: Some(vec![MatchCondition {
             // resourceNames cannot say the namespace: a ConfigMap of that
             // name elsewhere is not the policy's.
@@ -369,15 +316,7 @@ fn protect(options: &Options) -> [(String, serde_json::Value); 2] {
             ),
         }]),
         variables: None,
-        validations: Some(vec![Validation {
-            expression: operators,
-            message: Some(format!(
-                "finalizer-guard's webhook configuration, backstop policy and policy ConfigMap are guarded by {PROTECT}, \
-                 loaded by kube-apiserver from its static manifests: only {who} may change or delete them"
-            )),
-            message_expression: None,
-            reason: Some("Forbidden".into()),
-        }]),
+        validations: Some(vec![operators_only(options)]),
         audit_annotations: None,
         param_kind: None,
     };
@@ -396,6 +335,77 @@ fn protect(options: &Options) -> [(String, serde_json::Value); 2] {
         },
     };
     [object(&policy), object(&binding)]
+}
+
+/// The UPDATE and DELETE of finalizer-guard's webhook configuration,
+/// backstop policy and binding, and policy ConfigMap, by name.
+fn protected_objects(options: &Options) -> MatchResources {
+    let rule = |group: &str, version: &str, resources: &[&str], names: Vec<String>| {
+        NamedRuleWithOperations {
+            api_groups: Some(vec![group.into()]),
+            api_versions: Some(vec![version.into()]),
+            operations: Some(vec!["UPDATE".into(), "DELETE".into()]),
+            resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+            resource_names: Some(names),
+            scope: Some("*".into()),
+        }
+    };
+    MatchResources {
+        match_policy: Some("Equivalent".into()),
+        namespace_selector: Some(LabelSelector::default()),
+        object_selector: Some(LabelSelector::default()),
+        resource_rules: Some(vec![
+            rule(
+                "admissionregistration.k8s.io",
+                "*",
+                &["validatingwebhookconfigurations"],
+                vec![options.webhook_configuration.clone()],
+            ),
+            rule(
+                "admissionregistration.k8s.io",
+                "*",
+                &[
+                    "validatingadmissionpolicies",
+                    "validatingadmissionpolicybindings",
+                ],
+                vec![options.backstop.clone()],
+            ),
+            rule(
+                "",
+                "v1",
+                &["configmaps"],
+                vec![options.configmap_name.clone()],
+            ),
+        ]),
+        exclude_resource_rules: None,
+    }
+}
+
+/// Allowed to the operators (`--operator`, `--operator-group`) alone, and
+/// the refusal naming them.
+fn operators_only(options: &Options) -> Validation {
+    let operators = format!(
+        "request.userInfo.username in {} || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in {}))",
+        set(&options.operator_users),
+        set(&options.operator_groups),
+    );
+    let mut who = Vec::new();
+    if !options.operator_users.is_empty() {
+        who.push(format!("users {}", options.operator_users.join(", ")));
+    }
+    if !options.operator_groups.is_empty() {
+        who.push(format!("groups {}", options.operator_groups.join(", ")));
+    }
+    let who = who.join(" and ");
+    Validation {
+        expression: operators,
+        message: Some(format!(
+            "finalizer-guard's webhook configuration, backstop policy and policy ConfigMap are guarded by {PROTECT}, \
+             loaded by kube-apiserver from its static manifests: only {who} may change or delete them"
+        )),
+        message_expression: None,
+        reason: Some("Forbidden".into()),
+    }
 }
 
 /// The chart's webhook registration, called at the URL given, with the
@@ -562,9 +572,24 @@ fn file(path: &'static str, header: String, objects: Vec<(String, serde_json::Va
 pub fn render(policy: &Policy, options: &Options) -> Result<Vec<File>, StaticError> {
     check(options)?;
     let backstop = backstop(policy)?;
+    let common = common_header(options);
+    let mut files = vec![
+        backstop_file(policy, backstop, &common),
+        protect_file(options, &common),
+    ];
+    if let Some(hook) = &options.webhook {
+        files.push(webhook_file(policy, options, hook, &common));
+    }
+    files.push(admission_config_file(options, &common));
+    Ok(files)
+}
+
+/// What every file's header says first: how kube-apiserver loads them, and
+/// how they were made.
+fn common_header(options: &Options) -> String {
     let regenerate = command(options);
     let dir = options.install_dir.trim_end_matches('/');
-    let common = format!(
+    format!(
         "finalizer-guard, tamper-proof mode: loaded by kube-apiserver 1.37 or later from disk\n\
          (manifest-based admission control; the ManifestBasedAdmissionControlConfig feature,\n\
          beta and on by default from 1.37, alpha and off in 1.36) through {dir}/{ADMISSION_CONFIG}.\n\
@@ -574,13 +599,20 @@ pub fn render(policy: &Policy, options: &Options) -> Result<Vec<File>, StaticErr
          Copy the whole folder to {dir} on every control-plane host.\n\
          Generated by `{regenerate}`;\n\
          check it with `policy validate --static DIR` and the same flags. Do not edit.\n"
-    );
-    let mut files = Vec::new();
+    )
+}
+
+/// The backstop: the policy as `policy export --vap` writes it, renamed.
+fn backstop_file(
+    policy: &Policy,
+    backstop: [(String, serde_json::Value); 2],
+    common: &str,
+) -> File {
     let mut not_expressed = String::new();
     for line in vap::NOT_EXPRESSED {
         let _ = writeln!(not_expressed, "  - {line}");
     }
-    files.push(file(
+    file(
         BACKSTOP_FILE,
         format!(
             "{common}\n\
@@ -593,7 +625,11 @@ pub fn render(policy: &Policy, options: &Options) -> Result<Vec<File>, StaticErr
             policy.rules.len(),
         ),
         backstop.to_vec(),
-    ));
+    )
+}
+
+/// The guard's guard: finalizer-guard's own objects, the operators' alone.
+fn protect_file(options: &Options, common: &str) -> File {
     let who = options
         .operator_users
         .iter()
@@ -601,7 +637,7 @@ pub fn render(policy: &Policy, options: &Options) -> Result<Vec<File>, StaticErr
         .chain(options.operator_groups.iter().map(|g| format!("group {g}")))
         .collect::<Vec<_>>()
         .join(", ");
-    files.push(file(
+    file(
         PROTECT_FILE,
         format!(
             "{common}\n\
@@ -620,28 +656,35 @@ pub fn render(policy: &Policy, options: &Options) -> Result<Vec<File>, StaticErr
             options.configmap_name,
         ),
         protect(options).to_vec(),
-    ));
-    if let Some(hook) = &options.webhook {
-        files.push(file(
-            WEBHOOK_FILE,
-            format!(
-                "{common}\n\
-                 The webhook's registration ({WEBHOOK}), as the chart writes it with its defaults,\n\
-                 called at {} (static manifests take a URL, not a Service): the policy's override\n\
-                 annotation, failurePolicy {} (mode {}). It cannot be deleted through the API; with it,\n\
-                 the chart's own registration (webhook {}) is a second call of the same server.\n",
-                hook.url,
-                match policy.mode {
-                    Mode::Enforce => "Fail",
-                    Mode::Warn => "Ignore",
-                },
-                policy.mode.as_str(),
-                options.webhook_name,
-            ),
-            vec![webhook(policy, options, hook)],
-        ));
-    }
-    files.push(file(
+    )
+}
+
+/// The webhook's registration, called at `--webhook-url`.
+fn webhook_file(policy: &Policy, options: &Options, hook: &Webhook, common: &str) -> File {
+    file(
+        WEBHOOK_FILE,
+        format!(
+            "{common}\n\
+             The webhook's registration ({WEBHOOK}), as the chart writes it with its defaults,\n\
+             called at {} (static manifests take a URL, not a Service): the policy's override\n\
+             annotation, failurePolicy {} (mode {}). It cannot be deleted through the API; with it,\n\
+             the chart's own registration (webhook {}) is a second call of the same server.\n",
+            hook.url,
+            match policy.mode {
+                Mode::Enforce => "Fail",
+                Mode::Warn => "Ignore",
+            },
+            policy.mode.as_str(),
+            options.webhook_name,
+        ),
+        vec![webhook(policy, options, hook)],
+    )
+}
+
+/// The AdmissionConfiguration kube-apiserver is given.
+fn admission_config_file(options: &Options, common: &str) -> File {
+    let dir = options.install_dir.trim_end_matches('/');
+    file(
         ADMISSION_CONFIG,
         format!(
             "{common}\n\
@@ -655,8 +698,7 @@ pub fn render(policy: &Policy, options: &Options) -> Result<Vec<File>, StaticErr
              folder named here is missing or its files do not load.\n"
         ),
         vec![admission_config(options)],
-    ));
-    Ok(files)
+    )
 }
 
 /// Why the export was not written.
