@@ -288,7 +288,7 @@ impl Short<'_> {
     /// resource), and its apiVersion set from it when the case gives none.
     fn known_type(&self, object: &mut Value) -> Result<Option<&'static KnownType>, String> {
         let at = &self.at;
-        let kind = text(&object, "/kind").to_string();
+        let kind = text(object, "/kind").to_string();
         let api_version = object
             .get("apiVersion")
             .and_then(Value::as_str)
