@@ -6,6 +6,11 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::check::load_policy;
+use crate::error::Error;
+use crate::output::{Format, Printer};
 
 use crate::policy::builtin::{BUILTIN_CONTROLLERS, BuiltinController, KUBE_CONTROLLER_MANAGER};
 use crate::policy::{
@@ -87,16 +92,13 @@ impl crate::output::Report for DoctorReport {
 
 /// `doctor` (offline): exit 0 when every built-in controller may remove its
 /// finalizers under the policy (`None`: the embedded default), 1 otherwise.
-pub fn run(
-    policy: Option<&std::path::Path>,
-    format: crate::output::Format,
-) -> crate::error::Result<i32> {
-    let loaded = super::check::load_policy(policy)?;
+pub fn run(policy: Option<&Path>, format: Format) -> crate::error::Result<i32> {
+    let loaded = load_policy(policy)?;
     let name = policy.map_or_else(|| "embedded default".into(), |p| p.display().to_string());
     let report = DoctorReport::of(name, &loaded);
-    crate::output::Printer::stdio(format)
+    Printer::stdio(format)
         .report(&report)
-        .map_err(crate::error::Error::stdout)?;
+        .map_err(Error::stdout)?;
     Ok(report.exit_code())
 }
 
