@@ -212,3 +212,26 @@ pub enum TlsError {
         source: Box<TlsError>,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `serve`'s failure exits 1, every other command's 2; wrapping says
+    /// nothing of its own, so what is printed is the cause's text.
+    #[test]
+    fn serve_exits_1_and_every_other_error_2_with_the_same_text() {
+        let bind = || Error::Bind {
+            addr: "127.0.0.1:1".parse().unwrap(),
+            source: std::io::Error::from(std::io::ErrorKind::AddrInUse),
+        };
+        let served = Error::serve(bind());
+        assert_eq!(served.exit_code(), 1);
+        assert_eq!(served.to_string(), bind().to_string());
+        assert_eq!(bind().exit_code(), 2);
+        let cluster = Error::from(ClusterError::Usage("no such type".into()));
+        assert_eq!(cluster.exit_code(), 2);
+        assert_eq!(cluster.to_string(), "no such type");
+        assert_eq!(Error::Usage("add --cluster".into()).exit_code(), 2);
+    }
+}
