@@ -1,8 +1,11 @@
-//! The command line: `serve`, `certs`, `check`, `test`, `policy validate`, `doctor`,
-//! and the commands that talk to a cluster, `unstick`, `approve` and `watch` ([`crate::cluster`]).
+//! The command line's flags: `serve`, `certs`, `check`, `test`, `policy`,
+//! `doctor`, `version`, and the commands that talk to a cluster, `unstick`,
+//! `approve` and `watch` ([`crate::cluster`]). Each command's body lives in
+//! its layer ([`crate::offline`], [`crate::cluster`], [`crate::server`]);
+//! main.rs runs them.
 //!
-//! Each command's arguments are destructured exhaustively in its `run`, so a
-//! new flag cannot be silently ignored.
+//! Each command's arguments are destructured exhaustively where they become
+//! its settings, so a new flag cannot be silently ignored.
 
 use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr};
@@ -10,21 +13,21 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use serde::Serialize;
 
-use crate::admission;
 use crate::cluster::approve::Approve;
 use crate::cluster::doctor::DoctorCluster;
 use crate::cluster::unstick::{Release, Unstick};
 use crate::cluster::watch::Watch;
 use crate::cluster::{Connection, DryRunFlag, Selection, Targets};
-use crate::error::{Error, Result, TlsError};
+use crate::error::{Error, Result};
 use crate::flags::{MaxBodyFlag, POLICY_ENV, PolicyFlag, parse_duration};
-use crate::output::{Format, OutputFlag, Printer, Report, escape};
-use crate::policy::seal::SealKey;
-use crate::policy::{self, LoadError, Policy, Verdict};
-use crate::server::certs;
-use crate::server::{self, EventsTarget, Limits, RecordConfig, ServeConfig};
+use crate::offline::certs::Certs;
+use crate::offline::check::Check;
+use crate::offline::export::StaticFlags;
+use crate::offline::validate::Validate;
+use crate::output::{Format, OutputFlag, escape};
+use crate::policy::{LoadError, Policy};
+use crate::server::{EventsTarget, Limits, RecordConfig, ServeConfig};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -62,19 +65,22 @@ pub enum Command {
     Version(VersionArgs),
 }
 
+impl Command {
+    /// `serve` and `watch` run long and log to standard error in this format;
+    /// the other commands do not log.
+    pub fn log_format(&self) -> Option<LogFormat> {
+        match self {
+            Command::Serve(args) => Some(args.log_format),
+            Command::Watch(args) => Some(args.log_format),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct VersionArgs {
     #[command(flatten)]
     pub output: OutputFlag,
-}
-
-/// `version`: exit 0.
-pub fn version(args: VersionArgs) -> Result<i32> {
-    let VersionArgs { output } = args;
-    Printer::stdio(output.format)
-        .report(&crate::version::Info::of_this_build())
-        .map_err(stdout)?;
-    Ok(0)
 }
 
 #[derive(Debug, Subcommand)]
@@ -118,81 +124,6 @@ pub struct ExportArgs {
     pub static_flags: StaticFlags,
     /// The policy file.
     pub file: PathBuf,
-}
-
-/// What `--static` cannot read from the policy: who may still change
-/// finalizer-guard's objects, their names (the chart's defaults), and where
-/// the files will be on the control plane.
-#[derive(Debug, Args)]
-pub struct StaticFlags {
-    /// A username that may still change or delete finalizer-guard's webhook configuration,
-    /// backstop policy and policy ConfigMap (repeatable; at least one operator or group).
-    #[arg(long = "operator", value_name = "USER", requires = "static_dir")]
-    pub operator_users: Vec<String>,
-    /// A group whose members may (repeatable).
-    #[arg(long = "operator-group", value_name = "GROUP", requires = "static_dir")]
-    pub operator_groups: Vec<String>,
-    /// Where DIR will be on the control-plane hosts (absolute; default: DIR made absolute).
-    #[arg(long, value_name = "PATH", requires = "static_dir")]
-    pub install_dir: Option<String>,
-    /// The ValidatingWebhookConfiguration to guard.
-    #[arg(long, value_name = "NAME", default_value = "finalizer-guard")]
-    pub webhook_configuration: String,
-    /// The webhook's name in it (and in the static webhook).
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "finalizers.finalizer-guard.io"
-    )]
-    pub webhook_name: String,
-    /// The backstop ValidatingAdmissionPolicy and binding to guard.
-    #[arg(long, value_name = "NAME", default_value = crate::offline::vap::NAME)]
-    pub backstop_name: String,
-    /// The policy ConfigMap's namespace.
-    #[arg(long, value_name = "NS", default_value = "finalizer-guard")]
-    pub configmap_namespace: String,
-    /// The policy ConfigMap's name.
-    #[arg(long, value_name = "NAME", default_value = "finalizer-guard-policy")]
-    pub configmap_name: String,
-    /// Also write the webhook's registration as a static manifest, called at this
-    /// https:// URL (static manifests cannot name a Service).
-    #[arg(long, value_name = "URL", requires_all = ["static_dir", "webhook_ca_bundle"])]
-    pub webhook_url: Option<String>,
-    /// The PEM CA bundle kube-apiserver trusts for --webhook-url (`certs` writes ca.crt).
-    #[arg(long, value_name = "FILE", requires = "webhook_url")]
-    pub webhook_ca_bundle: Option<PathBuf>,
-}
-
-impl StaticFlags {
-    /// The export's options for DIR: the CA bundle read, the install folder
-    /// defaulted to DIR made absolute.
-    fn options(&self, dir: &std::path::Path) -> Result<crate::offline::static_export::Options> {
-        let install_dir = match &self.install_dir {
-            Some(d) => d.clone(),
-            None => std::path::absolute(dir)
-                .map_err(|e| Error::io(dir, e))?
-                .to_string_lossy()
-                .into_owned(),
-        };
-        let webhook = match (&self.webhook_url, &self.webhook_ca_bundle) {
-            (Some(url), Some(ca)) => Some(crate::offline::static_export::Webhook {
-                url: url.clone(),
-                ca_bundle: crate::error::read(ca)?,
-            }),
-            _ => None,
-        };
-        Ok(crate::offline::static_export::Options {
-            operator_users: self.operator_users.clone(),
-            operator_groups: self.operator_groups.clone(),
-            webhook_configuration: self.webhook_configuration.clone(),
-            webhook_name: self.webhook_name.clone(),
-            backstop: self.backstop_name.clone(),
-            configmap_namespace: self.configmap_namespace.clone(),
-            configmap_name: self.configmap_name.clone(),
-            install_dir,
-            webhook,
-        })
-    }
 }
 
 #[derive(Debug, Args)]
@@ -239,6 +170,27 @@ pub struct ValidateArgs {
     pub static_flags: StaticFlags,
     /// The policy file.
     pub file: PathBuf,
+}
+
+impl ValidateArgs {
+    pub fn into_config(self) -> Validate {
+        let ValidateArgs {
+            output,
+            vap,
+            strict,
+            static_dir,
+            static_flags,
+            file,
+        } = self;
+        Validate {
+            format: output.format,
+            vap,
+            strict,
+            static_dir,
+            static_flags,
+            file,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -289,6 +241,26 @@ impl DoctorArgs {
             format: output.format,
             connection,
         })
+    }
+}
+
+impl DoctorArgs {
+    /// The offline `doctor`'s policy: `--policy`, else the environment as
+    /// for `serve` (clap's `env` is not used: `doctor --cluster` must not
+    /// read it). `--kubeconfig` and `--context` without `--cluster` are refused.
+    pub fn offline(self) -> Result<Option<PathBuf>> {
+        let DoctorArgs {
+            policy,
+            cluster: _,
+            output: _,
+            connection,
+        } = self;
+        if connection.kubeconfig.is_some() || connection.context.is_some() {
+            return Err(Error::Usage(
+                "--kubeconfig and --context talk to a cluster: add --cluster".into(),
+            ));
+        }
+        Ok(policy.or_env())
     }
 }
 
@@ -670,19 +642,53 @@ pub struct CheckArgs {
     pub reviews: Vec<PathBuf>,
 }
 
-/// Loads `--policy`, or the embedded default.
-fn load_policy(path: Option<&std::path::Path>) -> Result<Policy> {
-    match path {
-        None => Ok(Policy::embedded_default()),
-        Some(path) => policy::load(path).map_err(|e| Error::policy(path, e)),
+impl CertsArgs {
+    pub fn into_config(self) -> Certs {
+        let CertsArgs {
+            service,
+            namespace,
+            out,
+            dns,
+            ip,
+            days,
+            ca_days,
+            client,
+        } = self;
+        Certs {
+            service,
+            namespace,
+            out,
+            dns,
+            ip,
+            days,
+            ca_days,
+            client,
+        }
+    }
+}
+
+impl CheckArgs {
+    /// `$FINALIZER_GUARD_POLICY` reaches `policy` through clap, as for `serve`.
+    pub fn into_config(self) -> Check {
+        let CheckArgs {
+            policy,
+            output,
+            json,
+            tls_key,
+            max_body,
+            reviews,
+        } = self;
+        Check {
+            policy: policy.file,
+            format: if json { Format::Json } else { output.format },
+            tls_key,
+            max_body_bytes: max_body.bytes,
+            reviews,
+        }
     }
 }
 
 impl ServeArgs {
-    pub fn log_format(&self) -> LogFormat {
-        self.log_format
-    }
-
     pub fn into_config(self) -> ServeConfig {
         let ServeArgs {
             policy,
@@ -744,478 +750,6 @@ impl ServeArgs {
                 max_files: record_max_files,
                 max_bytes: record_max_bytes,
             }),
-        }
-    }
-}
-
-pub async fn serve(args: ServeArgs) -> Result<()> {
-    server::run(args.into_config()).await
-}
-
-pub fn certs(args: CertsArgs) -> Result<()> {
-    let CertsArgs {
-        service,
-        namespace,
-        out,
-        dns,
-        ip,
-        days,
-        ca_days,
-        client,
-    } = args;
-    let (ca_crt, ca_key) = (out.join("ca.crt"), out.join("ca.key"));
-    let authority = if ca_crt.exists() && ca_key.exists() {
-        let cert = std::fs::read_to_string(&ca_crt).map_err(|e| Error::io(&ca_crt, e))?;
-        let key = std::fs::read_to_string(&ca_key).map_err(|e| Error::io(&ca_key, e))?;
-        eprintln!("reusing the CA in {}", escape(&out.display().to_string()));
-        certs::Authority::from_pem(&cert, &key)?
-    } else {
-        certs::Authority::generate(ca_days)?
-    };
-    let mut names = certs::service_names(&service, &namespace);
-    names.extend(dns);
-    let bundle = authority.issue(&names, &ip, days)?;
-    certs::write(&bundle, &out)?;
-    let wrote = format!(
-        "wrote {0}/ca.crt, {0}/ca.key, {0}/tls.crt, {0}/tls.key (SANs: {1}); caBundle:",
-        out.display(),
-        names
-            .iter()
-            .cloned()
-            .chain(ip.iter().map(ToString::to_string))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    eprintln!("{}", escape(&wrote));
-    if let Some(name) = client {
-        let client_bundle = authority.issue_client(&name, days)?;
-        certs::write_client(&client_bundle, &out)?;
-        let wrote = format!(
-            "wrote {0}/client.crt, {0}/client.key (client certificate, CN {name})",
-            out.display()
-        );
-        eprintln!("{}", escape(&wrote));
-    }
-    writeln!(io::stdout(), "{}", certs::ca_bundle(&bundle.ca_cert_pem)).map_err(stdout)?;
-    Ok(())
-}
-
-/// What `check` concluded for one file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckLine {
-    pub file: String,
-    /// `None` when the file could not be decided.
-    pub allowed: Option<bool>,
-    pub decision: Option<Verdict>,
-    pub message: Option<String>,
-    pub warnings: Vec<String>,
-    pub error: Option<String>,
-}
-
-impl Report for CheckLine {
-    fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
-        // Each value on its line: a file name's newline cannot forge a result line.
-        let file = escape(&self.file);
-        match (&self.error, self.allowed) {
-            (Some(e), _) => writeln!(out, "{file}: error: {}", escape(e)),
-            (None, Some(false)) => writeln!(
-                out,
-                "{file}: denied: {}",
-                escape(self.message.as_deref().unwrap_or_default())
-            ),
-            (None, _) => writeln!(out, "{file}: allowed"),
-        }
-    }
-
-    /// One JSON object per line, as the contract says: a line per file
-    /// whatever the format.
-    fn write_json(&self, out: &mut dyn Write) -> io::Result<()> {
-        serde_json::to_writer(&mut *out, self)?;
-        writeln!(out)
-    }
-}
-
-/// Decides one file with the server's own function. Only a regular file
-/// no larger than `max_body_bytes` (what the webhook would accept) is read.
-pub fn check_file(
-    policy: &Policy,
-    seal_key: Option<&SealKey>,
-    max_body_bytes: usize,
-    path: &std::path::Path,
-) -> CheckLine {
-    let file = path.display().to_string();
-    let failed = |e: String| CheckLine {
-        file: file.clone(),
-        allowed: None,
-        decision: None,
-        message: None,
-        warnings: Vec::new(),
-        error: Some(e),
-    };
-    let body = match crate::files::read_regular(path, max_body_bytes as u64) {
-        Ok(body) => body,
-        Err(e) if e.kind() == io::ErrorKind::FileTooLarge => {
-            return failed(format!(
-                "{e}: the webhook would answer 413 (--max-body-bytes)"
-            ));
-        }
-        Err(e) => return failed(e.to_string()),
-    };
-    match admission::review_with(policy, &body, jiff::Timestamp::now(), seal_key) {
-        Ok(r) => CheckLine {
-            file,
-            allowed: Some(r.allowed()),
-            decision: Some(r.verdict()),
-            message: r.message,
-            warnings: r.warnings,
-            error: None,
-        },
-        // What the file holds is not quoted: it may be a secret passed by mistake.
-        Err(e) => failed(crate::output::without_values(&e.to_string())),
-    }
-}
-
-/// The webhook's serving key, to verify approvals' seals as it does.
-fn seal_key(path: &std::path::Path) -> Result<SealKey> {
-    let pem = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let key = server::tls::seal_key(&pem).map_err(|e| TlsError::InFile {
-        path: path.to_path_buf(),
-        source: Box::new(e),
-    })?;
-    Ok(key)
-}
-
-pub(crate) fn stdout(e: io::Error) -> Error {
-    Error::io("stdout", e)
-}
-
-/// Exit code: 0 all allowed, 1 any denied, 2 any file not decided.
-pub fn check(args: CheckArgs) -> Result<i32> {
-    let CheckArgs {
-        policy,
-        output,
-        json,
-        tls_key,
-        max_body,
-        reviews,
-    } = args;
-    let format = if json { Format::Json } else { output.format };
-    // $FINALIZER_GUARD_POLICY reaches `policy` through clap, as for `serve`.
-    let policy = load_policy(policy.path())?;
-    let seal_key = tls_key.as_deref().map(seal_key).transpose()?;
-    let out = Printer::stdio(format);
-    let (mut denied, mut errors) = (false, false);
-    for path in &reviews {
-        let line = check_file(&policy, seal_key.as_ref(), max_body.bytes, path);
-        denied |= line.allowed == Some(false);
-        errors |= line.error.is_some();
-        out.report(&line).map_err(stdout)?;
-    }
-    Ok(if errors {
-        2
-    } else if denied {
-        1
-    } else {
-        0
-    })
-}
-
-/// `test`: exit 0 when every case passed, 1 when any failed or changed, 2
-/// when an input could not be read (as `check` and `policy validate`).
-pub fn test(args: TestArgs) -> Result<i32> {
-    let TestArgs {
-        policy,
-        output,
-        max_body,
-        paths,
-    } = args;
-    let policy = policy.path().map(|p| load_policy(Some(p))).transpose()?;
-    let outcomes = crate::offline::suite::run_with(&paths, policy.as_ref(), max_body.bytes);
-    let report = crate::offline::suite::Report::of(outcomes);
-    Printer::stdio(output.format)
-        .report(&report)
-        .map_err(stdout)?;
-    Ok(report.exit_code())
-}
-
-/// What `policy validate` found.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Validation {
-    pub file: String,
-    pub valid: bool,
-    /// Why it is refused, each naming its field (and line).
-    pub errors: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub policy: Option<PolicySummary>,
-    /// Warn mode: the built-in controllers enforce mode would block.
-    pub would_block: Vec<String>,
-    /// Rules that can match nothing, or switch the guard off for everyone.
-    pub warnings: Vec<String>,
-    /// `--strict`: every warning (these, and `wouldBlock`) fails the policy.
-    pub strict: bool,
-    /// What the policy's `presets:` expand to, one rule each.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub presets: Vec<PresetRule>,
-}
-
-/// One rule a preset expands to.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PresetRule {
-    pub rule: String,
-    pub finalizers: Vec<String>,
-    /// Full usernames.
-    pub service_accounts: Vec<String>,
-    pub groups: Vec<String>,
-    /// `resource.group`; absent: any resource.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub resources: Option<Vec<String>>,
-    /// The rule in a sentence.
-    pub description: String,
-}
-
-impl PresetRule {
-    fn of(rule: &policy::config::Rule) -> PresetRule {
-        PresetRule {
-            rule: rule.label.clone(),
-            finalizers: rule.finalizers.iter().map(ToString::to_string).collect(),
-            service_accounts: rule.service_accounts.clone(),
-            groups: rule.groups.clone(),
-            resources: rule
-                .resources
-                .as_ref()
-                .map(|rs| rs.iter().map(ToString::to_string).collect()),
-            description: policy::presets::describe(rule),
-        }
-    }
-}
-
-/// A valid policy, in brief.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PolicySummary {
-    pub mode: &'static str,
-    pub rules: usize,
-    pub builtin_controllers: bool,
-    pub override_annotation: String,
-}
-
-impl Validation {
-    /// Runs the checks `serve` runs on a policy that parsed: [`crate::policy::servable::servable`].
-    fn of(file: &std::path::Path, policy: &Policy) -> Validation {
-        let mut v = Validation::refused(file, Vec::new());
-        match crate::policy::servable::servable(policy) {
-            Err(blocked) => v.errors = vec![Error::BlocksBuiltinControllers(blocked).to_string()],
-            Ok(warned) => {
-                v.valid = true;
-                v.would_block = warned.iter().map(ToString::to_string).collect();
-                v.warnings = policy.warnings().iter().map(ToString::to_string).collect();
-                v.presets = policy
-                    .rules
-                    .iter()
-                    .filter(|r| r.label.starts_with("preset:"))
-                    .map(PresetRule::of)
-                    .collect();
-                v.policy = Some(PolicySummary {
-                    mode: policy.mode.as_str(),
-                    rules: policy.rules.len(),
-                    builtin_controllers: policy.builtin_controllers,
-                    override_annotation: policy.override_settings.annotation.clone(),
-                });
-            }
-        }
-        v
-    }
-
-    /// Valid as a policy, refused for what goes with it.
-    fn refuse(&mut self, error: String) {
-        self.valid = false;
-        self.policy = None;
-        self.errors.push(error);
-    }
-
-    fn refused(file: &std::path::Path, errors: Vec<String>) -> Validation {
-        Validation {
-            file: file.display().to_string(),
-            valid: false,
-            errors,
-            policy: None,
-            would_block: Vec::new(),
-            warnings: Vec::new(),
-            presets: Vec::new(),
-            strict: false,
-        }
-    }
-
-    /// `--strict`: a valid policy with any warning is refused, the
-    /// warnings still listed, each naming its rule and the fix.
-    fn strictly(&mut self) {
-        self.strict = true;
-        let count = self.warnings.len() + self.would_block.len();
-        if self.valid && count > 0 {
-            self.valid = false;
-            self.policy = None;
-            self.errors.push(format!(
-                "refused under --strict: {count} warning{} (each below)",
-                if count == 1 { "" } else { "s" }
-            ));
-        }
-    }
-}
-
-impl Report for Validation {
-    fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
-        let file = escape(&self.file);
-        for e in &self.errors {
-            writeln!(out, "{file}: {}", escape(e))?;
-        }
-        if let Some(p) = &self.policy {
-            writeln!(
-                out,
-                "{file}: valid (mode {}, {} rules, builtinControllers {}, override annotation {})",
-                p.mode,
-                p.rules,
-                p.builtin_controllers,
-                escape(&p.override_annotation)
-            )?;
-        }
-        for preset in &self.presets {
-            writeln!(
-                out,
-                "{file}: {}: {}",
-                escape(&preset.rule),
-                escape(&preset.description)
-            )?;
-        }
-        // Valid, but what can match nothing was surely meant to match something.
-        for warning in &self.warnings {
-            writeln!(out, "{file}: warning: {}", escape(warning))?;
-        }
-        Ok(())
-    }
-}
-
-/// `policy validate`: exit 0, or 1 with one error per line; 2 when the file
-/// cannot be read. It refuses what `serve` refuses, through the same checks:
-/// the policy parser, then [`crate::policy::servable::servable`].
-pub fn validate(args: ValidateArgs) -> Result<i32> {
-    let ValidateArgs {
-        output,
-        vap,
-        strict,
-        static_dir,
-        static_flags,
-        file,
-    } = args;
-    let report = match policy::load(&file) {
-        Ok(policy) => {
-            let mut report = Validation::of(&file, &policy);
-            if let Some(dir) = static_dir.filter(|_| report.valid) {
-                let options = static_flags.options(&dir)?;
-                let found = crate::offline::static_export::read_dir(&dir)
-                    .map_err(|e| Error::io(&dir, e))?;
-                if let Err(e) = crate::offline::static_export::verify(&policy, &options, &found) {
-                    report.refuse(format!(
-                        "{}: not `finalizer-guard policy export --static` of {} with these flags: {e}; export it again",
-                        dir.display(),
-                        file.display()
-                    ));
-                }
-            }
-            if let Some(vap) = vap.filter(|_| report.valid) {
-                let bytes = crate::error::read(&vap)?;
-                let yaml = String::from_utf8_lossy(&bytes);
-                if let Err(e) = crate::offline::vap::verify(&policy, &yaml) {
-                    report.refuse(format!(
-                        "{}: not `finalizer-guard policy export --vap {}`: {e}; export it again from this policy",
-                        vap.display(),
-                        file.display()
-                    ));
-                }
-            }
-            if strict {
-                report.strictly();
-            }
-            report
-        }
-        Err(LoadError::Invalid(invalid)) => {
-            Validation::refused(&file, invalid.0.iter().map(ToString::to_string).collect())
-        }
-        Err(e) => return Err(Error::policy(&file, e)),
-    };
-    let out = Printer::stdio(output.format);
-    for b in &report.would_block {
-        out.note(format_args!(
-            "warning: {}: served in warn mode, refused in enforce mode: it would block the {b}",
-            file.display()
-        ));
-    }
-    out.report(&report).map_err(stdout)?;
-    Ok(i32::from(!report.valid))
-}
-
-/// `policy export --vap`: the YAML on standard output. Exit 1 when the policy
-/// is not valid or cannot be exported faithfully (each reason on a line), 2
-/// when the file cannot be read.
-pub fn export(args: ExportArgs) -> Result<i32> {
-    let ExportArgs {
-        vap: _,
-        static_dir,
-        static_flags,
-        file,
-    } = args;
-    let policy = match policy::load(&file) {
-        Ok(policy) => policy,
-        Err(LoadError::Invalid(invalid)) => {
-            for e in &invalid.0 {
-                eprintln!("{}", escape(&format!("{}: {e}", file.display())));
-            }
-            return Ok(1);
-        }
-        Err(e) => return Err(Error::policy(&file, e)),
-    };
-    if let Some(dir) = static_dir {
-        let options = static_flags.options(&dir)?;
-        let files = match crate::offline::static_export::render(&policy, &options) {
-            Ok(files) => files,
-            Err(e) => {
-                eprintln!(
-                    "{}",
-                    escape(&format!("{}: not exported: {e}", file.display()))
-                );
-                return Ok(1);
-            }
-        };
-        if let Err(e) = crate::offline::static_export::write(&dir, &files) {
-            eprintln!("{}", escape(&format!("not written: {e}")));
-            return Ok(1);
-        }
-        let mut out = io::stdout().lock();
-        for f in &files {
-            writeln!(out, "{}", escape(&dir.join(f.path).display().to_string())).map_err(stdout)?;
-        }
-        eprintln!(
-            "{}",
-            escape(&format!(
-                "kube-apiserver (1.37 or later) loads these with --admission-control-config-file={}/{}",
-                options.install_dir.trim_end_matches('/'),
-                crate::offline::static_export::ADMISSION_CONFIG
-            ))
-        );
-        return Ok(0);
-    }
-    match crate::offline::vap::export_yaml(&policy) {
-        Ok(yaml) => {
-            io::stdout().write_all(yaml.as_bytes()).map_err(stdout)?;
-            Ok(0)
-        }
-        Err(e) => {
-            eprintln!(
-                "{}",
-                escape(&format!("{}: not exported: {e}", file.display()))
-            );
-            Ok(1)
         }
     }
 }
@@ -1303,7 +837,9 @@ pub fn suggest(args: SuggestArgs) -> Result<i32> {
         &suggestions,
         base.as_ref().map(|(text, policy)| (text.as_str(), policy)),
     );
-    io::stdout().write_all(yaml.as_bytes()).map_err(stdout)?;
+    io::stdout()
+        .write_all(yaml.as_bytes())
+        .map_err(Error::stdout)?;
     Ok(0)
 }
 
@@ -1317,30 +853,6 @@ fn read_bindings(
     crate::offline::suggest::Bindings::from_json(&value)
 }
 
-/// `doctor`: exit 0 when every built-in controller may remove its finalizers, 1 otherwise.
-pub fn doctor(args: DoctorArgs) -> Result<i32> {
-    let DoctorArgs {
-        policy,
-        cluster: _,
-        output,
-        connection,
-    } = args;
-    if connection.kubeconfig.is_some() || connection.context.is_some() {
-        eprintln!("error: --kubeconfig and --context talk to a cluster: add --cluster");
-        return Ok(2);
-    }
-    // Offline, the environment names the policy as it does for `serve`
-    // (clap's `env` is not used: `doctor --cluster` must not read it).
-    let path = policy.or_env();
-    let loaded = load_policy(path.as_deref())?;
-    let name = path.map_or_else(|| "embedded default".into(), |p| p.display().to_string());
-    let report = crate::offline::doctor::Report::of(name, &loaded);
-    Printer::stdio(output.format)
-        .report(&report)
-        .map_err(stdout)?;
-    Ok(report.exit_code())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1349,24 +861,5 @@ mod tests {
     fn cli_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
-    }
-
-    /// `check`'s text line is one line, whatever the file's name holds.
-    #[test]
-    fn a_check_line_is_one_line_whatever_the_file_is_named() {
-        let line = CheckLine {
-            file: "x.json: allowed\nevil.json\u{1b}[2J".into(),
-            allowed: Some(false),
-            decision: None,
-            message: Some("denied\nother.json: allowed".into()),
-            warnings: Vec::new(),
-            error: None,
-        };
-        let mut out = Vec::new();
-        line.write_text(&mut out).unwrap();
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "x.json: allowed\\u{a}evil.json\\u{1b}[2J: denied: denied\\u{a}other.json: allowed\n"
-        );
     }
 }

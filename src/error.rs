@@ -1,4 +1,6 @@
-//! The one error type of the binary's commands.
+//! The one error type of the binary's commands, and its exit code: 1 when
+//! the server could not start or stopped on an error, 2 otherwise (a usage
+//! error, a file that could not be read, a cluster that could not be reached).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -35,6 +37,15 @@ pub enum Error {
         list(.0)
     )]
     BlocksBuiltinControllers(Vec<Blocked>),
+    /// Asked wrongly: flags that do not go together.
+    #[error("{0}")]
+    Usage(String),
+    /// A command that talks to a cluster could not, or was asked wrongly.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// `serve` could not start, or stopped on an error: exit 1.
+    #[error(transparent)]
+    Serve(Box<Error>),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -66,6 +77,25 @@ pub(crate) fn list(blocked: &[Blocked]) -> String {
 }
 
 impl Error {
+    /// The process's exit code: 1 when the server could not start or stopped
+    /// on an error, 2 for every other command.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Serve(_) => 1,
+            _ => 2,
+        }
+    }
+
+    /// What `serve` failed with.
+    pub fn serve(e: Error) -> Self {
+        Error::Serve(Box::new(e))
+    }
+
+    /// Standard output could not be written (closed, full).
+    pub fn stdout(e: std::io::Error) -> Self {
+        Error::io("stdout", e)
+    }
+
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io(IoError {
             path: path.into(),
@@ -77,6 +107,77 @@ impl Error {
         Error::Policy {
             path: path.into(),
             source,
+        }
+    }
+}
+
+/// Why a command could not talk to the cluster, or was asked wrongly: exit 2.
+/// Each keeps its cause as its source; [`crate::output::chain`] says them all.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("kubeconfig{}", path.as_ref().map(|p| format!(": {}", p.display())).unwrap_or_default())]
+    Kubeconfig {
+        path: Option<PathBuf>,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot reach the API server: {server}")]
+    Connect {
+        server: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("{what}")]
+    Api {
+        what: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("policy {name}{hint}")]
+    Policy {
+        name: String,
+        /// What to do about it, said before the policy's own errors.
+        hint: &'static str,
+        #[source]
+        source: LoadError,
+    },
+    #[error("policy {name}: has no key {key}")]
+    PolicyKeyMissing { name: String, key: String },
+    #[error("writing the report")]
+    Output(#[source] std::io::Error),
+}
+
+impl ClusterError {
+    pub fn api(what: impl Into<String>, source: kube::Error) -> Self {
+        ClusterError::Api {
+            what: what.into(),
+            source: Box::new(source),
+        }
+    }
+
+    /// Worth trying again: the API server unreachable, or answering 429 or
+    /// 5xx. A bad kubeconfig, a refusal (401, 403) or a bad policy is not.
+    pub fn transient(&self) -> bool {
+        match self {
+            ClusterError::Connect { .. } => true,
+            ClusterError::Api { source, .. } => match source.as_ref() {
+                kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+                kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    pub(crate) fn kubeconfig(
+        path: Option<&Path>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        ClusterError::Kubeconfig {
+            path: path.map(Path::to_path_buf),
+            source: Box::new(source),
         }
     }
 }
@@ -110,4 +211,27 @@ pub enum TlsError {
         #[source]
         source: Box<TlsError>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `serve`'s failure exits 1, every other command's 2; wrapping says
+    /// nothing of its own, so what is printed is the cause's text.
+    #[test]
+    fn serve_exits_1_and_every_other_error_2_with_the_same_text() {
+        let bind = || Error::Bind {
+            addr: "127.0.0.1:1".parse().unwrap(),
+            source: std::io::Error::from(std::io::ErrorKind::AddrInUse),
+        };
+        let served = Error::serve(bind());
+        assert_eq!(served.exit_code(), 1);
+        assert_eq!(served.to_string(), bind().to_string());
+        assert_eq!(bind().exit_code(), 2);
+        let cluster = Error::from(ClusterError::Usage("no such type".into()));
+        assert_eq!(cluster.exit_code(), 2);
+        assert_eq!(cluster.to_string(), "no such type");
+        assert_eq!(Error::Usage("add --cluster".into()).exit_code(), 2);
+    }
 }

@@ -1,92 +1,107 @@
 #![forbid(unsafe_code)]
 
+use std::future::Future;
+
 use clap::Parser;
-use finalizer_guard::cli::{self, Cli, Command, LogFormat};
+use finalizer_guard::cli::{
+    Cli, Command, ExportArgs, LogFormat, PolicyCommand, PresetsArgs, TestArgs,
+};
+use finalizer_guard::error::{Error, Result};
 use finalizer_guard::output::{chain, escape};
+use finalizer_guard::{cluster, offline, server, version};
 
 fn main() {
-    let cli = Cli::parse();
-    let code = match cli.command {
-        Command::Serve(args) => {
-            init_logging(args.log_format());
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .expect("a tokio runtime");
-            match runtime.block_on(cli::serve(*args)) {
-                Ok(()) => 0,
-                Err(e) => {
-                    tracing::error!("{e}");
-                    eprintln!("error: {}", escape(&e.to_string()));
-                    1
-                }
-            }
+    let Cli { command } = Cli::parse();
+    std::process::exit(run(command));
+}
+
+/// Runs one command and says how it ended: its exit code, or its error
+/// printed once and the error's exit code. `serve` and `watch` log, and log
+/// their error too.
+fn run(command: Command) -> i32 {
+    let logs = command.log_format();
+    if let Some(format) = logs {
+        init_logging(format);
+    }
+    dispatch(command).unwrap_or_else(|e| {
+        if logs.is_some() {
+            tracing::error!("{e}");
+            eprintln!("error: {}", escape(&e.to_string()));
+        } else {
+            // A path, a name or a value read, or what the API server said,
+            // may hold what acts on a terminal: escaped, as every line is.
+            eprintln!("error: {}", escape(&chain(&e)));
         }
-        Command::Certs(args) => report(cli::certs(args).map(|()| 0)),
-        Command::Check(args) => report(cli::check(args)),
-        Command::Test(args) => report(cli::test(args)),
-        Command::Policy(cli::PolicyCommand::Validate(args)) => report(cli::validate(args)),
-        Command::Policy(cli::PolicyCommand::Suggest(args)) => report(cli::suggest(args)),
-        Command::Policy(cli::PolicyCommand::Export(args)) => report(cli::export(args)),
-        Command::Policy(cli::PolicyCommand::Presets(args)) => {
-            let cli::PresetsArgs { output, sources } = args;
-            report(finalizer_guard::offline::presets::run(output, sources))
+        e.exit_code()
+    })
+}
+
+/// Each command to its body, on the runtime it needs: none for the offline
+/// commands, one thread for those that talk to a cluster, every core for
+/// the long-running `serve` and `watch`.
+fn dispatch(command: Command) -> Result<i32> {
+    match command {
+        Command::Serve(args) => every_core(async {
+            server::run(args.into_config())
+                .await
+                .map(|()| 0)
+                .map_err(Error::serve)
+        }),
+        Command::Certs(args) => offline::certs::run(args.into_config()),
+        Command::Check(args) => offline::check::run(args.into_config()),
+        Command::Test(TestArgs {
+            policy,
+            output,
+            max_body,
+            paths,
+        }) => offline::suite::test(policy.path(), output.format, max_body.bytes, &paths),
+        Command::Policy(PolicyCommand::Validate(args)) => {
+            offline::validate::run(args.into_config())
+        }
+        Command::Policy(PolicyCommand::Suggest(args)) => finalizer_guard::cli::suggest(args),
+        Command::Policy(PolicyCommand::Export(ExportArgs {
+            vap: _,
+            static_dir,
+            static_flags,
+            file,
+        })) => offline::export::run(static_dir, &static_flags, &file),
+        Command::Policy(PolicyCommand::Presets(PresetsArgs { output, sources })) => {
+            offline::presets::run(output, sources)
         }
         Command::Doctor(args) => match args.cluster() {
-            Ok(args) => cluster(finalizer_guard::cluster::doctor::run(args)),
-            Err(args) => report(cli::doctor(args)),
+            Ok(args) => one_thread(cluster::doctor::run(args)),
+            Err(args) => {
+                let format = args.output.format;
+                offline::doctor::run(args.offline()?.as_deref(), format)
+            }
         },
-        Command::Unstick(args) => {
-            cluster(finalizer_guard::cluster::unstick::run(args.into_config()))
-        }
-        Command::Approve(args) => {
-            cluster(finalizer_guard::cluster::approve::run(args.into_config()))
-        }
-        Command::Version(args) => report(cli::version(args)),
-        Command::Watch(args) => {
-            init_logging(args.log_format);
-            long_running(finalizer_guard::cluster::watch::run(args.into_config()))
-        }
-    };
-    std::process::exit(code);
+        Command::Unstick(args) => one_thread(cluster::unstick::run(args.into_config())),
+        Command::Approve(args) => one_thread(cluster::approve::run(args.into_config())),
+        Command::Version(args) => version::print(args.output.format)
+            .map(|()| 0)
+            .map_err(Error::stdout),
+        Command::Watch(args) => every_core(cluster::watch::run(args.into_config())),
+    }
 }
 
-fn report(result: finalizer_guard::error::Result<i32>) -> i32 {
-    result.unwrap_or_else(|e| {
-        // A path, a name or a value read may hold what acts on a terminal.
-        eprintln!("error: {}", escape(&chain(&e)));
-        2
-    })
-}
-
-/// Runs a command that talks to a cluster: exit 2 on usage or connection errors.
-fn cluster(
-    command: impl std::future::Future<Output = Result<i32, finalizer_guard::cluster::ClusterError>>,
-) -> i32 {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+/// A command that talks to a cluster: a runtime on this thread.
+fn one_thread<E: Into<Error>>(command: impl Future<Output = Result<i32, E>>) -> Result<i32> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("a tokio runtime");
-    runtime.block_on(command).unwrap_or_else(|e| {
-        // What the API server said may quote a name: escaped, as every line is.
-        eprintln!("error: {}", escape(&chain(&e)));
-        2
-    })
+        .expect("a tokio runtime")
+        .block_on(command)
+        .map_err(Into::into)
 }
 
-/// `watch`: a long-running command that talks to a cluster, on every core.
-fn long_running(
-    command: impl std::future::Future<Output = Result<i32, finalizer_guard::cluster::ClusterError>>,
-) -> i32 {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+/// A long-running command (`serve`, `watch`): a runtime on every core.
+fn every_core<E: Into<Error>>(command: impl Future<Output = Result<i32, E>>) -> Result<i32> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .expect("a tokio runtime");
-    runtime.block_on(command).unwrap_or_else(|e| {
-        tracing::error!("{e}");
-        eprintln!("error: {}", escape(&e.to_string()));
-        2
-    })
+        .expect("a tokio runtime")
+        .block_on(command)
+        .map_err(Into::into)
 }
 
 fn init_logging(format: LogFormat) {

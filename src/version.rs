@@ -57,6 +57,11 @@ impl Info {
     }
 }
 
+/// `version`: this build's report on standard output.
+pub fn print(format: crate::output::Format) -> io::Result<()> {
+    crate::output::Printer::stdio(format).report(&Info::of_this_build())
+}
+
 impl Report for Info {
     fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "finalizer-guard {}", self.version)?;

@@ -155,7 +155,7 @@ impl LeanObject {
     /// since when it is being deleted.
     fn new(
         object: &Object<'_>,
-        identity: Identity<'_>,
+        identity: ObjectIdentity<'_>,
         deletion: Option<jiff::Timestamp>,
     ) -> LeanObject {
         let meta = identity.metadata.or_default();
@@ -211,8 +211,8 @@ struct RequestDetails<'a> {
     request_resource: Option<&'a RawValue>,
     request_sub_resource: IfString<'a>,
     user_info: IfObject<UserDetails<'a>>,
-    object: IfObject<Identity<'a>>,
-    old_object: IfObject<Identity<'a>>,
+    object: IfObject<ObjectIdentity<'a>>,
+    old_object: IfObject<ObjectIdentity<'a>>,
     options: Option<&'a RawValue>,
 }
 
@@ -226,15 +226,15 @@ struct UserDetails<'a> {
 /// What identifies an object, beyond its uid.
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
-struct Identity<'a> {
+struct ObjectIdentity<'a> {
     api_version: IfString<'a>,
     kind: IfString<'a>,
-    metadata: IfObject<IdentityMeta<'a>>,
+    metadata: IfObject<ObjectIdentityMeta<'a>>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
-struct IdentityMeta<'a> {
+struct ObjectIdentityMeta<'a> {
     name: IfString<'a>,
     generate_name: IfString<'a>,
     namespace: IfString<'a>,

@@ -46,7 +46,7 @@ struct Approved {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Report {
+struct ApproveReport {
     command: &'static str,
     dry_run: bool,
     approved_by: String,
@@ -55,7 +55,7 @@ struct Report {
     objects: Vec<Approved>,
 }
 
-impl crate::output::Report for Report {
+impl crate::output::Report for ApproveReport {
     /// Each object was printed as it was approved; only an empty run is said here.
     fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
         if self.objects.is_empty() {
@@ -103,7 +103,7 @@ pub async fn run(config: Approve) -> Result<i32, ClusterError> {
         });
     }
     let failed = objects.iter().any(|r| !r.approved);
-    let report = Report {
+    let report = ApproveReport {
         command: "approve",
         dry_run: engine.dry_run,
         approved_by: me.username.clone(),

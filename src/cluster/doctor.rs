@@ -176,7 +176,7 @@ impl FinalizerLine {
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub struct ClusterDoctorReport {
     pub policy: PolicySource,
     pub mode: &'static str,
     pub types_read: usize,
@@ -191,7 +191,7 @@ pub struct Report {
     pub seconds: f64,
 }
 
-impl Report {
+impl ClusterDoctorReport {
     /// 0 when every type was read and enforce would block none of the
     /// finalizers in them; 1 when it would block one, or when the read is
     /// incomplete (what was not read was not judged). 2, usage and
@@ -609,7 +609,7 @@ pub async fn survey(
     session: &super::session::Session,
     policy: &Policy,
     source: PolicySource,
-) -> Report {
+) -> ClusterDoctorReport {
     let started = Instant::now();
     let client = &session.client;
     let mut unreadable = unavailable_apiservices(client).await;
@@ -669,7 +669,7 @@ pub async fn survey(
         .map(|((name, field), tally)| judge(policy, name, field, tally))
         .collect();
     let blocked = finalizers.iter().filter(|f| f.blocked()).count();
-    Report {
+    ClusterDoctorReport {
         policy: source,
         mode: policy.mode.as_str(),
         types_read,
@@ -706,14 +706,14 @@ pub async fn run(args: DoctorCluster) -> Result<i32, ClusterError> {
     Ok(report.exit_code())
 }
 
-impl crate::output::Report for Report {
+impl crate::output::Report for ClusterDoctorReport {
     fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "{}", render(self))
     }
 }
 
 /// The text report, its lines joined ([`crate::output::Report`]'s text form).
-fn render(report: &Report) -> String {
+fn render(report: &ClusterDoctorReport) -> String {
     let mut lines = Vec::new();
     let note = report
         .policy
@@ -829,8 +829,8 @@ mod tests {
         t
     }
 
-    fn report(blocked: usize, unreadable: Vec<Unreadable>) -> Report {
-        Report {
+    fn report(blocked: usize, unreadable: Vec<Unreadable>) -> ClusterDoctorReport {
+        ClusterDoctorReport {
             policy: PolicySource {
                 name: "configmap finalizer-guard/finalizer-guard-policy".into(),
                 served_by: Vec::new(),

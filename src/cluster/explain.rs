@@ -16,7 +16,7 @@ use super::object::{ObjectApi, segment};
 use super::read;
 use super::select::Found;
 use super::select::{self, Resolver};
-use super::session::Identity;
+use super::session::SessionUser;
 use crate::admission::lean::ledger_of;
 use crate::admission::ledger::Ledger;
 use crate::output::{chain, escape};
@@ -778,7 +778,7 @@ pub struct Proposed<'a> {
     pub found: &'a Found,
     pub field: FinalizerField,
     pub remove: &'a [String],
-    pub identity: &'a Identity,
+    pub identity: &'a SessionUser,
     /// The annotations the write will carry (`object`).
     pub annotations: &'a BTreeMap<String, String>,
 }
@@ -832,7 +832,7 @@ pub fn removable(
     found: &Found,
     finalizer: &str,
     field: FinalizerField,
-    identity: &Identity,
+    identity: &SessionUser,
 ) -> Removable {
     let current = found.annotations();
     let remove = [finalizer.to_string()];
@@ -971,7 +971,7 @@ pub async fn explain(
     policy: &Policy,
     found: &Found,
     only: &[String],
-    identity: &Identity,
+    identity: &SessionUser,
 ) -> Vec<FinalizerReport> {
     let mut out = Vec::new();
     let lists = [
@@ -1150,8 +1150,8 @@ mod tests {
         }
     }
 
-    fn who(username: &str) -> Identity {
-        Identity {
+    fn who(username: &str) -> SessionUser {
+        SessionUser {
             username: username.into(),
             groups: vec!["system:authenticated".into()],
         }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::explain::{self, Contents, FinalizerReport, Kubelet};
 use super::install::PolicySource;
 use super::select::{self, Found, Missing};
-use super::session::Identity;
+use super::session::SessionUser;
 use crate::admission::ledger::Ledger;
 use crate::output::{escape, quoted};
 use crate::policy::FinalizerField;
@@ -334,13 +334,13 @@ pub enum End {
 /// The whole run, as `-o json` prints it.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub struct UnstickReport {
     pub command: &'static str,
     /// `explain` or `release`.
     pub mode: &'static str,
     pub dry_run: bool,
     pub at: String,
-    pub user: Identity,
+    pub user: SessionUser,
     pub policy: PolicySource,
     /// Whether a ValidatingWebhookConfiguration holds finalizer-guard's webhook.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -511,7 +511,7 @@ impl ObjectReport {
     }
 }
 
-impl Report {
+impl UnstickReport {
     /// 0 when every object selected is released (or gone), 1 when any is not.
     pub fn exit_code(&self) -> i32 {
         self.summary
@@ -565,7 +565,7 @@ impl Report {
     }
 }
 
-impl crate::output::Report for Report {
+impl crate::output::Report for UnstickReport {
     /// What was not found, the summary, and in a release what was not
     /// released: the objects themselves were printed as the run went.
     fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
@@ -680,13 +680,13 @@ mod tests {
         mode: &'static str,
         objects: Vec<ObjectReport>,
         not_found: Vec<MissingReport>,
-    ) -> Report {
-        Report {
+    ) -> UnstickReport {
+        UnstickReport {
             command: "unstick",
             mode,
             dry_run: false,
             at: "2026-11-21T08:00:00Z".into(),
-            user: Identity::default(),
+            user: SessionUser::default(),
             policy: PolicySource {
                 name: "embedded default".into(),
                 served_by: Vec::new(),
@@ -703,7 +703,7 @@ mod tests {
         }
     }
 
-    fn text(r: &Report) -> String {
+    fn text(r: &UnstickReport) -> String {
         let mut out = Vec::new();
         crate::output::Report::write_text(r, &mut out).unwrap();
         String::from_utf8(out).unwrap()

@@ -1,7 +1,7 @@
 //! A session with a cluster: kubeconfig, the requester's identity, and why
 //! a command could not talk to it or write to it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
@@ -10,84 +10,13 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
 use crate::admission::WEBHOOK_NAME;
+pub use crate::error::ClusterError;
 use crate::output::api_status;
-use crate::policy;
 
 /// The policy's key in the ConfigMap the chart and `manifests/` install.
 pub const POLICY_KEY: &str = "policy.yaml";
 /// The field manager of every write these commands make.
 pub const FIELD_MANAGER: &str = "finalizer-guard";
-
-/// Why a command could not talk to the cluster, or was asked wrongly: exit 2.
-/// Each keeps its cause as its source; [`crate::output::chain`] says them all.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    #[error("{0}")]
-    Usage(String),
-    #[error("kubeconfig{}", path.as_ref().map(|p| format!(": {}", p.display())).unwrap_or_default())]
-    Kubeconfig {
-        path: Option<PathBuf>,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    #[error("cannot reach the API server: {server}")]
-    Connect {
-        server: String,
-        #[source]
-        source: Box<kube::Error>,
-    },
-    #[error("{what}")]
-    Api {
-        what: String,
-        #[source]
-        source: Box<kube::Error>,
-    },
-    #[error("policy {name}{hint}")]
-    Policy {
-        name: String,
-        /// What to do about it, said before the policy's own errors.
-        hint: &'static str,
-        #[source]
-        source: policy::LoadError,
-    },
-    #[error("policy {name}: has no key {key}")]
-    PolicyKeyMissing { name: String, key: String },
-    #[error("writing the report")]
-    Output(#[source] std::io::Error),
-}
-
-impl ClusterError {
-    pub fn api(what: impl Into<String>, source: kube::Error) -> Self {
-        ClusterError::Api {
-            what: what.into(),
-            source: Box::new(source),
-        }
-    }
-
-    /// Worth trying again: the API server unreachable, or answering 429 or
-    /// 5xx. A bad kubeconfig, a refusal (401, 403) or a bad policy is not.
-    pub fn transient(&self) -> bool {
-        match self {
-            ClusterError::Connect { .. } => true,
-            ClusterError::Api { source, .. } => match source.as_ref() {
-                kube::Error::Api(status) => status.code == 429 || status.code >= 500,
-                kube::Error::HyperError(_) | kube::Error::Service(_) => true,
-                _ => false,
-            },
-            _ => false,
-        }
-    }
-
-    fn kubeconfig(
-        path: Option<&Path>,
-        source: impl std::error::Error + Send + Sync + 'static,
-    ) -> Self {
-        ClusterError::Kubeconfig {
-            path: path.map(Path::to_path_buf),
-            source: Box::new(source),
-        }
-    }
-}
 
 /// kubeconfig and context, read as kubectl reads them.
 #[derive(Debug, Clone, Default, Args)]
@@ -120,7 +49,7 @@ pub enum DryRun {
 
 /// Who the commands act as: what `kubectl auth whoami` prints.
 #[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct Identity {
+pub struct SessionUser {
     pub username: String,
     pub groups: Vec<String>,
 }
@@ -130,7 +59,7 @@ pub struct Session {
     pub client: Client,
     /// The context's namespace, or `default`.
     pub namespace: String,
-    pub identity: Identity,
+    pub identity: SessionUser,
 }
 
 impl Connection {
@@ -169,7 +98,7 @@ impl Connection {
 }
 
 /// `kubectl auth whoami`: a SelfSubjectReview. Also proves the connection.
-async fn whoami(client: &Client, server: String) -> Result<Identity, ClusterError> {
+async fn whoami(client: &Client, server: String) -> Result<SessionUser, ClusterError> {
     let api: Api<SelfSubjectReview> = Api::all(client.clone());
     let review = api
         .create(&PostParams::default(), &SelfSubjectReview::default())
@@ -182,7 +111,7 @@ async fn whoami(client: &Client, server: String) -> Result<Identity, ClusterErro
             },
         })?;
     let user = review.status.and_then(|s| s.user_info).unwrap_or_default();
-    Ok(Identity {
+    Ok(SessionUser {
         username: user.username.unwrap_or_default(),
         groups: user.groups.unwrap_or_default(),
     })

@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use super::engine::{Engine, Targets};
 use super::explain::{self, Kubelet, Probe};
 use super::release::{PodEnd, Releaser};
-use super::report::{Fate, MissingReport, ObjectReport, Report, Summary};
+use super::report::{Fate, MissingReport, ObjectReport, Summary, UnstickReport};
 use super::select::Found;
 use super::session::ClusterError;
 use crate::admission::WEBHOOK_NAME;
@@ -88,7 +88,7 @@ pub async fn run(config: Unstick) -> Result<i32, ClusterError> {
         objects.extend(run.one(found).await);
     }
     let (reason, detail) = release.map(|r| (r.reason, r.detail)).unzip();
-    let report = Report {
+    let report = UnstickReport {
         command: "unstick",
         mode: if reason.is_some() {
             "release"

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::output::{OutputFlag, Printer, Report, escape};
 use crate::policy::presets::{self, Preset, PresetRef};
 
@@ -69,7 +69,7 @@ pub fn run(output: OutputFlag, sources: bool) -> Result<i32> {
                         s.kind(),
                         s.file
                     )
-                    .map_err(stdout)?;
+                    .map_err(crate::error::Error::stdout)?;
                 }
             }
         }
@@ -77,11 +77,6 @@ pub fn run(output: OutputFlag, sources: bool) -> Result<i32> {
     }
     Printer::stdio(output.format)
         .report(&catalog)
-        .map_err(stdout)?;
+        .map_err(crate::error::Error::stdout)?;
     Ok(0)
-}
-
-/// A write to standard output that failed (closed, say): exit 2.
-fn stdout(e: io::Error) -> Error {
-    Error::io("stdout", e)
 }

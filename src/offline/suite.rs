@@ -520,9 +520,29 @@ fn run_json(path: &Path, policy: &Policy, limit: u64) -> Outcome {
     )
 }
 
+/// `test`: exit 0 when every case passed, 1 when any failed or changed, 2
+/// when an input could not be read (as `check` and `policy validate`). With
+/// `policy` (shadow replay), every case is decided under it instead of its
+/// suite's own.
+pub fn test(
+    policy: Option<&Path>,
+    format: crate::output::Format,
+    max_body_bytes: usize,
+    paths: &[PathBuf],
+) -> crate::error::Result<i32> {
+    let policy = policy
+        .map(|p| super::check::load_policy(Some(p)))
+        .transpose()?;
+    let report = TestReport::of(run_with(paths, policy.as_ref(), max_body_bytes));
+    crate::output::Printer::stdio(format)
+        .report(&report)
+        .map_err(Error::stdout)?;
+    Ok(report.exit_code())
+}
+
 /// What `test` reports: every case's outcome, and the counts.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Report {
+pub struct TestReport {
     pub cases: Vec<Outcome>,
     pub passed: usize,
     pub failed: usize,
@@ -530,12 +550,12 @@ pub struct Report {
     pub unreadable: usize,
 }
 
-impl Report {
-    pub fn of(cases: Vec<Outcome>) -> Report {
+impl TestReport {
+    pub fn of(cases: Vec<Outcome>) -> TestReport {
         let unreadable = cases.iter().filter(|o| o.unreadable).count();
         let failed = cases.iter().filter(|o| o.failure.is_some()).count() - unreadable;
         let passed = cases.len() - failed - unreadable;
-        Report {
+        TestReport {
             cases,
             passed,
             failed,
@@ -555,7 +575,7 @@ impl Report {
     }
 }
 
-impl crate::output::Report for Report {
+impl crate::output::Report for TestReport {
     /// One line per case and the closing count.
     fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         for o in &self.cases {
@@ -658,7 +678,7 @@ mod tests {
             line,
             "FAIL tenant-cannot-strip: denied\\u{a}ok   deny-cross-team\\u{202e}: expected denied, got x\\u{a}0 passed"
         );
-        let report = Report::of(vec![forged]);
+        let report = TestReport::of(vec![forged]);
         let mut out = Vec::new();
         crate::output::Report::write_text(&report, &mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap().lines().count(), 2);
@@ -735,7 +755,7 @@ mod tests {
         );
         assert_eq!(outcomes[1].failure, None);
         let mut out = Vec::new();
-        let report = Report::of(outcomes);
+        let report = TestReport::of(outcomes);
         crate::output::Report::write_text(&report, &mut out).unwrap();
         assert_eq!(report.exit_code(), 1);
         let text = String::from_utf8(out).unwrap();
@@ -1041,7 +1061,7 @@ mod tests {
             let failure = outcomes[0].failure.as_deref().unwrap_or_default();
             assert!(outcomes[0].unreadable, "{case}: {outcomes:?}");
             assert!(failure.starts_with(why), "{case}:\n{failure}\nwant: {why}");
-            assert_eq!(Report::of(outcomes).exit_code(), 2);
+            assert_eq!(TestReport::of(outcomes).exit_code(), 2);
         }
     }
 
@@ -1137,7 +1157,7 @@ mod tests {
         )
         .unwrap();
         let exit = |paths: &[PathBuf]| {
-            let report = Report::of(run(paths, None));
+            let report = TestReport::of(run(paths, None));
             let mut out = Vec::new();
             crate::output::Report::write_text(&report, &mut out).unwrap();
             (report.exit_code(), String::from_utf8(out).unwrap())

@@ -17,7 +17,7 @@ use crate::cluster::explain::{self, Probe};
 use crate::cluster::object::ObjectApi;
 use crate::cluster::report::ObjectReport;
 use crate::cluster::select::Found;
-use crate::cluster::session::Identity;
+use crate::cluster::session::SessionUser;
 use crate::output::escape;
 use crate::policy::Policy;
 use crate::trail::events::{EventSink, MAX_NOTE_BYTES, Notice, Occurrence};
@@ -35,7 +35,7 @@ pub(super) struct Announcer {
     pub(super) client: Client,
     pub(super) shared: Arc<Shared>,
     pub(super) policy: Arc<ArcSwap<Policy>>,
-    pub(super) identity: Identity,
+    pub(super) identity: SessionUser,
     pub(super) not_ready_for: Duration,
     /// `None` with `--events=false`.
     pub(super) events: Option<Arc<EventSink>>,

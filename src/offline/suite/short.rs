@@ -100,35 +100,9 @@ impl Short<'_> {
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
             .map(str::to_string);
-        let namespaced = known.map(|t| t.namespaced);
-        match (namespaced, &namespace) {
-            (Some(true), None) => {
-                return Err(format!(
-                    "{at}.object.namespace: a {kind} lives in a namespace: name it"
-                ));
-            }
-            (Some(false), Some(_)) => {
-                return Err(format!(
-                    "{at}.object.namespace: a {kind} is cluster-scoped: it has no namespace"
-                ));
-            }
-            _ => {}
-        }
+        self.check_scope(&kind, known, namespace.is_some())?;
         let new = self.changed(&old, limit)?;
-        for (pointer, what) in [
-            ("/apiVersion", "apiVersion"),
-            ("/kind", "kind"),
-            ("/metadata/name", "metadata.name"),
-            ("/metadata/namespace", "metadata.namespace"),
-            ("/metadata/uid", "metadata.uid"),
-        ] {
-            if new.pointer(pointer) != old.pointer(pointer) {
-                return Err(format!(
-                    "{at}.{}: changes {what}: a write cannot change which object it is",
-                    self.change_field()
-                ));
-            }
-        }
+        self.check_same_object(&old, &new)?;
         let is_namespace = group.is_empty() && resource == "namespaces";
         let subresource = (is_namespace
             && new.pointer("/spec/finalizers") != old.pointer("/spec/finalizers"))
@@ -184,6 +158,46 @@ impl Short<'_> {
         Ok(body)
     }
 
+    /// A namespace named for a namespaced type of the table, none for a
+    /// cluster-scoped one.
+    fn check_scope(
+        &self,
+        kind: &str,
+        known: Option<&'static KnownType>,
+        has_namespace: bool,
+    ) -> Result<(), String> {
+        let at = &self.at;
+        match (known.map(|t| t.namespaced), has_namespace) {
+            (Some(true), false) => Err(format!(
+                "{at}.object.namespace: a {kind} lives in a namespace: name it"
+            )),
+            (Some(false), true) => Err(format!(
+                "{at}.object.namespace: a {kind} is cluster-scoped: it has no namespace"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The write changes the object, not which object it is.
+    fn check_same_object(&self, old: &Value, new: &Value) -> Result<(), String> {
+        for (pointer, what) in [
+            ("/apiVersion", "apiVersion"),
+            ("/kind", "kind"),
+            ("/metadata/name", "metadata.name"),
+            ("/metadata/namespace", "metadata.namespace"),
+            ("/metadata/uid", "metadata.uid"),
+        ] {
+            if new.pointer(pointer) != old.pointer(pointer) {
+                return Err(format!(
+                    "{}.{}: changes {what}: a write cannot change which object it is",
+                    self.at,
+                    self.change_field()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The object before the write, with what kube-apiserver always sets
     /// (apiVersion, uid), and its type if the table knows it.
     fn old_object(&self) -> Result<(Value, Option<&'static KnownType>), String> {
@@ -194,67 +208,87 @@ impl Short<'_> {
             ));
         };
         let mut object = if given.contains_key("metadata") {
-            let mut whole = self.object.clone();
-            for (pointer, field) in [("/kind", "kind"), ("/metadata/name", "metadata.name")] {
-                if !whole.pointer(pointer).is_some_and(Value::is_string) {
-                    return Err(format!("{at}.object.{field}: missing, or not a string"));
-                }
-            }
-            for (pointer, field) in [
-                ("/apiVersion", "apiVersion"),
-                ("/metadata/namespace", "metadata.namespace"),
-                ("/metadata/uid", "metadata.uid"),
-            ] {
-                if whole.pointer(pointer).is_some_and(|v| !v.is_string()) {
-                    return Err(format!("{at}.object.{field}: not a string"));
-                }
-            }
-            if !whole["metadata"].is_object() {
-                return Err(format!("{at}.object.metadata: not a mapping"));
-            }
-            if let Some(ts) = whole.pointer("/metadata/deletionTimestamp") {
-                timestamp(at, "object.metadata.deletionTimestamp", ts.as_str())?;
-            }
-            whole["metadata"]
-                .as_object_mut()
-                .expect("checked")
-                .entry("uid")
-                .or_insert_with(|| json!(OBJECT_UID));
-            whole
+            self.whole_object()?
         } else {
-            let short: ShortObject = serde_json::from_value(self.object.clone())
-                .map_err(|e| format!("{at}.object: {e}"))?;
-            let mut metadata = Map::new();
-            metadata.insert("name".into(), json!(short.name));
-            if let Some(ns) = short.namespace {
-                metadata.insert("namespace".into(), json!(ns));
-            }
-            metadata.insert(
-                "uid".into(),
-                json!(short.uid.as_deref().unwrap_or(OBJECT_UID)),
-            );
-            if let Some(ts) = short.deletion_timestamp {
-                timestamp(at, "object.deletionTimestamp", Some(&ts))?;
-                metadata.insert("deletionTimestamp".into(), json!(ts));
-            }
-            if !short.finalizers.is_empty() {
-                metadata.insert("finalizers".into(), json!(short.finalizers));
-            }
-            if !short.annotations.is_empty() {
-                metadata.insert("annotations".into(), json!(short.annotations));
-            }
-            let mut object = Map::new();
-            if let Some(v) = short.api_version {
-                object.insert("apiVersion".into(), json!(v));
-            }
-            object.insert("kind".into(), json!(short.kind));
-            object.insert("metadata".into(), Value::Object(metadata));
-            if let Some(spec) = short.spec {
-                object.insert("spec".into(), spec);
-            }
-            Value::Object(object)
+            self.short_object()?
         };
-        let kind = text(&object, "/kind").to_string();
+        let known = self.known_type(&mut object)?;
+        Ok((object, known))
+    }
+
+    /// A whole object as given (`metadata` and all), checked, with a uid.
+    fn whole_object(&self) -> Result<Value, String> {
+        let at = &self.at;
+        let mut whole = self.object.clone();
+        for (pointer, field) in [("/kind", "kind"), ("/metadata/name", "metadata.name")] {
+            if !whole.pointer(pointer).is_some_and(Value::is_string) {
+                return Err(format!("{at}.object.{field}: missing, or not a string"));
+            }
+        }
+        for (pointer, field) in [
+            ("/apiVersion", "apiVersion"),
+            ("/metadata/namespace", "metadata.namespace"),
+            ("/metadata/uid", "metadata.uid"),
+        ] {
+            if whole.pointer(pointer).is_some_and(|v| !v.is_string()) {
+                return Err(format!("{at}.object.{field}: not a string"));
+            }
+        }
+        if !whole["metadata"].is_object() {
+            return Err(format!("{at}.object.metadata: not a mapping"));
+        }
+        if let Some(ts) = whole.pointer("/metadata/deletionTimestamp") {
+            timestamp(at, "object.metadata.deletionTimestamp", ts.as_str())?;
+        }
+        whole["metadata"]
+            .as_object_mut()
+            .expect("checked")
+            .entry("uid")
+            .or_insert_with(|| json!(OBJECT_UID));
+        Ok(whole)
+    }
+
+    /// The short form (kind, name, namespace, finalizers, ...) made an object.
+    fn short_object(&self) -> Result<Value, String> {
+        let at = &self.at;
+        let short: ShortObject =
+            serde_json::from_value(self.object.clone()).map_err(|e| format!("{at}.object: {e}"))?;
+        let mut metadata = Map::new();
+        metadata.insert("name".into(), json!(short.name));
+        if let Some(ns) = short.namespace {
+            metadata.insert("namespace".into(), json!(ns));
+        }
+        metadata.insert(
+            "uid".into(),
+            json!(short.uid.as_deref().unwrap_or(OBJECT_UID)),
+        );
+        if let Some(ts) = short.deletion_timestamp {
+            timestamp(at, "object.deletionTimestamp", Some(&ts))?;
+            metadata.insert("deletionTimestamp".into(), json!(ts));
+        }
+        if !short.finalizers.is_empty() {
+            metadata.insert("finalizers".into(), json!(short.finalizers));
+        }
+        if !short.annotations.is_empty() {
+            metadata.insert("annotations".into(), json!(short.annotations));
+        }
+        let mut object = Map::new();
+        if let Some(v) = short.api_version {
+            object.insert("apiVersion".into(), json!(v));
+        }
+        object.insert("kind".into(), json!(short.kind));
+        object.insert("metadata".into(), Value::Object(metadata));
+        if let Some(spec) = short.spec {
+            object.insert("spec".into(), spec);
+        }
+        Ok(Value::Object(object))
+    }
+
+    /// The object's type in the table (by its kind, or by the case's
+    /// resource), and its apiVersion set from it when the case gives none.
+    fn known_type(&self, object: &mut Value) -> Result<Option<&'static KnownType>, String> {
+        let at = &self.at;
+        let kind = text(object, "/kind").to_string();
         let api_version = object
             .get("apiVersion")
             .and_then(Value::as_str)
@@ -286,7 +320,7 @@ impl Short<'_> {
                 .expect("an object")
                 .insert("apiVersion".into(), json!(v));
         }
-        Ok((object, known))
+        Ok(known)
     }
 
     /// The plural resource of `kind` in `group`: the case's `resource`,

@@ -1,45 +1,9 @@
-//! `policy export --static DIR`: tamper-proof mode. What kube-apiserver
-//! (1.37 or later: manifest-based admission control, KEP-5793, the
-//! `ManifestBasedAdmissionControlConfig` feature, beta and on by default)
-//! loads from files named in its AdmissionConfiguration rather than from the
-//! API, so no API request can delete or weaken it:
-//!
-//! - `policies/backstop.yaml`: the backstop ValidatingAdmissionPolicy and
-//!   binding of [`crate::offline::vap::export`], renamed to end in `.static.k8s.io`;
-//! - `policies/protect.yaml`: a ValidatingAdmissionPolicy and binding that
-//!   refuse the UPDATE and DELETE of finalizer-guard's own API objects (its
-//!   ValidatingWebhookConfiguration, its backstop policy and binding, its
-//!   policy ConfigMap) to everyone but the operators named;
-//! - `webhooks/webhook.yaml` (with `--webhook-url`): the webhook's
-//!   registration, called by URL (static manifests take no `service`);
-//! - `admission-config.yaml`: the AdmissionConfiguration that loads them.
-//!
-//! What kube-apiserver 1.37 (k8s.io/apiserver v0.37) does with these, read
-//! from its source: `staticManifestsDir` is a field of the
-//! ValidatingAdmissionPolicy plugin's `ValidatingAdmissionPolicyConfiguration`
-//! and of the ValidatingAdmissionWebhook plugin's
-//! `WebhookAdmissionConfiguration` (both `apiserver.config.k8s.io/v1`), an
-//! absolute path to an existing directory; it reads the `.yaml`, `.yml` and
-//! `.json` files there (not below), and any object of a kind that plugin does
-//! not load is an error, so the policies and the webhook go in two folders
-//! and the AdmissionConfiguration beside them. Every object's name must end
-//! in `.static.k8s.io` (names the API refuses), a binding must name a policy
-//! in the same folder, and neither `paramKind` nor `paramRef` nor a webhook's
-//! `service` is allowed. The files must load at start-up or kube-apiserver
-//! does not start; after that they are re-read on a change (fsnotify, and a
-//! poll each minute), and a set that does not load is logged and counted
-//! (`apiserver_manifest_admission_config_controller_automatic_reloads_total`)
-//! while the last good one stays in force. Static policies and webhooks are
-//! also called for admission configuration objects (webhook configurations,
-//! policies, bindings), which API-registered ones never are: that is what
-//! lets `protect.yaml` guard the webhook configuration.
-//!
-//! Pure apart from [`write`] and [`read_dir`]: a policy and [`Options`] in,
-//! the files out ([`render`]); [`verify`] compares a directory with them.
+//! The files of `policy export --static`, rendered: the backstop, the
+//! guard's guard, the static webhook and the AdmissionConfiguration, each
+//! with the header that says what it is.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -77,7 +41,7 @@ pub const KNOWN_FILES: &[&str] = &[ADMISSION_CONFIG, BACKSTOP_FILE, PROTECT_FILE
 /// The webhook's registration as the chart renders it with its defaults
 /// (scripts/render-manifests.sh keeps the two the same): the static webhook
 /// is this, with its name, client and the policy's settings changed.
-const RENDERED_WEBHOOK: &str = include_str!("../../manifests/base/webhook.yaml");
+const RENDERED_WEBHOOK: &str = include_str!("../../../manifests/base/webhook.yaml");
 /// The override annotation the rendered registration names.
 const DEFAULT_ANNOTATION: &str = "finalizer-guard.io/override";
 /// The matchCondition that skips Kubernetes' own controllers (left out when
@@ -145,33 +109,6 @@ pub enum StaticError {
     NoOperator,
     #[error("{flag}: {why}")]
     Invalid { flag: &'static str, why: String },
-}
-
-/// Why a directory is not the export of a policy.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum VerifyError {
-    #[error("{0}")]
-    Export(#[from] StaticError),
-    #[error("{0}: missing")]
-    Missing(String),
-    #[error("{0}: not written by this export")]
-    Extra(String),
-    #[error("{file}: not readable: {why}")]
-    Unreadable { file: String, why: String },
-    #[error("{file}: not YAML: {why}")]
-    Yaml { file: String, why: String },
-    #[error("{file}: holds {found} objects where the export has {want}")]
-    Count {
-        file: String,
-        found: usize,
-        want: usize,
-    },
-    #[error("{file}: the {object} differs from the export at {at}")]
-    Differs {
-        file: String,
-        object: String,
-        at: String,
-    },
 }
 
 /// One file of the export.
@@ -303,62 +240,9 @@ fn set<'a>(items: impl IntoIterator<Item = &'a String>) -> String {
 /// The policy and binding that refuse to anyone but the operators the
 /// UPDATE and DELETE of finalizer-guard's own API objects.
 fn protect(options: &Options) -> [(String, serde_json::Value); 2] {
-    let rule = |group: &str, version: &str, resources: &[&str], names: Vec<String>| {
-        NamedRuleWithOperations {
-            api_groups: Some(vec![group.into()]),
-            api_versions: Some(vec![version.into()]),
-            operations: Some(vec!["UPDATE".into(), "DELETE".into()]),
-            resources: Some(resources.iter().map(|r| r.to_string()).collect()),
-            resource_names: Some(names),
-            scope: Some("*".into()),
-        }
-    };
-    let operators = format!(
-        "request.userInfo.username in {} || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in {}))",
-        set(&options.operator_users),
-        set(&options.operator_groups),
-    );
-    let who = {
-        let mut who = Vec::new();
-        if !options.operator_users.is_empty() {
-            who.push(format!("users {}", options.operator_users.join(", ")));
-        }
-        if !options.operator_groups.is_empty() {
-            who.push(format!("groups {}", options.operator_groups.join(", ")));
-        }
-        who.join(" and ")
-    };
     let spec = ValidatingAdmissionPolicySpec {
         failure_policy: Some("Fail".into()),
-        match_constraints: Some(MatchResources {
-            match_policy: Some("Equivalent".into()),
-            namespace_selector: Some(LabelSelector::default()),
-            object_selector: Some(LabelSelector::default()),
-            resource_rules: Some(vec![
-                rule(
-                    "admissionregistration.k8s.io",
-                    "*",
-                    &["validatingwebhookconfigurations"],
-                    vec![options.webhook_configuration.clone()],
-                ),
-                rule(
-                    "admissionregistration.k8s.io",
-                    "*",
-                    &[
-                        "validatingadmissionpolicies",
-                        "validatingadmissionpolicybindings",
-                    ],
-                    vec![options.backstop.clone()],
-                ),
-                rule(
-                    "",
-                    "v1",
-                    &["configmaps"],
-                    vec![options.configmap_name.clone()],
-                ),
-            ]),
-            exclude_resource_rules: None,
-        }),
+        match_constraints: Some(protected_objects(options)),
         match_conditions: Some(vec![MatchCondition {
             // resourceNames cannot say the namespace: a ConfigMap of that
             // name elsewhere is not the policy's.
@@ -369,15 +253,7 @@ fn protect(options: &Options) -> [(String, serde_json::Value); 2] {
             ),
         }]),
         variables: None,
-        validations: Some(vec![Validation {
-            expression: operators,
-            message: Some(format!(
-                "finalizer-guard's webhook configuration, backstop policy and policy ConfigMap are guarded by {PROTECT}, \
-                 loaded by kube-apiserver from its static manifests: only {who} may change or delete them"
-            )),
-            message_expression: None,
-            reason: Some("Forbidden".into()),
-        }]),
+        validations: Some(vec![operators_only(options)]),
         audit_annotations: None,
         param_kind: None,
     };
@@ -396,6 +272,77 @@ fn protect(options: &Options) -> [(String, serde_json::Value); 2] {
         },
     };
     [object(&policy), object(&binding)]
+}
+
+/// The UPDATE and DELETE of finalizer-guard's webhook configuration,
+/// backstop policy and binding, and policy ConfigMap, by name.
+fn protected_objects(options: &Options) -> MatchResources {
+    let rule = |group: &str, version: &str, resources: &[&str], names: Vec<String>| {
+        NamedRuleWithOperations {
+            api_groups: Some(vec![group.into()]),
+            api_versions: Some(vec![version.into()]),
+            operations: Some(vec!["UPDATE".into(), "DELETE".into()]),
+            resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+            resource_names: Some(names),
+            scope: Some("*".into()),
+        }
+    };
+    MatchResources {
+        match_policy: Some("Equivalent".into()),
+        namespace_selector: Some(LabelSelector::default()),
+        object_selector: Some(LabelSelector::default()),
+        resource_rules: Some(vec![
+            rule(
+                "admissionregistration.k8s.io",
+                "*",
+                &["validatingwebhookconfigurations"],
+                vec![options.webhook_configuration.clone()],
+            ),
+            rule(
+                "admissionregistration.k8s.io",
+                "*",
+                &[
+                    "validatingadmissionpolicies",
+                    "validatingadmissionpolicybindings",
+                ],
+                vec![options.backstop.clone()],
+            ),
+            rule(
+                "",
+                "v1",
+                &["configmaps"],
+                vec![options.configmap_name.clone()],
+            ),
+        ]),
+        exclude_resource_rules: None,
+    }
+}
+
+/// Allowed to the operators (`--operator`, `--operator-group`) alone, and
+/// the refusal naming them.
+fn operators_only(options: &Options) -> Validation {
+    let operators = format!(
+        "request.userInfo.username in {} || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in {}))",
+        set(&options.operator_users),
+        set(&options.operator_groups),
+    );
+    let mut who = Vec::new();
+    if !options.operator_users.is_empty() {
+        who.push(format!("users {}", options.operator_users.join(", ")));
+    }
+    if !options.operator_groups.is_empty() {
+        who.push(format!("groups {}", options.operator_groups.join(", ")));
+    }
+    let who = who.join(" and ");
+    Validation {
+        expression: operators,
+        message: Some(format!(
+            "finalizer-guard's webhook configuration, backstop policy and policy ConfigMap are guarded by {PROTECT}, \
+             loaded by kube-apiserver from its static manifests: only {who} may change or delete them"
+        )),
+        message_expression: None,
+        reason: Some("Forbidden".into()),
+    }
 }
 
 /// The chart's webhook registration, called at the URL given, with the
@@ -562,9 +509,24 @@ fn file(path: &'static str, header: String, objects: Vec<(String, serde_json::Va
 pub fn render(policy: &Policy, options: &Options) -> Result<Vec<File>, StaticError> {
     check(options)?;
     let backstop = backstop(policy)?;
+    let common = common_header(options);
+    let mut files = vec![
+        backstop_file(policy, backstop, &common),
+        protect_file(options, &common),
+    ];
+    if let Some(hook) = &options.webhook {
+        files.push(webhook_file(policy, options, hook, &common));
+    }
+    files.push(admission_config_file(options, &common));
+    Ok(files)
+}
+
+/// What every file's header says first: how kube-apiserver loads them, and
+/// how they were made.
+fn common_header(options: &Options) -> String {
     let regenerate = command(options);
     let dir = options.install_dir.trim_end_matches('/');
-    let common = format!(
+    format!(
         "finalizer-guard, tamper-proof mode: loaded by kube-apiserver 1.37 or later from disk\n\
          (manifest-based admission control; the ManifestBasedAdmissionControlConfig feature,\n\
          beta and on by default from 1.37, alpha and off in 1.36) through {dir}/{ADMISSION_CONFIG}.\n\
@@ -574,13 +536,20 @@ pub fn render(policy: &Policy, options: &Options) -> Result<Vec<File>, StaticErr
          Copy the whole folder to {dir} on every control-plane host.\n\
          Generated by `{regenerate}`;\n\
          check it with `policy validate --static DIR` and the same flags. Do not edit.\n"
-    );
-    let mut files = Vec::new();
+    )
+}
+
+/// The backstop: the policy as `policy export --vap` writes it, renamed.
+fn backstop_file(
+    policy: &Policy,
+    backstop: [(String, serde_json::Value); 2],
+    common: &str,
+) -> File {
     let mut not_expressed = String::new();
     for line in vap::NOT_EXPRESSED {
         let _ = writeln!(not_expressed, "  - {line}");
     }
-    files.push(file(
+    file(
         BACKSTOP_FILE,
         format!(
             "{common}\n\
@@ -593,7 +562,11 @@ pub fn render(policy: &Policy, options: &Options) -> Result<Vec<File>, StaticErr
             policy.rules.len(),
         ),
         backstop.to_vec(),
-    ));
+    )
+}
+
+/// The guard's guard: finalizer-guard's own objects, the operators' alone.
+fn protect_file(options: &Options, common: &str) -> File {
     let who = options
         .operator_users
         .iter()
@@ -601,7 +574,7 @@ pub fn render(policy: &Policy, options: &Options) -> Result<Vec<File>, StaticErr
         .chain(options.operator_groups.iter().map(|g| format!("group {g}")))
         .collect::<Vec<_>>()
         .join(", ");
-    files.push(file(
+    file(
         PROTECT_FILE,
         format!(
             "{common}\n\
@@ -620,28 +593,35 @@ pub fn render(policy: &Policy, options: &Options) -> Result<Vec<File>, StaticErr
             options.configmap_name,
         ),
         protect(options).to_vec(),
-    ));
-    if let Some(hook) = &options.webhook {
-        files.push(file(
-            WEBHOOK_FILE,
-            format!(
-                "{common}\n\
-                 The webhook's registration ({WEBHOOK}), as the chart writes it with its defaults,\n\
-                 called at {} (static manifests take a URL, not a Service): the policy's override\n\
-                 annotation, failurePolicy {} (mode {}). It cannot be deleted through the API; with it,\n\
-                 the chart's own registration (webhook {}) is a second call of the same server.\n",
-                hook.url,
-                match policy.mode {
-                    Mode::Enforce => "Fail",
-                    Mode::Warn => "Ignore",
-                },
-                policy.mode.as_str(),
-                options.webhook_name,
-            ),
-            vec![webhook(policy, options, hook)],
-        ));
-    }
-    files.push(file(
+    )
+}
+
+/// The webhook's registration, called at `--webhook-url`.
+fn webhook_file(policy: &Policy, options: &Options, hook: &Webhook, common: &str) -> File {
+    file(
+        WEBHOOK_FILE,
+        format!(
+            "{common}\n\
+             The webhook's registration ({WEBHOOK}), as the chart writes it with its defaults,\n\
+             called at {} (static manifests take a URL, not a Service): the policy's override\n\
+             annotation, failurePolicy {} (mode {}). It cannot be deleted through the API; with it,\n\
+             the chart's own registration (webhook {}) is a second call of the same server.\n",
+            hook.url,
+            match policy.mode {
+                Mode::Enforce => "Fail",
+                Mode::Warn => "Ignore",
+            },
+            policy.mode.as_str(),
+            options.webhook_name,
+        ),
+        vec![webhook(policy, options, hook)],
+    )
+}
+
+/// The AdmissionConfiguration kube-apiserver is given.
+fn admission_config_file(options: &Options, common: &str) -> File {
+    let dir = options.install_dir.trim_end_matches('/');
+    file(
         ADMISSION_CONFIG,
         format!(
             "{common}\n\
@@ -655,272 +635,12 @@ pub fn render(policy: &Policy, options: &Options) -> Result<Vec<File>, StaticErr
              folder named here is missing or its files do not load.\n"
         ),
         vec![admission_config(options)],
-    ));
-    Ok(files)
-}
-
-/// Why the export was not written.
-#[derive(Debug, thiserror::Error)]
-pub enum WriteError {
-    #[error(
-        "{dir}: holds {what}, which `policy export --static` did not write: choose an empty or new folder"
-    )]
-    Foreign { dir: String, what: String },
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError + '_ {
-    move |source| WriteError::Io {
-        path: crate::output::escape(&path.display().to_string()).into_owned(),
-        source,
-    }
-}
-
-/// What DIR holds, as `/`-separated paths relative to it (folders end in `/`).
-fn listing(dir: &Path) -> std::io::Result<Vec<String>> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if entry.file_type()?.is_dir() {
-            out.push(format!("{name}/"));
-            for inner in std::fs::read_dir(entry.path())? {
-                let inner = inner?;
-                let kind = if inner.file_type()?.is_dir() { "/" } else { "" };
-                out.push(format!(
-                    "{name}/{}{kind}",
-                    inner.file_name().to_string_lossy()
-                ));
-            }
-        } else {
-            out.push(name);
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-fn is_ours(entry: &str) -> bool {
-    KNOWN_FILES.contains(&entry) || entry == "policies/" || entry == "webhooks/"
-}
-
-/// Writes the files into `dir`, all or nothing. A new `dir` is written as a
-/// sibling folder and renamed into place. An existing one must be empty or
-/// hold only a previous export: each file is then written beside its
-/// destination (a name kube-apiserver does not read) and renamed over it once
-/// all are written, so a folder mounted into kube-apiserver's pod stays the
-/// same folder; files of the previous export this one does not have are
-/// removed last.
-pub fn write(dir: &Path, files: &[File]) -> Result<(), WriteError> {
-    let shown = || crate::output::escape(&dir.display().to_string()).into_owned();
-    match std::fs::metadata(dir) {
-        Ok(m) if !m.is_dir() => Err(WriteError::Foreign {
-            dir: shown(),
-            what: "a file, not a folder".into(),
-        }),
-        Ok(_) => {
-            let entries = listing(dir).map_err(io(dir))?;
-            if let Some(foreign) = entries.iter().find(|e| !is_ours(e)) {
-                return Err(WriteError::Foreign {
-                    dir: shown(),
-                    what: crate::output::quoted(foreign),
-                });
-            }
-            replace_in_place(dir, files, &entries)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => write_new(dir, files),
-        Err(e) => Err(io(dir)(e)),
-    }
-}
-
-fn write_new(dir: &Path, files: &[File]) -> Result<(), WriteError> {
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let base = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "static".into());
-    let tmp = parent.join(format!(".{base}.tmp-{}", std::process::id()));
-    let result = (|| {
-        std::fs::create_dir(&tmp).map_err(io(&tmp))?;
-        for sub in [POLICIES, WEBHOOKS] {
-            if files.iter().any(|f| f.path.starts_with(&format!("{sub}/"))) {
-                let p = tmp.join(sub);
-                std::fs::create_dir(&p).map_err(io(&p))?;
-            }
-        }
-        for f in files {
-            let p = tmp.join(f.path);
-            std::fs::write(&p, &f.text).map_err(io(&p))?;
-        }
-        std::fs::rename(&tmp, dir).map_err(io(dir))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
-    result
-}
-
-fn replace_in_place(dir: &Path, files: &[File], entries: &[String]) -> Result<(), WriteError> {
-    let tmp_name = |f: &File| dir.join(format!("{}.tmp-{}", f.path, std::process::id()));
-    let mut written = Vec::new();
-    let result = (|| {
-        for sub in [POLICIES, WEBHOOKS] {
-            if files.iter().any(|f| f.path.starts_with(&format!("{sub}/"))) {
-                let p = dir.join(sub);
-                if !p.is_dir() {
-                    std::fs::create_dir(&p).map_err(io(&p))?;
-                }
-            }
-        }
-        for f in files {
-            let p = tmp_name(f);
-            std::fs::write(&p, &f.text).map_err(io(&p))?;
-            written.push(p);
-        }
-        Ok(())
-    })();
-    if let Err(e) = result {
-        for p in &written {
-            let _ = std::fs::remove_file(p);
-        }
-        return Err(e);
-    }
-    for f in files {
-        let to = dir.join(f.path);
-        std::fs::rename(tmp_name(f), &to).map_err(io(&to))?;
-    }
-    for stale in entries
-        .iter()
-        .filter(|e| KNOWN_FILES.contains(&e.as_str()) && !files.iter().any(|f| f.path == *e))
-    {
-        let p = dir.join(stale);
-        std::fs::remove_file(&p).map_err(io(&p))?;
-    }
-    // A folder stays, emptied: an AdmissionConfiguration that names it
-    // keeps kube-apiserver from starting without it.
-    Ok(())
-}
-
-/// What a directory holds: each file's text by its relative path.
-pub fn read_dir(dir: &Path) -> Result<BTreeMap<String, Result<String, String>>, std::io::Error> {
-    let mut out = BTreeMap::new();
-    for entry in listing(dir)? {
-        if entry.ends_with('/') {
-            continue;
-        }
-        let text = std::fs::read(dir.join(&entry))
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .map_err(|e| e.to_string());
-        out.insert(entry, text);
-    }
-    Ok(out)
-}
-
-/// Whether `found` (a directory's files, [`read_dir`]) is the export of
-/// `policy` with `options`: the same files, each holding the same objects
-/// field for field (comments and formatting aside). The first difference is
-/// the error.
-pub fn verify(
-    policy: &Policy,
-    options: &Options,
-    found: &BTreeMap<String, Result<String, String>>,
-) -> Result<(), VerifyError> {
-    use serde::Deserialize;
-    let files = render(policy, options)?;
-    for f in &files {
-        let text = match found.get(f.path) {
-            None => return Err(VerifyError::Missing(f.path.into())),
-            Some(Err(why)) => {
-                return Err(VerifyError::Unreadable {
-                    file: f.path.into(),
-                    why: why.clone(),
-                });
-            }
-            Some(Ok(text)) => text,
-        };
-        let mut objects = Vec::new();
-        for document in serde_yaml_ng::Deserializer::from_str(text) {
-            let value =
-                serde_json::Value::deserialize(document).map_err(|e| VerifyError::Yaml {
-                    file: f.path.into(),
-                    why: crate::output::without_values(&e.to_string()),
-                })?;
-            if !value.is_null() {
-                objects.push(value);
-            }
-        }
-        if objects.len() != f.objects.len() {
-            return Err(VerifyError::Count {
-                file: f.path.into(),
-                found: objects.len(),
-                want: f.objects.len(),
-            });
-        }
-        for ((kind, want), got) in f.objects.iter().zip(&objects) {
-            if let Some(at) = first_difference(want, got, "") {
-                let name = want
-                    .pointer("/metadata/name")
-                    .and_then(|n| n.as_str())
-                    .map(|n| format!(" {n}"))
-                    .unwrap_or_default();
-                return Err(VerifyError::Differs {
-                    file: f.path.into(),
-                    object: format!("{kind}{name}"),
-                    at: if at.is_empty() { "the top".into() } else { at },
-                });
-            }
-        }
-    }
-    if let Some(extra) = found.keys().find(|k| !files.iter().any(|f| f.path == *k)) {
-        return Err(VerifyError::Extra(
-            crate::output::escape(extra).into_owned(),
-        ));
-    }
-    Ok(())
-}
-
-/// The path of the first field where `a` and `b` differ (`spec.variables[3].expression`).
-fn first_difference(a: &serde_json::Value, b: &serde_json::Value, at: &str) -> Option<String> {
-    use serde_json::Value;
-    let join = |key: &str| {
-        if at.is_empty() {
-            key.to_string()
-        } else {
-            format!("{at}.{key}")
-        }
-    };
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
-            keys.into_iter().find_map(|k| match (x.get(k), y.get(k)) {
-                (Some(p), Some(q)) => first_difference(p, q, &join(k)),
-                _ => Some(join(&crate::output::escape(k))),
-            })
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            if x.len() != y.len() {
-                return Some(at.to_string());
-            }
-            x.iter()
-                .zip(y)
-                .enumerate()
-                .find_map(|(i, (p, q))| first_difference(p, q, &format!("{at}[{i}]")))
-        }
-        _ if a == b => None,
-        _ => Some(at.to_string()),
-    }
+    )
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::folder::{VerifyError, WriteError, read_dir, verify, write};
     use super::*;
 
     fn options() -> Options {

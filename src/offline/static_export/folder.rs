@@ -1,0 +1,296 @@
+//! The export's folder: written (a new or empty folder, or a previous
+//! export replaced in place), read back, and compared with what the policy
+//! renders to.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::render::{File, KNOWN_FILES, Options, POLICIES, StaticError, WEBHOOKS, render};
+use crate::policy::config::Policy;
+
+/// Why a directory is not the export of a policy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("{0}")]
+    Export(#[from] StaticError),
+    #[error("{0}: missing")]
+    Missing(String),
+    #[error("{0}: not written by this export")]
+    Extra(String),
+    #[error("{file}: not readable: {why}")]
+    Unreadable { file: String, why: String },
+    #[error("{file}: not YAML: {why}")]
+    Yaml { file: String, why: String },
+    #[error("{file}: holds {found} objects where the export has {want}")]
+    Count {
+        file: String,
+        found: usize,
+        want: usize,
+    },
+    #[error("{file}: the {object} differs from the export at {at}")]
+    Differs {
+        file: String,
+        object: String,
+        at: String,
+    },
+}
+
+/// Why the export was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error(
+        "{dir}: holds {what}, which `policy export --static` did not write: choose an empty or new folder"
+    )]
+    Foreign { dir: String, what: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError + '_ {
+    move |source| WriteError::Io {
+        path: crate::output::escape(&path.display().to_string()).into_owned(),
+        source,
+    }
+}
+
+/// What DIR holds, as `/`-separated paths relative to it (folders end in `/`).
+fn listing(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type()?.is_dir() {
+            out.push(format!("{name}/"));
+            for inner in std::fs::read_dir(entry.path())? {
+                let inner = inner?;
+                let kind = if inner.file_type()?.is_dir() { "/" } else { "" };
+                out.push(format!(
+                    "{name}/{}{kind}",
+                    inner.file_name().to_string_lossy()
+                ));
+            }
+        } else {
+            out.push(name);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn is_ours(entry: &str) -> bool {
+    KNOWN_FILES.contains(&entry) || entry == "policies/" || entry == "webhooks/"
+}
+
+/// Writes the files into `dir`, all or nothing. A new `dir` is written as a
+/// sibling folder and renamed into place. An existing one must be empty or
+/// hold only a previous export: each file is then written beside its
+/// destination (a name kube-apiserver does not read) and renamed over it once
+/// all are written, so a folder mounted into kube-apiserver's pod stays the
+/// same folder; files of the previous export this one does not have are
+/// removed last.
+pub fn write(dir: &Path, files: &[File]) -> Result<(), WriteError> {
+    let shown = || crate::output::escape(&dir.display().to_string()).into_owned();
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => Err(WriteError::Foreign {
+            dir: shown(),
+            what: "a file, not a folder".into(),
+        }),
+        Ok(_) => {
+            let entries = listing(dir).map_err(io(dir))?;
+            if let Some(foreign) = entries.iter().find(|e| !is_ours(e)) {
+                return Err(WriteError::Foreign {
+                    dir: shown(),
+                    what: crate::output::quoted(foreign),
+                });
+            }
+            replace_in_place(dir, files, &entries)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => write_new(dir, files),
+        Err(e) => Err(io(dir)(e)),
+    }
+}
+
+fn write_new(dir: &Path, files: &[File]) -> Result<(), WriteError> {
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let base = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "static".into());
+    let tmp = parent.join(format!(".{base}.tmp-{}", std::process::id()));
+    let result = (|| {
+        std::fs::create_dir(&tmp).map_err(io(&tmp))?;
+        for sub in [POLICIES, WEBHOOKS] {
+            if files.iter().any(|f| f.path.starts_with(&format!("{sub}/"))) {
+                let p = tmp.join(sub);
+                std::fs::create_dir(&p).map_err(io(&p))?;
+            }
+        }
+        for f in files {
+            let p = tmp.join(f.path);
+            std::fs::write(&p, &f.text).map_err(io(&p))?;
+        }
+        std::fs::rename(&tmp, dir).map_err(io(dir))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    result
+}
+
+fn replace_in_place(dir: &Path, files: &[File], entries: &[String]) -> Result<(), WriteError> {
+    let tmp_name = |f: &File| dir.join(format!("{}.tmp-{}", f.path, std::process::id()));
+    let mut written = Vec::new();
+    let result = (|| {
+        for sub in [POLICIES, WEBHOOKS] {
+            if files.iter().any(|f| f.path.starts_with(&format!("{sub}/"))) {
+                let p = dir.join(sub);
+                if !p.is_dir() {
+                    std::fs::create_dir(&p).map_err(io(&p))?;
+                }
+            }
+        }
+        for f in files {
+            let p = tmp_name(f);
+            std::fs::write(&p, &f.text).map_err(io(&p))?;
+            written.push(p);
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        for p in &written {
+            let _ = std::fs::remove_file(p);
+        }
+        return Err(e);
+    }
+    for f in files {
+        let to = dir.join(f.path);
+        std::fs::rename(tmp_name(f), &to).map_err(io(&to))?;
+    }
+    for stale in entries
+        .iter()
+        .filter(|e| KNOWN_FILES.contains(&e.as_str()) && !files.iter().any(|f| f.path == *e))
+    {
+        let p = dir.join(stale);
+        std::fs::remove_file(&p).map_err(io(&p))?;
+    }
+    // A folder stays, emptied: an AdmissionConfiguration that names it
+    // keeps kube-apiserver from starting without it.
+    Ok(())
+}
+
+/// What a directory holds: each file's text by its relative path.
+pub fn read_dir(dir: &Path) -> Result<BTreeMap<String, Result<String, String>>, std::io::Error> {
+    let mut out = BTreeMap::new();
+    for entry in listing(dir)? {
+        if entry.ends_with('/') {
+            continue;
+        }
+        let text = std::fs::read(dir.join(&entry))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .map_err(|e| e.to_string());
+        out.insert(entry, text);
+    }
+    Ok(out)
+}
+
+/// Whether `found` (a directory's files, [`read_dir`]) is the export of
+/// `policy` with `options`: the same files, each holding the same objects
+/// field for field (comments and formatting aside). The first difference is
+/// the error.
+pub fn verify(
+    policy: &Policy,
+    options: &Options,
+    found: &BTreeMap<String, Result<String, String>>,
+) -> Result<(), VerifyError> {
+    use serde::Deserialize;
+    let files = render(policy, options)?;
+    for f in &files {
+        let text = match found.get(f.path) {
+            None => return Err(VerifyError::Missing(f.path.into())),
+            Some(Err(why)) => {
+                return Err(VerifyError::Unreadable {
+                    file: f.path.into(),
+                    why: why.clone(),
+                });
+            }
+            Some(Ok(text)) => text,
+        };
+        let mut objects = Vec::new();
+        for document in serde_yaml_ng::Deserializer::from_str(text) {
+            let value =
+                serde_json::Value::deserialize(document).map_err(|e| VerifyError::Yaml {
+                    file: f.path.into(),
+                    why: crate::output::without_values(&e.to_string()),
+                })?;
+            if !value.is_null() {
+                objects.push(value);
+            }
+        }
+        if objects.len() != f.objects.len() {
+            return Err(VerifyError::Count {
+                file: f.path.into(),
+                found: objects.len(),
+                want: f.objects.len(),
+            });
+        }
+        for ((kind, want), got) in f.objects.iter().zip(&objects) {
+            if let Some(at) = first_difference(want, got, "") {
+                let name = want
+                    .pointer("/metadata/name")
+                    .and_then(|n| n.as_str())
+                    .map(|n| format!(" {n}"))
+                    .unwrap_or_default();
+                return Err(VerifyError::Differs {
+                    file: f.path.into(),
+                    object: format!("{kind}{name}"),
+                    at: if at.is_empty() { "the top".into() } else { at },
+                });
+            }
+        }
+    }
+    if let Some(extra) = found.keys().find(|k| !files.iter().any(|f| f.path == *k)) {
+        return Err(VerifyError::Extra(
+            crate::output::escape(extra).into_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// The path of the first field where `a` and `b` differ (`spec.variables[3].expression`).
+fn first_difference(a: &serde_json::Value, b: &serde_json::Value, at: &str) -> Option<String> {
+    use serde_json::Value;
+    let join = |key: &str| {
+        if at.is_empty() {
+            key.to_string()
+        } else {
+            format!("{at}.{key}")
+        }
+    };
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| match (x.get(k), y.get(k)) {
+                (Some(p), Some(q)) => first_difference(p, q, &join(k)),
+                _ => Some(join(&crate::output::escape(k))),
+            })
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            if x.len() != y.len() {
+                return Some(at.to_string());
+            }
+            x.iter()
+                .zip(y)
+                .enumerate()
+                .find_map(|(i, (p, q))| first_difference(p, q, &format!("{at}[{i}]")))
+        }
+        _ if a == b => None,
+        _ => Some(at.to_string()),
+    }
+}
