@@ -4,7 +4,7 @@
 //! Every type the API server serves is listed, metadata only
 //! (`PartialObjectMetadataList`), a page at a time; only per-finalizer
 //! aggregates are kept, never the objects. Each finalizer found is judged by
-//! the policy core ([`super::explain::owner_at`]) for every type and namespace
+//! the policy core ([`crate::cluster::owner::owner_at`]) for every type and namespace
 //! it lives in: a built-in controller, a rule, or nobody but an override.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,8 +19,8 @@ use kube::discovery::{ApiCapabilities, ApiResource, Scope, verbs};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::explain::{self, Owner, RuleElsewhere, RuleOwner};
 use super::install::PolicySource;
+use super::owner::{Owner, RuleElsewhere, RuleOwner};
 use super::read;
 use super::select::Resolver;
 use super::session::{ClusterError, Connection};
@@ -409,9 +409,11 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
         types: tally.types,
         terminating: tally.terminating,
         oldest_terminating_since: tally.oldest.map(|t| t.to_string()),
-        oldest_terminating_age: tally
-            .oldest
-            .map(|t| explain::age(Duration::try_from(now.duration_since(t)).unwrap_or_default())),
+        oldest_terminating_age: tally.oldest.map(|t| {
+            crate::cluster::liveness::age(
+                Duration::try_from(now.duration_since(t)).unwrap_or_default(),
+            )
+        }),
         owners,
         blocked_objects,
         blocked_in,
@@ -453,7 +455,7 @@ fn places(policy: &Policy, name: &str, field: FinalizerField, tally: &Tally) -> 
             namespace: namespace.as_deref(),
             name: "",
         };
-        match explain::owner_at(policy, &target, name, field) {
+        match crate::cluster::owner::owner_at(policy, &target, name, field) {
             owner @ (Owner::Unknown | Owner::Elsewhere { .. }) => {
                 // Named elsewhere: the rule to widen, said once.
                 if let Owner::Elsewhere { rules } = owner {

@@ -14,10 +14,8 @@
 //! unless it is named with `--finalizer`.
 
 use super::engine::{Engine, OverrideValue};
-use super::explain::{
-    self, Contents, FinalizerReport, Finish, Kubelet, Liveness, NAMESPACE_FINALIZER, Probe,
-    Proposed, Removable,
-};
+use super::explain::{self, FinalizerReport, Proposed, Removable};
+use super::liveness::{Contents, Finish, Kubelet, Liveness, NAMESPACE_FINALIZER, Probe};
 use super::object::{ObjectApi, ReadError};
 use super::patch;
 use super::report::{End, Left, ObjectReport, Orphaned};
@@ -357,7 +355,7 @@ impl Releaser<'_> {
         };
         self.engine.out.note(format_args!(
             "pausing {} before writing {}",
-            explain::age(pause),
+            crate::cluster::liveness::age(pause),
             report.label()
         ));
         tokio::time::sleep(pause).await;
@@ -736,7 +734,7 @@ mod tests {
         FinalizerReport {
             name: name.into(),
             field: FinalizerField::Metadata,
-            owner: explain::Owner::Unknown,
+            owner: crate::cluster::owner::Owner::Unknown,
             owner_alive: alive,
             removable: Removable::No { why: "-".into() },
         }

@@ -7,8 +7,9 @@ use std::io::{self, Write};
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::explain::{self, Contents, FinalizerReport, Kubelet};
+use super::explain::{self, FinalizerReport};
 use super::install::PolicySource;
+use super::liveness::{Contents, Kubelet};
 use super::select::{self, Found, Missing};
 use super::session::SessionUser;
 use crate::admission::ledger::Ledger;
@@ -128,8 +129,9 @@ impl ObjectReport {
             name: found.name().to_string(),
             uid: meta.uid.clone(),
             deletion_timestamp: deleted.map(|t| t.to_string()),
-            stuck_for: deleted
-                .map(|t| explain::age(Timestamp::now().duration_since(t).unsigned_abs())),
+            stuck_for: deleted.map(|t| {
+                crate::cluster::liveness::age(Timestamp::now().duration_since(t).unsigned_abs())
+            }),
             finalizers: Vec::new(),
             kubelet: None,
             may_leak: explain::may_leak(found),
@@ -269,10 +271,10 @@ impl ObjectReport {
         for left in &self.left {
             lines.push(format!("{label} left: {} ({})", left.name, left.why));
         }
-        let namespace_held = self
-            .left
-            .iter()
-            .any(|l| l.field == FinalizerField::Spec && l.name == explain::NAMESPACE_FINALIZER);
+        let namespace_held = self.left.iter().any(|l| {
+            l.field == FinalizerField::Spec
+                && l.name == crate::cluster::liveness::NAMESPACE_FINALIZER
+        });
         if let Some(contents) = self.contents.as_ref().filter(|_| namespace_held) {
             lines.extend(contents.lines());
         }
@@ -842,7 +844,7 @@ mod tests {
             remaining: [("widgets.example.com".to_string(), 1), ("configmaps".to_string(), 2)]
                 .into_iter()
                 .collect(),
-            holding: vec![explain::Holding {
+            holding: vec![crate::cluster::liveness::Holding {
                 object: "widgets.example.com/w1".into(),
                 finalizers: vec!["example.com/cleanup".into()],
                 deleting: true,

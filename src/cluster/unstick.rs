@@ -12,7 +12,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::engine::{Engine, Targets};
-use super::explain::{self, Kubelet, Probe};
+use super::explain::{self};
+use super::liveness::{Kubelet, Probe};
 use super::release::{PodEnd, Releaser};
 use super::report::{Fate, MissingReport, ObjectReport, Summary, UnstickReport};
 use super::select::Found;
@@ -224,7 +225,7 @@ impl Run<'_> {
         let (policy, identity) = (&engine.policy, &engine.session.identity);
         let probe = &mut self.releaser.probe;
         report.finalizers = explain::explain(probe, policy, &found, named, identity).await;
-        report.blocked_by = explain::namespace_blockers(probe, &found).await;
+        report.blocked_by = crate::cluster::liveness::namespace_blockers(probe, &found).await;
         if found.is_namespace() {
             report.contents = Some(probe.contents(found.name()).await);
         }

@@ -13,7 +13,8 @@ use kube::api::{DynamicObject, TypeMeta};
 
 use super::run::{REASON, REPORTING_CONTROLLER};
 use super::tracker::{Announced, Due, Shared};
-use crate::cluster::explain::{self, Probe};
+use crate::cluster::explain::{self};
+use crate::cluster::liveness::Probe;
 use crate::cluster::object::ObjectApi;
 use crate::cluster::report::ObjectReport;
 use crate::cluster::select::Found;
@@ -131,7 +132,7 @@ impl Announcer {
         let policy = self.policy.load_full();
         let mut report = ObjectReport::new(&found);
         report.finalizers = explain::explain(probe, &policy, &found, &[], &self.identity).await;
-        report.blocked_by = explain::namespace_blockers(probe, &found).await;
+        report.blocked_by = crate::cluster::liveness::namespace_blockers(probe, &found).await;
         Ok(Some(note(&report, &d.command)))
     }
 
@@ -226,8 +227,8 @@ mod tests {
         report.finalizers = vec![FinalizerReport {
             name: "x.io/f".into(),
             field: FinalizerField::Metadata,
-            owner: explain::Owner::Unknown,
-            owner_alive: explain::Liveness::Unknown("no owner is known".into()),
+            owner: crate::cluster::owner::Owner::Unknown,
+            owner_alive: crate::cluster::liveness::Liveness::Unknown("no owner is known".into()),
             removable: explain::Removable::NotDeleting,
         }];
         report.may_leak = leak;

@@ -25,7 +25,6 @@ use super::announce::Announcer;
 use super::discovery::{Discoverer, FIRST_LISTS};
 use super::metrics::Metrics;
 use super::tracker::Shared;
-use crate::cluster::explain;
 use crate::cluster::install::{PolicySource, cluster_policy};
 use crate::cluster::session::{ClusterError, Connection, Session};
 use crate::output::escape;
@@ -116,7 +115,7 @@ pub async fn run(config: Watch) -> Result<i32, ClusterError> {
         %admin_addr,
         user = %escape(&session.identity.username),
         policy = %escape(&source.name),
-        stuck_after = %explain::age(stuck_after),
+        stuck_after = %crate::cluster::liveness::age(stuck_after),
         events,
         "watching every served type's metadata; /metrics on the admin port"
     );
