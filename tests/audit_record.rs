@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use finalizer_guard::admission::audit::{AuditRecord, MAX_AUDITED_FINALIZERS};
+use finalizer_guard::admission::audit::{self, AuditRecord, MAX_AUDITED_FINALIZERS};
 use finalizer_guard::admission::{self, ReviewBuilder, Reviewed};
 use finalizer_guard::policy::Policy;
 use serde_json::{Value, json};
@@ -231,5 +231,64 @@ fn the_record_read_back_is_the_line_written_field_for_field() {
             serde_json::to_string(&record).unwrap(),
             "{name}: the same bytes"
         );
+    }
+}
+
+#[test]
+fn what_events_and_the_span_take_from_the_review_is_what_the_record_says() {
+    for (name, reviewed) in judged() {
+        let entry = reviewed.audit.as_ref().unwrap();
+        let record = entry.record().unwrap();
+        let judged = entry.judged();
+        assert_eq!(judged.uid, record.uid, "{name}");
+        assert_eq!(judged.user, record.user, "{name}");
+        assert_eq!(judged.resource, record.resource, "{name}");
+        assert_eq!(judged.object_kind, record.object_kind, "{name}");
+        assert_eq!(
+            judged.object_api_version, record.object_api_version,
+            "{name}"
+        );
+        assert_eq!(judged.namespace, record.namespace, "{name}");
+        assert_eq!(judged.name, record.name, "{name}");
+        assert_eq!(judged.object_uid, record.object_uid, "{name}");
+        assert_eq!(judged.dry_run, record.dry_run, "{name}");
+        assert_eq!(entry.dry_run(), record.dry_run, "{name}");
+        let decision = &reviewed.decision;
+        assert_eq!(decision.verdict(), record.decision, "{name}");
+        let listed: Vec<(String, bool)> = audit::listed(decision)
+            .map(|r| {
+                (
+                    audit::cut(&r.finalizer).into_owned(),
+                    r.authorized_by.is_some(),
+                )
+            })
+            .collect();
+        let recorded: Vec<(String, bool)> = record
+            .removed_finalizers
+            .iter()
+            .map(|r| (r.finalizer.clone(), r.authorized_by.is_some()))
+            .collect();
+        assert_eq!(listed, recorded, "{name}");
+        let used = decision.override_used();
+        assert_eq!(
+            used.map(|o| audit::cut(&o.reason).into_owned()),
+            record.override_reason,
+            "{name}"
+        );
+        assert_eq!(
+            used.map(|o| audit::cut(&o.detail).into_owned()),
+            record.override_detail,
+            "{name}"
+        );
+        assert_eq!(
+            decision
+                .evidence
+                .approved_by
+                .as_deref()
+                .map(|a| audit::cut(a).into_owned()),
+            record.approved_by,
+            "{name}"
+        );
+        assert_eq!(reviewed.ledger, record.protected, "{name}");
     }
 }

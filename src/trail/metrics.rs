@@ -138,8 +138,12 @@ pub struct PolicyLabels {
 /// The HTTP statuses a request is refused with before a decision.
 const REJECT_CODES: [u16; 5] = [400, 408, 413, 500, 503];
 
+/// The `finalizer_guard_events_total` outcome of an Event not written
+/// because its review came without a verified client certificate.
+pub const SKIPPED_UNAUTHENTICATED: &str = "unauthenticated";
+
 /// What becomes of an Event ([`EventLabels`]) wherever Events are written
-/// (`serve` adds `unauthenticated`).
+/// (`serve` adds [`SKIPPED_UNAUTHENTICATED`]).
 const EVENT_OUTCOMES: [&str; 4] = ["sent", "updated", "repeated", "failed"];
 
 /// The files `serve` reloads ([`ReloadLabels`]).
@@ -171,81 +175,58 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("finalizer_guard");
-        let reviews = Family::<ReviewLabels, Counter>::default();
-        registry.register(
+        let r = &mut registry;
+        let reviews = registered(
+            r,
             "reviews",
             "AdmissionReviews answered, by operation, decision and API group (core; Kubernetes' own groups and those the policy names; the first 32 others; past them other)",
-            reviews.clone(),
+            Family::<ReviewLabels, Counter>::default(),
         );
-        let rejected = Family::<RejectLabels, Counter>::default();
-        registry.register(
+        let rejected = registered(
+            r,
             "rejected_requests",
             "Requests refused before a decision (malformed or oversized bodies), by HTTP status",
-            rejected.clone(),
+            Family::<RejectLabels, Counter>::default(),
         );
-        let latency = Histogram::new(LATENCY_BUCKETS);
-        registry.register(
+        let latency = registered(
+            r,
             "review_duration_seconds",
             "Time from the full body to the encoded answer",
-            latency.clone(),
+            Histogram::new(LATENCY_BUCKETS),
         );
-        let reloads = Family::<ReloadLabels, Counter>::default();
-        registry.register(
+        let reloads = registered(
+            r,
             "reloads",
             "Policy and certificate reloads, by outcome",
-            reloads.clone(),
+            Family::<ReloadLabels, Counter>::default(),
         );
-        let unauthorized_removals = Family::<VerdictLabels, Counter>::default();
-        registry.register(
+        let unauthorized_removals = registered(
+            r,
             "unauthorized_removals",
             "Finalizers removed without a rule or built-in controller, by what was decided: denied, would-deny (warn mode) or override",
-            unauthorized_removals.clone(),
+            Family::<VerdictLabels, Counter>::default(),
         );
-        let overrides = Family::<ReasonLabels, Counter>::default();
-        registry.register(
+        let overrides = registered(
+            r,
             "overrides",
             "Removals allowed by an override annotation, by reason",
-            overrides.clone(),
+            Family::<ReasonLabels, Counter>::default(),
         );
-        let certificate_expiry = Gauge::default();
-        registry.register(
+        let certificate_expiry = registered(
+            r,
             "certificate_expiry_timestamp_seconds",
             "When the serving certificate expires, in seconds since the Unix epoch",
-            certificate_expiry.clone(),
+            Gauge::default(),
         );
-        let (events, dropped) = register_event_writer(&mut registry);
-        register_build_info(&mut registry);
-        let policy_info = Family::<PolicyLabels, Gauge>::default();
-        registry.register(
+        let (events, dropped) = register_event_writer(r);
+        register_build_info(r);
+        let policy_info = registered(
+            r,
             "policy_info",
             "The policy in service (1): its mode, the sha256 of its file's bytes, and where it came from (embedded, file)",
-            policy_info.clone(),
+            Family::<PolicyLabels, Gauge>::default(),
         );
-        for code in REJECT_CODES {
-            let _ = rejected.get_or_create(&RejectLabels { code });
-        }
-        for kind in RELOAD_KINDS {
-            for outcome in ["success", "failure"] {
-                let _ = reloads.get_or_create(&ReloadLabels { kind, outcome });
-            }
-        }
-        for decision in [Verdict::Denied, Verdict::WouldDeny, Verdict::Override] {
-            let _ = unauthorized_removals.get_or_create(&VerdictLabels { decision });
-        }
-        let _ = events.get_or_create(&EventLabels {
-            decision: crate::trail::events::SKIPPED_UNAUTHENTICATED,
-        });
-        for queue in ["audit", "recorder"] {
-            let _ = dropped.get_or_create(&QueueLabels { queue });
-        }
-        for decision in Verdict::ALL {
-            let _ = reviews.get_or_create(&ReviewLabels {
-                operation: Operation::Update,
-                decision,
-                group: Cow::Borrowed("core"),
-            });
-        }
-        Metrics {
+        let metrics = Metrics {
             registry,
             reviews,
             rejected,
@@ -258,6 +239,39 @@ impl Metrics {
             dropped,
             policy_info,
             other_groups: Mutex::new(HashSet::new()),
+        };
+        metrics.seed();
+        metrics
+    }
+
+    /// The series that read 0 before anything happened, so a dashboard
+    /// sees them from the first scrape.
+    fn seed(&self) {
+        for code in REJECT_CODES {
+            let _ = self.rejected.get_or_create(&RejectLabels { code });
+        }
+        for kind in RELOAD_KINDS {
+            for outcome in ["success", "failure"] {
+                let _ = self.reloads.get_or_create(&ReloadLabels { kind, outcome });
+            }
+        }
+        for decision in [Verdict::Denied, Verdict::WouldDeny, Verdict::Override] {
+            let _ = self
+                .unauthorized_removals
+                .get_or_create(&VerdictLabels { decision });
+        }
+        let _ = self.events.get_or_create(&EventLabels {
+            decision: SKIPPED_UNAUTHENTICATED,
+        });
+        for queue in ["audit", "recorder"] {
+            let _ = self.dropped.get_or_create(&QueueLabels { queue });
+        }
+        for decision in Verdict::ALL {
+            let _ = self.reviews.get_or_create(&ReviewLabels {
+                operation: Operation::Update,
+                decision,
+                group: Cow::Borrowed("core"),
+            });
         }
     }
 
@@ -455,6 +469,17 @@ fn is_group_name(group: &str) -> bool {
                     .bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         })
+}
+
+/// `metric`, registered in `registry` as `name`: the handle the server keeps.
+fn registered<M: prometheus_client::registry::Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: M,
+) -> M {
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 /// The Event writer's counters ([`crate::trail::events::EventSink`]): every
