@@ -576,7 +576,8 @@ impl Queued {
 const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(2);
 
 enum Message {
-    Record(jiff::Timestamp, AuditEntry),
+    /// A record's time and fields ([`AuditEntry::fields`]).
+    Record(jiff::Timestamp, String),
     Flush(oneshot::Sender<()>),
 }
 
@@ -605,13 +606,15 @@ impl AuditLog {
 
     /// Queues one record, stamped now; waits for room when the queue is full.
     pub fn emit(&self, entry: AuditEntry) {
-        let size = entry.fields().len();
+        let fields = entry.fields;
+        let size = fields.len();
         self.queued.take(size);
-        let message = Message::Record(jiff::Timestamp::now(), entry);
+        let message = Message::Record(jiff::Timestamp::now(), fields);
         // The writer thread is gone: write this one here rather than lose it.
-        if let Err(Message::Record(time, entry)) = self.queue.send(message) {
+        if let Err(Message::Record(time, fields)) = self.queue.send(message) {
             self.queued.give_back(size);
-            let mut line = entry.line_at(time);
+            let mut line = String::with_capacity(fields.len() + 72);
+            write_line(&mut line, time, &fields);
             line.push('\n');
             let mut out = std::io::stdout().lock();
             if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
@@ -641,14 +644,14 @@ fn write_lines(mut incoming: mpsc::Receiver<Message>, out: impl Write, queued: &
         let mut next = Some(first);
         while let Some(message) = next {
             match message {
-                Message::Record(time, entry) => {
+                Message::Record(time, fields) => {
                     line.clear();
-                    write_line(&mut line, time, entry.fields());
+                    write_line(&mut line, time, &fields);
                     line.push('\n');
                     if let Err(e) = out.write_all(line.as_bytes()) {
                         tracing::error!(error = %e, "cannot write audit record");
                     }
-                    queued.give_back(entry.fields().len());
+                    queued.give_back(fields.len());
                 }
                 Message::Flush(done) => waiting.push(done),
             }
