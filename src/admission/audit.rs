@@ -65,7 +65,9 @@ pub struct AuditedRemoval {
 
 /// One judged finalizer removal: who, what, which decision and why. Never
 /// an object body. The review writes it as JSON ([`AuditEntry`]); this is
-/// that JSON read back, for Events and tests.
+/// that JSON read back, for whoever reads the log, and tests
+/// (`tests/audit_record.rs` holds the two equal field for field). The
+/// server never reads it: Events take [`Judged`] and the decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditRecord {
