@@ -175,56 +175,55 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("finalizer_guard");
-        let r = &mut registry;
-        let reviews = registered(
-            r,
+        let reviews = Family::<ReviewLabels, Counter>::default();
+        registry.register(
             "reviews",
             "AdmissionReviews answered, by operation, decision and API group (core; Kubernetes' own groups and those the policy names; the first 32 others; past them other)",
-            Family::<ReviewLabels, Counter>::default(),
+            reviews.clone(),
         );
-        let rejected = registered(
-            r,
+        let rejected = Family::<RejectLabels, Counter>::default();
+        registry.register(
             "rejected_requests",
             "Requests refused before a decision (malformed or oversized bodies), by HTTP status",
-            Family::<RejectLabels, Counter>::default(),
+            rejected.clone(),
         );
-        let latency = registered(
-            r,
+        let latency = Histogram::new(LATENCY_BUCKETS);
+        registry.register(
             "review_duration_seconds",
             "Time from the full body to the encoded answer",
-            Histogram::new(LATENCY_BUCKETS),
+            latency.clone(),
         );
-        let reloads = registered(
-            r,
+        let reloads = Family::<ReloadLabels, Counter>::default();
+        registry.register(
             "reloads",
             "Policy and certificate reloads, by outcome",
-            Family::<ReloadLabels, Counter>::default(),
+            reloads.clone(),
         );
-        let unauthorized_removals = registered(
-            r,
+        let unauthorized_removals = Family::<VerdictLabels, Counter>::default();
+        registry.register(
             "unauthorized_removals",
             "Finalizers removed without a rule or built-in controller, by what was decided: denied, would-deny (warn mode) or override",
-            Family::<VerdictLabels, Counter>::default(),
+            unauthorized_removals.clone(),
         );
-        let overrides = registered(
-            r,
+        let overrides = Family::<ReasonLabels, Counter>::default();
+        registry.register(
             "overrides",
             "Removals allowed by an override annotation, by reason",
-            Family::<ReasonLabels, Counter>::default(),
+            overrides.clone(),
         );
-        let certificate_expiry = registered(
-            r,
+        let certificate_expiry = Gauge::default();
+        registry.register(
             "certificate_expiry_timestamp_seconds",
             "When the serving certificate expires, in seconds since the Unix epoch",
-            Gauge::default(),
+            certificate_expiry.clone(),
         );
-        let (events, dropped) = register_event_writer(r);
-        register_build_info(r);
-        let policy_info = registered(
-            r,
+        let (events, dropped) = register_event_writer(&mut registry);
+        register_build_info(&mut registry);
+        let policy_info = Family::<PolicyLabels, Gauge>::default();
+        registry.register(
             "policy_info",
             "The policy in service (1): its mode, the sha256 of its file's bytes, and where it came from (embedded, file)",
-            Family::<PolicyLabels, Gauge>::default(),
+            policy_info.clone(),
         );
         let metrics = Metrics {
             registry,
@@ -469,17 +468,6 @@ fn is_group_name(group: &str) -> bool {
                     .bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         })
-}
-
-/// `metric`, registered in `registry` as `name`: the handle the server keeps.
-fn registered<M: prometheus_client::registry::Metric + Clone>(
-    registry: &mut Registry,
-    name: &str,
-    help: &str,
-    metric: M,
-) -> M {
-    registry.register(name, help, metric.clone());
-    metric
 }
 
 /// The Event writer's counters ([`crate::trail::events::EventSink`]): every
