@@ -24,8 +24,8 @@ use crate::admission::json;
 use crate::admission::ledger::Ledger;
 use crate::policy::text::truncated;
 use crate::policy::{
-    Authority, Change, Decision, FinalizerField, Mode, Operation, Outcome, OverrideProblem, Target,
-    Verdict,
+    Authority, Change, Decision, FinalizerField, Mode, Operation, Outcome, OverrideProblem,
+    Removal, Target, Verdict,
 };
 use crate::queue::{self, Queue, WhenFull};
 
@@ -65,7 +65,9 @@ pub struct AuditedRemoval {
 
 /// One judged finalizer removal: who, what, which decision and why. Never
 /// an object body. The review writes it as JSON ([`AuditEntry`]); this is
-/// that JSON read back, for Events and tests.
+/// that JSON read back, for whoever reads the log, and tests
+/// (`tests/audit_record.rs` holds the two equal field for field). The
+/// server never reads it: Events take [`Judged`] and the decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditRecord {
@@ -134,13 +136,65 @@ pub struct Subject<'a> {
     pub dry_run: bool,
 }
 
+/// What a judged removal was about, as its audit record names it (each
+/// string cut as the record cuts it): the facts Events and the review's
+/// span take from the review itself, never from the line written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judged {
+    /// `request.uid`.
+    pub uid: String,
+    pub user: String,
+    /// `resource` or `resource.group`.
+    pub resource: String,
+    pub object_kind: String,
+    pub object_api_version: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub object_uid: Option<String>,
+    pub dry_run: bool,
+}
+
+impl Judged {
+    /// The facts of `subject` and `change`, cut as the record cuts them.
+    pub fn of(subject: Subject<'_>, change: &Change<'_>) -> Judged {
+        let target = &change.target;
+        let (group, version, kind) = subject.kind;
+        let object_api_version = if group.is_empty() {
+            cut(version).into_owned()
+        } else {
+            cut(&format!("{}/{}", cut(group), cut(version))).into_owned()
+        };
+        Judged {
+            uid: cut(subject.uid).into_owned(),
+            user: cut(change.requester.username).into_owned(),
+            resource: cut(&qualified_resource(target)).into_owned(),
+            object_kind: cut(kind).into_owned(),
+            object_api_version,
+            namespace: target.object_namespace().map(|ns| cut(ns).into_owned()),
+            name: cut(target.name).into_owned(),
+            object_uid: subject.object_uid.map(|uid| cut(uid).into_owned()),
+            dry_run: subject.dry_run,
+        }
+    }
+}
+
+/// A string taken from the request, as a record keeps it.
+pub fn cut(s: &str) -> Cow<'_, str> {
+    truncated(s, MAX_AUDITED_CHARS)
+}
+
+/// The removals a record lists: the first [`MAX_AUDITED_FINALIZERS`].
+pub fn listed(decision: &Decision) -> impl Iterator<Item = &Removal> {
+    decision.removed.iter().take(MAX_AUDITED_FINALIZERS)
+}
+
 /// One audit record, rendered by the review that judged it: the fields of
 /// its JSON line after `time` and `kind`, each string escaped once, from
 /// the request as read. The audit thread adds the time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEntry {
     fields: String,
-    dry_run: bool,
+    judged: Judged,
 }
 
 impl AuditEntry {
@@ -152,116 +206,23 @@ impl AuditEntry {
         ledger: Option<&Ledger>,
         message: Option<&str>,
     ) -> AuditEntry {
-        let target = &change.target;
-        let (group, version, kind) = subject.kind;
+        let judged = Judged::of(subject, change);
         let listed = decision.removed.len().min(MAX_AUDITED_FINALIZERS);
         let mut out = String::with_capacity(
             512 + message.map_or(0, |m| m.len().min(4 * MAX_AUDITED_MESSAGE_CHARS)) + 64 * listed,
         );
-        let cut = |s| truncated(s, MAX_AUDITED_CHARS);
-        let field = |out: &mut String, key: &str, value: &str| {
-            json::field(out, key, &truncated(value, MAX_AUDITED_CHARS));
-        };
-        json::key(&mut out, "uid");
-        json::string(&mut out, &cut(subject.uid));
-        field(&mut out, "user", change.requester.username);
-        let groups = change.requester.groups;
-        out.push_str(",\"groups\":[");
-        for (i, g) in groups.iter().take(MAX_AUDITED_GROUPS).enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            json::string(&mut out, &cut(g));
-        }
-        out.push(']');
-        if groups.len() > MAX_AUDITED_GROUPS {
-            let _ = write!(
-                out,
-                ",\"groupsOmitted\":{}",
-                groups.len() - MAX_AUDITED_GROUPS
-            );
-        }
-        json::field(&mut out, "operation", change.operation.as_str());
-        field(&mut out, "resource", &qualified_resource(target));
-        field(&mut out, "objectKind", kind);
-        if group.is_empty() {
-            field(&mut out, "objectApiVersion", version);
-        } else {
-            field(
-                &mut out,
-                "objectApiVersion",
-                &format!("{}/{}", cut(group), cut(version)),
-            );
-        }
-        if !target.subresource.is_empty() {
-            field(&mut out, "subresource", target.subresource);
-        }
-        if let Some(namespace) = target.object_namespace() {
-            field(&mut out, "namespace", namespace);
-        }
-        field(&mut out, "name", target.name);
-        if let Some(uid) = subject.object_uid {
-            field(&mut out, "objectUid", uid);
-        }
-        out.push_str(",\"removedFinalizers\":[");
-        for (i, r) in decision.removed.iter().take(listed).enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push('{');
-            json::key(&mut out, "finalizer");
-            json::string(&mut out, &cut(&r.finalizer));
-            json::field(&mut out, "field", r.field.path());
-            if let Some(authority) = &r.authorized_by {
-                let (what, name) = authority.parts();
-                out.push_str(",\"authorizedBy\":\"");
-                json::contents(&mut out, what);
-                json::contents(&mut out, &cut(name));
-                out.push('"');
-            }
-            out.push('}');
-        }
-        out.push(']');
-        if decision.removed.len() > listed {
-            let _ = write!(
-                out,
-                ",\"removedFinalizersOmitted\":{}",
-                decision.removed.len() - listed
-            );
-        }
-        json::field(&mut out, "decision", decision.verdict().as_str());
-        json::field(&mut out, "mode", mode.as_str());
-        if let Some(used) = decision.override_used() {
-            field(&mut out, "overrideReason", &used.reason);
-            field(&mut out, "overrideDetail", &used.detail);
-        }
-        let evidence = &decision.evidence;
-        if let Some(by) = &evidence.approved_by {
-            field(&mut out, "approvedBy", by);
-        }
-        if let Some(expires) = &evidence.override_expires {
-            field(&mut out, "overrideExpires", expires);
-        }
-        if let Some(ledger) = ledger {
-            out.push(',');
-            json::key(&mut out, "protected");
-            out.push_str(&serde_json::to_string(ledger).expect("a ledger always serializes"));
-        }
-        if let Some(message) = message {
-            json::field(
-                &mut out,
-                "message",
-                &truncated(message, MAX_AUDITED_MESSAGE_CHARS),
-            );
-        }
-        out.push_str(if subject.dry_run {
+        write_requester(&mut out, &judged, change.requester.groups);
+        write_object(&mut out, &judged, change);
+        write_removals(&mut out, decision);
+        write_outcome(&mut out, decision, mode, ledger, message);
+        out.push_str(if judged.dry_run {
             ",\"dryRun\":true"
         } else {
             ",\"dryRun\":false"
         });
         AuditEntry {
             fields: out,
-            dry_run: subject.dry_run,
+            judged,
         }
     }
 
@@ -289,7 +250,12 @@ impl AuditEntry {
 
     /// Whether the request was a dry run.
     pub fn dry_run(&self) -> bool {
-        self.dry_run
+        self.judged.dry_run
+    }
+
+    /// What the removal was about: the request, the requester, the object.
+    pub fn judged(&self) -> &Judged {
+        &self.judged
     }
 
     /// The record's fields, as JSON object members.
@@ -297,7 +263,8 @@ impl AuditEntry {
         &self.fields
     }
 
-    /// The record, read back from its JSON.
+    /// The record, read back from its JSON, as a log reader reads it (the
+    /// server never does: what it needs is [`AuditEntry::judged`]).
     pub fn record(&self) -> serde_json::Result<AuditRecord> {
         serde_json::from_str(&format!("{{{}}}", self.fields))
     }
@@ -307,6 +274,111 @@ impl AuditEntry {
         let mut line = String::with_capacity(self.fields.len() + 72);
         write_line(&mut line, time, &self.fields);
         line
+    }
+}
+
+/// `"uid":...,"user":...,"groups":[...]`, and how many groups are not listed.
+fn write_requester(out: &mut String, judged: &Judged, groups: &[Cow<'_, str>]) {
+    json::key(out, "uid");
+    json::string(out, &judged.uid);
+    json::field(out, "user", &judged.user);
+    out.push_str(",\"groups\":[");
+    for (i, g) in groups.iter().take(MAX_AUDITED_GROUPS).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        json::string(out, &cut(g));
+    }
+    out.push(']');
+    if groups.len() > MAX_AUDITED_GROUPS {
+        let _ = write!(
+            out,
+            ",\"groupsOmitted\":{}",
+            groups.len() - MAX_AUDITED_GROUPS
+        );
+    }
+}
+
+/// The operation, and the object written: `resource` to `objectUid`.
+fn write_object(out: &mut String, judged: &Judged, change: &Change<'_>) {
+    json::field(out, "operation", change.operation.as_str());
+    json::field(out, "resource", &judged.resource);
+    json::field(out, "objectKind", &judged.object_kind);
+    json::field(out, "objectApiVersion", &judged.object_api_version);
+    if !change.target.subresource.is_empty() {
+        json::field(out, "subresource", &cut(change.target.subresource));
+    }
+    if let Some(namespace) = &judged.namespace {
+        json::field(out, "namespace", namespace);
+    }
+    json::field(out, "name", &judged.name);
+    if let Some(uid) = &judged.object_uid {
+        json::field(out, "objectUid", uid);
+    }
+}
+
+/// `"removedFinalizers":[...]`, and how many are not listed.
+fn write_removals(out: &mut String, decision: &Decision) {
+    out.push_str(",\"removedFinalizers\":[");
+    for (i, r) in listed(decision).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('{');
+        json::key(out, "finalizer");
+        json::string(out, &cut(&r.finalizer));
+        json::field(out, "field", r.field.path());
+        if let Some(authority) = &r.authorized_by {
+            let (what, name) = authority.parts();
+            out.push_str(",\"authorizedBy\":\"");
+            json::contents(out, what);
+            json::contents(out, &cut(name));
+            out.push('"');
+        }
+        out.push('}');
+    }
+    out.push(']');
+    let omitted = decision
+        .removed
+        .len()
+        .saturating_sub(MAX_AUDITED_FINALIZERS);
+    if omitted > 0 {
+        let _ = write!(out, ",\"removedFinalizersOmitted\":{omitted}");
+    }
+}
+
+/// What was decided and on what grounds: `decision` to `message`.
+fn write_outcome(
+    out: &mut String,
+    decision: &Decision,
+    mode: Mode,
+    ledger: Option<&Ledger>,
+    message: Option<&str>,
+) {
+    json::field(out, "decision", decision.verdict().as_str());
+    json::field(out, "mode", mode.as_str());
+    if let Some(used) = decision.override_used() {
+        json::field(out, "overrideReason", &cut(&used.reason));
+        json::field(out, "overrideDetail", &cut(&used.detail));
+    }
+    let evidence = &decision.evidence;
+    if let Some(by) = &evidence.approved_by {
+        json::field(out, "approvedBy", &cut(by));
+    }
+    if let Some(expires) = &evidence.override_expires {
+        json::field(out, "overrideExpires", &cut(expires));
+    }
+    if let Some(ledger) = ledger {
+        out.push(',');
+        json::key(out, "protected");
+        out.push_str(&serde_json::to_string(ledger).expect("a ledger always serializes"));
+    }
+    if let Some(message) = message {
+        json::field(
+            out,
+            "message",
+            &truncated(message, MAX_AUDITED_MESSAGE_CHARS),
+        );
     }
 }
 
@@ -342,9 +414,31 @@ pub fn write_annotations(
     out.push('{');
     json::key(out, "decision");
     json::string(out, decision.verdict().as_str());
-    let put = |out: &mut String, key: &str, value: &str| {
-        json::field(out, key, &truncated(value, MAX_AUDIT_VALUE_CHARS));
-    };
+    annotate_removals(out, decision);
+    annotate_authorities(out, decision);
+    annotate_outcome(out, decision, mode);
+    let evidence = &decision.evidence;
+    for (key, value) in [
+        ("approved-by", &evidence.approved_by),
+        ("override-expires", &evidence.override_expires),
+    ] {
+        if let Some(value) = value {
+            annotate(out, key, value);
+        }
+    }
+    if let Some(ledger) = ledger {
+        annotate(out, "protected", &ledger.summary());
+    }
+    out.push('}');
+}
+
+/// `,"key":"value"`, the value cut to [`MAX_AUDIT_VALUE_CHARS`].
+fn annotate(out: &mut String, key: &str, value: &str) {
+    json::field(out, key, &truncated(value, MAX_AUDIT_VALUE_CHARS));
+}
+
+/// The finalizers removed, and those removed unauthorized, a list per field.
+fn annotate_removals(out: &mut String, decision: &Decision) {
     let mut names = String::with_capacity(64);
     for (field, removed_key, unauthorized_key) in [
         (
@@ -375,11 +469,15 @@ pub fn write_annotations(
                 names.push_str(&r.finalizer);
             }
             if !names.is_empty() {
-                put(out, key, &names);
+                annotate(out, key, &names);
             }
         }
     }
-    names.clear();
+}
+
+/// `authorized-by`: each rule or built-in controller that allowed a removal, once.
+fn annotate_authorities(out: &mut String, decision: &Decision) {
+    let mut names = String::new();
     let mut authorities: Vec<&Authority> = Vec::new();
     for authority in decision
         .removed
@@ -397,45 +495,36 @@ pub fn write_annotations(
         }
     }
     if !names.is_empty() {
-        put(out, "authorized-by", &names);
+        annotate(out, "authorized-by", &names);
     }
+}
+
+/// What the outcome adds: the override used, or the mode and the problem found.
+fn annotate_outcome(out: &mut String, decision: &Decision, mode: Mode) {
     match &decision.outcome {
         Outcome::Override(o) => {
-            put(out, "override-reason", &o.reason);
-            put(out, "override-detail", &o.detail);
+            annotate(out, "override-reason", &o.reason);
+            annotate(out, "override-detail", &o.detail);
         }
         Outcome::Denied { problem, .. } => {
-            put(out, "mode", mode.as_str());
+            annotate(out, "mode", mode.as_str());
             if *problem != OverrideProblem::Absent {
-                put(out, "override-problem", &problem.to_string());
+                annotate(out, "override-problem", &problem.to_string());
             }
         }
         Outcome::ApprovalRefused { problem, .. } => {
-            put(out, "mode", mode.as_str());
-            put(out, "approval-problem", &problem.to_string());
+            annotate(out, "mode", mode.as_str());
+            annotate(out, "approval-problem", &problem.to_string());
         }
         Outcome::TooManyNames { field, .. } => {
-            put(out, "mode", mode.as_str());
-            put(out, "too-many-names", field.path());
+            annotate(out, "mode", mode.as_str());
+            annotate(out, "too-many-names", field.path());
         }
         Outcome::NotJudged
         | Outcome::NothingRemoved
         | Outcome::Authorized
         | Outcome::ApprovalRecorded => {}
     }
-    let evidence = &decision.evidence;
-    for (key, value) in [
-        ("approved-by", &evidence.approved_by),
-        ("override-expires", &evidence.override_expires),
-    ] {
-        if let Some(value) = value {
-            put(out, key, value);
-        }
-    }
-    if let Some(ledger) = ledger {
-        put(out, "protected", &ledger.summary());
-    }
-    out.push('}');
 }
 
 /// Records waiting for the writer thread, at most.
@@ -489,7 +578,8 @@ impl Queued {
 const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(2);
 
 enum Message {
-    Record(jiff::Timestamp, AuditEntry),
+    /// A record's time and fields ([`AuditEntry::fields`]).
+    Record(jiff::Timestamp, String),
     Flush(oneshot::Sender<()>),
 }
 
@@ -518,13 +608,15 @@ impl AuditLog {
 
     /// Queues one record, stamped now; waits for room when the queue is full.
     pub fn emit(&self, entry: AuditEntry) {
-        let size = entry.fields().len();
+        let fields = entry.fields;
+        let size = fields.len();
         self.queued.take(size);
-        let message = Message::Record(jiff::Timestamp::now(), entry);
+        let message = Message::Record(jiff::Timestamp::now(), fields);
         // The writer thread is gone: write this one here rather than lose it.
-        if let Err(Message::Record(time, entry)) = self.queue.send(message) {
+        if let Err(Message::Record(time, fields)) = self.queue.send(message) {
             self.queued.give_back(size);
-            let mut line = entry.line_at(time);
+            let mut line = String::with_capacity(fields.len() + 72);
+            write_line(&mut line, time, &fields);
             line.push('\n');
             let mut out = std::io::stdout().lock();
             if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
@@ -554,14 +646,14 @@ fn write_lines(mut incoming: mpsc::Receiver<Message>, out: impl Write, queued: &
         let mut next = Some(first);
         while let Some(message) = next {
             match message {
-                Message::Record(time, entry) => {
+                Message::Record(time, fields) => {
                     line.clear();
-                    write_line(&mut line, time, entry.fields());
+                    write_line(&mut line, time, &fields);
                     line.push('\n');
                     if let Err(e) = out.write_all(line.as_bytes()) {
                         tracing::error!(error = %e, "cannot write audit record");
                     }
-                    queued.give_back(entry.fields().len());
+                    queued.give_back(fields.len());
                 }
                 Message::Flush(done) => waiting.push(done),
             }

@@ -17,6 +17,10 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
+/// How much of an oversized body is read and discarded, as a multiple of
+/// the limit: before answering 413, or after an answer given unread.
+pub(super) const DRAIN_FACTOR: usize = 4;
+
 /// A request body that is drained in the background if dropped unfinished.
 pub struct Drained {
     inner: Option<Incoming>,

@@ -1,11 +1,15 @@
 //! The server: TLS webhook port, plain admin port, hot reload, graceful drain.
 
 pub mod certs;
+mod connections;
 mod drain;
 pub mod reload;
 pub mod routes;
 mod serve;
 mod stall;
+mod state;
 pub mod tls;
 
+pub use connections::H2_WINDOW_BYTES;
 pub use serve::*;
+pub use state::{AppState, EventsTarget, Limits, RecordConfig, ServeConfig};

@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::serve::{AppState, stopped_signal};
+use super::state::{AppState, stopped_signal};
 use super::tls::{self, CertStore, ClientCaStore, TlsError};
 use crate::error::{IoError, list};
-use crate::policy::servable::Blocked;
-use crate::policy::{self, LoadError};
+use crate::policy::servable::{self, Blocked};
+use crate::policy::{self, LoadError, Policy};
 
 /// Why a changed file was not applied.
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +58,7 @@ impl Reloadable for PolicyFile {
     }
     fn apply(&self, bytes: &[u8], state: &AppState) -> Result<(), ReloadError> {
         let policy = policy::from_bytes(bytes)?;
-        super::serve::doctor_allows(&policy).map_err(ReloadError::BlocksBuiltinControllers)?;
+        doctor_allows(&policy).map_err(ReloadError::BlocksBuiltinControllers)?;
         tracing::info!(
             mode = policy.mode.as_str(),
             rules = policy.rules.len(),
@@ -164,4 +164,19 @@ pub async fn watch(
             }
         }
     }
+}
+
+/// Runs `doctor` on a policy ([`servable::servable`], which `policy validate`
+/// runs too). In enforce mode a policy that would block a built-in
+/// controller is refused; in warn mode it is served, loudly.
+pub(crate) fn doctor_allows(policy: &Policy) -> std::result::Result<(), Vec<Blocked>> {
+    for b in servable::servable(policy)? {
+        tracing::error!(
+            controller = b.controller,
+            username = b.username,
+            finalizer = b.finalizer,
+            "policy would block a built-in controller: enforcing it would break the cluster"
+        );
+    }
+    Ok(())
 }

@@ -4,9 +4,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::serve::{AppState, kib};
-use crate::admission;
+use super::drain::DRAIN_FACTOR;
+use super::state::{AppState, kib};
+use crate::admission::{self, Reviewed, audit};
 use crate::policy::Policy;
+use crate::trail::events::Judgment;
 use crate::trail::metrics::RejectLabels;
 use axum::Router;
 use axum::body::Body;
@@ -22,14 +24,6 @@ use tracing::{Instrument, field};
 /// Bodies larger than this are decided on the blocking pool, so a few huge
 /// reviews cannot stall the small ones sharing a worker thread.
 pub(super) const OFFLOAD_BYTES: usize = 256 * 1024;
-
-/// Most large reviews decided at once. A review's working memory (its
-/// finalizer lists, what it removed) can approach its body's size: with
-/// every body the in-flight budget holds decided at once, 8 bodies of 8 MiB
-/// of long finalizer names peaked at 141 MiB, past the chart's limit. The
-/// others wait, their bodies already counted in the budget
-/// (docs/performance.md, "Memory per review at the largest body").
-pub(super) const LARGE_REVIEWS: usize = 1;
 
 /// The TLS port: `POST /validate`, and the probes.
 pub fn webhook(state: Arc<AppState>) -> Router {
@@ -112,109 +106,149 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
         decision = field::Empty,
         authenticated = field::Empty,
     );
-    async move {
-        // Set per connection: a verified client certificate (`--client-ca`), or none.
-        let authenticated = request
-            .extensions()
-            .get::<super::tls::ClientCert>()
-            .copied()
-            .unwrap_or_default()
-            .verified();
-        let announced = request
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<usize>().ok());
-        let (body, _budget) = match read_body(&state, request.into_body(), announced).await {
-            Ok(read) => read,
-            Err((code, reason)) => return reject(&state, code, reason),
+    answer(state, request).instrument(span).await
+}
+
+/// Reads the body, decides it, leaves its trail, answers.
+async fn answer(state: Arc<AppState>, request: Request) -> Response {
+    // Set per connection: a verified client certificate (`--client-ca`), or none.
+    let authenticated = request
+        .extensions()
+        .get::<super::tls::ClientCert>()
+        .copied()
+        .unwrap_or_default()
+        .verified();
+    let announced = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let (body, _budget) = match read_body(&state, request.into_body(), announced).await {
+        Ok(read) => read,
+        Err((code, reason)) => return reject(&state, code, reason),
+    };
+    let (mut reviewed, policy) = match decide(&state, &body).await {
+        Ok(decided) => decided,
+        Err(refused) => return refused,
+    };
+    leave_trail(&state, &mut reviewed, &body, &policy, authenticated);
+    let mut response = Response::new(Body::from(reviewed.body));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// Decides the body under the policy in service (a large one on the
+/// blocking pool, one at a time: [`super::state::LARGE_REVIEWS`]), timed and counted.
+async fn decide(state: &AppState, body: &Bytes) -> Result<(Reviewed, Arc<Policy>), Response> {
+    let started = Instant::now();
+    let policy = state.policy.load_full();
+    let seal_key = state.certificates.as_ref().map(|c| c.seal_key());
+    let review = move |policy: &Policy, body: &[u8]| {
+        admission::review_with(policy, body, jiff::Timestamp::now(), seal_key.as_deref())
+    };
+    let result = if body.len() > OFFLOAD_BYTES {
+        let internal = || {
+            reject(
+                state,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal error".into(),
+            )
         };
-        let started = Instant::now();
-        let policy = state.policy.load_full();
-        let seal_key = state.certificates.as_ref().map(|c| c.seal_key());
-        let review = move |policy: &Policy, body: &[u8]| {
-            admission::review_with(policy, body, jiff::Timestamp::now(), seal_key.as_deref())
+        let Ok(deciding) = state.large_reviews.clone().acquire_owned().await else {
+            return Err(internal());
         };
-        let result = if body.len() > OFFLOAD_BYTES {
-            let Ok(deciding) = state.large_reviews.clone().acquire_owned().await else {
-                return reject(&state, StatusCode::INTERNAL_SERVER_ERROR, "internal error".into());
-            };
-            let policy = policy.clone();
-            let body = body.clone();
-            // The permit goes with the task: it is held until the review
-            // is done, even if the client has gone.
-            let decide = move || {
-                let _deciding = deciding;
-                review(&policy, &body)
-            };
-            match tokio::task::spawn_blocking(decide).await {
-                Ok(result) => result,
-                Err(e) => {
-                    tracing::error!(error = %e, "review task failed");
-                    return reject(&state, StatusCode::INTERNAL_SERVER_ERROR, "internal error".into());
-                }
-            }
-        } else {
+        let (policy, body) = (policy.clone(), body.clone());
+        // The permit goes with the task: it is held until the review
+        // is done, even if the client has gone.
+        let decide = move || {
+            let _deciding = deciding;
             review(&policy, &body)
         };
-        let mut reviewed = match result {
-            Ok(reviewed) => reviewed,
-            Err(e) => return reject(&state, StatusCode::BAD_REQUEST, e.to_string()),
-        };
-        state.metrics.latency.observe(started.elapsed().as_secs_f64());
-        state.metrics.review(&reviewed, &policy);
-        let span = tracing::Span::current();
-        span.record("decision", reviewed.verdict().as_str());
-        span.record("authenticated", authenticated);
-        if let Some(mut entry) = reviewed.audit.take() {
-            entry.set_authenticated(authenticated);
-            if let Some(cluster) = &state.cluster_name {
-                entry.set_cluster(cluster);
+        match tokio::task::spawn_blocking(decide).await {
+            Ok(result) => result,
+            Err(e) => {
+                tracing::error!(error = %e, "review task failed");
+                return Err(internal());
             }
-            // Read back only for what needs it: a debug span, an Event.
-            let wants_event = state.events.is_some()
-                && crate::trail::events::calls_for_event(reviewed.verdict(), entry.dry_run())
-                && events_allowed(&state, authenticated);
-            if wants_event || !span.is_disabled() {
-                match entry.record() {
-                    Ok(record) => {
-                        span.record("uid", record.uid.as_str());
-                        span.record("user", record.user.as_str());
-                        span.record("resource", record.resource.as_str());
-                        span.record("namespace", record.namespace.as_deref().unwrap_or_default());
-                        span.record("name", record.name.as_str());
-                        tracing::debug!(
-                            finalizers = ?record.removed_finalizers.iter().map(|r| &r.finalizer).collect::<Vec<_>>(),
-                            dry_run = record.dry_run,
-                            "judged finalizer removal"
-                        );
-                        if let Some(sink) = &state.events
-                            && let Some(event) = crate::trail::events::event_for(&record, &state.instance)
-                        {
-                            sink.send(event);
-                        }
-                    }
-                    Err(e) => tracing::error!(error = %e, "cannot read back an audit record"),
-                }
-            }
-            if let Some(recorder) = &state.recorder
-                && let Some(recording) =
-                    crate::trail::recording::from_reviewed(&reviewed, &body, &policy, authenticated)
-            {
-                recorder.record(recording);
-            }
-            state.audit.emit(entry);
-        } else {
-            tracing::debug!("nothing to judge");
         }
-        let mut response = Response::new(Body::from(reviewed.body));
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        response
+    } else {
+        review(&policy, body)
+    };
+    let reviewed = match result {
+        Ok(reviewed) => reviewed,
+        Err(e) => return Err(reject(state, StatusCode::BAD_REQUEST, e.to_string())),
+    };
+    state
+        .metrics
+        .latency
+        .observe(started.elapsed().as_secs_f64());
+    state.metrics.review(&reviewed, &policy);
+    Ok((reviewed, policy))
+}
+
+/// What a review leaves behind: its span's fields, its Event, its
+/// recording and its audit record, each from the review itself.
+fn leave_trail(
+    state: &AppState,
+    reviewed: &mut Reviewed,
+    body: &[u8],
+    policy: &Policy,
+    authenticated: bool,
+) {
+    let span = tracing::Span::current();
+    span.record("decision", reviewed.verdict().as_str());
+    span.record("authenticated", authenticated);
+    let Some(mut entry) = reviewed.audit.take() else {
+        tracing::debug!("nothing to judge");
+        return;
+    };
+    entry.set_authenticated(authenticated);
+    if let Some(cluster) = &state.cluster_name {
+        entry.set_cluster(cluster);
     }
-    .instrument(span)
-    .await
+    let judgment = Judgment {
+        judged: entry.judged(),
+        decision: &reviewed.decision,
+        ledger: reviewed.ledger.as_ref(),
+    };
+    let event = state.events.as_ref().filter(|_| {
+        crate::trail::events::calls_for_event(reviewed.verdict(), entry.dry_run())
+            && events_allowed(state, authenticated)
+    });
+    if event.is_some() || !span.is_disabled() {
+        describe(&span, judgment);
+    }
+    if let Some(sink) = event
+        && let Some(event) = crate::trail::events::event_for(judgment, &state.instance)
+    {
+        sink.send(event);
+    }
+    if let Some(recorder) = &state.recorder
+        && let Some(recording) =
+            crate::trail::recording::from_reviewed(reviewed, body, policy, authenticated)
+    {
+        recorder.record(recording);
+    }
+    state.audit.emit(entry);
+}
+
+/// The review's span fields, and a debug line naming the finalizers, as
+/// the audit record names them.
+fn describe(span: &tracing::Span, judgment: Judgment<'_>) {
+    let judged = judgment.judged;
+    span.record("uid", judged.uid.as_str());
+    span.record("user", judged.user.as_str());
+    span.record("resource", judged.resource.as_str());
+    span.record("namespace", judged.namespace.as_deref().unwrap_or_default());
+    span.record("name", judged.name.as_str());
+    tracing::debug!(
+        finalizers = ?audit::listed(judgment.decision).map(|r| audit::cut(&r.finalizer)).collect::<Vec<_>>(),
+        dry_run = judged.dry_run,
+        "judged finalizer removal"
+    );
 }
 
 /// Whether a review's Event may be written: always for an authenticated
@@ -229,7 +263,7 @@ fn events_allowed(state: &AppState, authenticated: bool) -> bool {
         .metrics
         .events
         .get_or_create(&crate::trail::metrics::EventLabels {
-            decision: crate::trail::events::SKIPPED_UNAUTHENTICATED,
+            decision: crate::trail::metrics::SKIPPED_UNAUTHENTICATED,
         })
         .inc();
     tracing::debug!("no Event: the review came without a verified client certificate");
@@ -346,10 +380,6 @@ async fn take_budget(
         None => extra,
     })
 }
-
-/// How much of an oversized body is read and discarded, as a multiple of
-/// the limit: before answering 413, or after an answer given unread.
-pub(super) const DRAIN_FACTOR: usize = 4;
 
 fn reject(state: &AppState, code: StatusCode, reason: String) -> Response {
     tracing::warn!(code = code.as_u16(), %reason, "refused a request");

@@ -1,6 +1,18 @@
 //! Kubernetes Events for denials and overrides, so `kubectl describe` and
 //! `kubectl get events` show them next to the object.
 //!
+//! Why not kube-runtime's `events::Recorder` (kube 5.0.0, in the tree): its
+//! `publish` awaits one API write per occurrence (a repeat is a PATCH of the
+//! series at once, never throttled), its cache of series has no bound but a
+//! six-minute age, its key leaves the note out (two requesters denied on one
+//! object would be one Event keeping the first note), an update that finds
+//! its Event gone fails until the cache forgets it, and it names an Event
+//! after the object as is (`system:node.…` is not a valid name). Here a
+//! review only hands its occurrence to a bounded queue and never waits for
+//! the API server; repeats are written at most every [`SERIES_INTERVAL`];
+//! at most 1,024 series are followed, what is forgotten counted;
+//! an Event found gone is created again.
+//!
 //! Sent from a background task through a bounded queue ([`crate::queue`]):
 //! an Event never delays or changes a decision, and a review only hands its
 //! occurrence over. A full queue drops it (counted); a failing API server
@@ -15,6 +27,7 @@
 //! every ten seconds, not ten a second. A series with no repeat for
 //! [`SERIES_END`] ends; the next occurrence starts a new Event.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,17 +41,15 @@ use prometheus_client::metrics::family::Family;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::admission::audit::AuditRecord;
-use crate::policy::Verdict;
+use crate::admission::audit::{self, Judged};
+use crate::admission::ledger::Ledger;
 use crate::policy::text::truncate;
+use crate::policy::{Decision, Verdict};
 use crate::queue::{self, Queue, WhenFull};
 use crate::trail::metrics::EventLabels;
 
 /// `reportingController` of every Event.
 pub const REPORTING_CONTROLLER: &str = "finalizer-guard.io/webhook";
-/// The `finalizer_guard_events_total` outcome of an Event not written
-/// because its review came without a verified client certificate.
-pub const SKIPPED_UNAUTHENTICATED: &str = "unauthenticated";
 /// How long one Event write may take.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// Kubernetes refuses notes longer than this.
@@ -165,14 +176,25 @@ fn fit_note(mut note: String) -> String {
     note
 }
 
-/// The Event an audit record calls for, if any: denials and overrides.
-pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Occurrence> {
-    if record.dry_run {
+/// A judged removal as an Event tells it: what it was about and what was
+/// decided, from the review itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Judgment<'a> {
+    pub judged: &'a Judged,
+    pub decision: &'a Decision,
+    /// For an override: what the removed finalizers were protecting.
+    pub ledger: Option<&'a Ledger>,
+}
+
+/// The Event a judged removal calls for, if any: denials and overrides.
+pub fn event_for(judgment: Judgment<'_>, instance: &str) -> Option<Occurrence> {
+    let judged = judgment.judged;
+    if judged.dry_run {
         return None;
     }
     // A namespace kube-apiserver sends is a DNS label; anything else did
     // not come from it, and would reach the Event's request path.
-    if record
+    if judged
         .namespace
         .as_deref()
         .is_some_and(|ns| !is_dns_label(ns))
@@ -180,7 +202,7 @@ pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Occurrence> {
         tracing::debug!("no Event: the review's namespace is not a DNS label");
         return None;
     }
-    let (type_, reason, note, audit_reference) = what_happened(record)?;
+    let (type_, reason, note, audit_reference) = what_happened(judgment)?;
     let repeats_as = truncate(&note, MAX_NOTE_BYTES / 4);
     let note = match audit_reference {
         Some(reference) => truncate(&(note + &reference), MAX_NOTE_BYTES / 4),
@@ -188,11 +210,11 @@ pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Occurrence> {
     };
     let notice = Notice {
         regarding: ObjectReference {
-            api_version: Some(record.object_api_version.clone()),
-            kind: Some(record.object_kind.clone()),
-            name: Some(record.name.clone()),
-            namespace: record.namespace.clone(),
-            uid: record.object_uid.clone(),
+            api_version: Some(judged.object_api_version.clone()),
+            kind: Some(judged.object_kind.clone()),
+            name: Some(judged.name.clone()),
+            namespace: judged.namespace.clone(),
+            uid: judged.object_uid.clone(),
             ..ObjectReference::default()
         },
         type_,
@@ -207,56 +229,58 @@ pub fn event_for(record: &AuditRecord, instance: &str) -> Option<Occurrence> {
 
 /// The Event's type, reason and note for a denial, an override or a refused
 /// approval, and what the note adds per request (the audit record's uid);
-/// `None` for every other decision.
+/// `None` for every other decision. Names are those the audit record lists.
 fn what_happened(
-    record: &AuditRecord,
+    judgment: Judgment<'_>,
 ) -> Option<(&'static str, &'static str, String, Option<String>)> {
-    let finalizers: Vec<&str> = record
-        .removed_finalizers
-        .iter()
+    let Judgment {
+        judged,
+        decision,
+        ledger,
+    } = judgment;
+    let finalizers: Vec<Cow<'_, str>> = audit::listed(decision)
         .filter(|r| r.authorized_by.is_none())
-        .map(|r| r.finalizer.as_str())
+        .map(|r| audit::cut(&r.finalizer))
         .collect();
-    Some(match record.decision {
+    let user = &judged.user;
+    Some(match decision.verdict() {
         Verdict::Denied => (
             "Warning",
             "FinalizerRemovalDenied",
-            format!(
-                "{} may not remove finalizers {}",
-                record.user,
-                finalizers.join(", "),
-            ),
+            format!("{user} may not remove finalizers {}", finalizers.join(", ")),
             Some(format!(
                 "; see finalizer-guard's audit record {}",
-                record.uid
+                judged.uid
             )),
         ),
-        Verdict::Override => (
-            "Warning",
-            "FinalizerOverride",
-            format!(
-                "{} removed finalizers {} by override ({}: {}){}; clean up by hand: {}",
-                record.user,
-                finalizers.join(", "),
-                record.override_reason.as_deref().unwrap_or_default(),
-                record.override_detail.as_deref().unwrap_or_default(),
-                record
-                    .approved_by
-                    .as_deref()
-                    .map(|a| format!(", approved by {a}"))
-                    .unwrap_or_default(),
-                record
-                    .protected
-                    .as_ref()
-                    .map(|l| l.summary())
-                    .unwrap_or_else(|| "nothing recorded on the object".into()),
-            ),
-            None,
-        ),
+        Verdict::Override => {
+            let (reason, detail) = decision
+                .override_used()
+                .map(|o| (audit::cut(&o.reason), audit::cut(&o.detail)))
+                .unwrap_or_default();
+            let approved = decision
+                .evidence
+                .approved_by
+                .as_deref()
+                .map(|a| format!(", approved by {}", audit::cut(a)))
+                .unwrap_or_default();
+            let protected = ledger
+                .map(Ledger::summary)
+                .unwrap_or_else(|| "nothing recorded on the object".into());
+            (
+                "Warning",
+                "FinalizerOverride",
+                format!(
+                    "{user} removed finalizers {} by override ({reason}: {detail}){approved}; clean up by hand: {protected}",
+                    finalizers.join(", "),
+                ),
+                None,
+            )
+        }
         Verdict::ApprovalDenied => (
             "Warning",
             "OverrideApprovalDenied",
-            format!("{} may not write an override approval", record.user),
+            format!("{user} may not write an override approval"),
             None,
         ),
         Verdict::NotJudged
@@ -678,44 +702,86 @@ async fn sleep_until(at: Option<Instant>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::audit::AuditedRemoval;
-    use crate::policy::{FinalizerField, Mode, Operation};
+    use crate::policy::approval::ApprovalProblem;
+    use crate::policy::overrides::Override;
+    use crate::policy::{FinalizerField, Outcome, OverrideProblem, Removal};
 
-    fn record(decision: Verdict) -> AuditRecord {
-        AuditRecord {
-            uid: "u-1".into(),
-            user: "jane".into(),
-            groups: vec![],
-            groups_omitted: 0,
-            operation: Operation::Update,
-            resource: "pods".into(),
-            object_kind: "Pod".into(),
-            object_api_version: "v1".into(),
-            subresource: String::new(),
-            namespace: Some("shop".into()),
-            name: "web-0".into(),
-            object_uid: Some("o-1".into()),
-            removed_finalizers: vec![AuditedRemoval {
-                finalizer: "example.com/cleanup".into(),
-                field: FinalizerField::Metadata,
-                authorized_by: None,
-            }],
-            removed_finalizers_omitted: 0,
-            decision,
-            mode: Mode::Enforce,
-            override_reason: Some("node-lost".into()),
-            override_detail: Some("INC-1".into()),
-            approved_by: None,
-            override_expires: None,
-            protected: Some(crate::admission::ledger::Ledger {
+    /// A judged removal of one finalizer, decided `verdict`.
+    #[derive(Clone)]
+    struct Case {
+        judged: Judged,
+        decision: Decision,
+        ledger: Option<Ledger>,
+    }
+
+    fn outcome(verdict: Verdict) -> Outcome {
+        match verdict {
+            Verdict::Denied => Outcome::Denied {
+                problem: OverrideProblem::Absent,
+                enforced: true,
+            },
+            Verdict::WouldDeny => Outcome::Denied {
+                problem: OverrideProblem::Absent,
+                enforced: false,
+            },
+            Verdict::Override => Outcome::Override(Override {
+                reason: "node-lost".into(),
+                detail: "INC-1".into(),
+            }),
+            Verdict::ApprovalDenied => Outcome::ApprovalRefused {
+                problem: ApprovalProblem::NotAnApprover,
+                enforced: true,
+            },
+            Verdict::ApprovalWouldDeny => Outcome::ApprovalRefused {
+                problem: ApprovalProblem::NotAnApprover,
+                enforced: false,
+            },
+            Verdict::Authorized => Outcome::Authorized,
+            Verdict::NotJudged => Outcome::NotJudged,
+            Verdict::NothingRemoved => Outcome::NothingRemoved,
+            Verdict::ApprovalRecorded => Outcome::ApprovalRecorded,
+        }
+    }
+
+    fn record(verdict: Verdict) -> Case {
+        Case {
+            judged: Judged {
+                uid: "u-1".into(),
+                user: "jane".into(),
+                resource: "pods".into(),
+                object_kind: "Pod".into(),
+                object_api_version: "v1".into(),
+                namespace: Some("shop".into()),
+                name: "web-0".into(),
+                object_uid: Some("o-1".into()),
+                dry_run: false,
+            },
+            decision: Decision {
+                outcome: outcome(verdict),
+                removed: vec![Removal {
+                    finalizer: "example.com/cleanup".into(),
+                    field: FinalizerField::Metadata,
+                    authorized_by: None,
+                }],
+                evidence: Default::default(),
+            },
+            ledger: Some(Ledger {
                 node: Some("worker-3".into()),
                 ..Default::default()
             }),
-            message: None,
-            dry_run: false,
-            authenticated: Some(true),
-            cluster: None,
         }
+    }
+
+    /// The Event of `case` (shadows [`super::event_for`] in these tests).
+    fn event_for(case: &Case, instance: &str) -> Option<Occurrence> {
+        super::event_for(
+            Judgment {
+                judged: &case.judged,
+                decision: &case.decision,
+                ledger: case.ledger.as_ref(),
+            },
+            instance,
+        )
     }
 
     fn occurrence(decision: Verdict) -> Occurrence {
@@ -735,7 +801,7 @@ mod tests {
             &"a".repeat(64),
             "a?x=1",
         ] {
-            r.namespace = Some(bad.to_string());
+            r.judged.namespace = Some(bad.to_string());
             assert!(event_for(&r, "pod").is_none(), "{bad:?}");
         }
     }
@@ -787,13 +853,13 @@ mod tests {
             assert!(event_for(&record(quiet), "pod-1").is_none(), "{quiet}");
         }
         let mut dry = record(Verdict::Denied);
-        dry.dry_run = true;
+        dry.judged.dry_run = true;
         assert!(
             event_for(&dry, "pod-1").is_none(),
             "dry run has no side effects"
         );
         let mut cluster = record(Verdict::Denied);
-        cluster.namespace = None;
+        cluster.judged.namespace = None;
         assert_eq!(
             event_for(&cluster, "pod-1")
                 .unwrap()
@@ -808,7 +874,7 @@ mod tests {
     #[test]
     fn notes_from_the_request_are_cut_to_the_limit_and_repeat_as_cut() {
         let mut long = record(Verdict::Denied);
-        long.user = "x".repeat(2000);
+        long.judged.user = "x".repeat(2000);
         let cut = event_for(&long, "pod-1").unwrap();
         let note = cut.event.note.as_deref().unwrap();
         assert_eq!(note.chars().count(), MAX_NOTE_BYTES / 4);
@@ -825,7 +891,7 @@ mod tests {
     fn repeats_are_the_same_object_reason_and_note_whatever_the_request() {
         let first = occurrence(Verdict::Denied);
         let mut again = record(Verdict::Denied);
-        again.uid = "u-2".into();
+        again.judged.uid = "u-2".into();
         let again = event_for(&again, "pod-1").unwrap();
         assert_ne!(
             first.event.note, again.event.note,
@@ -833,23 +899,23 @@ mod tests {
         );
         assert_eq!(first.key, again.key);
 
-        let differs = |change: fn(&mut AuditRecord)| {
+        let differs = |change: fn(&mut Case)| {
             let mut other = record(Verdict::Denied);
             change(&mut other);
             event_for(&other, "pod-1").unwrap().key != first.key
         };
-        assert!(differs(|r| r.user = "bob".into()));
+        assert!(differs(|r| r.judged.user = "bob".into()));
         assert!(differs(
-            |r| r.removed_finalizers[0].finalizer = "example.com/other".into()
+            |r| r.decision.removed[0].finalizer = "example.com/other".into()
         ));
         assert!(
-            differs(|r| r.object_uid = Some("o-2".into())),
+            differs(|r| r.judged.object_uid = Some("o-2".into())),
             "a new object of the same name"
         );
-        assert!(differs(|r| r.name = "web-1".into()));
-        assert!(differs(|r| r.namespace = Some("other".into())));
-        assert!(differs(|r| r.object_kind = "ConfigMap".into()));
-        assert!(differs(|r| r.decision = Verdict::Override));
+        assert!(differs(|r| r.judged.name = "web-1".into()));
+        assert!(differs(|r| r.judged.namespace = Some("other".into())));
+        assert!(differs(|r| r.judged.object_kind = "ConfigMap".into()));
+        assert!(differs(|r| r.decision.outcome = outcome(Verdict::Override)));
     }
 
     /// The writes of `due`, without their keys.
@@ -1023,7 +1089,7 @@ mod tests {
         let mut repeats = Repeats::default();
         let on = |i: usize| {
             let mut r = record(Verdict::Denied);
-            r.name = format!("web-{i}");
+            r.judged.name = format!("web-{i}");
             event_for(&r, "pod-1").unwrap()
         };
         for i in 0..MAX_SERIES {

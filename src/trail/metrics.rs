@@ -138,8 +138,12 @@ pub struct PolicyLabels {
 /// The HTTP statuses a request is refused with before a decision.
 const REJECT_CODES: [u16; 5] = [400, 408, 413, 500, 503];
 
+/// The `finalizer_guard_events_total` outcome of an Event not written
+/// because its review came without a verified client certificate.
+pub const SKIPPED_UNAUTHENTICATED: &str = "unauthenticated";
+
 /// What becomes of an Event ([`EventLabels`]) wherever Events are written
-/// (`serve` adds `unauthenticated`).
+/// (`serve` adds [`SKIPPED_UNAUTHENTICATED`]).
 const EVENT_OUTCOMES: [&str; 4] = ["sent", "updated", "repeated", "failed"];
 
 /// The files `serve` reloads ([`ReloadLabels`]).
@@ -221,31 +225,7 @@ impl Metrics {
             "The policy in service (1): its mode, the sha256 of its file's bytes, and where it came from (embedded, file)",
             policy_info.clone(),
         );
-        for code in REJECT_CODES {
-            let _ = rejected.get_or_create(&RejectLabels { code });
-        }
-        for kind in RELOAD_KINDS {
-            for outcome in ["success", "failure"] {
-                let _ = reloads.get_or_create(&ReloadLabels { kind, outcome });
-            }
-        }
-        for decision in [Verdict::Denied, Verdict::WouldDeny, Verdict::Override] {
-            let _ = unauthorized_removals.get_or_create(&VerdictLabels { decision });
-        }
-        let _ = events.get_or_create(&EventLabels {
-            decision: crate::trail::events::SKIPPED_UNAUTHENTICATED,
-        });
-        for queue in ["audit", "recorder"] {
-            let _ = dropped.get_or_create(&QueueLabels { queue });
-        }
-        for decision in Verdict::ALL {
-            let _ = reviews.get_or_create(&ReviewLabels {
-                operation: Operation::Update,
-                decision,
-                group: Cow::Borrowed("core"),
-            });
-        }
-        Metrics {
+        let metrics = Metrics {
             registry,
             reviews,
             rejected,
@@ -258,6 +238,39 @@ impl Metrics {
             dropped,
             policy_info,
             other_groups: Mutex::new(HashSet::new()),
+        };
+        metrics.seed();
+        metrics
+    }
+
+    /// The series that read 0 before anything happened, so a dashboard
+    /// sees them from the first scrape.
+    fn seed(&self) {
+        for code in REJECT_CODES {
+            let _ = self.rejected.get_or_create(&RejectLabels { code });
+        }
+        for kind in RELOAD_KINDS {
+            for outcome in ["success", "failure"] {
+                let _ = self.reloads.get_or_create(&ReloadLabels { kind, outcome });
+            }
+        }
+        for decision in [Verdict::Denied, Verdict::WouldDeny, Verdict::Override] {
+            let _ = self
+                .unauthorized_removals
+                .get_or_create(&VerdictLabels { decision });
+        }
+        let _ = self.events.get_or_create(&EventLabels {
+            decision: SKIPPED_UNAUTHENTICATED,
+        });
+        for queue in ["audit", "recorder"] {
+            let _ = self.dropped.get_or_create(&QueueLabels { queue });
+        }
+        for decision in Verdict::ALL {
+            let _ = self.reviews.get_or_create(&ReviewLabels {
+                operation: Operation::Update,
+                decision,
+                group: Cow::Borrowed("core"),
+            });
         }
     }
 

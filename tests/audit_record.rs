@@ -1,0 +1,294 @@
+//! The audit record's one shape: the line the review writes by hand (fast),
+//! the serde `AuditRecord` that reads it, and the facts Events and the
+//! review's span take from the review itself, held equal field for field
+//! over every example review and a few hundred generated ones; and the
+//! bytes written held to those of the writer before it was split
+//! (`tests/fixtures/audit/`).
+//!
+//! `BLESS=1 cargo test --test audit_record` writes the fixtures anew.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use finalizer_guard::admission::audit::{self, AuditRecord, MAX_AUDITED_FINALIZERS};
+use finalizer_guard::admission::{self, ReviewBuilder, Reviewed};
+use finalizer_guard::policy::Policy;
+use serde_json::{Value, json};
+
+/// The embedded default policy, and one with a rule, so records name what authorized a removal.
+fn policies() -> [Policy; 2] {
+    let with_rule = finalizer_guard::policy::from_bytes(
+        br#"mode: enforce
+builtinControllers: true
+rules:
+  - name: shop-oncall
+    finalizers: ["example.com/cleanup", "example.com/lo\"ck"]
+    groups: ["shop-oncall"]
+override:
+  annotation: finalizer-guard.io/override
+  reasons: [node-lost, "controller-unavailable"]
+"#,
+    )
+    .expect("the test policy loads");
+    [Policy::embedded_default(), with_rule]
+}
+
+/// A small deterministic generator (xorshift), so the fixtures stay put.
+struct Dice(u64);
+
+impl Dice {
+    fn roll(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[self.roll(from.len())]
+    }
+}
+
+/// Strings a request may carry: plain, escaped in JSON, non-ASCII, long.
+fn text(dice: &mut Dice, base: &str) -> String {
+    match dice.roll(6) {
+        0 => format!("{base}\"quoted\\"),
+        1 => format!("{base}-é✓\u{1}\t"),
+        2 => base.repeat(700 / base.len().max(1) + 1),
+        _ => base.to_string(),
+    }
+}
+
+/// One generated review body.
+fn generated(dice: &mut Dice) -> Vec<u8> {
+    let name = dice_name(dice);
+    let user = text(dice, name);
+    let mut review = ReviewBuilder::pod_update(&user);
+    let groups: Vec<String> = match dice.roll(4) {
+        0 => vec![],
+        1 => (0..70).map(|i| format!("g{i}")).collect(),
+        _ => vec!["system:authenticated".into(), text(dice, "shop-oncall")],
+    };
+    review = review.groups(&groups.iter().map(String::as_str).collect::<Vec<_>>());
+    let finalizers: Vec<String> = match dice.roll(5) {
+        0 => (0..MAX_AUDITED_FINALIZERS + 3)
+            .map(|i| format!("example.com/f{i}"))
+            .collect(),
+        1 => vec![text(dice, "example.com/odd")],
+        _ => vec![
+            "example.com/cleanup".into(),
+            "example.com/lo\"ck".into(),
+            "kubernetes.io/pvc-protection".into(),
+        ],
+    };
+    let old = json!(finalizers);
+    let new = match dice.roll(3) {
+        0 => json!(finalizers[1..].to_vec()),
+        _ => json!(null),
+    };
+    review = review.finalizers(old, new);
+    match dice.roll(5) {
+        0 => review = review.annotate("finalizer-guard.io/override", "node-lost: INC-4711"),
+        1 => {
+            let detail = text(dice, "INC \"7\"");
+            review = review.annotate(
+                "finalizer-guard.io/override",
+                &format!("controller-unavailable: {detail}"),
+            );
+        }
+        2 => review = review.annotate("finalizer-guard.io/override", "bogus"),
+        _ => {}
+    }
+    if dice.roll(3) == 0 {
+        review = review.edit_old_object(|o| {
+            o["spec"] = json!({"nodeName": "worker-3", "volumes": [{"persistentVolumeClaim": {"claimName": "data"}}]});
+        });
+    }
+    match dice.roll(4) {
+        0 => {
+            review = review
+                .resource("example.com", "v1", "widgets", "Widget")
+                .namespace(None)
+                .name(&text(dice, "w"));
+        }
+        1 => review = review.namespace(Some(&text(dice, "shop"))),
+        2 => review = review.subresource("status"),
+        _ => {}
+    }
+    if dice.roll(4) == 0 {
+        review = review.dry_run(true);
+    }
+    if dice.roll(5) == 0 {
+        review = review.edit_old_object(|o| {
+            o["metadata"].as_object_mut().unwrap().remove("uid");
+        });
+    }
+    review
+        .uid(&format!("uid-{}", dice.roll(1_000_000)))
+        .to_vec()
+}
+
+fn dice_name(dice: &mut Dice) -> &'static str {
+    dice.pick(&["jane", "system:serviceaccount:shop:ctl", "bob"])
+}
+
+/// Every review the tests judge: the examples, by name, and the generated ones.
+fn reviews() -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/reviews");
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    examples.sort();
+    assert!(examples.len() >= 4, "the examples are there: {dir:?}");
+    let mut all: Vec<(String, Vec<u8>)> = examples
+        .iter()
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(p).unwrap())
+        })
+        .collect();
+    let mut dice = Dice(0x9e37_79b9_7f4a_7c15);
+    for i in 0..300 {
+        all.push((format!("generated-{i}"), generated(&mut dice)));
+    }
+    all
+}
+
+/// Each review judged under each policy that audits it.
+fn judged() -> Vec<(String, Reviewed)> {
+    let policies = policies();
+    let mut out = Vec::new();
+    for (name, body) in reviews() {
+        for (p, policy) in policies.iter().enumerate() {
+            let at = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+            let reviewed =
+                admission::review_at(policy, &body, at).unwrap_or_else(|e| panic!("{name}: {e}"));
+            if reviewed.audit.is_some() {
+                out.push((format!("{name}.policy-{p}"), reviewed));
+            }
+        }
+    }
+    out
+}
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit/fields.txt")
+}
+
+/// `NAME FIELDS`, a line per audited review; a generated review's fields
+/// as their sha256, to keep the fixture small.
+fn written() -> String {
+    let mut out = String::new();
+    for (name, reviewed) in judged() {
+        let fields = reviewed.audit.unwrap().fields().to_string();
+        if name.starts_with("generated-") {
+            let digest = ring::digest::digest(&ring::digest::SHA256, fields.as_bytes());
+            let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+            let _ = writeln!(out, "{name} sha256:{hex} ({} bytes)", fields.len());
+        } else {
+            let _ = writeln!(out, "{name} {fields}");
+        }
+    }
+    out
+}
+
+#[test]
+fn the_writer_writes_the_bytes_it_always_wrote() {
+    let got = written();
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::create_dir_all(fixture().parent().unwrap()).unwrap();
+        std::fs::write(fixture(), &got).unwrap();
+    }
+    let want = std::fs::read_to_string(fixture()).expect("tests/fixtures/audit/fields.txt");
+    let (got, want): (Vec<&str>, Vec<&str>) = (got.lines().collect(), want.lines().collect());
+    assert_eq!(got.len(), want.len(), "as many audited reviews");
+    assert!(got.len() > 300, "most generated reviews are audited");
+    for (got, want) in got.iter().zip(&want) {
+        assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn the_record_read_back_is_the_line_written_field_for_field() {
+    for (name, reviewed) in judged() {
+        let entry = reviewed.audit.as_ref().unwrap();
+        let written: Value = serde_json::from_str(&format!("{{{}}}", entry.fields())).unwrap();
+        let record: AuditRecord = entry.record().unwrap_or_else(|e| panic!("{name}: {e}"));
+        let read: Value = serde_json::to_value(&record).unwrap();
+        let (written, read) = (written.as_object().unwrap(), read.as_object().unwrap());
+        assert_eq!(
+            written.keys().collect::<Vec<_>>(),
+            read.keys().collect::<Vec<_>>(),
+            "{name}: the same fields"
+        );
+        for (key, value) in written {
+            assert_eq!(value, &read[key], "{name}: {key}");
+        }
+        assert_eq!(
+            format!("{{{}}}", entry.fields()),
+            serde_json::to_string(&record).unwrap(),
+            "{name}: the same bytes"
+        );
+    }
+}
+
+#[test]
+fn what_events_and_the_span_take_from_the_review_is_what_the_record_says() {
+    for (name, reviewed) in judged() {
+        let entry = reviewed.audit.as_ref().unwrap();
+        let record = entry.record().unwrap();
+        let judged = entry.judged();
+        assert_eq!(judged.uid, record.uid, "{name}");
+        assert_eq!(judged.user, record.user, "{name}");
+        assert_eq!(judged.resource, record.resource, "{name}");
+        assert_eq!(judged.object_kind, record.object_kind, "{name}");
+        assert_eq!(
+            judged.object_api_version, record.object_api_version,
+            "{name}"
+        );
+        assert_eq!(judged.namespace, record.namespace, "{name}");
+        assert_eq!(judged.name, record.name, "{name}");
+        assert_eq!(judged.object_uid, record.object_uid, "{name}");
+        assert_eq!(judged.dry_run, record.dry_run, "{name}");
+        assert_eq!(entry.dry_run(), record.dry_run, "{name}");
+        let decision = &reviewed.decision;
+        assert_eq!(decision.verdict(), record.decision, "{name}");
+        let listed: Vec<(String, bool)> = audit::listed(decision)
+            .map(|r| {
+                (
+                    audit::cut(&r.finalizer).into_owned(),
+                    r.authorized_by.is_some(),
+                )
+            })
+            .collect();
+        let recorded: Vec<(String, bool)> = record
+            .removed_finalizers
+            .iter()
+            .map(|r| (r.finalizer.clone(), r.authorized_by.is_some()))
+            .collect();
+        assert_eq!(listed, recorded, "{name}");
+        let used = decision.override_used();
+        assert_eq!(
+            used.map(|o| audit::cut(&o.reason).into_owned()),
+            record.override_reason,
+            "{name}"
+        );
+        assert_eq!(
+            used.map(|o| audit::cut(&o.detail).into_owned()),
+            record.override_detail,
+            "{name}"
+        );
+        assert_eq!(
+            decision
+                .evidence
+                .approved_by
+                .as_deref()
+                .map(|a| audit::cut(a).into_owned()),
+            record.approved_by,
+            "{name}"
+        );
+        assert_eq!(reviewed.ledger, record.protected, "{name}");
+    }
+}
