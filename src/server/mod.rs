@@ -4,6 +4,7 @@ pub mod certs;
 mod drain;
 pub mod reload;
 pub mod routes;
+pub mod self_managed;
 mod serve;
 mod stall;
 pub mod tls;

@@ -106,6 +106,8 @@ pub struct ServeConfig {
     pub events_unauthenticated: bool,
     /// The cluster's name in every audit record, when given.
     pub cluster_name: Option<String>,
+    /// Self-managed certificates (`--certificates-secret`): in place of `tls`.
+    pub self_managed: Option<super::self_managed::Settings>,
 }
 
 /// Where Kubernetes Events are written.
@@ -260,6 +262,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         events_queue,
         events_unauthenticated,
         cluster_name,
+        self_managed,
     } = config;
     if limits.max_inflight_body_bytes < limits.max_body_bytes {
         return Err(Error::BodyBudget {
@@ -281,7 +284,8 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         .map(|record| start_recorder(record, &metrics))
         .transpose()?;
     let authenticated = client_ca.is_some();
-    let serving = serving_tls(tls, client_ca, &dev_cert_dir)?;
+    let (manager, initial) = super::self_managed::start(self_managed).await?.unzip();
+    let serving = serving_tls(tls.map(Ok).or(initial.map(Err)), client_ca, &dev_cert_dir)?;
     if let Some(expiry) = serving.certificates.expiry() {
         metrics.certificate_expiry.set(expiry);
     }
@@ -311,6 +315,10 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     let mut watched = serving.reloadables();
     if let Some(path) = policy {
         watched.push((Arc::new(PolicyFile(path)), policy_bytes));
+    }
+    if let Some(manager) = manager {
+        let store = serving.certificates.clone();
+        tokio::spawn(manager.run(store, state.clone(), stopped.clone()));
     }
     for (source, last) in watched {
         let (state, stopped) = (state.clone(), stopped.clone());
@@ -429,12 +437,13 @@ impl ServingTls {
 }
 
 fn serving_tls(
-    files: Option<(PathBuf, PathBuf)>,
+    files: Option<std::result::Result<(PathBuf, PathBuf), super::self_managed::Initial>>,
     client_ca: Option<PathBuf>,
     dev_cert_dir: &Path,
 ) -> Result<ServingTls> {
     let (certified, seal, files, dev_ca) = match files {
-        Some((cert, key)) => {
+        Some(Err((certified, seal))) => (certified, seal, None, None),
+        Some(Ok((cert, key))) => {
             let (certified, seal, fingerprint) = super::tls::load_files(&cert, &key)?;
             tracing::info!(cert = %cert.display(), key = %key.display(), "serving certificate loaded");
             (certified, seal, Some(((cert, key), fingerprint)), None)

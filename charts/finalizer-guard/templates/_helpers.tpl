@@ -18,6 +18,11 @@ never fight over one.
 {{- printf "%s-tls" (include "finalizer-guard.fullname" .) -}}
 {{- end -}}
 
+{{/* certificates.source self: the Secret the pods keep their CA and serving certificate in. */}}
+{{- define "finalizer-guard.certificatesSecret" -}}
+{{- printf "%s-certificates" (include "finalizer-guard.fullname" .) -}}
+{{- end -}}
+
 {{/* Labels of every object. */}}
 {{- define "finalizer-guard.labels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
