@@ -32,7 +32,7 @@ pub struct SelfManagedFlags {
     pub webhook_configuration: String,
     /// Self-managed certificates: a webhook of that configuration whose caBundle is kept
     /// current (repeatable); the others are left alone.
-    #[arg(long = "webhook-name", value_name = "NAME", default_value = DEFAULT_WEBHOOK)]
+    #[arg(long = "webhook-name", env = "FINALIZER_GUARD_WEBHOOK_NAME", value_delimiter = ',', value_name = "NAME", default_value = DEFAULT_WEBHOOK)]
     pub webhook_names: Vec<String>,
     /// Self-managed certificates: the Service the serving certificate is for (its four DNS
     /// names, in the Secret's namespace).
@@ -44,26 +44,36 @@ pub struct SelfManagedFlags {
     )]
     pub service: String,
     /// Self-managed certificates: an extra DNS name for the serving certificate (repeatable).
-    #[arg(long = "certificate-dns", value_name = "NAME")]
+    #[arg(
+        long = "certificate-dns",
+        env = "FINALIZER_GUARD_CERTIFICATE_DNS",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
     pub certificate_dns: Vec<String>,
     /// Self-managed certificates: an extra IP address for the serving certificate (repeatable).
-    #[arg(long = "certificate-ip", value_name = "ADDR")]
+    #[arg(
+        long = "certificate-ip",
+        env = "FINALIZER_GUARD_CERTIFICATE_IP",
+        value_delimiter = ',',
+        value_name = "ADDR"
+    )]
     pub certificate_ip: Vec<IpAddr>,
     /// Self-managed certificates: the serving certificate's lifetime.
-    #[arg(long, value_name = "DURATION", default_value = "2160h", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_CERTIFICATE_VALIDITY", value_name = "DURATION", default_value = "2160h", value_parser = parse_duration)]
     pub certificate_validity: Duration,
     /// Self-managed certificates: renew the serving certificate this long before it expires.
-    #[arg(long, value_name = "DURATION", default_value = "720h", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_CERTIFICATE_RENEW_BEFORE", value_name = "DURATION", default_value = "720h", value_parser = parse_duration)]
     pub certificate_renew_before: Duration,
     /// Self-managed certificates: the CA's lifetime.
-    #[arg(long, value_name = "DURATION", default_value = "43800h", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_CA_VALIDITY", value_name = "DURATION", default_value = "43800h", value_parser = parse_duration)]
     pub ca_validity: Duration,
     /// Self-managed certificates: start rotating the CA this long before it expires.
-    #[arg(long, value_name = "DURATION", default_value = "8760h", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_CA_RENEW_BEFORE", value_name = "DURATION", default_value = "8760h", value_parser = parse_duration)]
     pub ca_renew_before: Duration,
     /// Self-managed certificates: the wait between the steps of a CA rotation (the new CA
     /// trusted, then served, then the old one dropped).
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_CA_GRACE", value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
     pub ca_grace: Duration,
 }
 

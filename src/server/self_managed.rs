@@ -97,6 +97,8 @@ pub enum CertificatesError {
     },
     #[error("validatingwebhookconfiguration {config} has no webhook named {}", names.join(", "))]
     NoWebhook { config: String, names: Vec<String> },
+    #[error("no {0} yet: its caBundle is written once it exists")]
+    NoConfiguration(String),
     #[error("no Kubernetes API configuration: {0}")]
     Client(String),
     #[error("certificate generation: {0}")]
@@ -648,9 +650,10 @@ impl Manager {
     }
 
     /// One round: the Secret read (made, or brought up to date), the
-    /// caBundle patched when it differs. The serving pair to serve, and the
-    /// caBundle's error when only that failed (the pair is good to serve).
-    pub async fn reconcile(&self) -> Result<(Pair, Option<CertificatesError>)> {
+    /// caBundle patched when it differs. The serving pair to serve, and what
+    /// failed without keeping it from being served: a refused update of the
+    /// Secret (its pair as read is served), a refused caBundle patch.
+    pub async fn reconcile(&self) -> Result<(Pair, Vec<CertificatesError>)> {
         let config = self
             .configs
             .get_opt(&self.settings.webhook_configuration)
@@ -660,26 +663,27 @@ impl Manager {
             Ok(Some(config)) => self.bundles(config).ok(),
             _ => None,
         };
-        let stored = self.secret(bundles.as_deref()).await?;
+        let (stored, written) = self.secret(bundles.as_deref()).await?;
         let serving = stored.serving.clone().ok_or_else(|| {
             CertificatesError::Timing("the Secret holds no serving certificate".into())
         })?;
-        let patched = match config {
-            Ok(Some(config)) => self.patch_bundle(&config, &stored.bundle()).await.err(),
-            Ok(None) => {
-                tracing::warn!(
-                    config = %self.settings.webhook_configuration,
-                    "no such validatingwebhookconfiguration yet; its caBundle will be written once it exists"
-                );
-                None
+        let mut failed: Vec<CertificatesError> = written.into_iter().collect();
+        match config {
+            Ok(Some(config)) => {
+                failed.extend(self.patch_bundle(&config, &stored.bundle()).await.err())
             }
-            Err(e) => Some(e),
-        };
-        Ok((serving, patched))
+            Ok(None) => failed.push(CertificatesError::NoConfiguration(self.config_name())),
+            Err(e) => failed.push(e),
+        }
+        Ok((serving, failed))
     }
 
-    /// The Secret as it is once up to date: read, created, or updated.
-    async fn secret(&self, bundles: Option<&[Vec<u8>]>) -> Result<Stored> {
+    /// The Secret as it is once up to date: read, created, or updated; or,
+    /// when the update is refused, as read, with the refusal.
+    async fn secret(
+        &self,
+        bundles: Option<&[Vec<u8>]>,
+    ) -> Result<(Stored, Option<CertificatesError>)> {
         let (settings, name) = (&self.settings, self.secret_name());
         for _ in 0..3 {
             let existing = self
@@ -707,7 +711,7 @@ impl Manager {
             let mut stored = Stored::from_secret(&secret);
             let taken = stored.settle(now(), &settings.timing, &settings.names, bundles)?;
             if taken.is_empty() {
-                return Ok(stored);
+                return Ok((stored, None));
             }
             stored.to_secret(&mut secret);
             let written = match existing {
@@ -727,7 +731,7 @@ impl Manager {
             match written {
                 Ok(_) => {
                     tracing::info!(secret = %name, steps = ?taken, "certificates Secret written");
-                    return Ok(stored);
+                    return Ok((stored, None));
                 }
                 Err((e, _)) if is_status(&e, 409) => {
                     tracing::debug!(secret = %name, "another replica wrote the Secret first; reading it again");
@@ -738,7 +742,19 @@ impl Manager {
                         format!("secrets in namespace {}", settings.namespace),
                     )(e));
                 }
-                Err((e, verb)) => return Err(api_error(verb, name)(e)),
+                Err((e, verb)) => {
+                    let refused = api_error(verb, name)(e);
+                    // What it holds may still be good to serve (a renewal
+                    // is due well before the end).
+                    let read = Stored::from_secret(existing.as_ref().unwrap_or(&secret));
+                    let serving = read.serving.as_ref().filter(|s| {
+                        tls::certified_key(s.cert.as_bytes(), s.key.as_bytes()).is_ok()
+                    });
+                    return match serving {
+                        Some(_) => Ok((read, Some(refused))),
+                        None => Err(refused),
+                    };
+                }
             }
         }
         Err(CertificatesError::Timing(format!(
@@ -833,9 +849,9 @@ impl Manager {
 
     /// The first round, before the server serves: the certificate to start with.
     pub async fn first(&mut self) -> Result<Initial> {
-        let (pair, bundle_error) = self.reconcile().await?;
-        if let Some(e) = bundle_error {
-            tracing::error!(error = %e, "caBundle not written; serving anyway, trying again every interval");
+        let (pair, failed) = self.reconcile().await?;
+        for e in failed {
+            tracing::error!(error = %e, "certificates not kept current; serving the Secret's certificate, trying again every interval");
         }
         let certified = tls::certified_key(pair.cert.as_bytes(), pair.key.as_bytes())?;
         let seal = tls::seal_key(pair.key.as_bytes())?;
@@ -853,14 +869,14 @@ impl Manager {
         state: Arc<AppState>,
         mut stopped: watch::Receiver<bool>,
     ) {
-        let mut last_error: Option<String> = None;
+        let mut last_error: Vec<String> = Vec::new();
         loop {
             tokio::select! {
                 () = tokio::time::sleep(self.settings.interval) => {}
                 () = stopped_signal(&mut stopped) => return,
             }
-            let error = match self.reconcile().await {
-                Ok((pair, bundle_error)) => {
+            let failed = match self.reconcile().await {
+                Ok((pair, failed)) => {
                     match self.serve(pair, &store, Some(&state)) {
                         Ok(true) => {
                             state.metrics.reload("certificate", true);
@@ -872,21 +888,18 @@ impl Manager {
                             tracing::error!(error = %e, "refused the Secret's serving certificate; keeping the current one");
                         }
                     }
-                    bundle_error
+                    failed
                 }
-                Err(e) => Some(e),
+                Err(e) => vec![e],
             };
             // Logged when it starts and when it changes, not every interval.
-            let text = error.as_ref().map(ToString::to_string);
+            let text: Vec<String> = failed.iter().map(ToString::to_string).collect();
             if text != last_error {
-                match &text {
-                    Some(text) => {
-                        tracing::error!(error = %text, "certificates not kept current; serving the current certificate")
-                    }
-                    None if last_error.is_some() => {
-                        tracing::info!("certificates kept current again")
-                    }
-                    None => {}
+                for error in text.iter().filter(|e| !last_error.contains(e)) {
+                    tracing::error!(%error, "certificates not kept current; serving the current certificate");
+                }
+                if text.is_empty() {
+                    tracing::info!("certificates kept current again");
                 }
                 last_error = text;
             }
@@ -1098,7 +1111,7 @@ mod tests {
         let both = stored.bundle().into_bytes();
         assert!(
             stored
-                .facts(&names, Some(&[both.clone()]))
+                .facts(&names, Some(std::slice::from_ref(&both)))
                 .bundle_trusts_next
         );
         assert!(
