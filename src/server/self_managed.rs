@@ -105,8 +105,11 @@ pub enum CertificatesError {
     Generate(#[from] rcgen::Error),
     #[error("the Secret's serving certificate cannot be served: {0}")]
     Tls(#[from] tls::TlsError),
+    /// Lifetimes and margins that would make rotations run into each other.
     #[error("{0}")]
     Timing(String),
+    #[error("{0}")]
+    Other(String),
 }
 
 type Result<T, E = CertificatesError> = std::result::Result<T, E>;
@@ -364,9 +367,12 @@ impl Stored {
         let previous = self.previous.as_ref().map(|(cert, _)| cert.as_str());
         let ca = self.ca.as_ref().map(|ca| ca.cert.as_str());
         let next = self.next.as_ref().map(|(next, _)| next.cert.as_str());
+        // Each as stored: with one CA, the caBundle is `ca.crt`'s bytes.
         for cert in [previous, ca, next].into_iter().flatten() {
-            bundle.push_str(cert.trim_end());
-            bundle.push('\n');
+            bundle.push_str(cert);
+            if !cert.ends_with('\n') {
+                bundle.push('\n');
+            }
         }
         bundle
     }
@@ -665,7 +671,7 @@ impl Manager {
         };
         let (stored, written) = self.secret(bundles.as_deref()).await?;
         let serving = stored.serving.clone().ok_or_else(|| {
-            CertificatesError::Timing("the Secret holds no serving certificate".into())
+            CertificatesError::Other("the Secret holds no serving certificate".into())
         })?;
         let mut failed: Vec<CertificatesError> = written.into_iter().collect();
         match config {
@@ -730,11 +736,11 @@ impl Manager {
             };
             match written {
                 Ok(_) => {
-                    tracing::info!(secret = %name, steps = ?taken, "certificates Secret written");
+                    tracing::info!(object = %name, steps = ?taken, "certificates Secret written");
                     return Ok((stored, None));
                 }
                 Err((e, _)) if is_status(&e, 409) => {
-                    tracing::debug!(secret = %name, "another replica wrote the Secret first; reading it again");
+                    tracing::debug!(object = %name, "another replica wrote the Secret first; reading it again");
                 }
                 Err((e, "create")) => {
                     return Err(api_error(
@@ -757,7 +763,7 @@ impl Manager {
                 }
             }
         }
-        Err(CertificatesError::Timing(format!(
+        Err(CertificatesError::Other(format!(
             "{name}: written by others three times in a row while updating it; trying again later"
         )))
     }
@@ -819,7 +825,7 @@ impl Manager {
             return Ok(());
         }
         let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops))
-            .map_err(|e| CertificatesError::Timing(format!("caBundle patch: {e}")))?;
+            .map_err(|e| CertificatesError::Other(format!("caBundle patch: {e}")))?;
         self.configs
             .patch(
                 &self.settings.webhook_configuration,
@@ -855,7 +861,7 @@ impl Manager {
         }
         let certified = tls::certified_key(pair.cert.as_bytes(), pair.key.as_bytes())?;
         let seal = tls::seal_key(pair.key.as_bytes())?;
-        tracing::info!(secret = %self.secret_name(), "serving the certificate of the certificates Secret");
+        tracing::info!(object = %self.secret_name(), "serving the certificate of the certificates Secret");
         self.serving = Some(pair);
         Ok((certified, seal))
     }
@@ -1099,6 +1105,17 @@ mod tests {
             stored.settle(1_002, &t, &names, None).unwrap(),
             vec![Step::NewCa]
         );
+    }
+
+    #[test]
+    fn with_one_ca_the_bundle_is_the_ca_certificate() {
+        let mut stored = Stored::default();
+        stored.settle(1_000, &TIMING, &names(), None).unwrap();
+        assert_eq!(stored.bundle(), stored.ca.as_ref().unwrap().cert);
+        stored
+            .apply(Step::AddNextCa, 1_200, &TIMING, &names())
+            .unwrap();
+        assert_eq!(ders(stored.bundle().as_bytes()).len(), 2);
     }
 
     #[test]
