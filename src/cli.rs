@@ -580,6 +580,8 @@ pub struct ServeArgs {
         default_value = "text"
     )]
     pub log_format: LogFormat,
+    #[command(flatten)]
+    pub certificates: crate::certificate_flags::SelfManagedFlags,
 }
 
 #[derive(Debug, Args)]
@@ -716,8 +718,10 @@ impl ServeArgs {
             events_unauthenticated,
             cluster_name,
             log_format: _,
+            certificates,
         } = self;
         ServeConfig {
+            self_managed: certificates.settings(reload_interval),
             policy: policy.file,
             tls: tls_cert.zip(tls_key),
             client_ca,

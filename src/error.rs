@@ -32,6 +32,9 @@ pub enum Error {
     Tls(#[from] TlsError),
     #[error("certificate generation: {0}")]
     Certificate(#[from] rcgen::Error),
+    /// Self-managed certificates (`serve --certificates-secret`), as they say it.
+    #[error("certificates Secret: {0}")]
+    Certificates(String),
     #[error(
         "the policy would block Kubernetes' own controllers (refused in enforce mode): {}",
         list(.0)

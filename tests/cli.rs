@@ -2445,3 +2445,70 @@ fn assert_prints_names_every_missing_line_and_shows_the_whole_output() {
         "version prints on standard output, not error"
     );
 }
+
+/// `serve --certificates-secret`: a malformed Secret name, a conflict with
+/// `--tls-cert`, margins that overlap and an API server it cannot reach are
+/// each refused before anything is served, with what to fix.
+#[test]
+fn serve_refuses_self_managed_certificates_it_cannot_keep() {
+    let o = run(&["serve", "--certificates-secret", "just-a-name"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        stderr(&o).contains(r#""just-a-name" is not NAMESPACE/NAME"#),
+        "{o:?}"
+    );
+
+    let o = run(&[
+        "serve",
+        "--certificates-secret",
+        "fg/c",
+        "--tls-cert",
+        "a",
+        "--tls-key",
+        "b",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(stderr(&o).contains("cannot be used with"), "{o:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path());
+    let serve = |extra: &[&str]| {
+        let mut args = vec![
+            "serve",
+            "--certificates-secret",
+            "fg/fg-certificates",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--events",
+            "false",
+        ];
+        args.extend_from_slice(extra);
+        let mut cmd = bin();
+        cmd.args(&args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env_remove("FINALIZER_GUARD_POLICY");
+        cmd.output().unwrap()
+    };
+    let o = serve(&[
+        "--ca-renew-before",
+        "30m",
+        "--ca-grace",
+        "10m",
+        "--certificate-renew-before",
+        "20m",
+    ]);
+    assert_ne!(o.status.code(), Some(0), "{o:?}");
+    assert!(
+        stderr(&o).contains("--ca-renew-before (1800s) must be at least --certificate-renew-before (1200s) plus twice --ca-grace (600s"),
+        "{o:?}"
+    );
+    let o = serve(&[]);
+    assert_ne!(o.status.code(), Some(0), "{o:?}");
+    assert!(
+        stderr(&o).contains("certificates Secret: cannot get secret fg/fg-certificates"),
+        "{o:?}"
+    );
+    assert!(!stderr(&o).contains("panicked"), "{o:?}");
+}

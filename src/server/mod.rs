@@ -5,6 +5,7 @@ mod connections;
 mod drain;
 pub mod reload;
 pub mod routes;
+pub mod self_managed;
 mod serve;
 mod stall;
 mod state;

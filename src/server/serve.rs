@@ -94,6 +94,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         events_queue,
         events_unauthenticated,
         cluster_name,
+        self_managed,
     } = config;
     if limits.max_inflight_body_bytes < limits.max_body_bytes {
         return Err(Error::BodyBudget {
@@ -107,7 +108,8 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         .map(|record| start_recorder(record, &metrics))
         .transpose()?;
     let authenticated = client_ca.is_some();
-    let serving = serving_tls(tls, client_ca, &dev_cert_dir)?;
+    let (manager, initial) = super::self_managed::start(self_managed).await?.unzip();
+    let serving = serving_tls(tls.map(Ok).or(initial.map(Err)), client_ca, &dev_cert_dir)?;
     if let Some(expiry) = serving.certificates.expiry() {
         metrics.certificate_expiry.set(expiry);
     }
@@ -137,6 +139,10 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     let mut watched = serving.reloadables();
     if let Some(path) = policy {
         watched.push((Arc::new(PolicyFile(path)), policy_bytes));
+    }
+    if let Some(manager) = manager {
+        let store = serving.certificates.clone();
+        tokio::spawn(manager.run(store, state.clone(), stopped.clone()));
     }
     watch_reloads(watched, &state, reload_interval, &stopped);
     state.ready.store(true, Ordering::Relaxed);
@@ -273,12 +279,13 @@ impl ServingTls {
 }
 
 fn serving_tls(
-    files: Option<(PathBuf, PathBuf)>,
+    files: Option<std::result::Result<(PathBuf, PathBuf), super::self_managed::Initial>>,
     client_ca: Option<PathBuf>,
     dev_cert_dir: &Path,
 ) -> Result<ServingTls> {
     let (certified, seal, files, dev_ca) = match files {
-        Some((cert, key)) => {
+        Some(Err((certified, seal))) => (certified, seal, None, None),
+        Some(Ok((cert, key))) => {
             let (certified, seal, fingerprint) = super::tls::load_files(&cert, &key)?;
             tracing::info!(cert = %cert.display(), key = %key.display(), "serving certificate loaded");
             (certified, seal, Some(((cert, key), fingerprint)), None)

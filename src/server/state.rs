@@ -56,6 +56,8 @@ pub struct ServeConfig {
     pub events_unauthenticated: bool,
     /// The cluster's name in every audit record, when given.
     pub cluster_name: Option<String>,
+    /// Self-managed certificates (`--certificates-secret`): in place of `tls`.
+    pub self_managed: Option<super::self_managed::Settings>,
 }
 
 /// Where Kubernetes Events are written.

@@ -40,6 +40,7 @@ pub fn config(dir: &Path) -> ServeConfig {
         events_queue: 16,
         events_unauthenticated: false,
         cluster_name: None,
+        self_managed: None,
     }
 }
 

@@ -13,6 +13,7 @@
 //! FG_E2E_STATIC=FOLDER e2e/cluster.sh up DIR`): `.ci/run` runs it there and
 //! the rest with `--skip tamper_proof::`.
 
+mod certificates;
 #[path = "../common/mod.rs"]
 mod common;
 mod controllers;

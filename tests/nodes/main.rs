@@ -750,7 +750,8 @@ fn chart_installs_unmodified_on_two_nodes_and_denies_through_its_service() {
     n.install();
     n.wait_spread();
 
-    // kube-apiserver calls the chart's Service: no url, the generated CA.
+    // kube-apiserver calls the chart's Service: no url, the CA the pods
+    // made and wrote into the caBundle (certificates.source self, the default).
     let config = n.get(&["validatingwebhookconfiguration", FULLNAME]);
     let client = &config["webhooks"][0]["clientConfig"];
     assert_eq!(client["service"]["name"], FULLNAME, "{config:#}");
@@ -878,7 +879,12 @@ fn helm_upgrade_checks_the_policy_rolls_the_pods_and_uninstall_leaves_nothing() 
         );
     }
     let ca_bundle = installed["webhooks"][0]["clientConfig"]["caBundle"].clone();
-    let tls = n.get(&["secret", &format!("{FULLNAME}-tls"), "-n", NAMESPACE]);
+    let tls = n.get(&[
+        "secret",
+        &format!("{FULLNAME}-certificates"),
+        "-n",
+        NAMESPACE,
+    ]);
     assert_eq!(
         tls["data"]["ca.crt"], ca_bundle,
         "the caBundle is the Secret's CA"
@@ -1011,7 +1017,12 @@ fn helm_upgrade_checks_the_policy_rolls_the_pods_and_uninstall_leaves_nothing() 
         deployment["spec"]["template"]["metadata"]["annotations"]["finalizer-guard.io/policy-sha256"]
             .clone()
     };
-    let ca_before = n.get(&["secret", &format!("{FULLNAME}-ca"), "-n", NAMESPACE]);
+    let ca_before = n.get(&[
+        "secret",
+        &format!("{FULLNAME}-certificates"),
+        "-n",
+        NAMESPACE,
+    ]);
     n.helm_upgrade(&[
         "--set-json",
         &rule,
@@ -1032,11 +1043,17 @@ fn helm_upgrade_checks_the_policy_rolls_the_pods_and_uninstall_leaves_nothing() 
     assert_eq!(
         n.get(&["validatingwebhookconfiguration", FULLNAME])["webhooks"][0]["clientConfig"]["caBundle"],
         ca_bundle,
-        "the generated CA, and so the caBundle, is kept across helm upgrade"
+        "the pods' CA, and so the caBundle, is kept across helm upgrade"
     );
     assert_eq!(
-        n.get(&["secret", &format!("{FULLNAME}-ca"), "-n", NAMESPACE])["data"],
-        ca_before["data"]
+        n.get(&[
+            "secret",
+            &format!("{FULLNAME}-certificates"),
+            "-n",
+            NAMESPACE
+        ])["data"]["ca.crt"],
+        ca_before["data"]["ca.crt"],
+        "helm upgrade leaves the certificates Secret's data alone"
     );
     // alice, a developer, releases the CNI finalizer under the new rule.
     n.held(ns, "cni-2", CNI);

@@ -32,6 +32,11 @@ longest suffix (-policy-check, -critical-pods) still fits 63.
 {{- printf "%s-tls" (include "finalizer-guard.fullname" .) -}}
 {{- end -}}
 
+{{/* certificates.source self: the Secret the pods keep their CA and serving certificate in. */}}
+{{- define "finalizer-guard.certificatesSecret" -}}
+{{- printf "%s-certificates" (include "finalizer-guard.fullname" .) -}}
+{{- end -}}
+
 {{/* The labels the chart sets on every object, which no value replaces. */}}
 {{- define "finalizer-guard.standardLabels" -}}
 app.kubernetes.io/name: {{ include "finalizer-guard.name" . }}
