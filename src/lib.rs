@@ -8,14 +8,12 @@
 //! - [`suggest`]: rules from warn mode's `would-deny` evidence and enforce's denials.
 //! - [`output`]: one `-o text|json` vocabulary and printer for every command's report.
 //! - [`files`]: reading the files the offline commands are given: regular files only, bounded, no folder twice.
-//! - [`certificate_flags`]: `serve`'s flags for self-managed certificates.
 //! - [`flags`]: flags more than one command takes (`--policy`, durations).
 //! - [`vap`]: the policy as a ValidatingAdmissionPolicy (`policy export --vap`).
 //! - [`version`]: `version` and `--version`: commit, target, build date.
 #![forbid(unsafe_code)]
 
 pub mod admission;
-pub mod certificate_flags;
 pub mod cli;
 pub mod cluster;
 pub mod error;

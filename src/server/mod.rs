@@ -13,4 +13,4 @@ pub mod tls;
 
 pub use connections::H2_WINDOW_BYTES;
 pub use serve::*;
-pub use state::{AppState, EventsTarget, Limits, RecordConfig, ServeConfig};
+pub use state::{AppState, EventsTarget, Limits, RecordConfig};

@@ -1,7 +1,6 @@
 //! What every part of the server shares: the configuration `serve` starts
 //! from, the limits, the state every request sees, and the stop signal.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -23,42 +22,6 @@ use crate::trail::recording::Recorder;
 /// others wait, their bodies already counted in the budget
 /// (docs/performance.md, "Memory per review at the largest body").
 pub(crate) const LARGE_REVIEWS: usize = 1;
-
-/// Everything `serve` needs, already resolved from flags and environment.
-#[derive(Debug, Clone)]
-pub struct ServeConfig {
-    /// `None`: the embedded default policy.
-    pub policy: Option<PathBuf>,
-    /// `None`: dev mode, a generated certificate.
-    pub tls: Option<(PathBuf, PathBuf)>,
-    /// CA bundle that client certificates must chain to; `None`: no client
-    /// certificate is asked for.
-    pub client_ca: Option<PathBuf>,
-    pub listen: SocketAddr,
-    pub admin_listen: SocketAddr,
-    pub limits: Limits,
-    /// How often mounted policy and certificate files are re-read.
-    pub reload_interval: Duration,
-    /// After SIGTERM: how long to keep serving while unready, so endpoints catch up.
-    pub shutdown_delay: Duration,
-    /// After that: how long in-flight requests may take to finish.
-    pub shutdown_timeout: Duration,
-    /// Dev mode: where the generated CA is written.
-    pub dev_cert_dir: PathBuf,
-    /// Where judged removals are recorded for `test`, if anywhere.
-    pub record: Option<RecordConfig>,
-    /// Where Events for denials and overrides go.
-    pub events: EventsTarget,
-    /// How many Events may wait to be sent; more are dropped.
-    pub events_queue: usize,
-    /// Write Events for reviews that came without a verified client
-    /// certificate too (see [`AppState::events_unauthenticated`]).
-    pub events_unauthenticated: bool,
-    /// The cluster's name in every audit record, when given.
-    pub cluster_name: Option<String>,
-    /// Self-managed certificates (`--certificates-secret`): in place of `tls`.
-    pub self_managed: Option<super::self_managed::Settings>,
-}
 
 /// Where Kubernetes Events are written.
 #[derive(Debug, Clone)]
