@@ -57,6 +57,12 @@ for entry in "${scenarios[@]}"; do
   echo "record-real: $scenario on kube-apiserver $version" >&2
   # Each run installs the webhook afresh, its recordings folder empty.
   (cd "$root" && FG_E2E_DIR="$cluster" cargo test --locked --test e2e -- --ignored --exact "$scenario")
+  # The run leaves its webhook server running (cluster.sh down stops only the
+  # last one): stop it before the next run starts its own.
+  if [ -s "$cluster/run/finalizer-guard.pid" ]; then
+    kill "$(cat "$cluster/run/finalizer-guard.pid")" 2>/dev/null || true
+    rm -f "$cluster/run/finalizer-guard.pid"
+  fi
   # PREFIX-RESOURCE[-SUBRESOURCE]-REQUESTER-DECISION[-dry-run][-N].json, oldest first.
   python3 - "$cluster/webhook/recordings" "$tmp" "$prefix" <<'EOF'
 import json, os, re, sys
