@@ -7,6 +7,8 @@
 #   BIN=$(e2e/build.sh v1.37)  # the module in e2e/v1.37: the newest release the
 #                          # tests run (kube-apiserver, kube-controller-manager,
 #                          # kubectl, etcd)
+#   BIN=$(e2e/build.sh v1.28)  # e2e/v1.28: the oldest release the docs claim,
+#                          # the same commands
 #
 # Each module folder pins one Kubernetes release; the commands built are the
 # ones its tools.go imports. An etcd of the same version already built for

@@ -26,8 +26,9 @@
 #   logs/              each process's output
 #
 # FG_KUBE picks the release: unset, the one e2e/go.mod pins (v1.34.4);
-# FG_KUBE=v1.37, the module in e2e/v1.37 (v1.37.2). Each is built and cached
-# on its own (e2e/build.sh MODULE).
+# FG_KUBE=v1.37, the module in e2e/v1.37 (v1.37.2), the newest the tests
+# run; FG_KUBE=v1.28, the module in e2e/v1.28 (v1.28.15), the oldest the
+# docs claim. Each is built and cached on its own (e2e/build.sh MODULE).
 # FG_E2E_STATIC=FOLDER (1.37 or later) starts kube-apiserver in tamper-proof
 # mode: its AdmissionConfiguration gets the entries `finalizer-guard policy
 # export --static FOLDER` writes in FOLDER/admission-config.yaml, merged into
@@ -209,12 +210,20 @@ up() {
     exit 2
   fi
   bin=$("$here/build.sh" "$module")
+  # The release's minor version, from the cache folder build.sh keyed by it.
+  local minor
+  minor=$(basename "$bin" | sed -nE 's/^kubernetes-v1\.([0-9]+)\..*/\1/p')
+  [ -n "$minor" ] || { log "cannot tell the Kubernetes release of $bin"; exit 1; }
+  # Static manifests (tamper-proof mode) are beta and on by default from
+  # 1.37; before, kube-apiserver refuses the staticManifestsDir field and
+  # does not start.
+  if [ -n "${FG_E2E_STATIC:-}" ] && [ "$minor" -lt 37 ]; then
+    log "FG_E2E_STATIC needs Kubernetes 1.37 or later (manifest-based admission control); $(basename "$bin") is 1.$minor"
+    exit 2
+  fi
   # From 1.37 kube-apiserver refuses a loopback --advertise-address unless
   # it keeps no endpoints for the kubernetes Service (nothing here needs them).
-  case $(basename "$bin") in
-    kubernetes-v1.3[0-6].*|kubernetes-v1.[12][0-9].*) ;;
-    *) extra+=(--endpoint-reconciler-type none) ;;
-  esac
+  if [ "$minor" -ge 37 ]; then extra+=(--endpoint-reconciler-type none); fi
   rm -rf "$dir/run" "$dir/logs" "$dir/etcd" "$dir/bin"
   mkdir -p "$dir/run" "$dir/logs"
   ln -s "$bin" "$dir/bin"

@@ -2064,7 +2064,7 @@ fn test_refuses_a_file_that_repeats_a_key() {
     let dir = tempfile::tempdir().unwrap();
     // A recording of an override, whose object repeats the annotation.
     let recorded = std::fs::read_to_string(
-        "tests/fixtures/real/configmap-paths-configmaps-admin-override.json",
+        "tests/fixtures/real/v1.34.4/configmap-paths-configmaps-admin-override.json",
     )
     .unwrap();
     let value = r#""finalizer-guard.io/override": "controller-uninstalled: e2e cleanup""#;

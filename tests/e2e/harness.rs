@@ -162,6 +162,29 @@ impl Cluster {
         path.to_path_buf()
     }
 
+    /// kube-apiserver's version, `(gitVersion, minor)`.
+    pub fn server_version(&self) -> (String, u32) {
+        let version = self.admin(&["version", "-o", "json"]).ok().json();
+        let server = &version["serverVersion"];
+        let minor = server["minor"]
+            .as_str()
+            .and_then(|m| m.trim_end_matches('+').parse().ok())
+            .unwrap_or_else(|| panic!("kube-apiserver's version has no minor: {version}"));
+        let git = server["gitVersion"].as_str().unwrap_or("?").to_string();
+        (git, minor)
+    }
+
+    /// Fails the scenario, saying why, on a release before 1.`minor`: a
+    /// scenario that needs a newer release is skipped there by name
+    /// (`--skip`, .ci/run), never passed without having run.
+    pub fn require_release(&self, minor: u32, why: &str) {
+        let (git, have) = self.server_version();
+        assert!(
+            have >= minor,
+            "kube-apiserver {git} is older than 1.{minor}, which this scenario needs: {why}"
+        );
+    }
+
     /// A fresh namespace whose `default` ServiceAccount exists (pods need it).
     pub fn namespace(&self, name: &str) {
         self.admin(&["create", "namespace", name]).ok();

@@ -70,16 +70,9 @@ fn tamper_proof_mode_guards_the_guard_and_the_backstop_outlives_the_webhook() {
     let mut env = env();
     let c = env.cluster.clone();
 
-    let version = c.admin(&["version", "-o", "json"]).ok().json();
-    let minor: u32 = version["serverVersion"]["minor"]
-        .as_str()
-        .unwrap()
-        .trim_end_matches('+')
-        .parse()
-        .unwrap();
-    assert!(
-        minor >= 37,
-        "kube-apiserver {version} has no static manifests"
+    c.require_release(
+        37,
+        "static manifests (manifest-based admission control) are beta and on by default from 1.37",
     );
 
     // The harness's policy, exported into the folders kube-apiserver watches,

@@ -32,6 +32,9 @@ use super::{
 };
 use crate::common::assert::assert_prints_on_stderr;
 
+/// Why every scenario here needs 1.30: the export is an
+/// `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicy.
+const VAP_V1: &str = "the backstop is an admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy, served from 1.30 (v1beta1 and off by default in 1.28 and 1.29)";
 const POLICY: &str = "finalizer-guard";
 /// The group every replayed requester also gets: it may write everything
 /// (cluster-admin), so RBAC never answers in the policy's place, and no rule
@@ -643,6 +646,7 @@ fn uninstall_policy(c: &Cluster) {
 #[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
 fn the_policy_decides_every_case_file_as_the_webhook_does() {
     let mut env = env();
+    env.cluster.require_release(30, VAP_V1);
     let enforce_file = fixtures().join("policy.yaml");
     let warn_file = fixtures().join("policy-warn.yaml");
     let enforce = finalizer_guard::policy::load(&enforce_file).unwrap();
@@ -729,6 +733,7 @@ fn the_policy_decides_every_case_file_as_the_webhook_does() {
 #[ignore = "needs a cluster (FG_E2E_DIR): see .ci/run"]
 fn with_the_webhook_down_the_policy_still_guards() {
     let mut env = env();
+    env.cluster.require_release(30, VAP_V1);
     let policy_file = env.work.join("backstop-policy.yaml");
     std::fs::write(&policy_file, env.policy(Policy::default())).unwrap();
     let ns = "e2e-backstop";
@@ -878,6 +883,7 @@ fn with_the_webhook_down_the_policy_still_guards() {
 fn with_the_policy_alone_and_as_the_backstop_every_path_is_guarded_and_every_controller_completes()
 {
     let mut env = env();
+    env.cluster.require_release(30, VAP_V1);
     let policy_file = env.work.join("every-path-policy.yaml");
     std::fs::write(&policy_file, env.policy(Policy::default())).unwrap();
     for backstop in [false, true] {
@@ -949,6 +955,7 @@ fn largest(shared_group: bool) -> usize {
 fn the_largest_policies_the_export_takes_are_accepted_and_decided() {
     use finalizer_guard::offline::vap::{MAX_EXPRESSION_CODE_POINTS, MAX_FINALIZERS};
     let mut env = env();
+    env.cluster.require_release(30, VAP_V1);
     env.stop();
     let c = &env.cluster;
     let only_policy = OnlyPolicy::new(c);
