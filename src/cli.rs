@@ -7,11 +7,11 @@
 //! Each command's arguments are destructured exhaustively where they become
 //! its settings, so a new flag cannot be silently ignored.
 
-use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::offline::suggest::command::Suggest;
 use crate::server::self_managed::{DEFAULT_WEBHOOK, Names, Settings, Timing};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -26,8 +26,7 @@ use crate::offline::certs::Certs;
 use crate::offline::check::Check;
 use crate::offline::export::StaticFlags;
 use crate::offline::validate::Validate;
-use crate::output::{Format, OutputFlag, escape};
-use crate::policy::{LoadError, Policy};
+use crate::output::{Format, OutputFlag};
 use crate::server::{EventsTarget, Limits, RecordConfig, ServeConfig};
 
 #[derive(Debug, Parser)]
@@ -147,6 +146,23 @@ pub struct SuggestArgs {
     /// or kube-apiserver's audit log: told apart by their content.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+}
+
+impl SuggestArgs {
+    pub fn into_config(self) -> Suggest {
+        let SuggestArgs {
+            merge,
+            trust_unauthenticated,
+            bindings,
+            paths,
+        } = self;
+        Suggest {
+            merge,
+            trust_unauthenticated,
+            bindings,
+            paths,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -757,105 +773,6 @@ impl ServeArgs {
             }),
         }
     }
-}
-
-/// `policy suggest`: the policy YAML on standard output, what was read on
-/// standard error. Exit 0, or 2 when a path holds no evidence or the policy to
-/// merge into is not valid.
-pub fn suggest(args: SuggestArgs) -> Result<i32> {
-    let SuggestArgs {
-        merge,
-        trust_unauthenticated,
-        bindings,
-        paths,
-    } = args;
-    let base = match &merge {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-            let policy =
-                Policy::from_yaml(&text).map_err(|e| Error::policy(path, LoadError::Invalid(e)))?;
-            Some((text, policy))
-        }
-        None => None,
-    };
-    let bindings = match &bindings {
-        Some(path) => match read_bindings(path) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("error: {}", escape(&format!("{}: {e}", path.display())));
-                return Ok(2);
-            }
-        },
-        None => crate::offline::suggest::Bindings::default(),
-    };
-    for (binding, role) in bindings.unknown_roles() {
-        eprintln!(
-            "note: {}",
-            escape(&format!(
-                "ClusterRoleBinding {binding}: its ClusterRole {role} is not in --bindings, so what it grants is not known: give kubectl get clusterroles,clusterrolebindings -o json"
-            ))
-        );
-    }
-    let mut evidence = crate::offline::suggest::Evidence::default();
-    for path in &paths {
-        if let Err(e) = crate::offline::suggest::read_path(path, &mut evidence) {
-            eprintln!("error: {}", escape(&e));
-            return Ok(2);
-        }
-    }
-    let read: Vec<String> = evidence
-        .read
-        .iter()
-        .map(|(source, n)| format!("{n} {}", source.describe()))
-        .collect();
-    let denied = evidence.seen.iter().filter(|s| s.denied).count();
-    eprintln!(
-        "read {}; {}",
-        read.join(", "),
-        crate::offline::suggest::removals(evidence.seen.len() - denied, denied)
-    );
-    for (why, n) in &evidence.skipped {
-        eprintln!("skipped {n} would-deny removal(s) {}", why.describe());
-    }
-    let (seen, aside) = crate::offline::suggest::trusted(evidence.seen, trust_unauthenticated);
-    for line in aside.lines() {
-        eprintln!("{line}");
-    }
-    if aside.confirmed > 0 {
-        eprintln!(
-            "used {} would-deny removal(s) of unauthenticated reviews that kube-apiserver's audit log confirms",
-            aside.confirmed
-        );
-    }
-    if aside.same > 0 {
-        eprintln!(
-            "counted {} webhook record(s) once, as the kube-apiserver audit event of the same request",
-            aside.same
-        );
-    }
-    let suggestions =
-        crate::offline::suggest::suggest_with(&seen, base.as_ref().map(|(_, p)| p), bindings);
-    for note in suggestions.notes() {
-        eprintln!("note: {}", escape(&note));
-    }
-    let yaml = crate::offline::suggest::render(
-        &suggestions,
-        base.as_ref().map(|(text, policy)| (text.as_str(), policy)),
-    );
-    io::stdout()
-        .write_all(yaml.as_bytes())
-        .map_err(Error::stdout)?;
-    Ok(0)
-}
-
-/// `policy suggest --bindings FILE`: at most 64 MiB of JSON.
-fn read_bindings(
-    path: &std::path::Path,
-) -> std::result::Result<crate::offline::suggest::Bindings, String> {
-    let bytes = crate::files::read_regular(path, 64 * 1024 * 1024).map_err(|e| e.to_string())?;
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))?;
-    crate::offline::suggest::Bindings::from_json(&value)
 }
 
 /// `serve`'s flags for self-managed certificates ([`crate::server::self_managed`]).

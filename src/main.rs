@@ -58,7 +58,9 @@ fn dispatch(command: Command) -> Result<i32> {
         Command::Policy(PolicyCommand::Validate(args)) => {
             offline::validate::run(args.into_config())
         }
-        Command::Policy(PolicyCommand::Suggest(args)) => finalizer_guard::cli::suggest(args),
+        Command::Policy(PolicyCommand::Suggest(args)) => {
+            finalizer_guard::offline::suggest::command::run(args.into_config())
+        }
         Command::Policy(PolicyCommand::Export(ExportArgs {
             vap: _,
             static_dir,

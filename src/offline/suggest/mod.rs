@@ -74,6 +74,7 @@
 //! (escaping, and the names a rule can hold).
 
 mod bindings;
+pub mod command;
 mod evidence;
 mod identities;
 mod merge;

@@ -1,0 +1,127 @@
+//! `policy suggest`: reads the evidence named, says on standard error what
+//! it read, set aside and noticed, and prints the rules (or the merged
+//! policy) on standard output.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::{Bindings, Evidence, read_path, removals, render, suggest_with, trusted};
+use crate::error::{Error, Result};
+use crate::output::escape;
+use crate::policy::{LoadError, Policy};
+
+/// What `policy suggest` was given.
+pub struct Suggest {
+    /// The policy to merge into (`--merge`).
+    pub merge: Option<PathBuf>,
+    pub trust_unauthenticated: bool,
+    /// ClusterRoles and ClusterRoleBindings (`--bindings`).
+    pub bindings: Option<PathBuf>,
+    /// The evidence: files and folders.
+    pub paths: Vec<PathBuf>,
+}
+
+/// `policy suggest`: exit 0, or 2 when an input cannot be read.
+pub fn run(args: Suggest) -> Result<i32> {
+    let Suggest {
+        merge,
+        trust_unauthenticated,
+        bindings,
+        paths,
+    } = args;
+    let base = match &merge {
+        Some(path) => Some(read_base(path)?),
+        None => None,
+    };
+    let bindings = match &bindings {
+        Some(path) => match read_bindings(path) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("error: {}", escape(&format!("{}: {e}", path.display())));
+                return Ok(2);
+            }
+        },
+        None => Bindings::default(),
+    };
+    for (binding, role) in bindings.unknown_roles() {
+        eprintln!(
+            "note: {}",
+            escape(&format!(
+                "ClusterRoleBinding {binding}: its ClusterRole {role} is not in --bindings, so what it grants is not known: give kubectl get clusterroles,clusterrolebindings -o json"
+            ))
+        );
+    }
+    let Some(evidence) = read_evidence(&paths) else {
+        return Ok(2);
+    };
+    let (seen, aside) = trusted(evidence.seen, trust_unauthenticated);
+    for line in aside.lines() {
+        eprintln!("{line}");
+    }
+    if aside.confirmed > 0 {
+        eprintln!(
+            "used {} would-deny removal(s) of unauthenticated reviews that kube-apiserver's audit log confirms",
+            aside.confirmed
+        );
+    }
+    if aside.same > 0 {
+        eprintln!(
+            "counted {} webhook record(s) once, as the kube-apiserver audit event of the same request",
+            aside.same
+        );
+    }
+    let suggestions = suggest_with(&seen, base.as_ref().map(|(_, p)| p), bindings);
+    for note in suggestions.notes() {
+        eprintln!("note: {}", escape(&note));
+    }
+    let yaml = render(
+        &suggestions,
+        base.as_ref().map(|(text, policy)| (text.as_str(), policy)),
+    );
+    io::stdout()
+        .write_all(yaml.as_bytes())
+        .map_err(Error::stdout)?;
+    Ok(0)
+}
+
+/// The policy to merge into: its text (comments kept) and its reading.
+fn read_base(path: &Path) -> Result<(String, Policy)> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let policy =
+        Policy::from_yaml(&text).map_err(|e| Error::policy(path, LoadError::Invalid(e)))?;
+    Ok((text, policy))
+}
+
+/// Reads every path's evidence and says what was read and skipped; `None`
+/// (after saying why) when one cannot be read.
+fn read_evidence(paths: &[PathBuf]) -> Option<Evidence> {
+    let mut evidence = Evidence::default();
+    for path in paths {
+        if let Err(e) = read_path(path, &mut evidence) {
+            eprintln!("error: {}", escape(&e));
+            return None;
+        }
+    }
+    let read: Vec<String> = evidence
+        .read
+        .iter()
+        .map(|(source, n)| format!("{n} {}", source.describe()))
+        .collect();
+    let denied = evidence.seen.iter().filter(|s| s.denied).count();
+    eprintln!(
+        "read {}; {}",
+        read.join(", "),
+        removals(evidence.seen.len() - denied, denied)
+    );
+    for (why, n) in &evidence.skipped {
+        eprintln!("skipped {n} would-deny removal(s) {}", why.describe());
+    }
+    Some(evidence)
+}
+
+fn read_bindings(path: &Path) -> std::result::Result<Bindings, String> {
+    let bytes = crate::files::read_regular(path, 64 * 1024 * 1024).map_err(|e| e.to_string())?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))?;
+    Bindings::from_json(&value)
+}
