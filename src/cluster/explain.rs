@@ -195,31 +195,7 @@ pub fn removable(
         };
     }
     if let Some(approval_policy) = &settings.approval {
-        return match as_is.outcome {
-            // Everything but the seal holds; the webhook checks that.
-            Outcome::Override(_)
-            | Outcome::Denied {
-                problem: OverrideProblem::Unverifiable,
-                ..
-            } => Removable::WithApproval {
-                approved_by: current
-                    .get(approval::APPROVED_BY)
-                    .cloned()
-                    .unwrap_or_default(),
-                expires: current
-                    .get(approval::OVERRIDE_EXPIRES)
-                    .cloned()
-                    .unwrap_or_default(),
-            },
-            Outcome::Denied { problem, .. } => Removable::NeedsApproval {
-                why: approval_problem(&problem),
-                approvers: approval_policy.describe_approvers(),
-                reasons: accepts.reasons().to_vec(),
-            },
-            other => Removable::No {
-                why: unexpected(&other),
-            },
-        };
+        return under_approval(as_is.outcome, &current, approval_policy, &accepts);
     }
     // Would an override you write do it? Only with a reason that releases it.
     let Some(reason) = accepts.reasons().first() else {
@@ -236,6 +212,40 @@ pub fn removable(
         },
         Outcome::Denied { problem, .. } => Removable::No {
             why: problem.to_string(),
+        },
+        other => Removable::No {
+            why: unexpected(&other),
+        },
+    }
+}
+
+/// Under the two-person rule: whether the approval the object carries would
+/// do (everything but the seal, which the webhook checks), or what is missing.
+fn under_approval(
+    outcome: Outcome,
+    current: &BTreeMap<String, String>,
+    approval_policy: &crate::policy::Approval,
+    accepts: &Accepts<'_>,
+) -> Removable {
+    match outcome {
+        Outcome::Override(_)
+        | Outcome::Denied {
+            problem: OverrideProblem::Unverifiable,
+            ..
+        } => Removable::WithApproval {
+            approved_by: current
+                .get(approval::APPROVED_BY)
+                .cloned()
+                .unwrap_or_default(),
+            expires: current
+                .get(approval::OVERRIDE_EXPIRES)
+                .cloned()
+                .unwrap_or_default(),
+        },
+        Outcome::Denied { problem, .. } => Removable::NeedsApproval {
+            why: approval_problem(&problem),
+            approvers: approval_policy.describe_approvers(),
+            reasons: accepts.reasons().to_vec(),
         },
         other => Removable::No {
             why: unexpected(&other),
