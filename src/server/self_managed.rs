@@ -684,6 +684,29 @@ impl Manager {
         Ok((serving, failed))
     }
 
+    /// The Secret this replica creates when there is none: labelled as the
+    /// chart labels its own, of type kubernetes.io/tls.
+    fn new_secret(&self) -> Secret {
+        let settings = &self.settings;
+        Secret {
+            metadata: ObjectMeta {
+                name: Some(settings.secret.clone()),
+                namespace: Some(settings.namespace.clone()),
+                labels: Some(BTreeMap::from([
+                    ("app.kubernetes.io/name".into(), "finalizer-guard".into()),
+                    ("app.kubernetes.io/component".into(), "certificates".into()),
+                    (
+                        "app.kubernetes.io/managed-by".into(),
+                        "finalizer-guard".into(),
+                    ),
+                ])),
+                ..ObjectMeta::default()
+            },
+            type_: Some("kubernetes.io/tls".into()),
+            ..Secret::default()
+        }
+    }
+
     /// The Secret as it is once up to date: read, created, or updated; or,
     /// when the update is refused, as read, with the refusal.
     async fn secret(
@@ -697,23 +720,7 @@ impl Manager {
                 .get_opt(&settings.secret)
                 .await
                 .map_err(api_error("get", name.clone()))?;
-            let mut secret = existing.clone().unwrap_or_else(|| Secret {
-                metadata: ObjectMeta {
-                    name: Some(settings.secret.clone()),
-                    namespace: Some(settings.namespace.clone()),
-                    labels: Some(BTreeMap::from([
-                        ("app.kubernetes.io/name".into(), "finalizer-guard".into()),
-                        ("app.kubernetes.io/component".into(), "certificates".into()),
-                        (
-                            "app.kubernetes.io/managed-by".into(),
-                            "finalizer-guard".into(),
-                        ),
-                    ])),
-                    ..ObjectMeta::default()
-                },
-                type_: Some("kubernetes.io/tls".into()),
-                ..Secret::default()
-            });
+            let mut secret = existing.clone().unwrap_or_else(|| self.new_secret());
             let mut stored = Stored::from_secret(&secret);
             let taken = stored.settle(now(), &settings.timing, &settings.names, bundles)?;
             if taken.is_empty() {
