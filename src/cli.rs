@@ -150,17 +150,11 @@ pub struct SuggestArgs {
 
 impl SuggestArgs {
     pub fn into_config(self) -> Suggest {
-        let SuggestArgs {
-            merge,
-            trust_unauthenticated,
-            bindings,
-            paths,
-        } = self;
         Suggest {
-            merge,
-            trust_unauthenticated,
-            bindings,
-            paths,
+            merge: self.merge,
+            trust_unauthenticated: self.trust_unauthenticated,
+            bindings: self.bindings,
+            paths: self.paths,
         }
     }
 }
@@ -468,29 +462,17 @@ pub struct WatchArgs {
 
 impl WatchArgs {
     pub fn into_config(self) -> Watch {
-        let WatchArgs {
-            stuck_after,
-            admin_listen,
-            events,
-            events_queue,
-            discovery_interval,
-            max_finalizers,
-            not_ready_for,
-            policy,
-            log_format: _,
-            connection,
-        } = self;
         Watch {
-            stuck_after,
-            admin_listen,
-            events,
-            events_queue,
-            discovery_interval,
-            max_finalizers,
-            not_ready_for,
+            stuck_after: self.stuck_after,
+            admin_listen: self.admin_listen,
+            events: self.events,
+            events_queue: self.events_queue,
+            discovery_interval: self.discovery_interval,
+            max_finalizers: self.max_finalizers,
+            not_ready_for: self.not_ready_for,
             // Not `or_env()`: the cluster's policy is judged, as by `unstick`.
-            policy: policy.file,
-            connection,
+            policy: self.policy.file,
+            connection: self.connection,
         }
     }
 }
@@ -663,25 +645,15 @@ pub struct CheckArgs {
 
 impl CertsArgs {
     pub fn into_config(self) -> Certs {
-        let CertsArgs {
-            service,
-            namespace,
-            out,
-            dns,
-            ip,
-            days,
-            ca_days,
-            client,
-        } = self;
         Certs {
-            service,
-            namespace,
-            out,
-            dns,
-            ip,
-            days,
-            ca_days,
-            client,
+            service: self.service,
+            namespace: self.namespace,
+            out: self.out,
+            dns: self.dns,
+            ip: self.ip,
+            days: self.days,
+            ca_days: self.ca_days,
+            client: self.client,
         }
     }
 }
@@ -709,68 +681,43 @@ impl CheckArgs {
 
 impl ServeArgs {
     pub fn into_config(self) -> ServeConfig {
-        let ServeArgs {
-            policy,
-            tls_cert,
-            tls_key,
-            client_ca,
-            listen,
-            admin_listen,
-            max_body_bytes,
-            handshake_timeout,
-            header_timeout,
-            body_timeout,
-            write_timeout,
-            max_connections,
-            max_inflight_body_bytes,
-            reload_interval,
-            shutdown_delay,
-            shutdown_timeout,
-            dev_cert_dir,
-            record_dir,
-            record_max_files,
-            record_max_bytes,
-            events,
-            events_queue,
-            events_unauthenticated,
-            cluster_name,
-            log_format: _,
-            certificates,
-        } = self;
+        let limits = Limits {
+            max_body_bytes: self.max_body_bytes,
+            handshake_timeout: self.handshake_timeout,
+            header_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
+            write_timeout: self.write_timeout,
+            max_connections: self.max_connections,
+            max_inflight_body_bytes: self.max_inflight_body_bytes,
+        };
+        let record = self.record_dir.map(|dir| RecordConfig {
+            dir,
+            max_files: self.record_max_files,
+            max_bytes: self.record_max_bytes,
+        });
         ServeConfig {
-            self_managed: certificates.settings(reload_interval),
-            policy: policy.file,
-            tls: tls_cert.zip(tls_key),
-            client_ca,
-            listen,
-            admin_listen,
-            limits: Limits {
-                max_body_bytes,
-                handshake_timeout,
-                header_timeout,
-                body_timeout,
-                write_timeout,
-                max_connections,
-                max_inflight_body_bytes,
-            },
-            reload_interval,
-            shutdown_delay,
-            shutdown_timeout,
-            dev_cert_dir: dev_cert_dir
+            self_managed: self.certificates.settings(self.reload_interval),
+            policy: self.policy.file,
+            tls: self.tls_cert.zip(self.tls_key),
+            client_ca: self.client_ca,
+            listen: self.listen,
+            admin_listen: self.admin_listen,
+            limits,
+            reload_interval: self.reload_interval,
+            shutdown_delay: self.shutdown_delay,
+            shutdown_timeout: self.shutdown_timeout,
+            dev_cert_dir: self
+                .dev_cert_dir
                 .unwrap_or_else(|| std::env::temp_dir().join("finalizer-guard-dev")),
-            events: if events {
+            events: if self.events {
                 EventsTarget::Cluster
             } else {
                 EventsTarget::Off
             },
-            events_queue,
-            events_unauthenticated,
-            cluster_name,
-            record: record_dir.map(|dir| RecordConfig {
-                dir,
-                max_files: record_max_files,
-                max_bytes: record_max_bytes,
-            }),
+            events_queue: self.events_queue,
+            events_unauthenticated: self.events_unauthenticated,
+            cluster_name: self.cluster_name,
+            record,
         }
     }
 }

@@ -117,9 +117,17 @@ impl Authority {
 }
 
 fn ca_params(days: u32) -> CertificateParams {
+    let mut params = ca_named("finalizer-guard CA".into());
+    (params.not_before, params.not_after) = validity(days);
+    params
+}
+
+/// A CA's parameters, its validity still to set: `common_name`, signing
+/// certificates (and CRLs) only, with no intermediate below it.
+pub(crate) fn ca_named(common_name: String) -> CertificateParams {
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, "finalizer-guard CA");
+    dn.push(DnType::CommonName, common_name);
     params.distinguished_name = dn;
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![
@@ -127,7 +135,6 @@ fn ca_params(days: u32) -> CertificateParams {
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    (params.not_before, params.not_after) = validity(days);
     params
 }
 

@@ -46,8 +46,8 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
+    CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
+    KeyUsagePurpose,
 };
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
@@ -511,18 +511,9 @@ fn at(seconds: i64) -> time::OffsetDateTime {
 /// CA's subject, which its certificates name as their issuer, differs.
 fn new_ca(now: i64, validity: i64) -> Result<Pair> {
     let key = KeyPair::generate()?;
-    let mut params = CertificateParams::default();
-    let mut dn = DistinguishedName::new();
     let made =
         jiff::Timestamp::from_second(now).map_or_else(|_| now.to_string(), |t| t.to_string());
-    dn.push(DnType::CommonName, format!("finalizer-guard CA {made}"));
-    params.distinguished_name = dn;
-    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
+    let mut params = super::certs::ca_named(format!("finalizer-guard CA {made}"));
     params.not_before = at(now - BACKDATE_SECONDS);
     params.not_after = at(now + validity);
     let cert = params.self_signed(&key)?;
