@@ -160,6 +160,7 @@ pub fn review_with(
             kind: (&kind.group, &kind.version, &kind.kind),
             object_uid: request.old_object.as_ref().and_then(|o| o.uid.as_deref()),
             dry_run: request.dry_run,
+            extra: request.user_info.extra.as_ref(),
         };
         AuditEntry::new(
             subject,
