@@ -261,18 +261,7 @@ impl Metrics {
             "When a certificate expires, in seconds since the Unix epoch, by kind: serving (the webhook's certificate), client-ca (the earliest of the CA bundle client certificates are verified against)",
             certificate_expiry.clone(),
         );
-        let denials_by_finalizer = Family::<FinalizerDenialLabels, Counter>::default();
-        registry.register(
-            "denials_by_finalizer",
-            "Finalizer removals denied (denied) or denied in warn mode only (would-deny), by finalizer (the first 100 names; past them other)",
-            denials_by_finalizer.clone(),
-        );
-        let denials_by_identity = Family::<IdentityDenialLabels, Counter>::default();
-        registry.register(
-            "denials_by_identity",
-            "Finalizer removals denied (denied) or denied in warn mode only (would-deny), by the requester's class: person, serviceaccount, node, builtin (a built-in controller's username)",
-            denials_by_identity.clone(),
-        );
+        let (denials_by_finalizer, denials_by_identity) = register_denials(&mut registry);
         let (events, dropped) = register_event_writer(&mut registry);
         register_build_info(&mut registry);
         let policy_info = Family::<PolicyLabels, Gauge>::default();
@@ -597,6 +586,29 @@ fn is_finalizer_name(finalizer: &str) -> bool {
         && finalizer
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
+}
+
+/// The counters of denied and would-be-denied removals, by finalizer and
+/// by the requester's class.
+fn register_denials(
+    registry: &mut Registry,
+) -> (
+    Family<FinalizerDenialLabels, Counter>,
+    Family<IdentityDenialLabels, Counter>,
+) {
+    let denials_by_finalizer = Family::<FinalizerDenialLabels, Counter>::default();
+    registry.register(
+        "denials_by_finalizer",
+        "Finalizer removals denied (denied) or denied in warn mode only (would-deny), by finalizer (the first 100 names; past them other)",
+        denials_by_finalizer.clone(),
+    );
+    let denials_by_identity = Family::<IdentityDenialLabels, Counter>::default();
+    registry.register(
+        "denials_by_identity",
+        "Finalizer removals denied (denied) or denied in warn mode only (would-deny), by the requester's class: person, serviceaccount, node, builtin (a built-in controller's username)",
+        denials_by_identity.clone(),
+    );
+    (denials_by_finalizer, denials_by_identity)
 }
 
 /// The Event writer's counters ([`crate::trail::events::EventSink`]): every
