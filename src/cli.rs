@@ -568,7 +568,8 @@ pub struct ServeArgs {
     #[arg(long, env = "FINALIZER_GUARD_EVENTS_UNAUTHENTICATED", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub events_unauthenticated: bool,
     /// The name of the cluster this webhook serves, written in every audit record
-    /// (`"cluster"`): one log pipeline often collects many clusters' records.
+    /// (`"cluster"`) and Event (annotation `finalizer-guard.io/cluster`): one log
+    /// pipeline often collects many clusters' records.
     #[arg(long, env = "FINALIZER_GUARD_CLUSTER_NAME", value_name = "NAME", value_parser = crate::flags::cluster_name)]
     pub cluster_name: Option<String>,
     /// Log format on standard error.

@@ -70,6 +70,18 @@ fn generated(dice: &mut Dice) -> Vec<u8> {
         _ => vec!["system:authenticated".into(), text(dice, "shop-oncall")],
     };
     review = review.groups(&groups.iter().map(String::as_str).collect::<Vec<_>>());
+    if name.starts_with("system:serviceaccount:") {
+        // What a bound ServiceAccount token carries; no roll of the dice, so
+        // the other generated reviews stay as they were.
+        review = review
+            .extra(
+                "authentication.kubernetes.io/credential-id",
+                &["JTI=7c9f2a3e-1b4d-4e8a-9f6b-2d3c4e5f6a7b"],
+            )
+            .extra("authentication.kubernetes.io/node-name", &["worker-3"])
+            .extra("authentication.kubernetes.io/pod-name", &["ctl-0"])
+            .extra("we\"ird\nkey\u{2028}", &["a\\b", "</script>"]);
+    }
     let finalizers: Vec<String> = match dice.roll(5) {
         0 => (0..MAX_AUDITED_FINALIZERS + 3)
             .map(|i| format!("example.com/f{i}"))
@@ -291,4 +303,43 @@ fn what_events_and_the_span_take_from_the_review_is_what_the_record_says() {
         );
         assert_eq!(reviewed.ledger, record.protected, "{name}");
     }
+}
+
+#[test]
+fn user_info_extra_is_recorded_bounded_cut_and_escaped() {
+    use finalizer_guard::admission::request::{MAX_EXTRA_KEYS, MAX_EXTRA_VALUES};
+    let long = "x".repeat(100_000);
+    let many: Vec<String> = (0..40).map(|i| format!("v{i:02}")).collect();
+    let mut review = ReviewBuilder::pod_update("system:serviceaccount:shop:ctl")
+        .finalizers(json!(["example.com/cleanup"]), json!([]))
+        .extra(
+            "a-many",
+            &many.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+        .extra("a-long", &[&long])
+        .extra("a-\"odd\"\n\u{2028}", &["</script>\u{0}"]);
+    for i in 0..30 {
+        review = review.extra(&format!("k{i:02}"), &["v"]);
+    }
+    let at = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+    let reviewed = admission::review_at(&Policy::embedded_default(), &review.to_vec(), at).unwrap();
+    let entry = reviewed.audit.unwrap();
+    let line: Value = serde_json::from_str(&entry.line_at(at)).expect("one JSON line");
+    assert!(!entry.line_at(at).contains('\n'));
+    let record = entry.record().unwrap();
+    assert_eq!(serde_json::to_value(&record.extra).unwrap(), line["extra"]);
+    assert_eq!(record.extra.len(), MAX_EXTRA_KEYS);
+    assert_eq!(record.extra["a-many"].len(), MAX_EXTRA_VALUES);
+    assert_eq!(record.extra["a-many"][0], "v00");
+    assert!(record.extra["a-long"][0].chars().count() < 1_000);
+    assert_eq!(record.extra["a-\"odd\"\n\u{2028}"], ["</script>\u{0}"]);
+    // The body's first keys are the ones kept (kube-apiserver sorts them).
+    assert!(record.extra.contains_key("k00"));
+    assert!(!record.extra.contains_key("k29"));
+    // No extra, no field.
+    let plain = ReviewBuilder::pod_update("jane")
+        .finalizers(json!(["example.com/cleanup"]), json!([]))
+        .to_vec();
+    let reviewed = admission::review_at(&Policy::embedded_default(), &plain, at).unwrap();
+    assert!(!reviewed.audit.unwrap().fields().contains("\"extra\""));
 }

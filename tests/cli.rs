@@ -912,6 +912,44 @@ async fn the_cluster_commands_judge_the_clusters_policy_whatever_the_environment
     );
     assert!(stdout(&o).contains("no stuck objects found"), "{o:?}");
 
+    // Every report names the context, the API server and the user, in
+    // text and JSON, explaining and releasing (dry run) alike.
+    let server = format!("{url}/");
+    let line = format!("cluster: context \"x\", API server \"{server}\", as \"carol\"");
+    assert!(stdout(&o).contains(&line), "{line}\n{o:?}");
+    for args in [
+        vec!["doctor", "--cluster"],
+        vec!["unstick", "--node", "worker-9"],
+        vec![
+            "unstick",
+            "--node",
+            "worker-9",
+            "--reason",
+            "node-lost",
+            "--detail",
+            "INC-1",
+            "--dry-run",
+            "server",
+        ],
+    ] {
+        let with = |more: &[&'static str]| {
+            let mut all = args.clone();
+            all.extend(["--kubeconfig", kubeconfig.as_str()]);
+            all.extend(more);
+            all
+        };
+        let o = run(with(&[])).await.unwrap();
+        assert!(stdout(&o).contains(&line), "{args:?}: {line}\n{o:?}");
+        let o = run(with(&["-o", "json"])).await.unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(
+            report["cluster"],
+            serde_json::json!({"context": "x", "server": server}),
+            "{args:?}: {report:#}"
+        );
+        assert_eq!(report["user"]["username"], "carol", "{args:?}: {report:#}");
+    }
+
     // Offline, doctor reads the environment as before: that policy blocks
     // the built-in controllers.
     let o = run(vec!["doctor"]).await.unwrap();

@@ -1343,7 +1343,8 @@ async fn the_client_ca_is_reloaded_while_serving() {
         .unwrap()
         .issue_client("kube-apiserver", 1)
         .unwrap();
-    let second = Authority::generate(1)
+    // The second CA outlives the first by days: the expiry gauge moves.
+    let second = Authority::generate(5)
         .unwrap()
         .issue_client("kube-apiserver", 1)
         .unwrap();
@@ -1375,6 +1376,25 @@ async fn the_client_ca_is_reloaded_while_serving() {
     };
     assert!(served(&first).await);
     assert!(!served(&second).await);
+    let client_ca_expiry = |text: &str| {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(
+                    r#"finalizer_guard_certificate_expiry_timestamp_seconds{kind="client-ca"} "#,
+                )
+            })
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no client-ca expiry in:\n{text}"))
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let first_expiry = client_ca_expiry(&server.metrics().await);
+    assert!(
+        (first_expiry - now - 86_400.0).abs() < 3_600.0,
+        "{first_expiry}"
+    );
 
     // Replaced whole, as kubelet swaps a Secret volume's contents.
     let replace = |text: &str| {
@@ -1388,6 +1408,11 @@ async fn the_client_ca_is_reloaded_while_serving() {
     })
     .await;
     assert!(!served(&first).await, "the old CA is still trusted");
+    let second_expiry = client_ca_expiry(&server.metrics().await);
+    assert!(
+        (second_expiry - now - 5.0 * 86_400.0).abs() < 3_600.0,
+        "{second_expiry}"
+    );
 
     // A broken file is refused; the last good CA stays in force.
     replace("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");

@@ -412,9 +412,25 @@ async fn metrics_exist_at_0_from_start_and_name_the_policy_in_service() {
             r#"finalizer_guard_reloads_total{kind="policy",outcome="failure"} 0"#,
             r#"finalizer_guard_dropped_total{queue="audit"} 0"#,
             r#"finalizer_guard_events_total{decision="failed"} 0"#,
+            r#"finalizer_guard_denials_by_identity_total{class="serviceaccount",decision="denied"} 0"#,
+            r#"finalizer_guard_denials_by_identity_total{class="person",decision="would-deny"} 0"#,
+            r#"finalizer_guard_denials_by_identity_total{class="node",decision="denied"} 0"#,
+            r#"finalizer_guard_denials_by_identity_total{class="builtin",decision="would-deny"} 0"#,
             "# TYPE finalizer_guard_reviews_total counter",
+            "# TYPE finalizer_guard_denials_by_identity_total counter",
+            r#"finalizer_guard_certificate_expiry_timestamp_seconds{kind="serving"} "#,
         ],
     );
+    let serving_expiry = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(
+                r#"finalizer_guard_certificate_expiry_timestamp_seconds{kind="serving"} "#,
+            )
+        })
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or_default();
+    assert!(serving_expiry > 1.7e9, "{text}");
     let info = format!(
         r#"finalizer_guard_policy_info{{mode="warn",sha256="{}",source="file"}} 1"#,
         sha256_hex(first.as_bytes())

@@ -13,6 +13,7 @@
 //! where it stands.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{BufWriter, Write};
 
@@ -22,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::admission::json;
 use crate::admission::ledger::Ledger;
+use crate::admission::request::Extra;
 use crate::policy::text::truncated;
 use crate::policy::{
     Authority, Change, Decision, FinalizerField, Mode, Operation, Outcome, OverrideProblem,
@@ -77,6 +79,9 @@ pub struct AuditRecord {
     /// Groups past the first [`MAX_AUDITED_GROUPS`], not listed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub groups_omitted: usize,
+    /// `userInfo.extra`, bounded as [`Extra`] keeps it; absent when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, Vec<String>>,
     pub operation: Operation,
     /// `resource` or `resource.group`.
     pub resource: String,
@@ -134,6 +139,8 @@ pub struct Subject<'a> {
     /// The object's own uid, from `oldObject`.
     pub object_uid: Option<&'a str>,
     pub dry_run: bool,
+    /// `userInfo.extra`, bounded ([`Extra`]).
+    pub extra: Option<&'a Extra>,
 }
 
 /// What a judged removal was about, as its audit record names it (each
@@ -152,6 +159,8 @@ pub struct Judged {
     pub name: String,
     pub object_uid: Option<String>,
     pub dry_run: bool,
+    /// The cluster the webhook serves (`serve --cluster-name`), when named.
+    pub cluster: Option<String>,
 }
 
 impl Judged {
@@ -174,6 +183,7 @@ impl Judged {
             name: cut(target.name).into_owned(),
             object_uid: subject.object_uid.map(|uid| cut(uid).into_owned()),
             dry_run: subject.dry_run,
+            cluster: None,
         }
     }
 }
@@ -212,6 +222,7 @@ impl AuditEntry {
             512 + message.map_or(0, |m| m.len().min(4 * MAX_AUDITED_MESSAGE_CHARS)) + 64 * listed,
         );
         write_requester(&mut out, &judged, change.requester.groups);
+        write_extra(&mut out, subject.extra);
         write_object(&mut out, &judged, change);
         write_removals(&mut out, decision);
         write_outcome(&mut out, decision, mode, ledger, message);
@@ -241,11 +252,9 @@ impl AuditEntry {
     /// after whether the caller was authenticated: the record's last field.
     pub fn set_cluster(&mut self, cluster: &str) {
         debug_assert!(!self.fields.contains(",\"cluster\":"));
-        json::field(
-            &mut self.fields,
-            "cluster",
-            &truncated(cluster, MAX_AUDITED_CHARS),
-        );
+        let cluster = truncated(cluster, MAX_AUDITED_CHARS);
+        json::field(&mut self.fields, "cluster", &cluster);
+        self.judged.cluster = Some(cluster.into_owned());
     }
 
     /// Whether the request was a dry run.
@@ -297,6 +306,30 @@ fn write_requester(out: &mut String, judged: &Judged, groups: &[Cow<'_, str>]) {
             groups.len() - MAX_AUDITED_GROUPS
         );
     }
+}
+
+/// `"extra":{...}`, unless there is none: keys in order, each string
+/// escaped (and already cut, [`Extra`]).
+fn write_extra(out: &mut String, extra: Option<&Extra>) {
+    let Some(Extra(extra)) = extra.filter(|e| !e.0.is_empty()) else {
+        return;
+    };
+    out.push_str(",\"extra\":{");
+    for (i, (key, values)) in extra.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        json::string(out, key);
+        out.push_str(":[");
+        for (j, value) in values.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            json::string(out, value);
+        }
+        out.push(']');
+    }
+    out.push('}');
 }
 
 /// The operation, and the object written: `resource` to `objectUid`.

@@ -131,15 +131,16 @@ pub struct Resource<'a> {
 }
 
 /// `request.userInfo`. `extra` is checked for its shape (a map of lists of
-/// strings, as kube-core reads it) but not kept: no decision reads it.
+/// strings, as kube-core reads it) and kept bounded for the audit record
+/// ([`Extra`]): no decision reads it.
 #[derive(Deserialize)]
 pub struct UserInfo<'a> {
     #[serde(borrow, default)]
     pub username: Option<Text<'a>>,
     #[serde(borrow, default, deserialize_with = "names")]
     pub groups: Vec<Cow<'a, str>>,
-    #[serde(default, rename = "extra")]
-    _extra: Option<Extra>,
+    #[serde(default)]
+    pub extra: Option<Extra>,
 }
 
 /// An object as a decision reads it: its uid, its finalizers, when it is
@@ -616,8 +617,19 @@ impl<'de: 'a, 'a> Deserialize<'de> for Annotations<'a> {
     }
 }
 
-/// `userInfo.extra`: a map of lists of strings, read and dropped.
-struct Extra;
+/// Most `userInfo.extra` keys kept (the first in the body; the rest are
+/// checked for their shape and dropped).
+pub const MAX_EXTRA_KEYS: usize = 16;
+/// Most values kept of one `userInfo.extra` key (the first).
+pub const MAX_EXTRA_VALUES: usize = 16;
+
+/// `userInfo.extra` (what an authenticator adds: a token's credential id,
+/// the node and pod a ServiceAccount token was bound to): a map of lists of
+/// strings, kept bounded, at most [`MAX_EXTRA_KEYS`] keys and
+/// [`MAX_EXTRA_VALUES`] values each, every key and value cut as the audit
+/// record cuts its strings. Of two keys the same once cut, the first stays.
+#[derive(Debug, Default)]
+pub struct Extra(pub BTreeMap<String, Vec<String>>);
 
 impl<'de> Deserialize<'de> for Extra {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -628,13 +640,48 @@ impl<'de> Deserialize<'de> for Extra {
                 f.write_str("a map of lists of strings")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_key::<IgnoredAny>()?.is_some() {
-                    map.next_value::<Strings>()?;
+                let mut kept = BTreeMap::new();
+                let mut keys = 0;
+                while let Some(key) = map.next_key::<Text<'de>>()? {
+                    if keys < MAX_EXTRA_KEYS {
+                        keys += 1;
+                        let values = map.next_value::<ExtraValues>()?.0;
+                        let key = super::audit::cut(&key.0).into_owned();
+                        kept.entry(key).or_insert(values);
+                    } else {
+                        map.next_value::<Strings>()?;
+                    }
                 }
-                Ok(Extra)
+                Ok(Extra(kept))
             }
         }
         deserializer.deserialize_map(V)
+    }
+}
+
+/// The values of one `userInfo.extra` key: the first [`MAX_EXTRA_VALUES`]
+/// kept (cut), the rest checked and dropped.
+struct ExtraValues(Vec<String>);
+
+impl<'de> Deserialize<'de> for ExtraValues {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ExtraValues;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of strings")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut kept = Vec::new();
+                while let Some(value) = seq.next_element::<Text<'de>>()? {
+                    if kept.len() < MAX_EXTRA_VALUES {
+                        kept.push(super::audit::cut(&value.0).into_owned());
+                    }
+                }
+                Ok(ExtraValues(kept))
+            }
+        }
+        deserializer.deserialize_seq(V)
     }
 }
 

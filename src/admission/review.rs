@@ -11,8 +11,8 @@ use crate::admission::audit::{self, AuditEntry, AuditRecord, Subject};
 use crate::admission::ledger::Ledger;
 use crate::policy::seal::SealKey;
 use crate::policy::{
-    self, Change, Decision, FinalizerField, FinalizerLists, Mode, Operation, Outcome, Policy,
-    Requester, Target, Verdict, approval, message,
+    self, Change, Decision, FinalizerField, FinalizerLists, IdentityClass, Mode, Operation,
+    Outcome, Policy, Requester, Target, Verdict, approval, message,
 };
 
 const V1: &str = "admission.k8s.io/v1";
@@ -66,6 +66,8 @@ pub struct Reviewed {
     pub operation: Operation,
     /// The API group of the resource written (`""` for the core group).
     pub group: String,
+    /// The kind of identity that asked.
+    pub identity: IdentityClass,
     /// What was decided and why, with what it read from the object.
     pub decision: Decision,
     /// For an override: what the removed finalizers were protecting.
@@ -158,6 +160,7 @@ pub fn review_with(
             kind: (&kind.group, &kind.version, &kind.kind),
             object_uid: request.old_object.as_ref().and_then(|o| o.uid.as_deref()),
             dry_run: request.dry_run,
+            extra: request.user_info.extra.as_ref(),
         };
         AuditEntry::new(
             subject,
@@ -172,6 +175,7 @@ pub fn review_with(
         body: answer.body.into_bytes(),
         operation: change.operation,
         group: request.resource.group.to_string(),
+        identity: change.requester.class(),
         decision,
         ledger,
         message: answer.message,

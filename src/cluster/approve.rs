@@ -16,7 +16,7 @@ use super::engine::{Engine, OverrideValue, Targets};
 use super::explain::refused_reason;
 use super::patch;
 use super::select::Found;
-use super::session::{ClusterError, WriteError};
+use super::session::{ClusterError, SessionCluster, WriteError};
 use crate::output::{escape, quoted};
 use crate::policy::Approval;
 use crate::policy::approval::{self, APPROVED_BY, OVERRIDE_EXPIRES};
@@ -50,6 +50,8 @@ struct ApproveReport {
     command: &'static str,
     dry_run: bool,
     approved_by: String,
+    /// The kubeconfig context and the API server.
+    cluster: SessionCluster,
     r#override: String,
     expires: String,
     objects: Vec<Approved>,
@@ -78,6 +80,9 @@ pub async fn run(config: Approve) -> Result<i32, ClusterError> {
     let value = engine.override_value(&config.reason, &config.detail)?;
     let expires = expiry(config.for_, &approval)?;
     let me = &engine.session.identity;
+    engine
+        .out
+        .text(engine.session.cluster.describe(&me.username));
     if !approval.is_approver(&me.username, &crate::policy::borrowed(&me.groups)) {
         engine.out.note(format_args!(
             "note: {} is not an approver under {} ({}): the webhook will refuse the approval",
@@ -107,6 +112,7 @@ pub async fn run(config: Approve) -> Result<i32, ClusterError> {
         command: "approve",
         dry_run: engine.dry_run,
         approved_by: me.username.clone(),
+        cluster: engine.session.cluster.clone(),
         r#override: value.to_string(),
         expires,
         objects,

@@ -23,7 +23,7 @@ use super::install::PolicySource;
 use super::owner::{Owner, RuleElsewhere, RuleOwner};
 use super::read;
 use super::select::Resolver;
-use super::session::{ClusterError, Connection};
+use super::session::{ClusterError, Connection, SessionCluster, SessionUser};
 use crate::output::{Format, Printer, chain};
 use crate::policy::{Accepts, FinalizerField, Policy, Target};
 
@@ -177,6 +177,9 @@ impl FinalizerLine {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterDoctorReport {
+    /// The kubeconfig context and the API server.
+    pub cluster: SessionCluster,
+    pub user: SessionUser,
     pub policy: PolicySource,
     pub mode: &'static str,
     pub types_read: usize,
@@ -672,6 +675,8 @@ pub async fn survey(
         .collect();
     let blocked = finalizers.iter().filter(|f| f.blocked()).count();
     ClusterDoctorReport {
+        cluster: session.cluster.clone(),
+        user: session.identity.clone(),
         policy: source,
         mode: policy.mode.as_str(),
         types_read,
@@ -723,6 +728,7 @@ fn render(report: &ClusterDoctorReport) -> String {
         .as_deref()
         .map(|n| format!(" ({n})"))
         .unwrap_or_default();
+    lines.push(report.cluster.describe(&report.user.username));
     lines.push(format!(
         "policy: {}{note}, judged as if mode were enforce (it is {})",
         report.policy.name, report.mode
@@ -833,6 +839,8 @@ mod tests {
 
     fn report(blocked: usize, unreadable: Vec<Unreadable>) -> ClusterDoctorReport {
         ClusterDoctorReport {
+            cluster: SessionCluster::default(),
+            user: SessionUser::default(),
             policy: PolicySource {
                 name: "configmap finalizer-guard/finalizer-guard-policy".into(),
                 served_by: Vec::new(),

@@ -11,7 +11,7 @@ use super::explain::{self, FinalizerReport};
 use super::install::PolicySource;
 use super::liveness::{Contents, Kubelet};
 use super::select::{self, Found, Missing};
-use super::session::SessionUser;
+use super::session::{SessionCluster, SessionUser};
 use crate::admission::ledger::Ledger;
 use crate::output::{escape, quoted};
 use crate::policy::FinalizerField;
@@ -343,6 +343,8 @@ pub struct UnstickReport {
     pub dry_run: bool,
     pub at: String,
     pub user: SessionUser,
+    /// The kubeconfig context and the API server.
+    pub cluster: SessionCluster,
     pub policy: PolicySource,
     /// Whether a ValidatingWebhookConfiguration holds finalizer-guard's webhook.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -689,6 +691,7 @@ mod tests {
             dry_run: false,
             at: "2026-11-21T08:00:00Z".into(),
             user: SessionUser::default(),
+            cluster: SessionCluster::default(),
             policy: PolicySource {
                 name: "embedded default".into(),
                 served_by: Vec::new(),

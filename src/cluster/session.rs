@@ -11,7 +11,7 @@ use kube::{Api, Client, Config};
 
 use crate::admission::WEBHOOK_NAME;
 pub use crate::error::ClusterError;
-use crate::output::api_status;
+use crate::output::{api_status, quoted};
 
 /// The policy's key in the ConfigMap the chart and `manifests/` install.
 pub const POLICY_KEY: &str = "policy.yaml";
@@ -54,12 +54,43 @@ pub struct SessionUser {
     pub groups: Vec<String>,
 }
 
+/// Which cluster the commands talk to: what every report names, with the
+/// user, so that an incident report says where it was written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SessionCluster {
+    /// The kubeconfig context (`--context`, or the current one); absent
+    /// with the in-cluster configuration of a pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The API server's URL.
+    pub server: String,
+}
+
+impl SessionCluster {
+    /// The report's line naming the cluster and `user`:
+    /// `cluster: context "prod", API server https://...:6443, as "alice"`,
+    /// each value from the kubeconfig or the API server quoted.
+    pub fn describe(&self, user: &str) -> String {
+        let context = match &self.context {
+            Some(context) => format!("context {}", quoted(context)),
+            None => "in-cluster configuration".to_string(),
+        };
+        format!(
+            "cluster: {context}, API server {}, as {}",
+            quoted(&self.server),
+            quoted(user)
+        )
+    }
+}
+
 /// A connected client, the context's namespace and who we are.
 pub struct Session {
     pub client: Client,
     /// The context's namespace, or `default`.
     pub namespace: String,
     pub identity: SessionUser,
+    /// The context and API server.
+    pub cluster: SessionCluster,
 }
 
 impl Connection {
@@ -70,10 +101,13 @@ impl Connection {
             user: None,
         };
         let path = self.kubeconfig.as_deref();
+        // The context named, else the kubeconfig's current one (none in a pod).
+        let mut context = self.context.clone();
         let config = match (path, &self.context) {
             (Some(path), _) => {
                 let file = Kubeconfig::read_from(path)
                     .map_err(|e| ClusterError::kubeconfig(Some(path), e))?;
+                context = context.or_else(|| file.current_context.clone());
                 Config::from_custom_kubeconfig(file, &options)
                     .await
                     .map_err(|e| ClusterError::kubeconfig(Some(path), e))?
@@ -81,18 +115,23 @@ impl Connection {
             (None, Some(_)) => Config::from_kubeconfig(&options)
                 .await
                 .map_err(|e| ClusterError::kubeconfig(None, e))?,
-            (None, None) => Config::infer()
-                .await
-                .map_err(|e| ClusterError::kubeconfig(None, e))?,
+            (None, None) => {
+                // As kube's inference: the kubeconfig when there is one.
+                context = Kubeconfig::read().ok().and_then(|k| k.current_context);
+                Config::infer()
+                    .await
+                    .map_err(|e| ClusterError::kubeconfig(None, e))?
+            }
         };
         let namespace = config.default_namespace.clone();
         let server = config.cluster_url.to_string();
         let client = Client::try_from(config).map_err(|e| ClusterError::kubeconfig(path, e))?;
-        let identity = whoami(&client, server).await?;
+        let identity = whoami(&client, server.clone()).await?;
         Ok(Session {
             client,
             namespace,
             identity,
+            cluster: SessionCluster { context, server },
         })
     }
 }

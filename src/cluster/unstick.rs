@@ -64,6 +64,8 @@ pub async fn run(config: Unstick) -> Result<i32, ClusterError> {
         ));
     }
     let selected = engine.select().await?;
+    let (user, cluster) = (&engine.session.identity, &engine.session.cluster);
+    engine.out.text(cluster.describe(&user.username));
     if release.is_none() {
         engine.out.text(format_args!(
             "as {} under {} (mode {}):",
@@ -99,6 +101,7 @@ pub async fn run(config: Unstick) -> Result<i32, ClusterError> {
         dry_run: engine.dry_run,
         at: Timestamp::now().to_string(),
         user: engine.session.identity.clone(),
+        cluster: engine.session.cluster.clone(),
         policy: engine.source.clone(),
         webhook_installed,
         reason,

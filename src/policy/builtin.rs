@@ -178,6 +178,14 @@ pub fn owners_of(
         .filter(move |c| c.field == field && c.finalizers.contains(&finalizer))
 }
 
+/// Whether `username` is one a built-in controller acts under (exactly).
+pub fn is_builtin_username(username: &str) -> bool {
+    username == KUBE_CONTROLLER_MANAGER
+        || BUILTIN_CONTROLLERS
+            .iter()
+            .any(|c| c.usernames.contains(&username))
+}
+
 /// Every username in the table, for the webhook configuration's matchConditions.
 pub fn all_usernames() -> Vec<&'static str> {
     let mut names = vec![KUBE_CONTROLLER_MANAGER];

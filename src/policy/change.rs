@@ -60,6 +60,54 @@ pub struct Requester<'a> {
     pub groups: &'a [Cow<'a, str>],
 }
 
+impl Requester<'_> {
+    /// What kind of identity asks, told from the username and groups the
+    /// API server authenticated, as the policy reads them: a built-in
+    /// controller's exact username first, then a node or a ServiceAccount
+    /// by username or group; anyone else is a person.
+    pub fn class(&self) -> IdentityClass {
+        let in_group = |name: &str| self.groups.iter().any(|g| g == name);
+        if super::builtin::is_builtin_username(self.username) {
+            IdentityClass::Builtin
+        } else if self.username.starts_with("system:node:") || in_group("system:nodes") {
+            IdentityClass::Node
+        } else if self.username.starts_with("system:serviceaccount:")
+            || in_group("system:serviceaccounts")
+        {
+            IdentityClass::ServiceAccount
+        } else {
+            IdentityClass::Person
+        }
+    }
+}
+
+/// The kind of identity a requester is ([`Requester::class`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IdentityClass {
+    Person,
+    ServiceAccount,
+    Node,
+    Builtin,
+}
+
+impl IdentityClass {
+    pub const ALL: [IdentityClass; 4] = [
+        IdentityClass::Person,
+        IdentityClass::ServiceAccount,
+        IdentityClass::Node,
+        IdentityClass::Builtin,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdentityClass::Person => "person",
+            IdentityClass::ServiceAccount => "serviceaccount",
+            IdentityClass::Node => "node",
+            IdentityClass::Builtin => "builtin",
+        }
+    }
+}
+
 /// What is written: `request.resource`, `subResource`, `namespace`, `name`.
 #[derive(Debug, Clone, Copy)]
 pub struct Target<'a> {
@@ -220,5 +268,40 @@ mod tests {
         assert_eq!(FinalizerField::Spec.subresource(), "finalize");
         assert_eq!(FinalizerField::Metadata.subresource(), "");
         assert!(TARGET.is_namespace_finalize());
+    }
+
+    #[test]
+    fn requesters_are_classed_as_the_api_server_authenticated_them() {
+        let class = |username: &str, groups: &[&str]| {
+            let groups: Vec<Cow<'_, str>> = groups.iter().map(|g| Cow::Borrowed(*g)).collect();
+            Requester {
+                username,
+                groups: &groups,
+            }
+            .class()
+        };
+        use IdentityClass::*;
+        assert_eq!(
+            class("alice@example.com", &["system:authenticated"]),
+            Person
+        );
+        assert_eq!(class("system:serviceaccount:ops:bot", &[]), ServiceAccount);
+        assert_eq!(class("bot", &["system:serviceaccounts"]), ServiceAccount);
+        assert_eq!(class("system:node:worker-1", &[]), Node);
+        assert_eq!(class("kubelet", &["system:nodes"]), Node);
+        assert_eq!(class("system:kube-controller-manager", &[]), Builtin);
+        assert_eq!(
+            class(
+                "system:serviceaccount:kube-system:generic-garbage-collector",
+                &[]
+            ),
+            Builtin
+        );
+        // Exact names only: a look-alike is a ServiceAccount like any other.
+        assert_eq!(
+            class("system:serviceaccount:team:generic-garbage-collector", &[]),
+            ServiceAccount
+        );
+        assert_eq!(class("", &[]), Person);
     }
 }

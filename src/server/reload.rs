@@ -95,7 +95,7 @@ impl Reloadable for CertificateFiles {
             tls::seal_key(key_pem)?,
         );
         if let Some(expiry) = self.store.expiry() {
-            state.metrics.certificate_expiry.set(expiry);
+            state.metrics.certificate_expires("serving", expiry);
         }
         tracing::info!("serving certificate reloaded");
         Ok(())
@@ -115,8 +115,11 @@ impl Reloadable for ClientCaFile {
     fn path(&self) -> &Path {
         &self.path
     }
-    fn apply(&self, bytes: &[u8], _: &AppState) -> Result<(), ReloadError> {
+    fn apply(&self, bytes: &[u8], state: &AppState) -> Result<(), ReloadError> {
         self.store.replace(tls::client_verifier(bytes)?);
+        if let Some(expiry) = tls::bundle_expiry(bytes) {
+            state.metrics.certificate_expires("client-ca", expiry);
+        }
         tracing::info!("client CA reloaded");
         Ok(())
     }

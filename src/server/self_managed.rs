@@ -845,7 +845,7 @@ impl Manager {
         let seal = tls::seal_key(pair.key.as_bytes())?;
         store.replace(certified, seal);
         if let (Some(state), Some(expiry)) = (state, store.expiry()) {
-            state.metrics.certificate_expiry.set(expiry);
+            state.metrics.certificate_expires("serving", expiry);
         }
         self.serving = Some(pair);
         Ok(true)

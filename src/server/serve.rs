@@ -146,9 +146,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     let authenticated = client_ca.is_some();
     let (manager, initial) = super::self_managed::start(self_managed).await?.unzip();
     let serving = serving_tls(tls.map(Ok).or(initial.map(Err)), client_ca, &dev_cert_dir)?;
-    if let Some(expiry) = serving.certificates.expiry() {
-        metrics.certificate_expiry.set(expiry);
-    }
+    serving.expiries(&metrics);
     let events = start_events(&events, events_queue, &metrics).await;
     let audit =
         AuditLog::stdout(metrics.dropped_in("audit")).map_err(|e| Error::io("audit thread", e))?;
@@ -298,6 +296,17 @@ struct ServingTls {
 }
 
 impl ServingTls {
+    /// Puts on record when the certificates in service expire.
+    fn expiries(&self, metrics: &Metrics) {
+        if let Some(expiry) = self.certificates.expiry() {
+            metrics.certificate_expires("serving", expiry);
+        }
+        let client_ca = self.client_ca.as_ref();
+        if let Some(expiry) = client_ca.and_then(|(_, _, pem)| super::tls::bundle_expiry(pem)) {
+            metrics.certificate_expires("client-ca", expiry);
+        }
+    }
+
     /// The certificate files and the client CA, when they come from files.
     fn reloadables(&self) -> Vec<Watched> {
         let mut watched: Vec<Watched> = Vec::new();

@@ -59,6 +59,18 @@ pub fn expiry(key: &CertifiedKey) -> Option<i64> {
     Some(cert.validity().not_after.timestamp())
 }
 
+/// When the first certificate of a PEM bundle to expire expires, in seconds
+/// since the Unix epoch: `None` when it holds none that parses.
+pub fn bundle_expiry(pem: &[u8]) -> Option<i64> {
+    CertificateDer::pem_slice_iter(pem)
+        .filter_map(|cert| {
+            let cert = cert.ok()?;
+            let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+            Some(parsed.validity().not_after.timestamp())
+        })
+        .min()
+}
+
 /// The serving certificate, swapped atomically: handshakes in flight keep
 /// the one they started with, new ones get the new one. The approval seal
 /// key derived from its private key is swapped with it.

@@ -48,6 +48,10 @@ use crate::policy::{Decision, Verdict};
 use crate::queue::{self, Queue, WhenFull};
 use crate::trail::metrics::EventLabels;
 
+/// The annotation naming the cluster (`serve --cluster-name`) on the
+/// webhook's Events, when it is named.
+pub const CLUSTER_ANNOTATION: &str = "finalizer-guard.io/cluster";
+
 /// `reportingController` of every Event.
 pub const REPORTING_CONTROLLER: &str = "finalizer-guard.io/webhook";
 /// How long one Event write may take.
@@ -224,7 +228,15 @@ pub fn event_for(judgment: Judgment<'_>, instance: &str) -> Option<Occurrence> {
         repeats_as,
         reporting_controller: REPORTING_CONTROLLER,
     };
-    Some(Occurrence::new(notice, instance))
+    let mut occurrence = Occurrence::new(notice, instance);
+    if let Some(cluster) = &judged.cluster {
+        occurrence.event.metadata.annotations = Some(
+            [(CLUSTER_ANNOTATION.to_string(), cluster.clone())]
+                .into_iter()
+                .collect(),
+        );
+    }
+    Some(occurrence)
 }
 
 /// The Event's type, reason and note for a denial, an override or a refused
@@ -755,6 +767,7 @@ mod tests {
                 name: "web-0".into(),
                 object_uid: Some("o-1".into()),
                 dry_run: false,
+                cluster: None,
             },
             decision: Decision {
                 outcome: outcome(verdict),
@@ -869,6 +882,21 @@ mod tests {
                 .as_deref(),
             Some("default")
         );
+    }
+
+    #[test]
+    fn the_cluster_named_is_an_annotation_of_the_event() {
+        let unnamed = occurrence(Verdict::Denied);
+        assert_eq!(unnamed.event.metadata.annotations, None);
+        let mut named = record(Verdict::Override);
+        named.judged.cluster = Some("prod-eu-1".into());
+        let event = event_for(&named, "pod-1").unwrap().event;
+        let annotations = event.metadata.annotations.unwrap();
+        assert_eq!(
+            annotations.get(CLUSTER_ANNOTATION).map(String::as_str),
+            Some("prod-eu-1")
+        );
+        assert_eq!(annotations.len(), 1);
     }
 
     #[test]

@@ -21,7 +21,7 @@ const LATENCY_BUCKETS: [f64; 14] = [
 ];
 
 use crate::admission::Reviewed;
-use crate::policy::{Operation, Policy, Verdict};
+use crate::policy::{IdentityClass, Operation, Policy, Verdict};
 
 /// The `group` label of a group that is neither Kubernetes' own nor named in
 /// the policy, once [`MAX_OTHER_GROUPS`] such groups have a label of their
@@ -32,6 +32,18 @@ pub const OTHER_GROUP: &str = "other";
 /// value of their own (first come): a review's group is whatever its body
 /// says, and every distinct value would be a series kept for good.
 pub const MAX_OTHER_GROUPS: usize = 32;
+
+/// Finalizer names given a label value of their own in the denial counters
+/// (first come), as `watch --max-finalizers` defaults to; past them `other`.
+pub const MAX_FINALIZER_LABELS: usize = 100;
+
+/// A finalizer name is a qualified name: a DNS subdomain prefix (253), `/`
+/// and a name (63).
+const MAX_FINALIZER_CHARS: usize = 317;
+
+/// The decisions the denial counters count: what the policy refuses, in
+/// `enforce` mode and in `warn` mode.
+const DENIALS: [Verdict; 2] = [Verdict::Denied, Verdict::WouldDeny];
 
 /// A valid API group is a DNS subdomain: at most 253 characters.
 const MAX_GROUP_CHARS: usize = 253;
@@ -68,6 +80,12 @@ impl EncodeLabelValue for Verdict {
     }
 }
 
+impl EncodeLabelValue for IdentityClass {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.as_str())
+    }
+}
+
 impl EncodeLabelValue for Operation {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
         encoder.write_str(self.as_str())
@@ -81,6 +99,27 @@ pub struct ReviewLabels {
     /// The resource's API group; `core` for the core group; `other` past
     /// the groups that get a value of their own ([`Metrics::group_label`]).
     pub group: Cow<'static, str>,
+}
+
+/// A denied or would-be-denied removal of one finalizer: its name (`other`
+/// past [`MAX_FINALIZER_LABELS`] names, or when it is no finalizer name).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FinalizerDenialLabels {
+    pub finalizer: String,
+    pub decision: Verdict,
+}
+
+/// Denied or would-be-denied removals by the kind of identity that asked.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IdentityDenialLabels {
+    pub class: IdentityClass,
+    pub decision: Verdict,
+}
+
+/// A certificate the webhook port uses: `serving` or `client-ca`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CertificateLabels {
+    pub kind: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -157,13 +196,18 @@ pub struct Metrics {
     pub reloads: Family<ReloadLabels, Counter>,
     pub unauthorized_removals: Family<VerdictLabels, Counter>,
     pub overrides: Family<ReasonLabels, Counter>,
-    pub certificate_expiry: Gauge,
+    pub certificate_expiry: Family<CertificateLabels, Gauge>,
+    pub denials_by_finalizer: Family<FinalizerDenialLabels, Counter>,
+    pub denials_by_identity: Family<IdentityDenialLabels, Counter>,
     pub events: Family<EventLabels, Counter>,
     pub dropped: Family<QueueLabels, Counter>,
     pub policy_info: Family<PolicyLabels, Gauge>,
     /// Groups neither Kubernetes' own nor the policy's given a label of
     /// their own so far, at most [`MAX_OTHER_GROUPS`].
     other_groups: Mutex<HashSet<String>>,
+    /// Finalizers given a label value of their own so far, at most
+    /// [`MAX_FINALIZER_LABELS`].
+    named_finalizers: Mutex<HashSet<String>>,
 }
 
 impl Default for Metrics {
@@ -211,12 +255,13 @@ impl Metrics {
             "Removals allowed by an override annotation, by reason",
             overrides.clone(),
         );
-        let certificate_expiry = Gauge::default();
+        let certificate_expiry = Family::<CertificateLabels, Gauge>::default();
         registry.register(
             "certificate_expiry_timestamp_seconds",
-            "When the serving certificate expires, in seconds since the Unix epoch",
+            "When a certificate expires, in seconds since the Unix epoch, by kind: serving (the webhook's certificate), client-ca (the earliest of the CA bundle client certificates are verified against)",
             certificate_expiry.clone(),
         );
+        let (denials_by_finalizer, denials_by_identity) = register_denials(&mut registry);
         let (events, dropped) = register_event_writer(&mut registry);
         register_build_info(&mut registry);
         let policy_info = Family::<PolicyLabels, Gauge>::default();
@@ -234,10 +279,13 @@ impl Metrics {
             unauthorized_removals,
             overrides,
             certificate_expiry,
+            denials_by_finalizer,
+            denials_by_identity,
             events,
             dropped,
             policy_info,
             other_groups: Mutex::new(HashSet::new()),
+            named_finalizers: Mutex::new(HashSet::new()),
         };
         metrics.seed();
         metrics
@@ -258,6 +306,13 @@ impl Metrics {
             let _ = self
                 .unauthorized_removals
                 .get_or_create(&VerdictLabels { decision });
+        }
+        for decision in DENIALS {
+            for class in IdentityClass::ALL {
+                let _ = self
+                    .denials_by_identity
+                    .get_or_create(&IdentityDenialLabels { class, decision });
+            }
         }
         let _ = self.events.get_or_create(&EventLabels {
             decision: SKIPPED_UNAUTHENTICATED,
@@ -301,6 +356,14 @@ impl Metrics {
         }
     }
 
+    /// Puts on record when the `kind` certificate (`serving`, `client-ca`)
+    /// in service expires, in seconds since the Unix epoch.
+    pub fn certificate_expires(&self, kind: &'static str, at: i64) {
+        self.certificate_expiry
+            .get_or_create(&CertificateLabels { kind })
+            .set(at);
+    }
+
     pub fn reload(&self, kind: &'static str, ok: bool) {
         let outcome = if ok { "success" } else { "failure" };
         self.reloads
@@ -336,6 +399,49 @@ impl Metrics {
                     reason: used.reason.clone(),
                 })
                 .inc();
+        }
+        if unauthorized > 0 && DENIALS.contains(&decision) {
+            self.denials(reviewed, decision, unauthorized);
+        }
+    }
+
+    /// Counts the unauthorized removals of a denied (or would-be-denied)
+    /// review by finalizer and by the requester's class.
+    fn denials(&self, reviewed: &Reviewed, decision: Verdict, unauthorized: usize) {
+        self.denials_by_identity
+            .get_or_create(&IdentityDenialLabels {
+                class: reviewed.identity,
+                decision,
+            })
+            .inc_by(unauthorized as u64);
+        for removal in reviewed.decision.unauthorized() {
+            let finalizer = self.finalizer_label(&removal.finalizer);
+            self.denials_by_finalizer
+                .get_or_create(&FinalizerDenialLabels {
+                    finalizer,
+                    decision,
+                })
+                .inc();
+        }
+    }
+
+    /// The `finalizer` label of a denied removal: the name while fewer than
+    /// [`MAX_FINALIZER_LABELS`] have been seen, [`OTHER_GROUP`] (`other`)
+    /// past them or for what is no finalizer name. No label value is taken
+    /// from a request unbounded.
+    pub fn finalizer_label(&self, finalizer: &str) -> String {
+        if !is_finalizer_name(finalizer) {
+            return OTHER_GROUP.to_string();
+        }
+        let mut named = self
+            .named_finalizers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if named.contains(finalizer) || named.len() < MAX_FINALIZER_LABELS {
+            named.insert(finalizer.to_string());
+            finalizer.to_string()
+        } else {
+            OTHER_GROUP.to_string()
         }
     }
 
@@ -468,6 +574,41 @@ fn is_group_name(group: &str) -> bool {
                     .bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         })
+}
+
+/// Whether `finalizer` could be a finalizer name (a qualified name: ASCII
+/// letters, digits, `-`, `_`, `.` and `/`, at most 317 characters), never
+/// `other`.
+fn is_finalizer_name(finalizer: &str) -> bool {
+    !finalizer.is_empty()
+        && finalizer.len() <= MAX_FINALIZER_CHARS
+        && finalizer != OTHER_GROUP
+        && finalizer
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
+}
+
+/// The counters of denied and would-be-denied removals, by finalizer and
+/// by the requester's class.
+fn register_denials(
+    registry: &mut Registry,
+) -> (
+    Family<FinalizerDenialLabels, Counter>,
+    Family<IdentityDenialLabels, Counter>,
+) {
+    let denials_by_finalizer = Family::<FinalizerDenialLabels, Counter>::default();
+    registry.register(
+        "denials_by_finalizer",
+        "Finalizer removals denied (denied) or denied in warn mode only (would-deny), by finalizer (the first 100 names; past them other)",
+        denials_by_finalizer.clone(),
+    );
+    let denials_by_identity = Family::<IdentityDenialLabels, Counter>::default();
+    registry.register(
+        "denials_by_identity",
+        "Finalizer removals denied (denied) or denied in warn mode only (would-deny), by the requester's class: person, serviceaccount, node, builtin (a built-in controller's username)",
+        denials_by_identity.clone(),
+    );
+    (denials_by_finalizer, denials_by_identity)
 }
 
 /// The Event writer's counters ([`crate::trail::events::EventSink`]): every
@@ -608,6 +749,66 @@ mod tests {
         assert_eq!(label("g0.example.org"), "g0.example.org");
         assert_eq!(label("batch"), "batch");
         assert_eq!(label("example.com"), "example.com");
+    }
+
+    #[test]
+    fn denials_by_identity_read_0_from_start_for_every_class() {
+        let text = Metrics::new().encode();
+        for class in IdentityClass::ALL {
+            for decision in DENIALS {
+                let series = format!(
+                    "finalizer_guard_denials_by_identity_total{{class=\"{}\",decision=\"{}\"}} 0\n",
+                    class.as_str(),
+                    decision.as_str()
+                );
+                assert!(text.contains(&series), "no {series}in:\n{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn denials_are_counted_by_finalizer_and_identity_class() {
+        let metrics = Metrics::new();
+        let warn = Policy::from_yaml("mode: warn\n").unwrap();
+        let enforce = Policy::embedded_default();
+        let body = |user: &str| {
+            format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"ConfigMap"}},"resource":{{"group":"","version":"v1","resource":"configmaps"}},"namespace":"ns","name":"cm","operation":"UPDATE","userInfo":{{"username":"{user}"}},"object":{{"metadata":{{"finalizers":[]}}}},"oldObject":{{"metadata":{{"finalizers":["example.com/a","example.com/b"]}}}}}}}}"#
+            )
+        };
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        for (policy, user) in [
+            (&enforce, "system:serviceaccount:ops:bot"),
+            (&warn, "alice"),
+        ] {
+            let reviewed =
+                crate::admission::review_with(policy, body(user).as_bytes(), now, None).unwrap();
+            metrics.review(&reviewed, policy);
+        }
+        let text = metrics.encode();
+        for series in [
+            "finalizer_guard_denials_by_identity_total{class=\"serviceaccount\",decision=\"denied\"} 2\n",
+            "finalizer_guard_denials_by_identity_total{class=\"person\",decision=\"would-deny\"} 2\n",
+            "finalizer_guard_denials_by_identity_total{class=\"person\",decision=\"denied\"} 0\n",
+            "finalizer_guard_denials_by_finalizer_total{finalizer=\"example.com/a\",decision=\"denied\"} 1\n",
+            "finalizer_guard_denials_by_finalizer_total{finalizer=\"example.com/b\",decision=\"would-deny\"} 1\n",
+        ] {
+            assert!(text.contains(series), "no {series}in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn finalizer_labels_are_bounded() {
+        let metrics = Metrics::new();
+        for bad in ["", "other", "quote\"x", "new\nline", &"x".repeat(400)] {
+            assert_eq!(metrics.finalizer_label(bad), OTHER_GROUP, "{bad:?}");
+        }
+        for i in 0..MAX_FINALIZER_LABELS {
+            let name = format!("example.com/f{i}");
+            assert_eq!(metrics.finalizer_label(&name), name);
+        }
+        assert_eq!(metrics.finalizer_label("example.com/late"), OTHER_GROUP);
+        assert_eq!(metrics.finalizer_label("example.com/f0"), "example.com/f0");
     }
 
     #[test]

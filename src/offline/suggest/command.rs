@@ -2,13 +2,17 @@
 //! it read, set aside and noticed, and prints the rules (or the merged
 //! policy) on standard output.
 
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
-
-use super::{Bindings, Evidence, read_path, removals, render, suggest_with, trusted};
+use super::bindings::Bindings;
+use super::evidence::Evidence;
+use super::read::read_path;
+use super::render;
+use super::rules::{removals, suggest_with};
+use super::trust::trusted;
 use crate::error::{Error, Result};
 use crate::output::escape;
 use crate::policy::{LoadError, Policy};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
 /// What `policy suggest` was given.
 pub struct Suggest {
