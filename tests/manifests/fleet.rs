@@ -342,7 +342,7 @@ fn the_schema_takes_a_parents_values_and_names_a_bad_new_one() {
 }
 
 /// What a GitOps tool diffs: `helm template` twice in a row renders the
-/// same bytes in the modes that need no cluster (cert-manager, external),
+/// same bytes in the modes that need no cluster (self, cert-manager, external),
 /// every optional object on. Only `generated` certificates call `lookup`
 /// and generate keys (`genCA`, `genSignedCert`), and only in webhook.yaml:
 /// no other template calls anything that reads a cluster, a clock or chance.
@@ -368,7 +368,7 @@ fn helm_template_renders_the_same_bytes_twice_without_lookup() {
         "backstop.validatingAdmissionPolicy={}",
         vap_file.path().display()
     );
-    for mode in ["cert-manager", "external"] {
+    for mode in ["self", "cert-manager", "external"] {
         let source = format!("certificates.source={mode}");
         let mut args = everything.to_vec();
         args.push(&vap_arg);
@@ -380,8 +380,9 @@ fn helm_template_renders_the_same_bytes_twice_without_lookup() {
         assert!(first.stdout.len() > 10_000);
     }
     // generated: a new CA each time, as docs/deployment.md says.
-    let first = render(&helm, RELEASE, &[]);
-    let second = render(&helm, RELEASE, &[]);
+    let generated = ["--set", "certificates.source=generated"];
+    let first = render(&helm, RELEASE, &generated);
+    let second = render(&helm, RELEASE, &generated);
     assert_ne!(first.stdout, second.stdout);
 
     const UNSTABLE: [&str; 12] = [
