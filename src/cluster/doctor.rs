@@ -394,15 +394,9 @@ fn listable(resolver: &Resolver) -> Vec<(ApiResource, ApiCapabilities)> {
 
 /// Judges one finalizer's tally under the policy.
 fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> FinalizerLine {
-    let Places {
-        owners,
-        blocked_objects,
-        blocked_in,
-        presets,
-        elsewhere,
-    } = places(policy, &name, field, &tally);
-    let suggestion = (blocked_objects > 0)
-        .then(|| suggestion(&name, field, &tally, elsewhere.first(), &presets));
+    let seen = places(policy, &name, field, &tally);
+    let suggestion = (seen.blocked_objects > 0)
+        .then(|| suggestion(&name, field, &tally, seen.elsewhere.first(), &seen.presets));
     let overrides = overrides(policy, &name);
     let now = jiff::Timestamp::now();
     FinalizerLine {
@@ -417,13 +411,13 @@ fn judge(policy: &Policy, name: String, field: FinalizerField, tally: Tally) -> 
                 Duration::try_from(now.duration_since(t)).unwrap_or_default(),
             )
         }),
-        owners,
-        blocked_objects,
-        blocked_in,
-        elsewhere,
+        owners: seen.owners,
+        blocked_objects: seen.blocked_objects,
+        blocked_in: seen.blocked_in,
+        elsewhere: seen.elsewhere,
         added_by: tally.added_by,
         suggestion,
-        presets,
+        presets: seen.presets,
         overrides,
     }
 }
@@ -780,6 +774,11 @@ fn render(report: &ClusterDoctorReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `judge` of a finalizer of `metadata.finalizers`.
+    fn judge_metadata(policy: &Policy, name: &str, tally: Tally) -> FinalizerLine {
+        judge(policy, name.into(), FinalizerField::Metadata, tally)
+    }
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
     use serde_json::json;
 
@@ -902,10 +901,9 @@ mod tests {
             "rules:\n  - name: widgets\n    finalizers: [\"example.com/*\"]\n    serviceAccounts: [ops:widgets]\n    namespaces: [team-a]\n",
         )
         .unwrap();
-        let line = judge(
+        let line = judge_metadata(
             &policy,
-            "example.com/cleanup".into(),
-            FinalizerField::Metadata,
+            "example.com/cleanup",
             tally(&[
                 ("example.com", "widgets", Some("team-a"), 3),
                 ("example.com", "widgets", Some("team-b"), 2),
@@ -924,10 +922,9 @@ mod tests {
                 .contains("example.com/cleanup")
         );
 
-        let builtin = judge(
+        let builtin = judge_metadata(
             &policy,
-            "kubernetes.io/pvc-protection".into(),
-            FinalizerField::Metadata,
+            "kubernetes.io/pvc-protection",
             tally(&[("", "persistentvolumeclaims", Some("team-b"), 1)]),
         );
         assert!(!builtin.blocked());
@@ -947,10 +944,9 @@ mod tests {
     #[test]
     fn a_blocked_finalizer_a_preset_owns_names_the_preset() {
         let policy = Policy::from_yaml("mode: warn\n").unwrap();
-        let line = judge(
+        let line = judge_metadata(
             &policy,
-            "finalizers.fluxcd.io".into(),
-            FinalizerField::Metadata,
+            "finalizers.fluxcd.io",
             tally(&[
                 (
                     "source.toolkit.fluxcd.io",
@@ -977,10 +973,9 @@ mod tests {
 
         // Covered once the policy names the preset.
         let policy = Policy::from_yaml("presets: [flux]\n").unwrap();
-        let covered = judge(
+        let covered = judge_metadata(
             &policy,
-            "finalizers.fluxcd.io".into(),
-            FinalizerField::Metadata,
+            "finalizers.fluxcd.io",
             tally(&[(
                 "source.toolkit.fluxcd.io",
                 "gitrepositories",
@@ -992,10 +987,9 @@ mod tests {
         assert!(covered.presets.is_empty());
 
         // Not on a resource the preset's controllers own: no preset is named.
-        let elsewhere = judge(
+        let elsewhere = judge_metadata(
             &Policy::from_yaml("mode: warn\n").unwrap(),
-            "finalizers.fluxcd.io".into(),
-            FinalizerField::Metadata,
+            "finalizers.fluxcd.io",
             tally(&[("example.com", "widgets", Some("team-c"), 1)]),
         );
         assert!(
@@ -1036,12 +1030,7 @@ mod tests {
         let mut t = tally(&places);
         t.types
             .insert("gitrepositories.source.toolkit.fluxcd.io".into(), 3);
-        let line = judge(
-            &policy,
-            "finalizers.fluxcd.io".into(),
-            FinalizerField::Metadata,
-            t,
-        );
+        let line = judge_metadata(&policy, "finalizers.fluxcd.io", t);
         assert_eq!(line.blocked_objects, 1);
         assert_eq!(
             line.blocked_in,
@@ -1069,17 +1058,11 @@ mod tests {
             "rules:\n  - finalizers: [\"finalizers.fluxcd.io\"]\n    serviceAccounts: [\"flux-system:source-controller\"]\n    resources: [\"gitrepositories.source.toolkit.fluxcd.io\"]\n",
         )
         .unwrap();
-        let line = judge(
-            &widened,
-            "finalizers.fluxcd.io".into(),
-            FinalizerField::Metadata,
-            tally(&places),
-        );
+        let line = judge_metadata(&widened, "finalizers.fluxcd.io", tally(&places));
         assert!(!line.blocked(), "{line:?}");
-        let line = judge(
+        let line = judge_metadata(
             &Policy::from_yaml("rules: []\n").unwrap(),
-            "finalizers.fluxcd.io".into(),
-            FinalizerField::Metadata,
+            "finalizers.fluxcd.io",
             tally(&places),
         );
         assert_eq!(line.blocked_objects, 3);

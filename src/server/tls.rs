@@ -182,6 +182,11 @@ impl ClientCaStore {
     pub fn replace(&self, verifier: Arc<dyn ClientCertVerifier>) {
         self.current.store(Arc::new(verifier));
     }
+
+    /// Asks the verifier in force now (a swap meanwhile takes the next call).
+    fn with_current<T>(&self, ask: impl FnOnce(&dyn ClientCertVerifier) -> T) -> T {
+        ask(self.current.load().as_ref().as_ref())
+    }
 }
 
 impl fmt::Debug for ClientCaStore {
@@ -207,9 +212,7 @@ impl ClientCertVerifier for ClientCaStore {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> std::result::Result<ClientCertVerified, rustls::Error> {
-        self.current
-            .load()
-            .verify_client_cert(end_entity, intermediates, now)
+        self.with_current(|v| v.verify_client_cert(end_entity, intermediates, now))
     }
 
     fn verify_tls12_signature(
@@ -218,9 +221,7 @@ impl ClientCertVerifier for ClientCaStore {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.current
-            .load()
-            .verify_tls12_signature(message, cert, dss)
+        self.with_current(|v| v.verify_tls12_signature(message, cert, dss))
     }
 
     fn verify_tls13_signature(
@@ -229,9 +230,7 @@ impl ClientCertVerifier for ClientCaStore {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.current
-            .load()
-            .verify_tls13_signature(message, cert, dss)
+        self.with_current(|v| v.verify_tls13_signature(message, cert, dss))
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
