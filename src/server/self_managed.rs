@@ -136,6 +136,19 @@ impl Timing {
     /// certificate it signed has to be renewed.
     pub fn check(&self) -> Result<()> {
         let refuse = |why: String| Err(CertificatesError::Timing(why));
+        // A century at most: every sum of these (and the clock) then fits.
+        const CENTURY: i64 = 100 * 365 * 86_400;
+        for (flag, value) in [
+            ("--certificate-validity", self.validity),
+            ("--certificate-renew-before", self.renew_before),
+            ("--ca-validity", self.ca_validity),
+            ("--ca-renew-before", self.ca_renew_before),
+            ("--ca-grace", self.grace),
+        ] {
+            if value > CENTURY {
+                return refuse(format!("{flag} ({value}s): at most 100 years"));
+            }
+        }
         if self.renew_before <= 0 || self.renew_before >= self.validity {
             return refuse(format!(
                 "--certificate-renew-before ({}s) must be above 0 and below --certificate-validity ({}s)",
@@ -417,6 +430,16 @@ impl Stored {
         bundles: Option<&[Vec<u8>]>,
     ) -> Result<Vec<Step>> {
         let mut taken = Vec::new();
+        // A previous CA that is no certificate, or kept since a time more
+        // than a grace period ahead (written by hand; a replica's clock a
+        // little ahead is allowed for), would stay in the caBundle for good:
+        // it is dropped now.
+        if self.previous.as_ref().is_some_and(|(cert, since)| {
+            parse(cert).is_none() || *since > now.saturating_add(timing.grace)
+        }) {
+            self.previous = None;
+            taken.push(Step::DropPreviousCa);
+        }
         for _ in 0..4 {
             let step = decide(&self.facts(names, bundles), now, timing);
             if step == Step::Nothing {
@@ -1014,6 +1037,16 @@ mod tests {
             let e = bad.check().unwrap_err().to_string();
             assert!(e.contains("must"), "{e}");
         }
+        // A sum that would wrap past i64::MAX is refused, not passed.
+        let huge = Timing {
+            grace: i64::MAX / 2,
+            ..TIMING
+        };
+        let e = huge.check().unwrap_err().to_string();
+        assert!(
+            e.contains("--ca-grace") && e.contains("at most 100 years"),
+            "{e}"
+        );
     }
 
     /// Steps a Secret through time as the replicas would, with a webhook
@@ -1103,6 +1136,30 @@ mod tests {
             stored.settle(1_002, &t, &names, None).unwrap(),
             vec![Step::NewCa]
         );
+    }
+
+    #[test]
+    fn a_previous_ca_that_is_no_certificate_or_kept_from_the_future_is_dropped() {
+        let (t, names) = (TIMING, names());
+        let mut stored = Stored::default();
+        stored.settle(1_000, &t, &names, None).unwrap();
+        let ca = stored.ca.as_ref().unwrap().cert.clone();
+        stored.previous = Some(("not a certificate".into(), 1_000));
+        assert_eq!(
+            stored.settle(1_001, &t, &names, None).unwrap(),
+            vec![Step::DropPreviousCa]
+        );
+        assert_eq!(stored.bundle(), ca);
+        // Kept "since" long after now: it would never be dropped.
+        stored.previous = Some((ca.clone(), 1_001 + t.grace + 1));
+        assert_eq!(
+            stored.settle(1_001, &t, &names, None).unwrap(),
+            vec![Step::DropPreviousCa]
+        );
+        // A replica's clock a little ahead is no reason.
+        stored.previous = Some((ca.clone(), 1_001 + t.grace));
+        assert_eq!(stored.settle(1_001, &t, &names, None).unwrap(), vec![]);
+        assert!(stored.previous.is_some());
     }
 
     #[test]

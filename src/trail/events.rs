@@ -239,6 +239,11 @@ pub fn event_for(judgment: Judgment<'_>, instance: &str) -> Option<Occurrence> {
     Some(occurrence)
 }
 
+/// `text` as an Event's note may show it: see [`crate::output::escape`].
+fn shown(text: &str) -> Cow<'static, str> {
+    Cow::Owned(crate::output::escape(text).into_owned())
+}
+
 /// The Event's type, reason and note for a denial, an override or a refused
 /// approval, and what the note adds per request (the audit record's uid);
 /// `None` for every other decision. Names are those the audit record lists.
@@ -252,9 +257,11 @@ fn what_happened(
     } = judgment;
     let finalizers: Vec<Cow<'_, str>> = audit::listed(decision)
         .filter(|r| r.authorized_by.is_none())
-        .map(|r| audit::cut(&r.finalizer))
+        .map(|r| shown(&audit::cut(&r.finalizer)))
         .collect();
-    let user = &judged.user;
+    // What `kubectl describe` prints: a name's control, format and line
+    // characters escaped, as every line the tools print is.
+    let user = shown(&judged.user);
     Some(match decision.verdict() {
         Verdict::Denied => (
             "Warning",
@@ -268,13 +275,13 @@ fn what_happened(
         Verdict::Override => {
             let (reason, detail) = decision
                 .override_used()
-                .map(|o| (audit::cut(&o.reason), audit::cut(&o.detail)))
+                .map(|o| (shown(&audit::cut(&o.reason)), shown(&audit::cut(&o.detail))))
                 .unwrap_or_default();
             let approved = decision
                 .evidence
                 .approved_by
                 .as_deref()
-                .map(|a| format!(", approved by {}", audit::cut(a)))
+                .map(|a| format!(", approved by {}", shown(&audit::cut(a))))
                 .unwrap_or_default();
             let protected = ledger
                 .map(Ledger::summary)
@@ -897,6 +904,20 @@ mod tests {
             Some("prod-eu-1")
         );
         assert_eq!(annotations.len(), 1);
+    }
+
+    #[test]
+    fn a_name_s_control_and_format_characters_reach_the_note_escaped() {
+        let mut hostile = record(Verdict::Denied);
+        hostile.judged.user = "eve\u{85}\u{1b}[31m\u{202e}".into();
+        let note = event_for(&hostile, "pod-1").unwrap().event.note.unwrap();
+        for raw in ['\u{85}', '\u{1b}', '\u{202e}'] {
+            assert!(!note.contains(raw), "{note:?}");
+        }
+        assert!(
+            note.starts_with("eve\\u{85}\\u{1b}[31m\\u{202e} may not remove"),
+            "{note:?}"
+        );
     }
 
     #[test]
