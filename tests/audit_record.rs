@@ -343,3 +343,31 @@ fn user_info_extra_is_recorded_bounded_cut_and_escaped() {
     let reviewed = admission::review_at(&Policy::embedded_default(), &plain, at).unwrap();
     assert!(!reviewed.audit.unwrap().fields().contains("\"extra\""));
 }
+
+/// Go writes a nil list as `null` (an authenticator's extra key with no
+/// values): read as an empty list, for a key kept and one dropped alike,
+/// never a refused review.
+#[test]
+fn a_null_extra_value_is_an_empty_list() {
+    let mut body: Value = serde_json::from_slice(
+        &ReviewBuilder::pod_update("system:serviceaccount:shop:ctl")
+            .finalizers(json!(["example.com/cleanup"]), json!([]))
+            .to_vec(),
+    )
+    .unwrap();
+    let mut extra = serde_json::Map::new();
+    extra.insert("a-null".into(), Value::Null);
+    for i in 0..20 {
+        extra.insert(format!("k{i:02}"), Value::Null);
+    }
+    body["request"]["userInfo"]["extra"] = Value::Object(extra);
+    let at = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+    let reviewed = admission::review_at(
+        &Policy::embedded_default(),
+        &serde_json::to_vec(&body).unwrap(),
+        at,
+    )
+    .expect("a null extra value is read, not refused");
+    let record = reviewed.audit.unwrap().record().unwrap();
+    assert_eq!(record.extra["a-null"], Vec::<String>::new());
+}

@@ -645,11 +645,15 @@ impl<'de> Deserialize<'de> for Extra {
                 while let Some(key) = map.next_key::<Text<'de>>()? {
                     if keys < MAX_EXTRA_KEYS {
                         keys += 1;
-                        let values = map.next_value::<ExtraValues>()?.0;
+                        // `null` is an empty list: Go writes a nil one so.
+                        let values = map
+                            .next_value::<Option<ExtraValues>>()?
+                            .map(|v| v.0)
+                            .unwrap_or_default();
                         let key = super::audit::cut(&key.0).into_owned();
                         kept.entry(key).or_insert(values);
                     } else {
-                        map.next_value::<Strings>()?;
+                        map.next_value::<Option<Strings>>()?;
                     }
                 }
                 Ok(Extra(kept))
