@@ -327,13 +327,27 @@ subjects:
 roleRef: {kind: ClusterRole, name: e2e-sre-oncall-read, apiGroup: rbac.authorization.k8s.io}
 EOF
 
-  start kube-controller-manager --kubeconfig "$dir/pki/kube-controller-manager.kubeconfig" \
-    --authentication-kubeconfig "$dir/pki/kube-controller-manager.kubeconfig" \
-    --authorization-kubeconfig "$dir/pki/kube-controller-manager.kubeconfig" \
-    --bind-address 127.0.0.1 --secure-port "$kcm_port" --cert-dir "$dir/pki/kcm" \
-    --use-service-account-credentials --service-account-private-key-file "$dir/pki/sa.key" \
-    --root-ca-file "$dir/ca.crt" --cluster-signing-cert-file "$dir/ca.crt" \
-    --cluster-signing-key-file "$dir/pki/ca.key" --leader-elect=false --v 1
+  start_kcm() {
+    start kube-controller-manager --kubeconfig "$dir/pki/kube-controller-manager.kubeconfig" \
+      --authentication-kubeconfig "$dir/pki/kube-controller-manager.kubeconfig" \
+      --authorization-kubeconfig "$dir/pki/kube-controller-manager.kubeconfig" \
+      --bind-address 127.0.0.1 --secure-port "$kcm_port" --cert-dir "$dir/pki/kcm" \
+      --use-service-account-credentials --service-account-private-key-file "$dir/pki/sa.key" \
+      --root-ca-file "$dir/ca.crt" --cluster-signing-cert-file "$dir/ca.crt" \
+      --cluster-signing-key-file "$dir/pki/ca.key" --leader-elect=false --v 1
+  }
+  start_kcm
+  # Its port was chosen free at the start; by now a loopback connection may
+  # hold it. One that dies in its first seconds is started once more on a
+  # port chosen now, and says so (with what it wrote).
+  sleep 3
+  if ! alive kube-controller-manager; then
+    log "kube-controller-manager exited at once; its log:"
+    tail -n 30 "$dir/logs/kube-controller-manager.log" >&2
+    kcm_port=$(free_ports 1)
+    log "starting it once more, on port $kcm_port"
+    start_kcm
+  fi
   wait_for kube-controller-manager 120 curl -fsSk "https://127.0.0.1:$kcm_port/healthz"
   # The controllers run once they act: the service-account controller gives
   # `default` its ServiceAccount.
