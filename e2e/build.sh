@@ -2,13 +2,11 @@
 # Builds the real control plane's binaries from this Go module into a cache
 # outside the repository and prints the folder that holds them.
 #
-#   BIN=$(e2e/build.sh)    # $BIN/kube-apiserver, kube-controller-manager, kubectl, etcd,
+#   BIN=$(e2e/build.sh)    # e2e/go.mod, the newest release the tests run:
+#                          # $BIN/kube-apiserver, kube-controller-manager, kubectl, etcd,
 #                          # kube-scheduler, kubelet (the last two for e2e/nodes.sh)
-#   BIN=$(e2e/build.sh v1.37)  # the module in e2e/v1.37: the newest release the
-#                          # tests run (kube-apiserver, kube-controller-manager,
-#                          # kubectl, etcd)
-#   BIN=$(e2e/build.sh v1.28)  # e2e/v1.28: the oldest release the docs claim,
-#                          # the same commands
+#   BIN=$(e2e/build.sh v1.28)  # e2e/v1.28: the oldest release the docs claim
+#                          # (kube-apiserver, kube-controller-manager, kubectl, etcd)
 #
 # Each module folder pins one Kubernetes release; the commands built are the
 # ones its tools.go imports. An etcd of the same version already built for

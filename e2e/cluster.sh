@@ -25,9 +25,8 @@
 #                      (admission-config.yaml): `serve --client-ca` takes it
 #   logs/              each process's output
 #
-# FG_KUBE picks the release: unset, the one e2e/go.mod pins (v1.34.4);
-# FG_KUBE=v1.37, the module in e2e/v1.37 (v1.37.2), the newest the tests
-# run; FG_KUBE=v1.28, the module in e2e/v1.28 (v1.28.15), the oldest the
+# FG_KUBE picks the release: unset, the one e2e/go.mod pins (v1.37.2), the
+# newest the tests run; FG_KUBE=v1.28, the module in e2e/v1.28 (v1.28.15), the oldest the
 # docs claim. Each is built and cached on its own (e2e/build.sh MODULE).
 # FG_E2E_STATIC=FOLDER (1.37 or later) starts kube-apiserver in tamper-proof
 # mode: its AdmissionConfiguration gets the entries `finalizer-guard policy

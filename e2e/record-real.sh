@@ -4,9 +4,9 @@
 # folder of that release's own: `cargo test` replays every such folder
 # (tests/real.rs).
 #
-#   FG_KUBE=v1.37 e2e/cluster.sh up /tmp/fg-e2e-137
-#   e2e/record-real.sh /tmp/fg-e2e-137     # writes tests/fixtures/real/v1.37.2/
-#   e2e/cluster.sh down /tmp/fg-e2e-137
+#   e2e/cluster.sh up /tmp/fg-e2e
+#   e2e/record-real.sh /tmp/fg-e2e     # writes tests/fixtures/real/v1.37.2/
+#   e2e/cluster.sh down /tmp/fg-e2e
 #
 # The control plane must be fresh: the scenarios run once on it. The
 # folder is named by the version kube-apiserver reports; a second

@@ -10,7 +10,7 @@
 #
 # Run it after changing the k8s.io/kubernetes version in go.mod, then
 # `go mod tidy`. With an argument it works on that module folder instead
-# (relative to e2e/, e.g. `e2e/sync-replace.sh v1.37`).
+# (relative to e2e/, e.g. `e2e/sync-replace.sh v1.28`).
 set -euo pipefail
 cd "$(dirname "$0")"
 cd "${1:-.}"

@@ -9,8 +9,8 @@
 //! ConfigMap's, switched to `mode: enforce`, plus what a scenario adds.
 //! Scenarios run one at a time: some stop the server or change the
 //! installed webhook configuration. `tamper_proof::` needs a control plane
-//! of its own, 1.37 or later, started in tamper-proof mode (`FG_KUBE=v1.37
-//! FG_E2E_STATIC=FOLDER e2e/cluster.sh up DIR`): `.ci/run` runs it there and
+//! of its own, 1.37 or later, started in tamper-proof mode
+//! (`FG_E2E_STATIC=FOLDER e2e/cluster.sh up DIR`): `.ci/run` runs it there and
 //! the rest with `--skip tamper_proof::`.
 
 mod certificates;

@@ -1,6 +1,6 @@
 //! Tamper-proof mode (`policy export --static`) on kube-apiserver 1.37 or
-//! later, started by `FG_KUBE=v1.37 FG_E2E_STATIC=FOLDER e2e/cluster.sh up
-//! DIR`: its AdmissionConfiguration loads FOLDER/policies (and
+//! later, started by `FG_E2E_STATIC=FOLDER e2e/cluster.sh up DIR` (e2e/go.mod
+//! pins v1.37.2): its AdmissionConfiguration loads FOLDER/policies (and
 //! FOLDER/webhooks), empty at start. The scenario writes the export of the
 //! harness's policy there and proves what docs/tamper-proof.md claims: a
 //! cluster admin who is not the operator can neither delete the webhook's
@@ -28,7 +28,7 @@ const POLICY_CONFIGMAP: &str = "finalizer-guard-policy";
 
 fn folder() -> PathBuf {
     PathBuf::from(std::env::var_os("FG_E2E_STATIC").expect(
-        "FG_E2E_STATIC: start the cluster with FG_KUBE=v1.37 FG_E2E_STATIC=FOLDER e2e/cluster.sh up DIR (.ci/run does)",
+        "FG_E2E_STATIC: start the cluster with FG_E2E_STATIC=FOLDER e2e/cluster.sh up DIR (.ci/run does)",
     ))
 }
 
