@@ -21,7 +21,10 @@
 //! archives imported into the nodes (`e2e/nodes.sh up DIR IMAGE.tar...`,
 //! `image.pullPolicy=Never`).
 //! Each scenario installs the release if an earlier one uninstalled it.
-//! `seed_000_*` kills a node: it runs last.
+//! `helm_template_piped_to_kubectl_apply_*` installs the chart as Argo CD
+//! does instead (`helm template`, no cluster asked, piped to `kubectl
+//! apply`; no release), with certificate lifetimes of seconds, and deletes
+//! it with `kubectl delete -f`. `seed_000_*` kills a node: it runs last.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -220,6 +223,25 @@ impl Nodes {
     /// `helm ARGS`; with FG_CHART, the chart the arguments name is the
     /// registry's ([`OciChart::swap`]).
     fn helm(&self, args: &[&str]) -> Run {
+        let mut cmd = self.helm_command(args);
+        cmd.env("KUBECONFIG", self.dir.join("admin.kubeconfig"));
+        run(cmd, None)
+    }
+
+    /// `helm template ARGS` as a GitOps tool renders (Argo CD): with no
+    /// cluster to ask (a kubeconfig that does not exist), so nothing
+    /// rendered can come from the cluster. The rendered manifest.
+    fn render(&self, args: &[&str]) -> String {
+        let mut all = vec!["template"];
+        all.extend_from_slice(args);
+        let mut cmd = self.helm_command(&all);
+        cmd.env("KUBECONFIG", self.dir.join("no-cluster.kubeconfig"));
+        run(cmd, None).ok().stdout
+    }
+
+    /// `helm ARGS`, with no cluster named yet; with FG_CHART, the chart the
+    /// arguments name is the registry's ([`OciChart::swap`]).
+    fn helm_command(&self, args: &[&str]) -> Command {
         let home = self.dir.join("helm-home");
         let mut cmd = Command::new(&self.helm);
         let args = match &self.chart {
@@ -229,11 +251,10 @@ impl Nodes {
         // The README's paths (charts/finalizer-guard) are the repository's.
         cmd.args(&args)
             .current_dir(repo())
-            .env("KUBECONFIG", self.dir.join("admin.kubeconfig"))
             .env("HELM_CONFIG_HOME", home.join("config"))
             .env("HELM_CACHE_HOME", home.join("cache"))
             .env("HELM_DATA_HOME", home.join("data"));
-        run(cmd, None)
+        cmd
     }
 
     fn nodes_sh(&self, args: &[&str]) -> Run {
@@ -302,21 +323,32 @@ impl Nodes {
     }
 
     /// The README's install, its commands as written there
-    /// ([`readme_install`]): the namespace, restricted, then the chart with
-    /// the image named; and what only this machine needs: the image's tag,
-    /// and `--wait`. From a registry (FG_CHART), the chart is the registry's
+    /// ([`Nodes::readme_namespace_and_install_args`]), with `--wait`.
+    fn install(&self) {
+        let start = Instant::now();
+        let mut args = self.readme_namespace_and_install_args();
+        args.extend(["--wait", "--timeout", "5m"].map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.helm(&args).ok();
+        eprintln!(
+            "nodes: helm install --wait: {:.1} s to two ready pods (cold start, policy check included)",
+            start.elapsed().as_secs_f64()
+        );
+    }
+
+    /// The README's install ([`readme_install`]) up to its `helm install`:
+    /// its `kubectl` commands run (the namespace, restricted), and its `helm
+    /// install` words returned, with what only this machine needs: the
+    /// image's tag. From a registry (FG_CHART), the chart is the registry's
     /// ([`Nodes::helm`]) and the image is pulled, by `image.digest` when
     /// FG_IMAGE_DIGEST gives it; otherwise `pullPolicy: Never` (the nodes
     /// pull nothing, the image was imported into them).
-    fn install(&self) {
-        let start = Instant::now();
-        for command in readme_install() {
-            let words: Vec<String> = command
-                .iter()
-                .map(|w| w.replace(README_REPOSITORY, &self.image.0))
-                .collect();
-            let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
-            match words[0].as_str() {
+    fn readme_namespace_and_install_args(&self) -> Vec<String> {
+        let commands = readme_install();
+        let (helm, kubectl) = commands.split_last().expect("README's install commands");
+        for command in kubectl {
+            let args: Vec<&str> = command[1..].iter().map(String::as_str).collect();
+            match command[0].as_str() {
                 "kubectl" if args[..2] == ["create", "namespace"] => {
                     // An earlier scenario's namespace may be there already.
                     self.admin(&args);
@@ -324,28 +356,22 @@ impl Nodes {
                 "kubectl" => {
                     self.admin(&args).ok();
                 }
-                "helm" => {
-                    assert_eq!(args[..2], ["install", RELEASE], "{command:?}");
-                    let tag = format!("image.tag={}", self.image.1);
-                    let digest = format!("image.digest={}", self.digest.as_deref().unwrap_or(""));
-                    let mut all = args.clone();
-                    all.extend_from_slice(&["--set", &tag]);
-                    if self.digest.is_some() {
-                        all.extend_from_slice(&["--set", &digest]);
-                    }
-                    if self.chart.is_none() {
-                        all.extend_from_slice(&["--set", "image.pullPolicy=Never"]);
-                    }
-                    all.extend_from_slice(&["--wait", "--timeout", "5m"]);
-                    self.helm(&all).ok();
-                }
-                other => panic!("README's install runs {other}: {command:?}"),
+                other => panic!("README's install runs {other} before helm install: {command:?}"),
             }
         }
-        eprintln!(
-            "nodes: helm install --wait: {:.1} s to two ready pods (cold start, policy check included)",
-            start.elapsed().as_secs_f64()
-        );
+        assert_eq!(helm[..3], ["helm", "install", RELEASE], "{helm:?}");
+        let mut args: Vec<String> = helm[1..]
+            .iter()
+            .map(|w| w.replace(README_REPOSITORY, &self.image.0))
+            .collect();
+        args.extend(["--set".to_string(), format!("image.tag={}", self.image.1)]);
+        if let Some(digest) = &self.digest {
+            args.extend(["--set".to_string(), format!("image.digest={digest}")]);
+        }
+        if self.chart.is_none() {
+            args.extend(["--set", "image.pullPolicy=Never"].map(String::from));
+        }
+        args
     }
 
     /// `helm upgrade --reuse-values --set VALUE --wait`.
@@ -797,22 +823,66 @@ fn release_objects(n: &Nodes) -> Vec<Value> {
         .helm(&["get", "manifest", RELEASE, "-n", NAMESPACE])
         .ok()
         .stdout;
-    serde_yaml_ng::Deserializer::from_str(&manifest)
+    manifest_objects(&manifest)
+}
+
+/// The objects of a rendered manifest (YAML documents).
+fn manifest_objects(manifest: &str) -> Vec<Value> {
+    serde_yaml_ng::Deserializer::from_str(manifest)
         .map(|doc| <Value as serde::Deserialize>::deserialize(doc).expect("a YAML document"))
         .filter(|v| !v.is_null())
         .collect()
 }
 
-/// `kubectl get` arguments for one object of a manifest.
-fn get_args(object: &Value) -> Vec<String> {
+/// The resource `kubectl get` names an object of a manifest by: `KIND.GROUP`.
+fn resource(object: &Value) -> String {
     let kind = object["kind"].as_str().expect("a kind").to_lowercase();
     let api_version = object["apiVersion"].as_str().expect("an apiVersion");
-    let resource = match api_version.rsplit_once('/') {
+    match api_version.rsplit_once('/') {
         Some((group, _)) => format!("{kind}.{group}"),
         None => kind,
-    };
+    }
+}
+
+/// What is left with the release's label (`app.kubernetes.io/instance`):
+/// of every namespaced kind the API server lists, in every namespace (the
+/// pods, ReplicaSets, Jobs and EndpointSlices the chart's objects made
+/// too), and of the cluster-scoped kinds among `rendered`. `kubectl get -o
+/// name`'s lines; empty when nothing is.
+fn release_leftovers(n: &Nodes, rendered: &[Value]) -> String {
+    let listed = n
+        .admin(&[
+            "api-resources",
+            "--namespaced",
+            "--verbs=list",
+            "-o",
+            "name",
+        ])
+        .ok()
+        .stdout;
+    let mut kinds: Vec<String> = listed.lines().map(str::to_string).collect();
+    for object in rendered
+        .iter()
+        .filter(|o| o["metadata"]["namespace"].is_null())
+    {
+        let kind = resource(object);
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    let kinds = kinds.join(",");
+    let selector = format!("app.kubernetes.io/instance={RELEASE}");
+    n.admin(&["get", &kinds, "-A", "-l", &selector, "-o", "name"])
+        .ok()
+        .stdout
+        .trim()
+        .to_string()
+}
+
+/// `kubectl get` arguments for one object of a manifest.
+fn get_args(object: &Value) -> Vec<String> {
     let mut args = vec![
-        resource,
+        resource(object),
         object["metadata"]["name"]
             .as_str()
             .expect("a name")
@@ -1115,21 +1185,8 @@ fn helm_upgrade_checks_the_policy_rolls_the_pods_and_uninstall_leaves_nothing() 
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         wait_until(&format!("{args:?} gone"), 60, || n.admin(&args).code != 0);
     }
-    let selector = format!("app.kubernetes.io/instance={RELEASE}");
     wait_until("the release's pods and ReplicaSets gone", 120, || {
-        n.admin(&[
-            "get",
-            "all,configmaps,secrets,serviceaccounts,poddisruptionbudgets,resourcequotas,validatingwebhookconfigurations,clusterroles,clusterrolebindings",
-            "-A",
-            "-l",
-            &selector,
-            "-o",
-            "name",
-        ])
-        .ok()
-        .stdout
-        .trim()
-        .is_empty()
+        release_leftovers(&n, &objects).is_empty()
     });
     n.held_configmap(ns, "after");
     n.strip("configmap", "after", ns).ok();
@@ -1800,6 +1857,305 @@ impl EndpointWatch {
             classes: Vec::new(),
         }
     }
+}
+
+/// Short lifetimes for `certificates.self` (tests/e2e/certificates.rs'
+/// timing, which the schema and `serve` take): a serving certificate every
+/// 20 s; a new CA 60 s after the first, served 10 s later, the old one
+/// dropped 10 s after that.
+const SHORT_CERTIFICATES: [&str; 5] = [
+    "certificates.self.validity=40s",
+    "certificates.self.renewBefore=20s",
+    "certificates.self.caValidity=120s",
+    "certificates.self.caRenewBefore=60s",
+    "certificates.self.caGrace=10s",
+];
+/// How long the writes run while the certificates rotate, seconds.
+const ROTATION_SECONDS: u64 = 100;
+
+/// What the pods' certificates Secret and the caBundle were, sampled while
+/// writes ran.
+#[derive(Debug, Default)]
+struct Rotation {
+    samples: u64,
+    serving: std::collections::BTreeSet<String>,
+    cas: std::collections::BTreeSet<String>,
+    /// `next` (a new CA in the caBundle), `switched` (served), `dropped`
+    /// (the previous CA out of it), in the order first seen.
+    steps: Vec<&'static str>,
+    had_next: bool,
+    had_previous: bool,
+    /// Removals the policy allows, judged by the webhook and let through.
+    allowed: u64,
+    unexpected: Vec<String>,
+}
+
+impl Rotation {
+    /// One sample: the Secret, then the webhook configuration's caBundle,
+    /// which must hold the Secret's CA (the pods add a CA to the caBundle
+    /// before they serve a certificate of it, and drop it only once it is
+    /// the previous one).
+    fn sample(&mut self, at: Duration, secret: &Value, config: &Value) {
+        self.samples += 1;
+        let at = at.as_secs_f64();
+        let data = &secret["data"];
+        let (Some(tls), Some(ca)) = (data["tls.crt"].as_str(), data["ca.crt"].as_str()) else {
+            self.unexpected.push(format!(
+                "{at:.1} s: the Secret has no tls.crt or ca.crt: {data}"
+            ));
+            return;
+        };
+        self.serving.insert(tls.to_string());
+        self.cas.insert(ca.to_string());
+        let has_next = !data["next-ca.crt"].is_null();
+        let has_previous = !data["previous-ca.crt"].is_null();
+        for (step, seen) in [
+            ("next", has_next && !self.had_next),
+            ("switched", self.had_next && !has_next),
+            ("dropped", self.had_previous && !has_previous),
+        ] {
+            if seen && !self.steps.contains(&step) {
+                self.steps.push(step);
+            }
+        }
+        (self.had_next, self.had_previous) = (has_next, has_previous);
+        let pem = |b64: &str| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default()
+        };
+        let bundle = config["webhooks"][0]["clientConfig"]["caBundle"]
+            .as_str()
+            .map(pem)
+            .unwrap_or_default();
+        if !bundle.contains(pem(ca).trim()) {
+            self.unexpected
+                .push(format!("{at:.1} s: the caBundle lacks the Secret's CA"));
+        }
+    }
+}
+
+/// The release rendered and deleted by its manifest: should the scenario
+/// fail half-way, `kubectl delete -f` of it, so that the next scenario's
+/// `helm install` finds none of its objects.
+struct DeleteOnPanic<'a>(&'a Nodes, &'a str);
+
+impl Drop for DeleteOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.kubectl(
+                "admin",
+                &["delete", "-f", "-", "--ignore-not-found"],
+                Some(self.1),
+            );
+        }
+    }
+}
+
+/// The chart as Argo CD applies it: `helm template` with no cluster to ask
+/// (so no `lookup`; nothing is random either: two renders are the same
+/// bytes), piped to `kubectl apply -f -` (client-side, Argo CD's default)
+/// into the namespace the README makes; no Helm release, no hook run as a
+/// hook. Enforcing, the developers' rule, and certificate lifetimes short
+/// enough to renew and rotate within the writes. The pods fill the empty
+/// Secret and the caBundle; the policy check's Job, an ordinary Job under
+/// `kubectl apply`, runs once beside them and never again (a render that
+/// changes its pod is refused: a Job's template is immutable). Then 100 s
+/// of writes through
+/// kube-apiserver and the Service (guarded strips denied, ordinary writes
+/// and removals the rule allows let through) while the serving certificate
+/// renews and the CA rotates, and a GitOps tool syncs the same manifest
+/// again, server-side: no write refused, the caBundle always holding the
+/// Secret's CA. `kubectl delete -f` of the manifest leaves nothing with the
+/// release's label, the Secret the pods filled included.
+#[test]
+#[ignore = "needs e2e/nodes.sh's nodes and the image: see .ci/run"]
+fn helm_template_piped_to_kubectl_apply_serves_and_rotates_its_own_certificates_under_writes() {
+    let n = nodes();
+    if n.release_installed() {
+        n.helm(&["uninstall", RELEASE, "-n", NAMESPACE, "--wait"])
+            .ok();
+    }
+    // The namespace as the README makes it: helm template creates none.
+    let install = n.readme_namespace_and_install_args();
+    let rule = developers_rule();
+    let mut args: Vec<&str> = install[1..].iter().map(String::as_str).collect();
+    args.extend(["--set", "policy.mode=enforce", "--set-json", &rule]);
+    for value in SHORT_CERTIFICATES {
+        args.extend(["--set", value]);
+    }
+    let manifest = n.render(&args);
+    assert_eq!(
+        n.render(&args),
+        manifest,
+        "helm template renders the same bytes"
+    );
+    let objects = manifest_objects(&manifest);
+    // Helm's hooks are only annotations to kubectl: the policy check is all
+    // that has any, and applied, it is an ordinary ConfigMap and Job.
+    let check = format!("{FULLNAME}-policy-check");
+    let hooks: Vec<(&str, &str)> = objects
+        .iter()
+        .filter(|o| !o["metadata"]["annotations"]["helm.sh/hook"].is_null())
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap_or(""),
+                o["metadata"]["name"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(hooks, [("ConfigMap", check.as_str()), ("Job", &check)]);
+    let deployment = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == FULLNAME)
+        .expect("the webhook's Deployment");
+    let serve = deployment["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    for flag in [
+        "--certificate-validity",
+        "--ca-grace",
+        "--certificates-secret",
+    ] {
+        assert!(serve.contains(flag), "{serve}");
+    }
+
+    let start = Instant::now();
+    n.kubectl("admin", &["apply", "-f", "-"], Some(&manifest))
+        .ok();
+    let _delete = DeleteOnPanic(&n, &manifest);
+    n.wait_spread();
+    let secret_name = format!("{FULLNAME}-certificates");
+    let secret = || n.get(&["secret", &secret_name, "-n", NAMESPACE]);
+    let config = || n.get(&["validatingwebhookconfiguration", FULLNAME]);
+    wait_until("the pods' CA in the caBundle", 60, || {
+        let ca = secret()["data"]["ca.crt"].clone();
+        ca.is_string() && config()["webhooks"][0]["clientConfig"]["caBundle"] == ca
+    });
+    eprintln!(
+        "nodes: helm template | kubectl apply: {:.1} s to two ready pods and the caBundle filled",
+        start.elapsed().as_secs_f64()
+    );
+    let job = format!("job/{check}");
+    wait_until("the policy check's Job complete", 180, || {
+        n.get(&[&job, "-n", NAMESPACE])["status"]["succeeded"] == 1
+    });
+    // It ran once, with the first apply, and runs no more: a render that
+    // changes its pod (here `policyCheck.strict`; an image tag does too) is
+    // refused by kubectl apply, a Job's template being immutable.
+    let mut strict = args.clone();
+    strict.extend(["--set", "policyCheck.strict=true"]);
+    let refused = n.kubectl(
+        "admin",
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&n.render(&strict)),
+    );
+    assert!(
+        refused.code != 0
+            && refused
+                .stderr
+                .contains(&format!("Job \"{check}\" is invalid"))
+            && refused.stderr.contains("field is immutable"),
+        "{refused:#?}"
+    );
+
+    let ns = "nodes-gitops";
+    n.namespace(ns);
+    let mut rotation = Rotation::default();
+    let mut synced = None;
+    let writes = under_writes(&n, ns, 4, || {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(ROTATION_SECONDS) {
+            let (s, c) = (secret(), config());
+            rotation.sample(started.elapsed(), &s, &c);
+            // alice, a developer, removes the CNI finalizer: judged by the
+            // webhook, allowed by the rule.
+            n.held(ns, "free", CNI);
+            let run = n.strip("configmap", "free", ns);
+            if run.code == 0 && !run.stderr.contains("Warning:") {
+                rotation.allowed += 1;
+            } else {
+                rotation.unexpected.push(format!(
+                    "{:.1} s: alice's allowed removal: {run:?}",
+                    started.elapsed().as_secs_f64()
+                ));
+            }
+            // A GitOps tool's sync, half-way: the same manifest, server-side.
+            let at = started.elapsed();
+            if synced.is_none() && at > Duration::from_secs(ROTATION_SECONDS / 2) {
+                let run = n
+                    .kubectl(
+                        "admin",
+                        &["apply", "--server-side", "-f", "-"],
+                        Some(&manifest),
+                    )
+                    .ok();
+                synced = Some(((at, started.elapsed() - at), run.stdout));
+            }
+        }
+    });
+    let ((synced_at, synced_in), synced) = synced.expect("the sync ran");
+    let authorized = n
+        .audit_records()
+        .iter()
+        .filter(|r| r["name"] == "free" && r["namespace"] == ns && r["decision"] == "authorized")
+        .count();
+    eprintln!(
+        "nodes: certificates rotating under writes for {ROTATION_SECONDS} s: {} guarded writes ({} refused with the webhook unavailable, {} otherwise), {} ordinary, {} removals allowed by the webhook ({authorized} audit records); {} serving certificates, {} CAs, steps {:?}, in {} samples; synced again at {:.1} s (for {:.1} s); {}",
+        writes.guarded,
+        writes.unavailable,
+        writes.other,
+        writes.ordinary,
+        rotation.allowed,
+        rotation.serving.len(),
+        rotation.cas.len(),
+        rotation.steps,
+        rotation.samples,
+        synced_at.as_secs_f64(),
+        synced_in.as_secs_f64(),
+        writes.examples.join(" | ")
+    );
+    assert!(
+        writes.guarded >= 100 && writes.ordinary >= 100,
+        "the writes ran: {writes:?}"
+    );
+    assert_eq!(writes.unavailable, 0, "refused writes: {writes:?}");
+    assert_eq!(writes.other, 0, "writes refused otherwise: {writes:?}");
+    assert!(rotation.unexpected.is_empty(), "{:#?}", rotation.unexpected);
+    assert!(rotation.allowed >= 20, "{rotation:?}");
+    assert!(authorized as u64 >= rotation.allowed, "{rotation:?}");
+    assert!(
+        rotation.serving.len() >= 3,
+        "two renewals at least: {rotation:?}"
+    );
+    assert!(rotation.cas.len() >= 2, "a CA rotation: {rotation:?}");
+    for step in ["next", "switched", "dropped"] {
+        assert!(rotation.steps.contains(&step), "{step}: {rotation:?}");
+    }
+    for object in &objects {
+        let kind = object["kind"].as_str().unwrap_or("");
+        let name = object["metadata"]["name"].as_str().unwrap_or("");
+        assert!(
+            synced.contains(&format!("/{name} serverside-applied"))
+                || !["Secret", "ValidatingWebhookConfiguration"].contains(&kind),
+            "{synced}"
+        );
+    }
+    n.release_namespace(ns);
+
+    // kubectl delete -f of the same manifest: nothing with the release's
+    // label is left, the Secret the pods filled least of all.
+    n.kubectl("admin", &["delete", "-f", "-", "--wait"], Some(&manifest))
+        .ok();
+    wait_until("nothing of the release left", 120, || {
+        release_leftovers(&n, &objects).is_empty()
+    });
+    assert_ne!(
+        n.admin(&["get", "secret", &secret_name, "-n", NAMESPACE])
+            .code,
+        0,
+        "the certificates Secret is gone"
+    );
 }
 
 #[test]
