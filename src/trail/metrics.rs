@@ -21,7 +21,7 @@ const LATENCY_BUCKETS: [f64; 14] = [
 ];
 
 use crate::admission::Reviewed;
-use crate::policy::{IdentityClass, Operation, Policy, Verdict};
+use crate::policy::{IdentityClass, Operation, Outcome, Policy, Verdict};
 
 /// The `group` label of a group that is neither Kubernetes' own nor named in
 /// the policy, once [`MAX_OTHER_GROUPS`] such groups have a label of their
@@ -400,8 +400,11 @@ impl Metrics {
                 })
                 .inc();
         }
-        if unauthorized > 0 && DENIALS.contains(&decision) {
-            self.denials(reviewed, decision, unauthorized);
+        // A list too long to read names no removal: its denial counts once,
+        // so that a controller locked out by one is still seen by its class.
+        let unreadable = matches!(reviewed.decision.outcome, Outcome::TooManyNames { .. });
+        if DENIALS.contains(&decision) && (unauthorized > 0 || unreadable) {
+            self.denials(reviewed, decision, unauthorized.max(1));
         }
     }
 
@@ -764,6 +767,31 @@ mod tests {
                 assert!(text.contains(&series), "no {series}in:\n{text}");
             }
         }
+    }
+
+    #[test]
+    fn a_denial_of_a_list_too_long_to_read_counts_once_for_its_class() {
+        let metrics = Metrics::new();
+        let enforce = Policy::embedded_default();
+        let names: Vec<String> = (0..=crate::policy::MAX_LIST_NAMES)
+            .map(|i| format!("\"example.com/f{i}\""))
+            .collect();
+        let body = format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"ConfigMap"}},"resource":{{"group":"","version":"v1","resource":"configmaps"}},"namespace":"ns","name":"cm","operation":"UPDATE","userInfo":{{"username":"system:serviceaccount:ops:bot"}},"object":{{"metadata":{{"finalizers":[]}}}},"oldObject":{{"metadata":{{"finalizers":[{}]}}}}}}}}"#,
+            names.join(",")
+        );
+        let reviewed = crate::admission::review_with(
+            &enforce,
+            body.as_bytes(),
+            jiff::Timestamp::UNIX_EPOCH,
+            None,
+        )
+        .unwrap();
+        assert_eq!(reviewed.verdict(), Verdict::Denied);
+        metrics.review(&reviewed, &enforce);
+        let text = metrics.encode();
+        let series = "finalizer_guard_denials_by_identity_total{class=\"serviceaccount\",decision=\"denied\"} 1\n";
+        assert!(text.contains(series), "no {series}in:\n{text}");
     }
 
     #[test]

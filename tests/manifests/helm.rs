@@ -1663,12 +1663,30 @@ fn the_backstop_installs_the_export_its_policy_check_proves() {
                 .collect(),
             "backstop.enabled needs policyCheck.enabled",
         ),
+        (
+            // Before 1.30 there is no v1 ValidatingAdmissionPolicy: refused at
+            // template time (helm install asks the cluster), not by the API
+            // server halfway through an install.
+            arg_refs(&full)
+                .into_iter()
+                .chain(["--kube-version", "1.29.8"])
+                .collect(),
+            "backstop.enabled needs Kubernetes 1.30 or later, which serves an admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy; this cluster is v1.29.8",
+        ),
     ] {
         let mut cmd = vec!["template", RELEASE, chart.to_str().unwrap()];
         cmd.extend(extra);
         let run = run_helm(&helm, &cmd);
         assert!(!run.ok && run.stderr.contains(why), "{}", run.stderr);
     }
+    let mut oldest = full.clone();
+    oldest.extend(["--kube-version", "1.30.0"].map(String::from));
+    assert!(
+        template(&helm, &arg_refs(&oldest))
+            .iter()
+            .any(|o| text(o, "/kind") == "ValidatingAdmissionPolicy"),
+        "1.30 serves it"
+    );
     // Off by default.
     assert!(
         !template(&helm, &[])
