@@ -442,6 +442,8 @@ pub struct WatchArgs {
         value_name = "N"
     )]
     pub max_finalizers: usize,
+    #[command(flatten)]
+    pub cluster_name: crate::flags::ClusterNameFlag,
     /// How long a node must be NotReady before its pods' owners count as gone (as unstick).
     #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
     pub not_ready_for: Duration,
@@ -469,6 +471,7 @@ impl WatchArgs {
             events_queue: self.events_queue,
             discovery_interval: self.discovery_interval,
             max_finalizers: self.max_finalizers,
+            cluster_name: self.cluster_name.name,
             not_ready_for: self.not_ready_for,
             // Not `or_env()`: the cluster's policy is judged, as by `unstick`.
             policy: self.policy.file,
@@ -567,11 +570,8 @@ pub struct ServeArgs {
     /// write an Event about any object, in any namespace.
     #[arg(long, env = "FINALIZER_GUARD_EVENTS_UNAUTHENTICATED", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub events_unauthenticated: bool,
-    /// The name of the cluster this webhook serves, written in every audit record
-    /// (`"cluster"`) and Event (annotation `finalizer-guard.io/cluster`): one log
-    /// pipeline often collects many clusters' records.
-    #[arg(long, env = "FINALIZER_GUARD_CLUSTER_NAME", value_name = "NAME", value_parser = crate::flags::cluster_name)]
-    pub cluster_name: Option<String>,
+    #[command(flatten)]
+    pub cluster_name: crate::flags::ClusterNameFlag,
     /// Log format on standard error.
     #[arg(
         long,
@@ -717,7 +717,7 @@ impl ServeArgs {
             },
             events_queue: self.events_queue,
             events_unauthenticated: self.events_unauthenticated,
-            cluster_name: self.cluster_name,
+            cluster_name: self.cluster_name.name,
             record,
         }
     }
@@ -851,5 +851,31 @@ mod tests {
     fn cli_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn serve_and_watch_take_one_cluster_name_flag() {
+        use clap::Parser;
+        let named = |args: &[&str]| -> Option<String> {
+            match Cli::try_parse_from(args).map(|cli| cli.command) {
+                Ok(Command::Serve(args)) => args.into_config().cluster_name,
+                Ok(Command::Watch(args)) => args.into_config().cluster_name,
+                Ok(_) => panic!("{args:?}"),
+                Err(e) => Some(format!("error: {e}")),
+            }
+        };
+        for command in ["serve", "watch"] {
+            assert_eq!(
+                named(&["finalizer-guard", command, "--cluster-name", "prod-eu-1"]).as_deref(),
+                Some("prod-eu-1")
+            );
+            assert_eq!(named(&["finalizer-guard", command]), None);
+            let refused =
+                named(&["finalizer-guard", command, "--cluster-name", "prod eu"]).unwrap();
+            assert!(
+                refused.starts_with("error: ") && refused.contains("is not a cluster name"),
+                "{refused}"
+            );
+        }
     }
 }

@@ -13,7 +13,20 @@ use clap::Args;
 /// command that talks to a cluster (it judges the cluster's own policy).
 pub const POLICY_ENV: &str = "FINALIZER_GUARD_POLICY";
 
-/// A cluster's name for `serve --cluster-name`: 1 to 128 characters,
+/// `--cluster-name NAME` of `serve` and `watch`: the cluster's name on
+/// every Event they write (annotation
+/// [`crate::trail::events::CLUSTER_ANNOTATION`]) and, for `serve`, in every
+/// audit record.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ClusterNameFlag {
+    /// The name of the cluster, on every Event written (annotation
+    /// `finalizer-guard.io/cluster`) and, for serve, in every audit record (`"cluster"`):
+    /// one log pipeline often collects many clusters' records.
+    #[arg(id = "cluster_name", long = "cluster-name", env = "FINALIZER_GUARD_CLUSTER_NAME", value_name = "NAME", value_parser = cluster_name)]
+    pub name: Option<String>,
+}
+
+/// A cluster's name for `--cluster-name` (`serve`, `watch`): 1 to 128 characters,
 /// letters, digits, `-`, `_`, `.`, `:` and `/` (what EKS ARNs, GKE and AKS names
 /// and kubeconfig contexts use), so that it reads the same in every record
 /// and metric it reaches.

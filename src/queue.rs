@@ -12,10 +12,21 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 /// What a full queue does with one more item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WhenFull {
-    /// The sender waits for room: nothing is lost (audit records).
+    /// The sender waits for room, asynchronously and up to a bound of its
+    /// own ([`Queue::reserve_by`]): nothing is dropped unseen (audit
+    /// records). A sender that gets no room in time says so to its caller.
     Wait,
     /// The item is dropped and counted: a review is never delayed.
     Drop,
+}
+
+/// Why a waiting queue took no item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unqueued {
+    /// No room before the deadline: the writer is not keeping up.
+    Full,
+    /// The writer has stopped.
+    Stopped,
 }
 
 /// The sending end of a writer's queue.
@@ -55,18 +66,12 @@ pub fn bounded<T>(
 }
 
 impl<T> Queue<T> {
-    /// Queues `item`, waiting for room or dropping it as the queue's policy
-    /// says. When the writer has stopped, a dropping queue counts the item and
-    /// a waiting one hands it back, for the caller to write where it stands.
+    /// Queues `item` without waiting. A dropping queue that is full, or
+    /// whose writer has stopped, counts it; a waiting one hands it back
+    /// (its senders wait with [`Queue::reserve_by`] instead).
     pub fn send(&self, item: T) -> Result<(), T> {
         let unsent = match self.sender.try_send(item) {
             Ok(()) => return Ok(()),
-            Err(TrySendError::Full(item)) if self.when_full == WhenFull::Wait => {
-                match wait_for_room(&self.sender, item) {
-                    Ok(()) => return Ok(()),
-                    Err(item) => item,
-                }
-            }
             Err(TrySendError::Full(item) | TrySendError::Closed(item)) => item,
         };
         match self.when_full {
@@ -79,34 +84,23 @@ impl<T> Queue<T> {
         }
     }
 
+    /// Room for one item, waited for (asynchronously: no thread is held)
+    /// until `deadline`. The item is then queued with the permit's `send`,
+    /// which never waits.
+    pub async fn reserve_by(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Result<mpsc::Permit<'_, T>, Unqueued> {
+        match tokio::time::timeout_at(deadline, self.sender.reserve()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(_)) => Err(Unqueued::Stopped),
+            Err(_) => Err(Unqueued::Full),
+        }
+    }
+
     /// Queues `item`, waiting for room whatever the policy (a flush must get through).
     pub async fn send_waiting(&self, item: T) -> Result<(), T> {
         self.sender.send(item).await.map_err(|e| e.0)
-    }
-}
-
-/// Waits for room in `sender`. On a multi-threaded runtime's worker, the
-/// runtime first hands that worker's other tasks (probes, other reviews) to a
-/// fresh thread, so a stalled writer stalls only the reviews writing to it.
-fn wait_for_room<T>(sender: &mpsc::Sender<T>, item: T) -> Result<(), T> {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(|| sender.blocking_send(item)).map_err(|e| e.0)
-        }
-        // A current-thread runtime cannot block inside itself: poll for room.
-        Ok(_) => {
-            let mut item = item;
-            loop {
-                match sender.try_send(item) {
-                    Ok(()) => return Ok(()),
-                    Err(TrySendError::Closed(unsent)) => return Err(unsent),
-                    Err(TrySendError::Full(unsent)) => item = unsent,
-                }
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-        }
-        Err(_) => sender.blocking_send(item).map_err(|e| e.0),
     }
 }
 
@@ -129,28 +123,37 @@ mod tests {
         assert_eq!(dropped.get(), 4, "a stopped writer's items are counted too");
     }
 
-    #[test]
-    fn a_waiting_queue_waits_and_hands_back_when_the_writer_stopped() {
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_waiting_queue_waits_within_its_deadline_and_says_why_not() {
+        use tokio::time::{Duration, Instant};
         let dropped = Counter::default();
         let (queue, mut receiver) = bounded("test", 1, WhenFull::Wait, dropped.clone());
-        let writer = std::thread::spawn(move || {
-            let mut got = Vec::new();
-            while let Some(i) = receiver.blocking_recv() {
-                got.push(i);
-            }
-            got
-        });
-        for i in 0..100 {
-            assert_eq!(queue.send(i), Ok(()));
-        }
-        let sender = queue.clone();
-        drop(queue);
-        drop(sender);
-        assert_eq!(writer.join().unwrap(), (0..100).collect::<Vec<_>>());
-        assert_eq!(dropped.get(), 0);
-        let (queue, receiver) = bounded("test", 1, WhenFull::Wait, dropped.clone());
+        queue.reserve_by(Instant::now()).await.unwrap().send(1);
+        // Full: no room within the bound, and the wait ends at the bound.
+        let started = Instant::now();
+        let full = queue.reserve_by(started + Duration::from_millis(50)).await;
+        assert_eq!(full.err(), Some(Unqueued::Full));
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(50), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+        assert_eq!(
+            queue.send(2),
+            Err(2),
+            "a waiting queue hands back, never drops"
+        );
+        // Room again once the writer takes one.
+        assert_eq!(receiver.recv().await, Some(1));
+        queue
+            .reserve_by(Instant::now() + Duration::from_secs(1))
+            .await
+            .unwrap()
+            .send(3);
+        assert_eq!(receiver.recv().await, Some(3));
         drop(receiver);
-        assert_eq!(queue.send(7), Err(7));
+        let stopped = queue
+            .reserve_by(Instant::now() + Duration::from_secs(1))
+            .await;
+        assert_eq!(stopped.err(), Some(Unqueued::Stopped));
         assert_eq!(dropped.get(), 0);
     }
 }

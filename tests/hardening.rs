@@ -1072,6 +1072,12 @@ struct Child {
 
 #[cfg(unix)]
 async fn spawn_serve(args: &[&str]) -> Child {
+    spawn_serve_to(args, std::process::Stdio::null()).await
+}
+
+/// [`spawn_serve`], its standard output (the audit records) sent to `stdout`.
+#[cfg(unix)]
+async fn spawn_serve_to(args: &[&str], stdout: std::process::Stdio) -> Child {
     use tokio::io::AsyncBufReadExt;
     let mut process = tokio::process::Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
         .arg("serve")
@@ -1079,7 +1085,7 @@ async fn spawn_serve(args: &[&str]) -> Child {
         .args(["--events=false", "--log-format", "json"])
         .args(args)
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
+        .stdout(stdout)
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -1115,6 +1121,189 @@ async fn spawn_serve(args: &[&str]) -> Child {
         admin,
         log,
     }
+}
+
+/// A review whose audit record is about as large as one gets: 128 removed
+/// finalizers of 250 characters (each record ~40 KiB), so the pipe and the
+/// queue's 16 MiB fill after some hundreds of reviews.
+fn large_record_review() -> Vec<u8> {
+    let finalizers: Vec<String> = (0..128)
+        .map(|i| format!("example.com/{i:03}-{}", "x".repeat(234)))
+        .collect();
+    serde_json::to_vec(&update(
+        "alice",
+        common::pod(json!(finalizers), Value::Null),
+        common::pod(Value::Null, Value::Null),
+    ))
+    .unwrap()
+}
+
+/// A log pipeline that stops reading standard output: the audit writer
+/// cannot write, its queue fills. Each review is then refused (503, one
+/// line) within the audit wait, well under kube-apiserver's 5 s timeout,
+/// never allowed without its record and never hanging; 600 at once (more
+/// than the runtime's 512 blocking threads) hold no thread: `/healthz`
+/// answers throughout and `/readyz` turns 503. Once standard output is read
+/// again, reviews are answered and `/readyz` is 200.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdout_nobody_reads_refuses_reviews_in_time_and_turns_unready_until_read() {
+    use finalizer_guard::admission::audit::AUDIT_WAIT;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = spawn_serve_to(
+        &["--dev-cert-dir", dir.path().to_str().unwrap()],
+        std::process::Stdio::piped(),
+    )
+    .await;
+    // Held open, never read (until the end).
+    let mut stdout = child.process.stdout.take().unwrap();
+    let ca = std::fs::read(dir.path().join("ca.crt")).unwrap();
+    let client = common::client(&ca, child.addr, &[b"http/1.1"]);
+    let url = format!(
+        "https://{}:{}/validate",
+        common::SERVICE_NAME,
+        child.addr.port()
+    );
+    let admin = |path: &str| format!("http://{}{path}", child.admin);
+    assert_eq!(reqwest::get(admin("/readyz")).await.unwrap().status(), 200);
+    let body = large_record_review();
+    // kube-apiserver's timeoutSeconds in the chart.
+    let webhook_timeout = Duration::from_secs(5);
+    let post = || {
+        let (client, url, body) = (client.clone(), url.clone(), body.clone());
+        async move {
+            let started = Instant::now();
+            let response = client.post(url).body(body).send().await.unwrap();
+            let status = response.status().as_u16();
+            let text = response.text().await.unwrap();
+            (status, text, started.elapsed())
+        }
+    };
+    // Reviews until the pipe and the queue are full.
+    let mut answered = 0;
+    let (text, took) = loop {
+        let (status, text, took) = post().await;
+        match status {
+            200 => answered += 1,
+            503 => break (text, took),
+            other => panic!("{other}: {text}"),
+        }
+        assert!(answered < 5000, "never refused");
+    };
+    assert!(answered > 100, "{answered}");
+    assert!(took >= AUDIT_WAIT && took < webhook_timeout, "{took:?}");
+    assert_eq!(
+        one_line(&text),
+        "the audit log is not being written (standard output not read): no room for this review's audit record within 1s; not decided without it"
+    );
+    // 600 at once, each on its own connection (more than the runtime's 512
+    // blocking threads): each refused, none hanging, and the probes answer
+    // meanwhile. (Small reviews, and a client patient with 600 TLS
+    // handshakes on a busy machine: what is timed above is the server's wait.)
+    let patient = reqwest::Client::builder()
+        .tls_backend_preconfigured(common::tls_config(&ca, &[b"http/1.1"]))
+        .resolve(common::SERVICE_NAME, child.addr)
+        .timeout(BOUND)
+        .build()
+        .unwrap();
+    let small = seed_strip();
+    let many: Vec<_> = (0..600)
+        .map(|_| {
+            let (client, url, body) = (patient.clone(), url.clone(), small.clone());
+            tokio::spawn(async move {
+                let response = client.post(url).body(body).send().await.unwrap();
+                (response.status().as_u16(), response.text().await.unwrap())
+            })
+        })
+        .collect();
+    tokio::time::sleep(AUDIT_WAIT / 2).await;
+    let health = within("/healthz", reqwest::get(admin("/healthz")))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    // A few small records may still fit in the room the large one did not
+    // find: those are queued and answered.
+    let mut refused_at_once = 0;
+    for review in many {
+        match within("a review", review).await.unwrap() {
+            (503, _) => refused_at_once += 1,
+            (200, _) => answered += 1,
+            (status, text) => panic!("{status}: {text}"),
+        }
+    }
+    assert!(refused_at_once > 512, "{refused_at_once}");
+    assert_eq!(reqwest::get(admin("/healthz")).await.unwrap().status(), 200);
+    wait_until("/readyz turning 503", BOUND, async || {
+        reqwest::get(admin("/readyz")).await.unwrap().status() == 503
+    })
+    .await;
+    let readyz = reqwest::get(admin("/readyz"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        readyz.starts_with("not ready: audit records not written for "),
+        "{readyz}"
+    );
+    let metrics = reqwest::get(admin("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let refused: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("finalizer_guard_audit_refused_reviews_total "))
+        .unwrap_or_else(|| panic!("{metrics}"))
+        .parse()
+        .unwrap();
+    assert_eq!(refused, 1 + refused_at_once, "{metrics}");
+    // Logged, not once per review.
+    let logged = child
+        .log
+        .lock()
+        .unwrap()
+        .matches("reviews refused: no room for their audit records")
+        .count();
+    assert!(
+        (1..=5).contains(&logged),
+        "{logged}:\n{}",
+        child.log.lock().unwrap()
+    );
+
+    // The pipeline reads again: everything queued is written, reviews are
+    // answered, ready again.
+    let reader = tokio::spawn(async move {
+        let mut lines = 0usize;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match stdout.read(&mut buf).await {
+                Ok(0) | Err(_) => return lines,
+                Ok(n) => lines += buf[..n].iter().filter(|b| **b == b'\n').count(),
+            }
+        }
+    });
+    wait_until("/readyz turning 200", BOUND, async || {
+        reqwest::get(admin("/readyz")).await.unwrap().status() == 200
+    })
+    .await;
+    let (status, text, took) = post().await;
+    assert_eq!(status, 200, "{text}");
+    assert!(took < AUDIT_WAIT, "{took:?}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.process.id().unwrap().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let lines = within("the audit records, to the end", reader)
+        .await
+        .unwrap();
+    // Every answered review has its record; no refused one has.
+    assert_eq!(lines, answered + 1, "{}", child.log.lock().unwrap());
 }
 
 #[cfg(unix)]

@@ -39,7 +39,12 @@ fn state(lines: &Lines) -> Arc<AppState> {
         max_connections: 16,
         max_inflight_body_bytes: 4 * 1024 * 1024,
     };
-    let audit = AuditLog::to(lines.reopen().unwrap(), Counter::default()).unwrap();
+    let audit = AuditLog::to(
+        lines.reopen().unwrap(),
+        Counter::default(),
+        Counter::default(),
+    )
+    .unwrap();
     Arc::new(AppState::new(
         Policy::embedded_default(),
         limits,

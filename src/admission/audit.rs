@@ -9,8 +9,12 @@
 //! writes it, a batch per write: the review's worker thread pays neither the
 //! JSON nor the system call, nor a thread switch per record. No record is
 //! ever dropped: when the queue is full the review waits for room
-//! ([`WhenFull::Wait`]), and a record that cannot be queued at all is written
-//! where it stands.
+//! ([`WhenFull::Wait`]), asynchronously and for at most [`AUDIT_WAIT`]; one
+//! that gets none is refused (answered with an error, never allowed without
+//! its record), and a record whose writer has stopped is written where it
+//! stands. A writer that makes no progress with records in hand for
+//! [`STALL`] (standard output not read) is [`AuditLog::stalled`]: `/readyz`
+//! then says not ready.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -568,42 +572,22 @@ const QUEUE: usize = 4096;
 /// hundreds of MiB. Past this a review waits, as it does for a full queue.
 pub const QUEUE_BYTES: usize = 16 * 1024 * 1024;
 
-/// The bytes of the records queued, and the reviews waiting for room.
-#[derive(Default)]
-struct Queued {
-    bytes: std::sync::Mutex<usize>,
-    freed: std::sync::Condvar,
-}
+/// How long a review waits for room for its audit record before it is
+/// refused. The writer empties a full queue in milliseconds when standard
+/// output is read, so a wait this long means the log pipeline is not
+/// reading; one second leaves most of kube-apiserver's `timeoutSeconds`
+/// (5 in the chart) for the error to reach it, so the write is refused by
+/// the webhook's answer, not by a timeout.
+pub const AUDIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-impl Queued {
-    /// Takes `n` bytes, waiting while the queue holds others and `n` more
-    /// would pass [`QUEUE_BYTES`] (one record larger than that alone is
-    /// let through). On a multi-threaded runtime's worker the runtime
-    /// first hands the worker's other tasks to a fresh thread, as a full
-    /// queue does ([`queue`]).
-    fn take(&self, n: usize) {
-        let wait = || {
-            let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
-            while *bytes > 0 && *bytes + n > QUEUE_BYTES {
-                bytes = self.freed.wait(bytes).unwrap_or_else(|e| e.into_inner());
-            }
-            *bytes += n;
-        };
-        use tokio::runtime::{Handle, RuntimeFlavor};
-        match Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(wait)
-            }
-            _ => wait(),
-        }
-    }
+/// How long the writer may hold records without writing a byte before the
+/// server says it is not ready: longer than a log agent's short pause
+/// (a file rotated, a restart), short enough that kube-apiserver turns to
+/// another replica within seconds.
+pub const STALL: std::time::Duration = std::time::Duration::from_secs(3);
 
-    fn give_back(&self, n: usize) {
-        let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
-        *bytes = bytes.saturating_sub(n);
-        self.freed.notify_all();
-    }
-}
+/// Most often a refused review is logged; the others are counted in the line.
+const LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Once woken by a record, the writer waits this long for others to join it:
 /// under load one wake-up and one write carry many records, instead of a
@@ -611,51 +595,204 @@ impl Queued {
 const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(2);
 
 enum Message {
-    /// A record's time and fields ([`AuditEntry::fields`]).
-    Record(jiff::Timestamp, String),
+    /// A record's time and fields ([`AuditEntry::fields`]), and its share
+    /// of [`QUEUE_BYTES`], given back once it is written.
+    Record(
+        jiff::Timestamp,
+        String,
+        Option<tokio::sync::OwnedSemaphorePermit>,
+    ),
     Flush(oneshot::Sender<()>),
+}
+
+/// A review's audit record was not queued within [`AUDIT_WAIT`]: the
+/// review must be refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unwritten;
+
+impl std::fmt::Display for Unwritten {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the audit log is not being written (standard output not read): no room for this review's audit record within {}s; not decided without it",
+            AUDIT_WAIT.as_secs()
+        )
+    }
+}
+
+/// When the writer last made progress while holding records.
+struct Progress {
+    start: std::time::Instant,
+    /// Milliseconds from `start` (plus one) of the writer's last progress
+    /// while it holds records: it took them, or wrote some bytes. 0 while
+    /// it holds none.
+    busy: std::sync::atomic::AtomicU64,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress {
+            start: std::time::Instant::now(),
+            busy: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1)
+    }
+
+    fn moved(&self) {
+        self.busy
+            .store(self.now(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn idle(&self) {
+        self.busy.store(0, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How long the writer has held records without progress.
+    fn stuck_for(&self) -> std::time::Duration {
+        match self.busy.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => std::time::Duration::ZERO,
+            since => std::time::Duration::from_millis(self.now().saturating_sub(since)),
+        }
+    }
+}
+
+/// The writer's output, noting each write that went through.
+struct Marked<W> {
+    out: W,
+    progress: std::sync::Arc<Progress>,
+}
+
+impl<W: Write> Write for Marked<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.progress.moved();
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// Refused reviews, logged at most every [`LOG_EVERY`].
+#[derive(Default)]
+struct Refusals {
+    /// When the last line was logged, and how many were refused since.
+    logged: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
+}
+
+impl Refusals {
+    fn refused(&self, stuck_for: std::time::Duration) {
+        let mut logged = self.logged.lock().unwrap_or_else(|e| e.into_inner());
+        logged.1 += 1;
+        if logged.0.is_some_and(|at| at.elapsed() < LOG_EVERY) {
+            return;
+        }
+        let refused = std::mem::take(&mut logged.1);
+        logged.0 = Some(std::time::Instant::now());
+        drop(logged);
+        tracing::error!(
+            refused,
+            stuck_for = ?stuck_for,
+            wait = ?AUDIT_WAIT,
+            "reviews refused: no room for their audit records (is standard output read?); logged at most every 10s"
+        );
+    }
 }
 
 /// Writes audit lines from its own thread.
 pub struct AuditLog {
     queue: Queue<Message>,
-    queued: std::sync::Arc<Queued>,
+    /// [`QUEUE_BYTES`], in byte permits.
+    room: std::sync::Arc<tokio::sync::Semaphore>,
+    progress: std::sync::Arc<Progress>,
+    refusals: Refusals,
+    /// Reviews refused for want of room ([`Unwritten`]).
+    unwritten: Counter,
 }
 
 impl AuditLog {
     /// Audit lines on standard output.
-    pub fn stdout(dropped: Counter) -> std::io::Result<AuditLog> {
-        AuditLog::to(std::io::stdout(), dropped)
+    pub fn stdout(dropped: Counter, unwritten: Counter) -> std::io::Result<AuditLog> {
+        AuditLog::to(std::io::stdout(), dropped, unwritten)
     }
 
-    /// Audit lines to `out`. The queue waits rather than drop, so `dropped` stays at 0.
-    pub fn to(out: impl Write + Send + 'static, dropped: Counter) -> std::io::Result<AuditLog> {
+    /// Audit lines to `out`. The queue waits rather than drop, so `dropped`
+    /// stays at 0; the reviews refused for want of room are counted in `unwritten`.
+    pub fn to(
+        out: impl Write + Send + 'static,
+        dropped: Counter,
+        unwritten: Counter,
+    ) -> std::io::Result<AuditLog> {
         let (queue, incoming) = queue::bounded("audit", QUEUE, WhenFull::Wait, dropped);
-        let queued = std::sync::Arc::new(Queued::default());
-        let written = queued.clone();
+        let progress = std::sync::Arc::new(Progress::new());
+        let out = Marked {
+            out,
+            progress: progress.clone(),
+        };
+        let writing = progress.clone();
         std::thread::Builder::new()
             .name("audit".into())
-            .spawn(move || write_lines(incoming, out, &written))?;
-        Ok(AuditLog { queue, queued })
+            .spawn(move || write_lines(incoming, out, &writing))?;
+        Ok(AuditLog {
+            queue,
+            room: std::sync::Arc::new(tokio::sync::Semaphore::new(QUEUE_BYTES)),
+            progress,
+            refusals: Refusals::default(),
+            unwritten,
+        })
     }
 
-    /// Queues one record, stamped now; waits for room when the queue is full.
-    pub fn emit(&self, entry: AuditEntry) {
+    /// Queues one record, stamped now. When the queue is full (records or
+    /// [`QUEUE_BYTES`]) it waits for room, asynchronously, for at most
+    /// [`AUDIT_WAIT`]; without room by then the record is not written and
+    /// the review must be refused (counted, and logged at most every 10 s).
+    pub async fn emit(&self, entry: AuditEntry) -> Result<(), Unwritten> {
+        let time = jiff::Timestamp::now();
         let fields = entry.fields;
-        let size = fields.len();
-        self.queued.take(size);
-        let message = Message::Record(jiff::Timestamp::now(), fields);
-        // The writer thread is gone: write this one here rather than lose it.
-        if let Err(Message::Record(time, fields)) = self.queue.send(message) {
-            self.queued.give_back(size);
-            let mut line = String::with_capacity(fields.len() + 72);
-            write_line(&mut line, time, &fields);
-            line.push('\n');
-            let mut out = std::io::stdout().lock();
-            if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
-                tracing::error!(error = %e, "cannot write audit record");
+        let deadline = tokio::time::Instant::now() + AUDIT_WAIT;
+        // One record larger than the whole bound waits for an empty queue.
+        let share = u32::try_from(fields.len().min(QUEUE_BYTES)).unwrap_or(u32::MAX);
+        let room = tokio::time::timeout_at(deadline, self.room.clone().acquire_many_owned(share));
+        let bytes = match room.await {
+            Ok(permit) => permit.ok(),
+            Err(_) => return Err(self.refuse()),
+        };
+        match self.queue.reserve_by(deadline).await {
+            Ok(slot) => {
+                slot.send(Message::Record(time, fields, bytes));
+                Ok(())
+            }
+            Err(queue::Unqueued::Full) => Err(self.refuse()),
+            // The writer thread is gone: write this one here rather than lose it.
+            Err(queue::Unqueued::Stopped) => {
+                let mut line = String::with_capacity(fields.len() + 72);
+                write_line(&mut line, time, &fields);
+                line.push('\n');
+                let mut out = std::io::stdout().lock();
+                if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
+                    tracing::error!(error = %e, "cannot write audit record");
+                }
+                Ok(())
             }
         }
+    }
+
+    fn refuse(&self) -> Unwritten {
+        self.unwritten.inc();
+        self.refusals.refused(self.progress.stuck_for());
+        Unwritten
+    }
+
+    /// How long the writer has held records without writing any, when
+    /// that is longer than [`STALL`]: standard output is not being read.
+    pub fn stalled(&self) -> Option<std::time::Duration> {
+        Some(self.progress.stuck_for()).filter(|stuck| *stuck > STALL)
     }
 
     /// Waits until every record queued before this call is written out.
@@ -667,11 +804,12 @@ impl AuditLog {
     }
 }
 
-fn write_lines(mut incoming: mpsc::Receiver<Message>, out: impl Write, queued: &Queued) {
+fn write_lines(mut incoming: mpsc::Receiver<Message>, out: impl Write, progress: &Progress) {
     let mut out = BufWriter::with_capacity(64 * 1024, out);
     let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
     let mut line = String::new();
     while let Some(first) = incoming.blocking_recv() {
+        progress.moved();
         if matches!(first, Message::Record(..)) {
             std::thread::sleep(BATCH_WINDOW);
         }
@@ -679,14 +817,15 @@ fn write_lines(mut incoming: mpsc::Receiver<Message>, out: impl Write, queued: &
         let mut next = Some(first);
         while let Some(message) = next {
             match message {
-                Message::Record(time, fields) => {
+                Message::Record(time, fields, bytes) => {
                     line.clear();
                     write_line(&mut line, time, &fields);
                     line.push('\n');
                     if let Err(e) = out.write_all(line.as_bytes()) {
                         tracing::error!(error = %e, "cannot write audit record");
                     }
-                    queued.give_back(fields.len());
+                    // Its bytes leave the queue (into the buffer).
+                    drop(bytes);
                 }
                 Message::Flush(done) => waiting.push(done),
             }
@@ -695,6 +834,7 @@ fn write_lines(mut incoming: mpsc::Receiver<Message>, out: impl Write, queued: &
         if let Err(e) = out.flush() {
             tracing::error!(error = %e, "cannot write audit records");
         }
+        progress.idle();
         for done in waiting.drain(..) {
             let _ = done.send(());
         }
@@ -732,25 +872,91 @@ mod tests {
         reviewed.audit.take().expect("a judged removal")
     }
 
-    #[test]
-    fn the_queue_holds_at_most_its_bytes() {
-        let queued = std::sync::Arc::new(Queued::default());
-        queued.take(QUEUE_BYTES - 10);
-        let waiter = {
-            let queued = queued.clone();
-            std::thread::spawn(move || queued.take(11))
+    /// An output nobody reads until it is opened: writes wait.
+    #[derive(Clone, Default)]
+    struct Gate {
+        open: Arc<(Mutex<bool>, std::sync::Condvar)>,
+        out: Shared,
+    }
+
+    impl Gate {
+        fn open(&self) {
+            *self.open.0.lock().unwrap() = true;
+            self.open.1.notify_all();
+        }
+    }
+
+    impl Write for Gate {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let mut open = self.open.0.lock().unwrap();
+            while !*open {
+                open = self.open.1.wait(open).unwrap();
+            }
+            self.out.write(buf)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// An output nobody reads: a full queue refuses each review after
+    /// [`AUDIT_WAIT`], many at once on one thread (none holds a thread
+    /// while it waits), counted; the writer reads stalled after [`STALL`];
+    /// once read, every queued record is written and reviews go through.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_output_nobody_reads_refuses_reviews_within_the_bound_then_recovers() {
+        let gate = Gate::default();
+        let unwritten = Counter::default();
+        let log =
+            Arc::new(AuditLog::to(gate.clone(), Counter::default(), unwritten.clone()).unwrap());
+        let entry = record("uid-0");
+        let mut queued = 0;
+        let refused_at = loop {
+            let started = tokio::time::Instant::now();
+            match log.emit(entry.clone()).await {
+                Ok(()) => queued += 1,
+                Err(Unwritten) => break started.elapsed(),
+            }
+            assert!(queued < 2 * QUEUE, "the queue is bounded");
         };
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(queued >= QUEUE, "{queued}");
+        assert!(refused_at >= AUDIT_WAIT, "{refused_at:?}");
+        assert!(refused_at < AUDIT_WAIT * 3, "{refused_at:?}");
+        assert_eq!(unwritten.get(), 1);
+        // Many reviews waiting at once, on this one thread: each refused at the bound.
+        let started = tokio::time::Instant::now();
+        let mut waiting = tokio::task::JoinSet::new();
+        for _ in 0..500 {
+            let (log, entry) = (log.clone(), entry.clone());
+            waiting.spawn(async move { log.emit(entry).await });
+        }
+        while let Some(result) = waiting.join_next().await {
+            assert_eq!(result.unwrap(), Err(Unwritten));
+        }
         assert!(
-            !waiter.is_finished(),
-            "waits while the bytes would pass the bound"
+            started.elapsed() < AUDIT_WAIT * 3,
+            "{:?}",
+            started.elapsed()
         );
-        queued.give_back(QUEUE_BYTES - 10);
-        waiter.join().unwrap();
-        assert_eq!(*queued.bytes.lock().unwrap(), 11);
-        // One record larger than the bound alone goes through.
-        queued.give_back(11);
-        queued.take(2 * QUEUE_BYTES);
+        assert_eq!(unwritten.get(), 501);
+        // Not writing with records in hand: stalled once STALL has passed.
+        tokio::time::sleep(STALL.saturating_sub(started.elapsed()) + AUDIT_WAIT).await;
+        let stalled = log.stalled().expect("stalled");
+        assert!(stalled > STALL, "{stalled:?}");
+        gate.open();
+        log.flush().await;
+        assert_eq!(log.stalled(), None);
+        assert_eq!(
+            String::from_utf8(gate.out.0.lock().unwrap().clone())
+                .unwrap()
+                .lines()
+                .count(),
+            queued
+        );
+        log.emit(record("uid-1")).await.unwrap();
+        log.flush().await;
+        assert_eq!(log.stalled(), None);
+        assert_eq!(unwritten.get(), 501);
     }
 
     #[test]
@@ -792,10 +998,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_record_is_written_once_in_order_by_flush() {
         let out = Shared::default();
-        let log = AuditLog::to(out.clone(), Counter::default()).unwrap();
+        let log = AuditLog::to(out.clone(), Counter::default(), Counter::default()).unwrap();
         let n = QUEUE * 2 + 7; // more than the queue holds: emit waits, drops nothing
         for i in 0..n {
-            log.emit(record(&format!("uid-{i}")));
+            log.emit(record(&format!("uid-{i}"))).await.unwrap();
         }
         log.flush().await;
         let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();

@@ -75,11 +75,24 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// Ready while serving and not draining, and while the audit writer keeps
+/// up: one that has held records without writing any for longer than
+/// [`audit::STALL`] (standard output not read) makes it unready, so
+/// kube-apiserver turns to another replica; ready again once it writes.
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    if state.ready.load(Ordering::Relaxed) {
-        "ok\n".into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+    if !state.ready.load(Ordering::Relaxed) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response();
+    }
+    match state.audit.stalled() {
+        None => "ok\n".into_response(),
+        Some(stuck) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: audit records not written for {}s (standard output not read)\n",
+                stuck.as_secs()
+            ),
+        )
+            .into_response(),
     }
 }
 
@@ -131,7 +144,13 @@ async fn answer(state: Arc<AppState>, request: Request) -> Response {
         Ok(decided) => decided,
         Err(refused) => return refused,
     };
-    leave_trail(&state, &mut reviewed, &body, &policy, authenticated);
+    if let Err(unwritten) = leave_trail(&state, &mut reviewed, &body, &policy, authenticated).await
+    {
+        // Never an answer without its audit record: refused as a server
+        // error is, kube-apiserver applying the webhook's failurePolicy.
+        // Counted and logged (at most every 10 s) by the audit log.
+        return refusal(StatusCode::SERVICE_UNAVAILABLE, unwritten.to_string());
+    }
     let mut response = Response::new(Body::from(reviewed.body));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -189,21 +208,23 @@ async fn decide(state: &AppState, body: &Bytes) -> Result<(Reviewed, Arc<Policy>
     Ok((reviewed, policy))
 }
 
-/// What a review leaves behind: its span's fields, its Event, its
-/// recording and its audit record, each from the review itself.
-fn leave_trail(
+/// What a review leaves behind: its span's fields, its audit record, its
+/// Event and its recording, each from the review itself. The audit record
+/// first: a review whose record cannot be queued ([`audit::Unwritten`]) is
+/// refused, and leaves no Event or recording of a decision never answered.
+async fn leave_trail(
     state: &AppState,
     reviewed: &mut Reviewed,
     body: &[u8],
     policy: &Policy,
     authenticated: bool,
-) {
+) -> Result<(), audit::Unwritten> {
     let span = tracing::Span::current();
     span.record("decision", reviewed.verdict().as_str());
     span.record("authenticated", authenticated);
     let Some(mut entry) = reviewed.audit.take() else {
         tracing::debug!("nothing to judge");
-        return;
+        return Ok(());
     };
     entry.set_authenticated(authenticated);
     if let Some(cluster) = &state.cluster_name {
@@ -214,16 +235,18 @@ fn leave_trail(
         decision: &reviewed.decision,
         ledger: reviewed.ledger.as_ref(),
     };
-    let event = state.events.as_ref().filter(|_| {
+    let sink = state.events.as_ref().filter(|_| {
         crate::trail::events::calls_for_event(reviewed.verdict(), entry.dry_run())
             && events_allowed(state, authenticated)
     });
-    if event.is_some() || !span.is_disabled() {
+    if sink.is_some() || !span.is_disabled() {
         describe(&span, judgment);
     }
-    if let Some(sink) = event
-        && let Some(event) = crate::trail::events::event_for(judgment, &state.instance)
-    {
+    let event = sink.and_then(|sink| {
+        crate::trail::events::event_for(judgment, &state.instance).map(|event| (sink, event))
+    });
+    state.audit.emit(entry).await?;
+    if let Some((sink, event)) = event {
         sink.send(event);
     }
     if let Some(recorder) = &state.recorder
@@ -232,7 +255,7 @@ fn leave_trail(
     {
         recorder.record(recording);
     }
-    state.audit.emit(entry);
+    Ok(())
 }
 
 /// The review's span fields, and a debug line naming the finalizers, as
@@ -390,9 +413,7 @@ fn reject(state: &AppState, code: StatusCode, reason: String) -> Response {
             code: code.as_u16(),
         })
         .inc();
-    let mut line = admission::one_line(reason);
-    line.push('\n');
-    let mut response = (code, line).into_response();
+    let mut response = refusal(code, reason);
     if matches!(
         code,
         StatusCode::PAYLOAD_TOO_LARGE
@@ -406,4 +427,11 @@ fn reject(state: &AppState, code: StatusCode, reason: String) -> Response {
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     response
+}
+
+/// A refused request's answer: its status and the reason, on one line.
+fn refusal(code: StatusCode, reason: String) -> Response {
+    let mut line = admission::one_line(reason);
+    line.push('\n');
+    (code, line).into_response()
 }

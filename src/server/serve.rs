@@ -148,8 +148,8 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     let serving = serving_tls(tls.map(Ok).or(initial.map(Err)), client_ca, &dev_cert_dir)?;
     serving.expiries(&metrics);
     let events = start_events(&events, events_queue, &metrics).await;
-    let audit =
-        AuditLog::stdout(metrics.dropped_in("audit")).map_err(|e| Error::io("audit thread", e))?;
+    let audit = AuditLog::stdout(metrics.dropped_in("audit"), metrics.audit_refused.clone())
+        .map_err(|e| Error::io("audit thread", e))?;
     let mut state = AppState::new(initial_policy, limits, metrics, audit);
     state.recorder = recorder;
     state.events = events;

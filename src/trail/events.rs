@@ -48,8 +48,8 @@ use crate::policy::{Decision, Verdict};
 use crate::queue::{self, Queue, WhenFull};
 use crate::trail::metrics::EventLabels;
 
-/// The annotation naming the cluster (`serve --cluster-name`) on the
-/// webhook's Events, when it is named.
+/// The annotation naming the cluster (`--cluster-name` of `serve` and
+/// `watch`) on their Events, when it is named ([`Occurrence::in_cluster`]).
 pub const CLUSTER_ANNOTATION: &str = "finalizer-guard.io/cluster";
 
 /// `reportingController` of every Event.
@@ -163,6 +163,20 @@ impl Occurrence {
         };
         Occurrence { event, key }
     }
+
+    /// The occurrence with the cluster's name (`--cluster-name`), when it
+    /// is named, as the annotation [`CLUSTER_ANNOTATION`]: every Event
+    /// `serve` and `watch` write goes through here.
+    pub fn in_cluster(mut self, cluster: Option<&str>) -> Occurrence {
+        if let Some(cluster) = cluster {
+            self.event
+                .metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(CLUSTER_ANNOTATION.to_string(), cluster.to_string());
+        }
+        self
+    }
 }
 
 /// `note` cut to [`MAX_NOTE_BYTES`] on a character boundary, ending `...`
@@ -228,15 +242,7 @@ pub fn event_for(judgment: Judgment<'_>, instance: &str) -> Option<Occurrence> {
         repeats_as,
         reporting_controller: REPORTING_CONTROLLER,
     };
-    let mut occurrence = Occurrence::new(notice, instance);
-    if let Some(cluster) = &judged.cluster {
-        occurrence.event.metadata.annotations = Some(
-            [(CLUSTER_ANNOTATION.to_string(), cluster.clone())]
-                .into_iter()
-                .collect(),
-        );
-    }
-    Some(occurrence)
+    Some(Occurrence::new(notice, instance).in_cluster(judged.cluster.as_deref()))
 }
 
 /// `text` as an Event's note may show it: see [`crate::output::escape`].

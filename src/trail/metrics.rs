@@ -202,6 +202,8 @@ pub struct Metrics {
     pub events: Family<EventLabels, Counter>,
     pub dropped: Family<QueueLabels, Counter>,
     pub policy_info: Family<PolicyLabels, Gauge>,
+    /// Reviews refused because their audit record could not be queued in time.
+    pub audit_refused: Counter,
     /// Groups neither Kubernetes' own nor the policy's given a label of
     /// their own so far, at most [`MAX_OTHER_GROUPS`].
     other_groups: Mutex<HashSet<String>>,
@@ -270,6 +272,12 @@ impl Metrics {
             "The policy in service (1): its mode, the sha256 of its file's bytes, and where it came from (embedded, file)",
             policy_info.clone(),
         );
+        let audit_refused = Counter::default();
+        registry.register(
+            "audit_refused_reviews",
+            "Reviews answered with an error (HTTP 503), undecided, because their audit record could not be queued within 1s: standard output is not being read",
+            audit_refused.clone(),
+        );
         let metrics = Metrics {
             registry,
             reviews,
@@ -284,6 +292,7 @@ impl Metrics {
             events,
             dropped,
             policy_info,
+            audit_refused,
             other_groups: Mutex::new(HashSet::new()),
             named_finalizers: Mutex::new(HashSet::new()),
         };
@@ -708,12 +717,18 @@ mod tests {
         for family in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
             let (name, kind) = family.rsplit_once(' ').unwrap();
             if kind == "counter" {
+                // A family's labelled series, or a counter without labels.
                 assert!(
-                    text.contains(&format!("{name}_total{{")),
+                    text.contains(&format!("{name}_total{{"))
+                        || text.contains(&format!("\n{name}_total 0\n")),
                     "{name} has no series at start:\n{text}"
                 );
             }
         }
+        assert!(
+            text.contains("\nfinalizer_guard_audit_refused_reviews_total 0\n"),
+            "{text}"
+        );
         assert!(text.contains(
             "finalizer_guard_policy_info{mode=\"enforce\",sha256=\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\",source=\"embedded\"} 1"
         ), "{text}");

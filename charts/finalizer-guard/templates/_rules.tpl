@@ -42,6 +42,13 @@ alert is scoped to the release's namespace, where its pods are scraped.
       annotations:
         summary: "{{`{{ $labels.pod }}`}} dropped {{`{{ $value | humanize }}`}} {{`{{ $labels.queue }}`}} items in 10 minutes."
         description: "A background writer's queue was full: audit records, recordings or Events were lost (the decisions were not). The Events queue is --events-queue."
+    - alert: FinalizerGuardAuditStalled
+      expr: sum by (pod) (increase(finalizer_guard_audit_refused_reviews_total{namespace="{{ $ns }}"}[10m])) > 0
+      labels:
+        severity: critical
+      annotations:
+        summary: "{{`{{ $labels.pod }}`}} refused {{`{{ $value | humanize }}`}} reviews in 10 minutes: its audit records are not being written."
+        description: "Its standard output is not read (the log pipeline stalled): a review waits 1s for room for its audit record, then is answered with an error, so writes are refused (failurePolicy Fail) or let through unjudged (Ignore), and /readyz says not ready. docs/troubleshooting.md."
     - alert: FinalizerGuardEventsFailing
       expr: sum by (pod) (increase(finalizer_guard_events_total{namespace="{{ $ns }}", decision="failed"}[10m])) > 0
       for: 10m

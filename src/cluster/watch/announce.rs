@@ -42,6 +42,8 @@ pub(super) struct Announcer {
     pub(super) events: Option<Arc<EventSink>>,
     /// `reportingInstance`: the pod's name.
     pub(super) instance: String,
+    /// `--cluster-name`: an annotation of every Event.
+    pub(super) cluster_name: Option<String>,
 }
 
 impl Announcer {
@@ -109,17 +111,12 @@ impl Announcer {
         if d.first && d.failures == 0 {
             tracing::warn!(object = %escape(&d.label), note = %note, "stuck");
         }
-        let notice = Notice {
-            regarding: d.reference(),
-            type_: "Warning",
-            reason: REASON,
-            action: "Finalize",
+        events.send(occurrence(
+            d,
             note,
-            // One series per object and set of finalizers holding it.
-            repeats_as: d.finalizers.join(", "),
-            reporting_controller: REPORTING_CONTROLLER,
-        };
-        events.send(Occurrence::new(notice, &self.instance));
+            &self.instance,
+            self.cluster_name.as_deref(),
+        ));
         Ok(())
     }
 
@@ -165,6 +162,27 @@ impl Announcer {
                 object,
             }))
     }
+}
+
+/// The FinalizerStuck Event of `d` with `note`, reported by `instance` in
+/// the cluster named `cluster` (`--cluster-name`, as `serve` names it).
+pub(super) fn occurrence(
+    d: &Due,
+    note: String,
+    instance: &str,
+    cluster: Option<&str>,
+) -> Occurrence {
+    let notice = Notice {
+        regarding: d.reference(),
+        type_: "Warning",
+        reason: REASON,
+        action: "Finalize",
+        note,
+        // One series per object and set of finalizers holding it.
+        repeats_as: d.finalizers.join(", "),
+        reporting_controller: REPORTING_CONTROLLER,
+    };
+    Occurrence::new(notice, instance).in_cluster(cluster)
 }
 
 /// The Event's note: `unstick`'s explanation on one line (what holds it,
@@ -271,5 +289,31 @@ mod tests {
         let wide = explained(&d, leak, vec!["é".repeat(2000)]);
         assert!(note(&wide, &d.command).len() <= MAX_NOTE_BYTES);
         assert!(short_note(&d).starts_with("widget.example.com/w\\u{1b}[2J -n shop: Terminating since 2026-11-21T07:00:00Z, held by x.io/f. Explain"));
+    }
+
+    #[test]
+    fn the_event_names_the_cluster_as_serve_s_events_do() {
+        let shared = Shared::new(Duration::ZERO, 10);
+        shared.observe(&widgets(), &meta("w", "u", Some(T0), &["x.io/f"]), vec![]);
+        let d = shared.due(at(T0), 1).remove(0);
+        let named = occurrence(&d, "held".into(), "watch-0", Some("prod-eu-1"));
+        let body = serde_json::to_value(&named.event).unwrap();
+        assert_eq!(
+            body["metadata"]["annotations"],
+            serde_json::json!({"finalizer-guard.io/cluster": "prod-eu-1"}),
+            "{body}"
+        );
+        assert_eq!(body["reason"], REASON);
+        assert_eq!(body["reportingController"], REPORTING_CONTROLLER);
+        assert_eq!(body["reportingInstance"], "watch-0");
+        assert_eq!(body["regarding"]["name"], "w");
+        // The webhook's own Events carry the same annotation, from the same code.
+        assert_eq!(
+            crate::trail::events::CLUSTER_ANNOTATION,
+            "finalizer-guard.io/cluster"
+        );
+        let unnamed = occurrence(&d, "held".into(), "watch-0", None);
+        let body = serde_json::to_value(&unnamed.event).unwrap();
+        assert!(body["metadata"].get("annotations").is_none(), "{body}");
     }
 }

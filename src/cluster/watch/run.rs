@@ -58,6 +58,8 @@ pub struct Watch {
     pub max_finalizers: usize,
     /// How long a node must be NotReady before its pods' owners count as gone.
     pub not_ready_for: Duration,
+    /// The cluster's name on every Event (`--cluster-name`).
+    pub cluster_name: Option<String>,
     /// Explain under this policy instead of the cluster's.
     pub policy: Option<PathBuf>,
     pub connection: Connection,
@@ -77,6 +79,7 @@ pub async fn run(config: Watch) -> Result<i32, ClusterError> {
         discovery_interval,
         max_finalizers,
         not_ready_for,
+        cluster_name,
         policy: policy_file,
         connection,
     } = config;
@@ -128,6 +131,7 @@ pub async fn run(config: Watch) -> Result<i32, ClusterError> {
         discovery_interval,
         not_ready_for,
         events: events.then_some(events_queue),
+        cluster_name,
     };
     let events = workers.spawn(&mut tasks);
     wait_for_signal().await;
@@ -198,6 +202,7 @@ struct Workers {
     not_ready_for: Duration,
     /// The Event queue's length, when Events are written.
     events: Option<usize>,
+    cluster_name: Option<String>,
 }
 
 impl Workers {
@@ -229,6 +234,7 @@ impl Workers {
             not_ready_for: self.not_ready_for,
             events: events.clone(),
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard-watch".into()),
+            cluster_name: self.cluster_name,
         };
         tasks.spawn(announcer.run());
         events
