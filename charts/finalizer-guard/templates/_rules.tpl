@@ -41,7 +41,7 @@ alert is scoped to the release's namespace, where its pods are scraped.
         severity: warning
       annotations:
         summary: "{{`{{ $labels.pod }}`}} dropped {{`{{ $value | humanize }}`}} {{`{{ $labels.queue }}`}} items in 10 minutes."
-        description: "A background writer's queue was full: audit records, recordings or Events were lost (the decisions were not). The Events queue is --events-queue."
+        description: "A background writer's queue was full: recordings or Events were lost (the decisions and their audit records were not: a review whose audit record cannot be queued is refused, FinalizerGuardAuditStalled). The Events queue is --events-queue."
     - alert: FinalizerGuardAuditStalled
       expr: sum by (pod) (increase(finalizer_guard_audit_refused_reviews_total{namespace="{{ $ns }}"}[10m])) > 0
       labels:
