@@ -26,14 +26,22 @@ fn run(command: Command) -> i32 {
     dispatch(command).unwrap_or_else(|e| {
         if logs.is_some() {
             tracing::error!("{e}");
-            eprintln!("error: {}", escape(&e.to_string()));
+            say_error(&escape(&e.to_string()));
         } else {
             // A path, a name or a value read, or what the API server said,
             // may hold what acts on a terminal: escaped, as every line is.
-            eprintln!("error: {}", escape(&chain(&e)));
+            say_error(&escape(&chain(&e)));
         }
         e.exit_code()
     })
+}
+
+/// `error: MESSAGE` on standard error, if it can be written: a standard
+/// error nobody reads any more (`eprintln!` would panic) leaves the exit
+/// code to say it.
+fn say_error(message: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "error: {message}");
 }
 
 /// Each command to its body, on the runtime it needs: none for the offline
@@ -116,9 +124,14 @@ fn init_logging(format: LogFormat) {
     // escapes in a log file or a pipe are noise.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    // A log line that cannot be written is lost, never a panic: the
+    // subscriber's own report of the failure (`eprintln!`) would panic on
+    // a standard error nobody reads any more (a log shipper that exited),
+    // in whichever request or shutdown logged.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
+        .log_internal_errors(false)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),

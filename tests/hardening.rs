@@ -1385,6 +1385,94 @@ async fn sigterm_turns_unready_lets_the_request_in_flight_finish_then_exits_0() 
     );
 }
 
+/// A standard error whose reader has gone (a log shipper that exited):
+/// each log line is lost, never a panic. A review that logs still gets its
+/// answer, and SIGTERM still drains and exits 0, audit records written.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standard_error_nobody_reads_any_more_loses_log_lines_not_answers() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut process = tokio::process::Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .args(["--events=false", "--log-format", "json"])
+        .args(["--dev-cert-dir", dir.path().to_str().unwrap()])
+        .args(["--shutdown-delay", "1s"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = process.stdout.take().unwrap();
+    let records = tokio::spawn(async move {
+        let mut out = Vec::new();
+        let _ = stdout.read_to_end(&mut out).await;
+        String::from_utf8(out).unwrap()
+    });
+    // Read up to the serving line, then close the pipe's reading end.
+    let mut lines = tokio::io::BufReader::new(process.stderr.take().unwrap()).lines();
+    let (addr, admin): (SocketAddr, SocketAddr) = within("the serving log line", async {
+        loop {
+            let line = lines
+                .next_line()
+                .await
+                .unwrap()
+                .expect("serve exited before serving");
+            let Ok(event) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if let (Some(addr), Some(admin)) =
+                (event["addr"].as_str(), event["admin_addr"].as_str())
+            {
+                return (addr.parse().unwrap(), admin.parse().unwrap());
+            }
+        }
+    })
+    .await;
+    drop(lines);
+
+    let ca = std::fs::read(dir.path().join("ca.crt")).unwrap();
+    let client = common::client(&ca, addr, &[b"http/1.1"]);
+    let url = format!("https://{}:{}/validate", common::SERVICE_NAME, addr.port());
+    // Each logs (a warning): the first write fails, and every one after.
+    for _ in 0..3 {
+        let response = within(
+            "a review that is not JSON",
+            client.post(&url).body("notjson").send(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(response.status(), 400);
+    }
+    let response = client.post(&url).body(seed_strip()).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    let healthz = reqwest::get(format!("http://{admin}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(healthz.status(), 200);
+
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &process.id().unwrap().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let started = Instant::now();
+    let exited = within("the process exiting", process.wait()).await.unwrap();
+    assert_eq!(exited.code(), Some(0), "{exited}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "exited before its shutdown delay: {:?}",
+        started.elapsed()
+    );
+    let records = within("the audit records", records).await.unwrap();
+    assert_eq!(records.lines().count(), 1, "{records}");
+    assert!(records.contains("\"decision\":\"denied\""), "{records}");
+}
+
 // 10. Client certificates (mTLS).
 
 fn read(path: impl AsRef<Path>) -> Vec<u8> {
