@@ -275,7 +275,7 @@ fn what_happened(
             format!("{user} may not remove finalizers {}", finalizers.join(", ")),
             Some(format!(
                 "; see finalizer-guard's audit record {}",
-                judged.uid
+                shown(&judged.uid)
             )),
         ),
         Verdict::Override => {
@@ -289,9 +289,11 @@ fn what_happened(
                 .as_deref()
                 .map(|a| format!(", approved by {}", shown(&audit::cut(a))))
                 .unwrap_or_default();
-            let protected = ledger
-                .map(Ledger::summary)
-                .unwrap_or_else(|| "nothing recorded on the object".into());
+            let protected = shown(
+                &ledger
+                    .map(Ledger::summary)
+                    .unwrap_or_else(|| "nothing recorded on the object".into()),
+            );
             (
                 "Warning",
                 "FinalizerOverride",
@@ -922,6 +924,34 @@ mod tests {
         }
         assert!(
             note.starts_with("eve\\u{85}\\u{1b}[31m\\u{202e} may not remove"),
+            "{note:?}"
+        );
+    }
+
+    #[test]
+    fn the_audit_uid_and_the_ledger_reach_the_note_escaped() {
+        let mut denied = record(Verdict::Denied);
+        denied.judged.uid = "uid\u{1b}[2J\nforged".into();
+        let note = event_for(&denied, "pod-1").unwrap().event.note.unwrap();
+        assert!(!note.contains(['\u{1b}', '\n']), "{note:?}");
+        assert!(
+            note.ends_with("audit record uid\\u{1b}[2J\\u{a}forged"),
+            "{note:?}"
+        );
+
+        let mut overridden = record(Verdict::Override);
+        overridden.ledger = Some(Ledger {
+            owners: vec!["Cluster/own\u{1b}[31mRED\nFAKE LINE\u{202e}".into()],
+            ..Ledger::default()
+        });
+        let note = event_for(&overridden, "pod-1").unwrap().event.note.unwrap();
+        for raw in ['\u{1b}', '\n', '\u{202e}'] {
+            assert!(!note.contains(raw), "{note:?}");
+        }
+        assert!(
+            note.ends_with(
+                "clean up by hand: owners Cluster/own\\u{1b}[31mRED\\u{a}FAKE LINE\\u{202e}"
+            ),
             "{note:?}"
         );
     }
