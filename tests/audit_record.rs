@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use finalizer_guard::admission::audit::{self, AuditRecord, MAX_AUDITED_FINALIZERS};
+use finalizer_guard::admission::ledger::MAX_LEDGER_ENTRIES;
 use finalizer_guard::admission::{self, ReviewBuilder, Reviewed};
 use finalizer_guard::policy::Policy;
 use serde_json::{Value, json};
@@ -112,8 +113,12 @@ fn generated(dice: &mut Dice) -> Vec<u8> {
         _ => {}
     }
     if dice.roll(3) == 0 {
+        // More volumes than a ledger lists: `volumesOmitted`.
+        let volumes: Vec<_> = (0..MAX_LEDGER_ENTRIES + 4)
+            .map(|i| json!({"name": format!("v\"{i}\n"), "persistentVolumeClaim": {"claimName": "data"}}))
+            .collect();
         review = review.edit_old_object(|o| {
-            o["spec"] = json!({"nodeName": "worker-3", "volumes": [{"persistentVolumeClaim": {"claimName": "data"}}]});
+            o["spec"] = json!({"nodeName": "worker-3", "volumes": volumes});
         });
     }
     match dice.roll(4) {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{start_with, strip};
 use finalizer_guard::admission::audit::{MAX_AUDITED_FINALIZERS, MAX_AUDITED_GROUPS};
+use finalizer_guard::admission::ledger::MAX_LEDGER_ENTRIES;
 use finalizer_guard::admission::request::MAX_LIST_NAMES;
 use finalizer_guard::admission::{self, ReviewBuilder};
 use finalizer_guard::policy::message::{MAX_NAMED_FINALIZERS, MAX_WARNING_CHARS, Thousands};
@@ -223,6 +224,62 @@ fn strings_from_the_request_are_cut_in_the_answer_and_the_record() {
     assert!(reviewed.body.len() < 16 * 1024, "{}", reviewed.body.len());
     let record = reviewed.audit_record().unwrap();
     assert!(record.override_detail.unwrap().len() <= 512);
+}
+
+#[test]
+fn an_override_of_an_object_holding_thousands_of_volumes_has_a_bounded_record() {
+    // As large as the body limit allows: volumes of 1,000-character names.
+    let long = "v".repeat(1000);
+    let n = 7_600;
+    let volumes: Vec<Value> = (0..n)
+        .map(|i| json!({"name": long, "persistentVolumeClaim": {"claimName": format!("c{i}")}}))
+        .collect();
+    let owners: Vec<Value> = (0..100)
+        .map(|i| json!({"kind": long, "name": format!("o{i}")}))
+        .collect();
+    let body = ReviewBuilder::pod_update("mallory")
+        .finalizers(json!(["example.com/cleanup"]), json!([]))
+        .annotate("finalizer-guard.io/override", "node-lost: INC-4711 gone")
+        .edit_old_object(|o| {
+            o["spec"]["volumes"] = json!(volumes);
+            o["spec"]["nodeName"] = json!("n".repeat(100_000));
+            o["metadata"]["ownerReferences"] = json!(owners);
+        })
+        .to_vec();
+    assert!(
+        body.len() > 7 * 1024 * 1024 && body.len() <= MAX_BODY,
+        "{}",
+        body.len()
+    );
+    let reviewed = admission::review(&Policy::embedded_default(), &body).unwrap();
+    assert_eq!(reviewed.verdict(), Verdict::Override);
+    let fields = reviewed.audit.as_ref().unwrap().fields().len();
+    assert!(fields < 64 * 1024, "audit record of {fields} bytes");
+    assert!(reviewed.body.len() < 16 * 1024, "{}", reviewed.body.len());
+    let record = reviewed.audit_record().unwrap();
+    let protected = record.protected.clone().unwrap();
+    assert_eq!(protected.volumes.len(), MAX_LEDGER_ENTRIES);
+    assert_eq!(protected.volumes_omitted, n - MAX_LEDGER_ENTRIES);
+    assert!(
+        protected.volumes[0].ends_with("... (pvc c0)"),
+        "{:?}",
+        protected.volumes[0]
+    );
+    assert_eq!(protected.node.as_ref().unwrap().chars().count(), 512);
+    // Owners only when nothing more specific was found.
+    assert!(protected.owners.is_empty());
+    // The record reads back as the review wrote it.
+    assert_eq!(reviewed.ledger, record.protected);
+    let answer: Value = serde_json::from_slice(&reviewed.body).unwrap();
+    let annotation = answer["response"]["auditAnnotations"]["protected"]
+        .as_str()
+        .unwrap();
+    assert!(annotation.chars().count() <= 256, "{annotation}");
+    let summary = protected.summary();
+    assert!(
+        summary.ends_with(&format!("(pvc c15) and {} more", n - MAX_LEDGER_ENTRIES)),
+        "{summary}"
+    );
 }
 
 #[test]

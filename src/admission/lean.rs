@@ -27,7 +27,8 @@ use serde_json::value::RawValue;
 use super::request::{
     IfList, IfObject, IfString, Object, Request, StringMap, deletion_timestamps, from_body,
 };
-use crate::admission::ledger::Ledger;
+use crate::admission::audit::cut;
+use crate::admission::ledger::{Ledger, kept, push};
 
 /// An object as the webhook reads it: the metadata a decision needs and what
 /// identifies the object, and `spec.finalizers` (a Namespace's). Everything
@@ -353,59 +354,67 @@ pub fn ledger_of(object: &serde_json::Value) -> Ledger {
 }
 
 impl From<LedgerObject<'_>> for Ledger {
+    /// The ledger, bounded ([`crate::admission::ledger`]): each list its
+    /// first entries, the others counted; each string cut.
     fn from(object: LedgerObject<'_>) -> Ledger {
         let (spec, status) = (object.spec.or_default(), object.status.or_default());
         let mut ledger = Ledger {
-            node: spec.node_name.non_empty(),
+            node: spec.node_name.text().map(kept),
             ..Ledger::default()
         };
-        ledger.pod_ips = status
-            .pod_ips
-            .0
-            .into_iter()
-            .filter_map(|p| p.or_default().ip.non_empty())
-            .collect();
+        for ip in status.pod_ips.0 {
+            if let Some(ip) = ip.or_default().ip.text() {
+                push(&mut ledger.pod_ips, &mut ledger.pod_ips_omitted, || {
+                    kept(ip)
+                });
+            }
+        }
         if ledger.pod_ips.is_empty() {
-            ledger.pod_ips.extend(status.pod_ip.non_empty());
+            ledger.pod_ips.extend(status.pod_ip.text().map(kept));
         }
         for volume in spec.volumes.0 {
             let volume = volume.or_default();
-            let name = volume.name.non_empty().unwrap_or_default();
             let claim = volume.persistent_volume_claim.or_default().claim_name;
-            if let Some(claim) = claim.non_empty() {
-                ledger.volumes.push(format!("{name} (pvc {claim})"));
-            } else if let Some(driver) = volume.csi.or_default().driver.non_empty() {
-                ledger.volumes.push(format!("{name} (csi {driver})"));
-            } else if volume.ephemeral.0.is_some() {
-                ledger.volumes.push(format!("{name} (ephemeral pvc)"));
+            let driver = volume.csi.or_default().driver;
+            let what = match (claim.text(), driver.text()) {
+                (Some(claim), _) => Some(("pvc ", claim)),
+                (None, Some(driver)) => Some(("csi ", driver)),
+                (None, None) if volume.ephemeral.0.is_some() => Some(("ephemeral pvc", "")),
+                (None, None) => None,
+            };
+            if let Some((what, detail)) = what {
+                let name = volume.name.text().unwrap_or_default();
+                push(&mut ledger.volumes, &mut ledger.volumes_omitted, || {
+                    format!("{} ({what}{})", cut(name), cut(detail))
+                });
             }
         }
         for ingress in status.load_balancer.or_default().ingress.0 {
             let ingress = ingress.or_default();
-            ledger.load_balancer.extend(
-                ingress
-                    .ip
-                    .non_empty()
-                    .into_iter()
-                    .chain(ingress.hostname.non_empty()),
-            );
+            for entry in [ingress.ip.text(), ingress.hostname.text()]
+                .into_iter()
+                .flatten()
+            {
+                push(
+                    &mut ledger.load_balancer,
+                    &mut ledger.load_balancer_omitted,
+                    || kept(entry),
+                );
+            }
         }
         let csi = spec.csi.or_default();
-        ledger.csi_driver = csi.driver.non_empty();
-        ledger.volume_handle = csi.volume_handle.non_empty();
-        ledger.volume_name = spec.volume_name.non_empty();
+        ledger.csi_driver = csi.driver.text().map(kept);
+        ledger.volume_handle = csi.volume_handle.text().map(kept);
+        ledger.volume_name = spec.volume_name.text().map(kept);
         if ledger.is_empty() {
-            ledger.owners = object
-                .metadata
-                .or_default()
-                .owner_references
-                .0
-                .into_iter()
-                .filter_map(|o| {
-                    let o = o.or_default();
-                    Some(format!("{}/{}", o.kind.non_empty()?, o.name.non_empty()?))
-                })
-                .collect();
+            for owner in object.metadata.or_default().owner_references.0 {
+                let owner = owner.or_default();
+                if let (Some(kind), Some(name)) = (owner.kind.text(), owner.name.text()) {
+                    push(&mut ledger.owners, &mut ledger.owners_omitted, || {
+                        format!("{}/{}", cut(kind), cut(name))
+                    });
+                }
+            }
         }
         ledger
     }
@@ -470,6 +479,65 @@ mod ledger_tests {
         );
         let pvc = read_ledger(&body(json!({"spec": {"volumeName": "pvc-1234"}})));
         assert_eq!(pvc.summary(), "volume pvc-1234");
+    }
+
+    #[test]
+    fn a_ledger_is_bounded_whatever_the_object_holds() {
+        use crate::admission::ledger::MAX_LEDGER_ENTRIES;
+        let long = "v".repeat(1000);
+        let volumes: Vec<Value> = (0..100)
+            .map(|i| json!({"name": long, "persistentVolumeClaim": {"claimName": format!("c{i}")}}))
+            .collect();
+        let ips: Vec<Value> = (0..40)
+            .map(|i| json!({"ip": format!("10.0.0.{i}")}))
+            .collect();
+        let ingress: Vec<Value> = (0..30)
+            .map(|i| json!({"ip": format!("203.0.113.{i}"), "hostname": long}))
+            .collect();
+        let l = read_ledger(&body(json!({
+            "spec": {"nodeName": "n".repeat(100_000), "volumes": volumes,
+                     "csi": {"driver": long, "volumeHandle": long}, "volumeName": long},
+            "status": {"podIPs": ips, "loadBalancer": {"ingress": ingress}}
+        })));
+        assert_eq!(l.node.as_ref().unwrap().chars().count(), 512);
+        assert_eq!(
+            (l.pod_ips.len(), l.pod_ips_omitted),
+            (MAX_LEDGER_ENTRIES, 24)
+        );
+        assert_eq!(
+            (l.volumes.len(), l.volumes_omitted),
+            (MAX_LEDGER_ENTRIES, 84)
+        );
+        assert_eq!(
+            l.volumes[0],
+            format!("{}... (pvc c0)", "v".repeat(509)),
+            "the name cut, what it is kept"
+        );
+        assert_eq!(
+            (l.load_balancer.len(), l.load_balancer_omitted),
+            (MAX_LEDGER_ENTRIES, 44)
+        );
+        for s in [&l.csi_driver, &l.volume_handle, &l.volume_name] {
+            assert_eq!(s.as_ref().unwrap().chars().count(), 512);
+        }
+        let summary = l.summary();
+        assert!(summary.contains("10.0.0.15 and 24 more"), "{summary}");
+        assert!(summary.contains("(pvc c15) and 84 more"), "{summary}");
+        assert!(summary.len() < 64 * 1024, "{}", summary.len());
+        let json = serde_json::to_string(&l).unwrap();
+        assert!(json.contains("\"volumesOmitted\":84"), "{json}");
+        assert!(json.len() < 64 * 1024, "{}", json.len());
+
+        let owners: Vec<Value> = (0..5000)
+            .map(|i| json!({"kind": long, "name": format!("o{i}")}))
+            .collect();
+        let cr = read_ledger(&body(json!({"metadata": {"ownerReferences": owners}})));
+        assert_eq!(
+            (cr.owners.len(), cr.owners_omitted),
+            (MAX_LEDGER_ENTRIES, 4984)
+        );
+        assert_eq!(cr.owners[0], format!("{}.../o0", "v".repeat(509)));
+        assert!(cr.summary().ends_with("/o15 and 4984 more"));
     }
 
     #[test]

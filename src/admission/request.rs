@@ -843,8 +843,8 @@ pub(crate) struct IfString<'a>(pub(crate) Option<Cow<'a, str>>);
 
 impl IfString<'_> {
     /// The string, unless absent, of another shape, or empty.
-    pub(crate) fn non_empty(self) -> Option<String> {
-        self.0.filter(|s| !s.is_empty()).map(Cow::into_owned)
+    pub(crate) fn text(&self) -> Option<&str> {
+        self.0.as_deref().filter(|s| !s.is_empty())
     }
 }
 
