@@ -21,7 +21,7 @@ use crate::cluster::unstick::{Release, Unstick};
 use crate::cluster::watch::Watch;
 use crate::cluster::{Connection, DryRunFlag, Selection, Targets};
 use crate::error::{Error, Result};
-use crate::flags::{MaxBodyFlag, POLICY_ENV, PolicyFlag, parse_duration};
+use crate::flags::{MaxBodyFlag, POLICY_ENV, PolicyFlag, own_words, parse_duration};
 use crate::offline::certs::Certs;
 use crate::offline::check::Check;
 use crate::offline::export::StaticFlags;
@@ -299,7 +299,7 @@ pub struct UnstickArgs {
     #[arg(long, requires = "reason")]
     pub orphan_contents: bool,
     /// How long a node must be NotReady before its pods' owners count as gone.
-    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "5m", value_parser = own_words(parse_duration), value_name = "DURATION")]
     pub not_ready_for: Duration,
     #[command(flatten)]
     pub write: WriteFlags,
@@ -343,7 +343,7 @@ pub struct ApproveArgs {
     #[arg(long, value_name = "TEXT")]
     pub detail: String,
     /// How long the approval stands; at most the policy's override.approval.maxAge.
-    #[arg(long = "for", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long = "for", value_parser = own_words(parse_duration), value_name = "DURATION")]
     pub for_: Duration,
     #[command(flatten)]
     pub write: WriteFlags,
@@ -406,7 +406,7 @@ impl WriteFlags {
 pub struct WatchArgs {
     /// An object deleting with finalizers for longer than this is stuck: counted in
     /// the gauges, and given a FinalizerStuck Event.
-    #[arg(long, env = "FINALIZER_GUARD_STUCK_AFTER", default_value = "10m", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, env = "FINALIZER_GUARD_STUCK_AFTER", default_value = "10m", value_parser = own_words(parse_duration), value_name = "DURATION")]
     pub stuck_after: Duration,
     /// Admin address (plain HTTP): /metrics, /healthz, /readyz.
     #[arg(
@@ -431,7 +431,7 @@ pub struct WatchArgs {
     /// How often the API server's types are discovered again. A new CRD or APIService
     /// is picked up at once anyway; watches resume where they left off and are never
     /// listed again on a timer.
-    #[arg(long, env = "FINALIZER_GUARD_DISCOVERY_INTERVAL", default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, env = "FINALIZER_GUARD_DISCOVERY_INTERVAL", default_value = "5m", value_parser = own_words(parse_duration), value_name = "DURATION")]
     pub discovery_interval: Duration,
     /// Most distinct finalizer names given a label value of their own; stuck objects'
     /// other finalizers are counted under `other`.
@@ -445,7 +445,7 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub cluster_name: crate::flags::ClusterNameFlag,
     /// How long a node must be NotReady before its pods' owners count as gone (as unstick).
-    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "5m", value_parser = own_words(parse_duration), value_name = "DURATION")]
     pub not_ready_for: Duration,
     #[command(flatten)]
     pub policy: PolicyFlag,
@@ -516,16 +516,16 @@ pub struct ServeArgs {
     #[arg(long, env = "FINALIZER_GUARD_MAX_BODY_BYTES", default_value_t = crate::files::DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
     /// How long a client may take to finish the TLS handshake.
-    #[arg(long, env = "FINALIZER_GUARD_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = own_words(parse_duration))]
     pub handshake_timeout: Duration,
     /// How long a client may take to send a request's headers (and a connection, HTTP/1.1 or HTTP/2, with no request in flight stays open).
-    #[arg(long, env = "FINALIZER_GUARD_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_HEADER_TIMEOUT", default_value = "10s", value_parser = own_words(parse_duration))]
     pub header_timeout: Duration,
     /// How long a client may take to send the request body.
-    #[arg(long, env = "FINALIZER_GUARD_BODY_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_BODY_TIMEOUT", default_value = "10s", value_parser = own_words(parse_duration))]
     pub body_timeout: Duration,
     /// How long a write to a client may make no progress (it does not read its answer) before its connection is closed.
-    #[arg(long, env = "FINALIZER_GUARD_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_WRITE_TIMEOUT", default_value = "10s", value_parser = own_words(parse_duration))]
     pub write_timeout: Duration,
     /// Most TLS connections served at once; more wait to be accepted.
     #[arg(long, env = "FINALIZER_GUARD_MAX_CONNECTIONS", default_value_t = 4096)]
@@ -534,13 +534,13 @@ pub struct ServeArgs {
     #[arg(long, env = "FINALIZER_GUARD_MAX_INFLIGHT_BODY_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_inflight_body_bytes: usize,
     /// How often the policy and certificate files are re-read.
-    #[arg(long, env = "FINALIZER_GUARD_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_RELOAD_INTERVAL", default_value = "2s", value_parser = own_words(parse_duration))]
     pub reload_interval: Duration,
     /// On SIGTERM, keep serving while unready for this long, so Service endpoints catch up.
-    #[arg(long, env = "FINALIZER_GUARD_SHUTDOWN_DELAY", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_SHUTDOWN_DELAY", default_value = "5s", value_parser = own_words(parse_duration))]
     pub shutdown_delay: Duration,
     /// Then give in-flight requests this long to finish.
-    #[arg(long, env = "FINALIZER_GUARD_SHUTDOWN_TIMEOUT", default_value = "20s", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_SHUTDOWN_TIMEOUT", default_value = "20s", value_parser = own_words(parse_duration))]
     pub shutdown_timeout: Duration,
     /// Dev mode: folder the generated CA (ca.crt) is written to.
     #[arg(long, env = "FINALIZER_GUARD_DEV_CERT_DIR")]
@@ -734,7 +734,7 @@ pub struct SelfManagedFlags {
         long,
         env = "FINALIZER_GUARD_CERTIFICATES_SECRET",
         value_name = "NAMESPACE/NAME",
-        value_parser = secret_ref,
+        value_parser = own_words(secret_ref),
         conflicts_with_all = ["tls_cert", "tls_key"]
     )]
     pub certificates_secret: Option<(String, String)>,
@@ -776,20 +776,20 @@ pub struct SelfManagedFlags {
     )]
     pub certificate_ip: Vec<IpAddr>,
     /// Self-managed certificates: the serving certificate's lifetime.
-    #[arg(long, env = "FINALIZER_GUARD_CERTIFICATE_VALIDITY", value_name = "DURATION", default_value = "2160h", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_CERTIFICATE_VALIDITY", value_name = "DURATION", default_value = "2160h", value_parser = own_words(parse_duration))]
     pub certificate_validity: Duration,
     /// Self-managed certificates: renew the serving certificate this long before it expires.
-    #[arg(long, env = "FINALIZER_GUARD_CERTIFICATE_RENEW_BEFORE", value_name = "DURATION", default_value = "720h", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_CERTIFICATE_RENEW_BEFORE", value_name = "DURATION", default_value = "720h", value_parser = own_words(parse_duration))]
     pub certificate_renew_before: Duration,
     /// Self-managed certificates: the CA's lifetime.
-    #[arg(long, env = "FINALIZER_GUARD_CA_VALIDITY", value_name = "DURATION", default_value = "43800h", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_CA_VALIDITY", value_name = "DURATION", default_value = "43800h", value_parser = own_words(parse_duration))]
     pub ca_validity: Duration,
     /// Self-managed certificates: start rotating the CA this long before it expires.
-    #[arg(long, env = "FINALIZER_GUARD_CA_RENEW_BEFORE", value_name = "DURATION", default_value = "8760h", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_CA_RENEW_BEFORE", value_name = "DURATION", default_value = "8760h", value_parser = own_words(parse_duration))]
     pub ca_renew_before: Duration,
     /// Self-managed certificates: the wait between the steps of a CA rotation (the new CA
     /// trusted, then served, then the old one dropped).
-    #[arg(long, env = "FINALIZER_GUARD_CA_GRACE", value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, env = "FINALIZER_GUARD_CA_GRACE", value_name = "DURATION", default_value = "10m", value_parser = own_words(parse_duration))]
     pub ca_grace: Duration,
 }
 
@@ -806,7 +806,7 @@ fn secret_ref(s: &str) -> Result<(String, String), String> {
         Some((ns, name)) if valid(ns) && valid(name) => Ok((ns.to_string(), name.to_string())),
         _ => Err(format!(
             "{} is not NAMESPACE/NAME (lowercase letters, digits, '-' and '.'), e.g. finalizer-guard/finalizer-guard-certificates",
-            crate::output::quoted(s)
+            crate::flags::shown_value(s)
         )),
     }
 }

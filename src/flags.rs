@@ -22,7 +22,7 @@ pub struct ClusterNameFlag {
     /// The name of the cluster, on every Event written (annotation
     /// `finalizer-guard.io/cluster`) and, for serve, in every audit record (`"cluster"`):
     /// one log pipeline often collects many clusters' records.
-    #[arg(id = "cluster_name", long = "cluster-name", env = "FINALIZER_GUARD_CLUSTER_NAME", value_name = "NAME", value_parser = cluster_name)]
+    #[arg(id = "cluster_name", long = "cluster-name", env = "FINALIZER_GUARD_CLUSTER_NAME", value_name = "NAME", value_parser = own_words(cluster_name))]
     pub name: Option<String>,
 }
 
@@ -42,8 +42,61 @@ pub fn cluster_name(s: &str) -> Result<String, String> {
     } else {
         Err(format!(
             "{} is not a cluster name: give {ACCEPTED}",
-            crate::output::quoted(s)
+            shown_value(s)
         ))
+    }
+}
+
+/// Most characters of a bad value an error repeats.
+const MAX_SHOWN_VALUE_CHARS: usize = 64;
+
+/// A bad value as an error repeats it: quoted, escaped, and cut past
+/// [`MAX_SHOWN_VALUE_CHARS`] characters.
+pub(crate) fn shown_value(s: &str) -> String {
+    crate::output::quoted(&crate::policy::text::truncated(s, MAX_SHOWN_VALUE_CHARS))
+}
+
+/// A value parser whose error is only what `parse` says, the value quoted,
+/// escaped and cut there ([`shown_value`]): clap's own `invalid value '...'`
+/// repeats the value raw and whole (a newline, a terminal's escape sequence,
+/// 100,000 characters) before it.
+pub fn own_words<T, F>(parse: F) -> OwnWords<F>
+where
+    F: Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+{
+    OwnWords(parse)
+}
+
+/// See [`own_words`].
+#[derive(Clone)]
+pub struct OwnWords<F>(F);
+
+impl<T, F> clap::builder::TypedValueParser for OwnWords<F>
+where
+    F: Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let flag = arg.map_or_else(|| "the value".to_string(), |a| format!("'{a}'"));
+        let said = match value.to_str() {
+            Some(text) => (self.0)(text),
+            None => Err("the value is not UTF-8".to_string()),
+        };
+        said.map_err(|e| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid value for {flag}: {e}\n\nFor more information, try '--help'.\n"),
+            )
+            .with_cmd(cmd)
+        })
     }
 }
 
@@ -51,7 +104,7 @@ pub fn cluster_name(s: &str) -> Result<String, String> {
 /// says what is accepted: it is what a person reads after a typo.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     const ACCEPTED: &str = "a number and a unit, ms, s, m or h: e.g. 500ms, 30s, 30m, 2h or 1h30m";
-    let quoted = crate::output::quoted(s);
+    let quoted = shown_value(s);
     let d: jiff::SignedDuration = s.parse().map_err(|_| {
         if s.parse::<jiff::Span>().is_ok() {
             format!(

@@ -2550,3 +2550,37 @@ fn serve_refuses_self_managed_certificates_it_cannot_keep() {
     );
     assert!(!stderr(&o).contains("panicked"), "{o:?}");
 }
+
+#[test]
+fn a_bad_flag_value_is_repeated_escaped_and_cut_never_raw() {
+    let long = "x".repeat(100_000);
+    for (args, says) in [
+        (
+            vec!["serve", "--cluster-name", "prod\n\u{1b}[2Jforged\u{202e}"],
+            "is not a cluster name",
+        ),
+        (
+            vec!["watch", "--cluster-name", long.as_str()],
+            "is not a cluster name",
+        ),
+        (
+            vec!["serve", "--shutdown-delay", "5\u{1b}[31ms\nforged"],
+            "is not a duration",
+        ),
+        (
+            vec!["serve", "--certificates-secret", "a\nb/\u{1b}c"],
+            "is not NAMESPACE/NAME",
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = stderr(&o);
+        assert!(err.contains(says), "{err}");
+        assert!(!err.contains(['\u{1b}', '\u{202e}']), "{err:?}");
+        let first = err.lines().next().unwrap();
+        assert!(first.starts_with("error: invalid value for '--"), "{first}");
+        assert!(first.contains(says), "the value on one line: {err:?}");
+        assert!(err.len() < 1024, "{} bytes: {err:.200}", err.len());
+        assert!(err.contains("--help"), "{err}");
+    }
+}
