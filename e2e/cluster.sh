@@ -78,10 +78,37 @@ stop() {
 }
 
 # start NAME ARGS...: runs bin/NAME in its own session, output to logs/NAME.log.
+declare -A started_with restarted
 start() {
   local name=$1; shift
+  started_with[$name]=$(printf '%q ' "$@")
   setsid "$dir/bin/$name" "$@" > "$dir/logs/$name.log" 2>&1 < /dev/null &
   echo $! > "$dir/run/$name.pid"
+}
+
+# gone NAME: says how a process that is no longer alive ended (its exit
+# status, or the signal that killed it, when it is this shell's child) and
+# what it wrote. One that wrote nothing at all is started once more, with
+# the same arguments: it never ran (status 0 from a reused pid file, or a
+# signal from outside), and the next attempt says whether that repeats.
+gone() {
+  local name=$1 pid status
+  pid=$(cat "$dir/run/$name.pid")
+  status=$(wait "$pid" 2>/dev/null; echo $?)
+  if [ "$status" -gt 128 ] 2>/dev/null && [ "$status" -ne 255 ]; then
+    status="killed by signal $(kill -l $(( status - 128 )) 2>/dev/null || echo $(( status - 128 )))"
+  else
+    status="exit status $status"
+  fi
+  log "$name exited ($status); last lines of logs/$name.log:"
+  tail -n 30 "$dir/logs/$name.log" >&2
+  if [ ! -s "$dir/logs/$name.log" ] && [ -z "${restarted[$name]:-}" ]; then
+    restarted[$name]=1
+    log "$name wrote nothing: starting it once more"
+    eval "start $name ${started_with[$name]}"
+    return 0
+  fi
+  return 1
 }
 
 # wait_for WHAT SECONDS COMMAND...: polls COMMAND until it succeeds.
@@ -91,9 +118,8 @@ wait_for() {
   until "$@" > /dev/null 2>&1; do
     for name in "${procs[@]}"; do
       if [ -f "$dir/run/$name.pid" ] && ! alive "$name"; then
-        log "$name exited while waiting for $what; last lines of logs/$name.log:"
-        tail -n 30 "$dir/logs/$name.log" >&2
-        stop; exit 1
+        log "while waiting for $what:"
+        gone "$name" || { stop; exit 1; }
       fi
     done
     if [ "$(date +%s)" -ge "$deadline" ]; then
