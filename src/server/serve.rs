@@ -58,13 +58,15 @@ impl Handle {
         for task in self.tasks {
             let _ = task.await;
         }
-        // Every audit record out before exit, unless standard output is stuck.
+        // Every audit record out before exit, unless standard output is
+        // stuck: then those not written are counted and named.
         if tokio::time::timeout(AUDIT_FLUSH_TIMEOUT, self.state.audit.flush())
             .await
             .is_err()
         {
             tracing::error!(timeout = ?AUDIT_FLUSH_TIMEOUT, "audit records not written out before exit");
         }
+        self.state.audit.log_at_exit();
         if let Some(events) = &self.state.events
             && tokio::time::timeout(EVENTS_FLUSH_TIMEOUT, events.flush())
                 .await
@@ -407,6 +409,7 @@ pub async fn run(config: ServeConfig) -> Result<()> {
             tracing::warn!("second signal: exiting without draining");
             // Still write out the audit records already queued, briefly.
             let _ = tokio::time::timeout(Duration::from_secs(1), state.audit.flush()).await;
+            state.audit.log_at_exit();
         }
     }
     Ok(())
