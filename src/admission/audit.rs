@@ -658,7 +658,7 @@ impl std::fmt::Display for Unwritten {
             ),
             Unwritten::Stalled(stuck) => write!(
                 f,
-                "the audit log is not being written (standard output not read, or read too slowly): no audit record written for {}s; not decided without this review's",
+                "the audit log is not being written (standard output not read, or read too slowly): no audit record written for {}s; not decided without this review's audit record",
                 stuck.as_secs()
             ),
             Unwritten::Failing(error) => write!(
@@ -1093,7 +1093,8 @@ impl AuditLog {
     /// At exit: logs the refusals and losses still counted, and the records
     /// not written out (how many, and their uids, bounded), whose reviews
     /// may have been answered: kube-apiserver's audit log has them.
-    pub fn log_at_exit(&self) {
+    /// Returns how many records were not written out.
+    pub fn log_at_exit(&self) -> usize {
         self.progress.log_due(true);
         let (count, uids) = self.unwritten();
         if count > 0 {
@@ -1104,6 +1105,7 @@ impl AuditLog {
                 "audit records not written out before exit: their reviews may have been answered; find them by uid in kube-apiserver's audit log"
             );
         }
+        count
     }
 
     /// Waits until every record queued before this call is written out (or lost).

@@ -60,13 +60,12 @@ impl Handle {
         }
         // Every audit record out before exit, unless standard output is
         // stuck: then those not written are counted and named.
-        if tokio::time::timeout(AUDIT_FLUSH_TIMEOUT, self.state.audit.flush())
+        let flushed = tokio::time::timeout(AUDIT_FLUSH_TIMEOUT, self.state.audit.flush())
             .await
-            .is_err()
-        {
+            .is_ok();
+        if self.state.audit.log_at_exit() > 0 || !flushed {
             tracing::error!(timeout = ?AUDIT_FLUSH_TIMEOUT, "audit records not written out before exit");
         }
-        self.state.audit.log_at_exit();
         if let Some(events) = &self.state.events
             && tokio::time::timeout(EVENTS_FLUSH_TIMEOUT, events.flush())
                 .await
@@ -409,7 +408,7 @@ pub async fn run(config: ServeConfig) -> Result<()> {
             tracing::warn!("second signal: exiting without draining");
             // Still write out the audit records already queued, briefly.
             let _ = tokio::time::timeout(Duration::from_secs(1), state.audit.flush()).await;
-            state.audit.log_at_exit();
+            let _ = state.audit.log_at_exit();
         }
     }
     Ok(())
