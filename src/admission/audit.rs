@@ -868,7 +868,7 @@ fn log_refused(tally: &Tally) {
     tracing::error!(
         refused = tally.count,
         reason = %tally.reason,
-        "reviews refused: their audit records cannot be written (is standard output read?); logged at most every 10s"
+        "reviews refused: no room for their audit records, or they cannot be written (is standard output read?); logged at most every 10s"
     );
 }
 
