@@ -230,3 +230,123 @@ async fn the_audit_record_names_the_cluster_when_told() {
     assert_eq!(record["cluster"], "prod-eu-1", "{audit}");
     assert_eq!(record["decision"], "denied");
 }
+
+/// Audit lines to an output whose writes fail (a closed pipe) while the flag is set.
+#[derive(Clone, Default)]
+struct Failing(
+    Arc<std::sync::atomic::AtomicBool>,
+    Arc<std::sync::Mutex<Vec<u8>>>,
+);
+
+impl std::io::Write for Failing {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.load(Ordering::SeqCst) {
+            return Err(std::io::Error::from_raw_os_error(32));
+        }
+        self.1.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Standard output broken: the record already queued is lost and counted,
+/// every later review is refused with a 503 and counted as refused only,
+/// never as a review decided, `/readyz` names the error; written again,
+/// reviews are answered and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_standard_output_refuses_reviews_and_counts_only_those_answered() {
+    let out = Failing::default();
+    let metrics = Metrics::new();
+    let audit = AuditLog::to(
+        out.clone(),
+        metrics.dropped_in("audit"),
+        metrics.audit_refused.clone(),
+    )
+    .unwrap();
+    let state = Arc::new(AppState::new(
+        Policy::embedded_default(),
+        Limits {
+            max_body_bytes: 1024 * 1024,
+            handshake_timeout: Duration::from_secs(5),
+            header_timeout: Duration::from_secs(5),
+            body_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(10),
+            max_connections: 16,
+            max_inflight_body_bytes: 4 * 1024 * 1024,
+        },
+        metrics,
+        audit,
+    ));
+    state.ready.store(true, Ordering::Relaxed);
+    let strip = || {
+        ReviewBuilder::pod_update("alice")
+            .finalizers(json!(["example.com/cleanup"]), Value::Null)
+            .to_vec()
+    };
+    out.0.store(true, Ordering::SeqCst);
+    // Its record queued before the failure is known: answered, the record lost.
+    let (status, _) = call(routes::webhook(state.clone()), "POST", "/validate", strip()).await;
+    assert_eq!(status, StatusCode::OK);
+    state.audit.flush().await;
+    for _ in 0..3 {
+        let (status, body) =
+            call(routes::webhook(state.clone()), "POST", "/validate", strip()).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        let body = String::from_utf8(body).unwrap();
+        assert!(
+            body.starts_with("audit records cannot be written: Broken pipe"),
+            "{body}"
+        );
+        assert_eq!(body.lines().count(), 1, "{body}");
+    }
+    let (status, body) = call(routes::admin(state.clone()), "GET", "/readyz", vec![]).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let body = String::from_utf8(body).unwrap();
+    assert!(
+        body.starts_with("not ready: audit records cannot be written: Broken pipe"),
+        "{body}"
+    );
+    let metrics = String::from_utf8(
+        call(routes::admin(state.clone()), "GET", "/metrics", vec![])
+            .await
+            .1,
+    )
+    .unwrap();
+    assert_contains_all(
+        "the metrics",
+        &metrics,
+        &[
+            r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied",group="core"} 1"#,
+            r#"finalizer_guard_unauthorized_removals_total{decision="denied"} 1"#,
+            "\nfinalizer_guard_audit_refused_reviews_total 3\n",
+            r#"finalizer_guard_dropped_total{queue="audit"} 1"#,
+        ],
+    );
+    // Written again: answered, counted, ready.
+    out.0.store(false, Ordering::SeqCst);
+    let (status, _) = call(routes::webhook(state.clone()), "POST", "/validate", strip()).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call(routes::admin(state.clone()), "GET", "/readyz", vec![]).await;
+    assert_eq!(status, StatusCode::OK);
+    let metrics = String::from_utf8(
+        call(routes::admin(state.clone()), "GET", "/metrics", vec![])
+            .await
+            .1,
+    )
+    .unwrap();
+    assert_contains_all(
+        "the metrics",
+        &metrics,
+        &[r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied",group="core"} 2"#],
+    );
+    state.audit.flush().await;
+    assert_eq!(
+        String::from_utf8(out.1.lock().unwrap().clone())
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+}

@@ -77,20 +77,18 @@ async fn healthz() -> &'static str {
 
 /// Ready while serving and not draining, and while the audit writer keeps
 /// up: one that has held records without writing any for longer than
-/// [`audit::STALL`] (standard output not read) makes it unready, so
+/// [`audit::STALL`] (standard output not read), or whose writes fail (for
+/// [`audit::FAILED_UNREADY`] after each failure), makes it unready, so
 /// kube-apiserver turns to another replica; ready again once it writes.
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     if !state.ready.load(Ordering::Relaxed) {
         return (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response();
     }
-    match state.audit.stalled() {
+    match state.audit.unready() {
         None => "ok\n".into_response(),
-        Some(stuck) => (
+        Some(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "not ready: audit records not written for {}s (standard output not read)\n",
-                stuck.as_secs()
-            ),
+            admission::one_line(format!("not ready: {reason}")) + "\n",
         )
             .into_response(),
     }
@@ -148,9 +146,12 @@ async fn answer(state: Arc<AppState>, request: Request) -> Response {
     {
         // Never an answer without its audit record: refused as a server
         // error is, kube-apiserver applying the webhook's failurePolicy.
-        // Counted and logged (at most every 10 s) by the audit log.
+        // Counted (in the refused reviews only) and logged (at most every
+        // 10 s) by the audit log.
         return refusal(StatusCode::SERVICE_UNAVAILABLE, unwritten.to_string());
     }
+    // Counted once answered: its record queued, or none needed.
+    state.metrics.review(&reviewed, &policy);
     let mut response = Response::new(Body::from(reviewed.body));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -160,7 +161,8 @@ async fn answer(state: Arc<AppState>, request: Request) -> Response {
 }
 
 /// Decides the body under the policy in service (a large one on the
-/// blocking pool, one at a time: [`super::state::LARGE_REVIEWS`]), timed and counted.
+/// blocking pool, one at a time: [`super::state::LARGE_REVIEWS`]), timed.
+/// Counted by the caller, once answered.
 async fn decide(state: &AppState, body: &Bytes) -> Result<(Reviewed, Arc<Policy>), Response> {
     let started = Instant::now();
     let policy = state.policy.load_full();
@@ -204,7 +206,6 @@ async fn decide(state: &AppState, body: &Bytes) -> Result<(Reviewed, Arc<Policy>
         .metrics
         .latency
         .observe(started.elapsed().as_secs_f64());
-    state.metrics.review(&reviewed, &policy);
     Ok((reviewed, policy))
 }
 

@@ -58,11 +58,12 @@ impl Handle {
         for task in self.tasks {
             let _ = task.await;
         }
-        // Every audit record out before exit, unless standard output is stuck.
-        if tokio::time::timeout(AUDIT_FLUSH_TIMEOUT, self.state.audit.flush())
+        // Every audit record out before exit, unless standard output is
+        // stuck: then those not written are counted and named.
+        let flushed = tokio::time::timeout(AUDIT_FLUSH_TIMEOUT, self.state.audit.flush())
             .await
-            .is_err()
-        {
+            .is_ok();
+        if self.state.audit.log_at_exit() > 0 || !flushed {
             tracing::error!(timeout = ?AUDIT_FLUSH_TIMEOUT, "audit records not written out before exit");
         }
         if let Some(events) = &self.state.events
@@ -407,6 +408,7 @@ pub async fn run(config: ServeConfig) -> Result<()> {
             tracing::warn!("second signal: exiting without draining");
             // Still write out the audit records already queued, briefly.
             let _ = tokio::time::timeout(Duration::from_secs(1), state.audit.flush()).await;
+            let _ = state.audit.log_at_exit();
         }
     }
     Ok(())

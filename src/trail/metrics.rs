@@ -275,7 +275,7 @@ impl Metrics {
         let audit_refused = Counter::default();
         registry.register(
             "audit_refused_reviews",
-            "Reviews answered with an error (HTTP 503), undecided, because their audit record could not be queued within 1s: standard output is not being read",
+            "Reviews answered with an error (HTTP 503), undecided, because their audit record could not be written: no room in its queue within 1s, the writer stalled, or standard output failing",
             audit_refused.clone(),
         );
         let metrics = Metrics {

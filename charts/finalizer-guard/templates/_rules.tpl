@@ -41,14 +41,14 @@ alert is scoped to the release's namespace, where its pods are scraped.
         severity: warning
       annotations:
         summary: "{{`{{ $labels.pod }}`}} dropped {{`{{ $value | humanize }}`}} {{`{{ $labels.queue }}`}} items in 10 minutes."
-        description: "A background writer's queue was full: recordings or Events were lost (the decisions and their audit records were not: a review whose audit record cannot be queued is refused, FinalizerGuardAuditStalled). The Events queue is --events-queue."
+        description: "A background writer's queue was full, or its output failed: recordings or Events were lost, or (queue audit) the audit records of answered reviews were lost to a failed write to standard output (a closed pipe, a full disk; the pod logs their count and first and last uid, and refuses reviews until a write goes through). A review whose audit record cannot be queued is refused, not dropped (FinalizerGuardAuditStalled). The Events queue is --events-queue."
     - alert: FinalizerGuardAuditStalled
       expr: sum by (pod) (increase(finalizer_guard_audit_refused_reviews_total{namespace="{{ $ns }}"}[10m])) > 0
       labels:
         severity: critical
       annotations:
         summary: "{{`{{ $labels.pod }}`}} refused {{`{{ $value | humanize }}`}} reviews in 10 minutes: its audit records are not being written."
-        description: "Its standard output is not read (the log pipeline stalled): a review waits 1s for room for its audit record, then is answered with an error, so writes are refused (failurePolicy Fail) or let through unjudged (Ignore), and /readyz says not ready. docs/troubleshooting.md."
+        description: "Its standard output is not read (the log pipeline stalled) or cannot be written (a closed pipe, a full disk): a review waits at most 1s for its audit record to be taken, then is answered with an error, so writes are refused (failurePolicy Fail) or let through unjudged (Ignore), and /readyz says not ready. docs/troubleshooting.md."
     - alert: FinalizerGuardEventsFailing
       expr: sum by (pod) (increase(finalizer_guard_events_total{namespace="{{ $ns }}", decision="failed"}[10m])) > 0
       for: 10m
