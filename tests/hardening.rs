@@ -1079,6 +1079,8 @@ async fn spawn_serve(args: &[&str]) -> Child {
 #[cfg(unix)]
 async fn spawn_serve_to(args: &[&str], stdout: std::process::Stdio) -> Child {
     use tokio::io::AsyncBufReadExt;
+    // Its callers talk to it with plain reqwest clients too.
+    common::install_provider();
     let mut process = tokio::process::Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
         .arg("serve")
         .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
@@ -1104,13 +1106,8 @@ async fn spawn_serve_to(args: &[&str], stdout: std::process::Stdio) -> Child {
     let (addr, admin) = within("the serving log line", async {
         loop {
             let line = rx.recv().await.expect("serve exited before serving");
-            let Ok(event) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            if let (Some(addr), Some(admin)) =
-                (event["addr"].as_str(), event["admin_addr"].as_str())
-            {
-                return (addr.parse().unwrap(), admin.parse().unwrap());
+            if let Some(addresses) = serving_addresses(&line) {
+                return addresses;
             }
         }
     })
@@ -1420,13 +1417,8 @@ async fn a_standard_error_nobody_reads_any_more_loses_log_lines_not_answers() {
                 .await
                 .unwrap()
                 .expect("serve exited before serving");
-            let Ok(event) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            if let (Some(addr), Some(admin)) =
-                (event["addr"].as_str(), event["admin_addr"].as_str())
-            {
-                return (addr.parse().unwrap(), admin.parse().unwrap());
+            if let Some(addresses) = serving_addresses(&line) {
+                return addresses;
             }
         }
     })
@@ -1699,4 +1691,14 @@ async fn the_client_ca_is_reloaded_while_serving() {
     assert!(served(&second).await);
     assert!(!served(&first).await);
     server.handle.shutdown().await;
+}
+
+/// The webhook's and the admin port's addresses, from `serve`'s JSON log
+/// line that says it serves; None for any other line.
+fn serving_addresses(line: &str) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
+    let event = serde_json::from_str::<Value>(line).ok()?;
+    Some((
+        event["addr"].as_str()?.parse().ok()?,
+        event["admin_addr"].as_str()?.parse().ok()?,
+    ))
 }

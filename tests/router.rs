@@ -53,6 +53,12 @@ fn state(lines: &Lines) -> Arc<AppState> {
     ))
 }
 
+/// What `/metrics` on the admin routes answers.
+async fn metrics_of(state: &Arc<AppState>) -> String {
+    let (_, body) = call(routes::admin(state.clone()), "GET", "/metrics", vec![]).await;
+    String::from_utf8(body).unwrap()
+}
+
 async fn call(router: Router, method: &str, uri: &str, body: Vec<u8>) -> (StatusCode, Vec<u8>) {
     let request = Request::builder()
         .method(method)
@@ -308,12 +314,7 @@ async fn a_broken_standard_output_refuses_reviews_and_counts_only_those_answered
         body.starts_with("not ready: audit records cannot be written: Broken pipe"),
         "{body}"
     );
-    let metrics = String::from_utf8(
-        call(routes::admin(state.clone()), "GET", "/metrics", vec![])
-            .await
-            .1,
-    )
-    .unwrap();
+    let metrics = metrics_of(&state).await;
     assert_contains_all(
         "the metrics",
         &metrics,
@@ -330,12 +331,7 @@ async fn a_broken_standard_output_refuses_reviews_and_counts_only_those_answered
     assert_eq!(status, StatusCode::OK);
     let (status, _) = call(routes::admin(state.clone()), "GET", "/readyz", vec![]).await;
     assert_eq!(status, StatusCode::OK);
-    let metrics = String::from_utf8(
-        call(routes::admin(state.clone()), "GET", "/metrics", vec![])
-            .await
-            .1,
-    )
-    .unwrap();
+    let metrics = metrics_of(&state).await;
     assert_contains_all(
         "the metrics",
         &metrics,
