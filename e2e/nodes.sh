@@ -263,6 +263,9 @@ cgroupDriver: cgroupfs
 cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
+# From 1.35 the kubelet refuses a host on cgroup v1 unless told (this
+# machine's kind of host may be on either).
+failCgroupV1: false
 # The machine's disk is shared and may be fuller than the kubelet's
 # defaults allow: no eviction for disk, and images are never collected
 # (the pause image and any archive are imported, not pullable).
