@@ -29,8 +29,9 @@ fn lines() -> Lines {
     tempfile::NamedTempFile::new().unwrap()
 }
 
-fn state(lines: &Lines) -> Arc<AppState> {
-    let limits = Limits {
+/// The limits every router here serves with.
+fn limits() -> Limits {
+    Limits {
         max_body_bytes: 1024 * 1024,
         handshake_timeout: Duration::from_secs(5),
         header_timeout: Duration::from_secs(5),
@@ -38,7 +39,11 @@ fn state(lines: &Lines) -> Arc<AppState> {
         write_timeout: Duration::from_secs(10),
         max_connections: 16,
         max_inflight_body_bytes: 4 * 1024 * 1024,
-    };
+    }
+}
+
+fn state(lines: &Lines) -> Arc<AppState> {
+    let limits = limits();
     let audit = AuditLog::to(
         lines.reopen().unwrap(),
         Counter::default(),
@@ -273,15 +278,7 @@ async fn a_broken_standard_output_refuses_reviews_and_counts_only_those_answered
     .unwrap();
     let state = Arc::new(AppState::new(
         Policy::embedded_default(),
-        Limits {
-            max_body_bytes: 1024 * 1024,
-            handshake_timeout: Duration::from_secs(5),
-            header_timeout: Duration::from_secs(5),
-            body_timeout: Duration::from_secs(5),
-            write_timeout: Duration::from_secs(10),
-            max_connections: 16,
-            max_inflight_body_bytes: 4 * 1024 * 1024,
-        },
+        limits(),
         metrics,
         audit,
     ));
