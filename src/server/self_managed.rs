@@ -889,18 +889,22 @@ impl Manager {
 
     /// Every interval, a round; a changed serving pair is swapped in. A
     /// failed round is logged and counted, and the certificate in service
-    /// stays. Returns once the server is told to stop.
+    /// stays. Returns once the server is told it drains: a round under way
+    /// finishes, none starts, and the certificate in service stays.
     pub async fn run(
         mut self,
         store: Arc<CertStore>,
         state: Arc<AppState>,
-        mut stopped: watch::Receiver<bool>,
+        mut draining: watch::Receiver<bool>,
     ) {
         let mut last_error: Vec<String> = Vec::new();
         loop {
             tokio::select! {
                 () = tokio::time::sleep(self.settings.interval) => {}
-                () = stopped_signal(&mut stopped) => return,
+                () = stopped_signal(&mut draining) => {
+                    tracing::info!(object = %self.secret_name(), "draining: the certificates Secret is left to the pods that stay");
+                    return;
+                }
             }
             let failed = match self.reconcile().await {
                 Ok((pair, failed)) => {

@@ -43,6 +43,10 @@ pub struct Handle {
     /// Dev mode: the generated CA's PEM file.
     pub dev_ca: Option<PathBuf>,
     stop: watch::Sender<bool>,
+    /// Told at the start of a drain: the certificates Secret is left to the
+    /// pods that stay (a draining pod that rotated or re-created it would
+    /// only race its successors).
+    draining: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     shutdown_delay: Duration,
 }
@@ -52,6 +56,7 @@ impl Handle {
     /// let in-flight requests finish, then stop.
     pub async fn shutdown(self) {
         self.state.ready.store(false, Ordering::Relaxed);
+        let _ = self.draining.send(true);
         tracing::info!(delay = ?self.shutdown_delay, "shutting down: unready, still serving during the delay");
         tokio::time::sleep(self.shutdown_delay).await;
         let _ = self.stop.send(true);
@@ -175,9 +180,10 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     if let Some(path) = policy {
         watched.push((Arc::new(PolicyFile(path)), policy_bytes));
     }
+    let (draining, draining_told) = watch::channel(false);
     if let Some(manager) = manager {
         let store = serving.certificates.clone();
-        tokio::spawn(manager.run(store, state.clone(), stopped.clone()));
+        tokio::spawn(manager.run(store, state.clone(), draining_told));
     }
     watch_reloads(watched, &state, reload_interval, &stopped);
     state.ready.store(true, Ordering::Relaxed);
@@ -188,6 +194,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
         state,
         dev_ca: serving.dev_ca,
         stop,
+        draining,
         tasks,
         shutdown_delay,
     })

@@ -54,6 +54,18 @@ struct Replica {
 
 impl Replica {
     fn start(env: &Env, name: &str, kubeconfig: &Path, policy: &Path, port: u16) -> Replica {
+        Replica::draining_for(env, name, kubeconfig, policy, port, "0s")
+    }
+
+    /// A replica whose drain (`--shutdown-delay`) lasts `delay`.
+    fn draining_for(
+        env: &Env,
+        name: &str,
+        kubeconfig: &Path,
+        policy: &Path,
+        port: u16,
+        delay: &str,
+    ) -> Replica {
         let admin = free_port();
         let log = env.work.join(format!("certs-{name}.log"));
         let out = fs::File::create(env.work.join(format!("certs-{name}.audit.jsonl"))).unwrap();
@@ -68,7 +80,7 @@ impl Replica {
             .args(["--webhook-configuration", CONFIG])
             .args(["--certificate-ip", "127.0.0.1"])
             .args(TIMING)
-            .args(["--reload-interval", "500ms", "--shutdown-delay", "0s"])
+            .args(["--reload-interval", "500ms", "--shutdown-delay", delay])
             .args(["--log-format", "json"])
             .env("KUBECONFIG", kubeconfig)
             .stdin(Stdio::null())
@@ -414,7 +426,39 @@ fn self_managed_certificates_rotate_under_load_with_no_refused_write() {
         !ca_bundle(c).is_empty()
     });
 
-    drop((a, b));
+    // A draining replica leaves the Secret to the replicas that stay: told
+    // to stop, it serves through its delay, but re-creates no Secret
+    // deleted under it (a pod of an uninstalled release would otherwise
+    // fill the next install's).
+    drop(b);
+    let d = Replica::draining_for(&env, "d", &kubeconfig, &policy_path, free_port(), "20s");
+    let bundle = ca_bundle(c);
+    let status = Command::new("kill")
+        .args(["-TERM", &d.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    wait_until("replica d to drain (unready)", 10, || {
+        http_get(d.admin, "/readyz").is_none()
+    });
+    drop(a);
+    c.admin(&["delete", "secret", SECRET, "-n", NS]).ok();
+    // Six of its reload intervals.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        secret_data(c).is_none(),
+        "a draining replica re-created the Secret: {}",
+        d.log()
+    );
+    assert!(served(d.port, &bundle).is_ok(), "it serves while it drains");
+    assert!(
+        d.log()
+            .contains("draining: the certificates Secret is left to the pods that stay"),
+        "{}",
+        d.log()
+    );
+
+    drop(d);
     clean(c);
 }
 

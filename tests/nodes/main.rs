@@ -322,6 +322,24 @@ impl Nodes {
         self.helm(&["status", RELEASE, "-n", NAMESPACE]).code == 0
     }
 
+    /// No release, and no pod of one: `helm uninstall --wait` when it is
+    /// installed, then until no pod of it runs, the terminating included.
+    /// Helm deletes the Deployment in the background, and its pods keep
+    /// their certificate loop until they stop: one still running would fill
+    /// the next install's empty Secret with certificates of its own
+    /// lifetimes.
+    fn uninstalled(&self) {
+        if self.release_installed() {
+            self.helm(&["uninstall", RELEASE, "-n", NAMESPACE, "--wait"])
+                .ok();
+        }
+        let selector = format!("app.kubernetes.io/instance={RELEASE}");
+        wait_until("no pod of an uninstalled release", 180, || {
+            let pods = self.get(&["pods", "-n", NAMESPACE, "-l", &selector]);
+            pods["items"].as_array().is_some_and(Vec::is_empty)
+        });
+    }
+
     /// The README's install, its commands as written there
     /// ([`Nodes::readme_namespace_and_install_args`]), with `--wait`.
     fn install(&self) {
@@ -769,10 +787,7 @@ fn repo() -> PathBuf {
 #[ignore = "needs e2e/nodes.sh's nodes and the image: see .ci/run"]
 fn chart_installs_unmodified_on_two_nodes_and_denies_through_its_service() {
     let n = nodes();
-    if n.release_installed() {
-        n.helm(&["uninstall", RELEASE, "-n", NAMESPACE, "--wait"])
-            .ok();
-    }
+    n.uninstalled();
     n.install();
     n.wait_spread();
 
@@ -1937,6 +1952,25 @@ impl Rotation {
     }
 }
 
+/// Seconds from now to the end of a certificate given base64-encoded PEM,
+/// as a Secret's data holds it; 0 when it does not parse.
+fn seconds_left(b64: &str) -> i64 {
+    use base64::Engine;
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap_or_default();
+    let Ok((_, pem)) = x509_parser::pem::parse_x509_pem(&pem) else {
+        return 0;
+    };
+    let Ok(cert) = pem.parse_x509() else {
+        return 0;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    cert.validity().not_after.timestamp() - now
+}
+
 /// The release rendered and deleted by its manifest: should the scenario
 /// fail half-way, `kubectl delete -f` of it, so that the next scenario's
 /// `helm install` finds none of its objects.
@@ -1974,10 +2008,7 @@ impl Drop for DeleteOnPanic<'_> {
 #[ignore = "needs e2e/nodes.sh's nodes and the image: see .ci/run"]
 fn helm_template_piped_to_kubectl_apply_serves_and_rotates_its_own_certificates_under_writes() {
     let n = nodes();
-    if n.release_installed() {
-        n.helm(&["uninstall", RELEASE, "-n", NAMESPACE, "--wait"])
-            .ok();
-    }
+    n.uninstalled();
     // The namespace as the README makes it: helm template creates none.
     let install = n.readme_namespace_and_install_args();
     let rule = developers_rule();
@@ -2035,6 +2066,13 @@ fn helm_template_piped_to_kubectl_apply_serves_and_rotates_its_own_certificates_
     eprintln!(
         "nodes: helm template | kubectl apply: {:.1} s to two ready pods and the caBundle filled",
         start.elapsed().as_secs_f64()
+    );
+    // The CA is the pods' own, of the lifetimes rendered (120 s), not one
+    // left by an earlier install's pods.
+    let ca_ends_in = seconds_left(secret()["data"]["ca.crt"].as_str().unwrap_or(""));
+    assert!(
+        (1..=120).contains(&ca_ends_in),
+        "the CA ends in {ca_ends_in} s, not within certificates.self.caValidity (120 s)"
     );
     let job = format!("job/{check}");
     wait_until("the policy check's Job complete", 180, || {
