@@ -590,21 +590,23 @@ pub struct CertsArgs {
     #[arg(
         long,
         env = "FINALIZER_GUARD_SERVICE",
-        default_value = "finalizer-guard"
+        default_value = "finalizer-guard",
+        value_parser = own_words(crate::flags::dns_label)
     )]
     pub service: String,
     /// The webhook's namespace.
     #[arg(
         long,
         env = "FINALIZER_GUARD_NAMESPACE",
-        default_value = "finalizer-guard"
+        default_value = "finalizer-guard",
+        value_parser = own_words(crate::flags::dns_label)
     )]
     pub namespace: String,
     /// Output folder for ca.crt, ca.key, tls.crt, tls.key. An existing ca.crt and ca.key there are reused.
     #[arg(long, env = "FINALIZER_GUARD_CERTS_OUT", default_value = "certs")]
     pub out: PathBuf,
     /// Extra DNS name for the serving certificate (repeatable).
-    #[arg(long = "dns", value_name = "NAME")]
+    #[arg(long = "dns", value_name = "NAME", value_parser = own_words(crate::flags::dns_name))]
     pub dns: Vec<String>,
     /// Extra IP address for the serving certificate (repeatable).
     #[arg(long = "ip", value_name = "ADDR")]
@@ -756,7 +758,8 @@ pub struct SelfManagedFlags {
         long,
         env = "FINALIZER_GUARD_SERVICE",
         value_name = "NAME",
-        default_value = "finalizer-guard"
+        default_value = "finalizer-guard",
+        value_parser = own_words(crate::flags::dns_label)
     )]
     pub service: String,
     /// Self-managed certificates: an extra DNS name for the serving certificate (repeatable).
@@ -764,7 +767,8 @@ pub struct SelfManagedFlags {
         long = "certificate-dns",
         env = "FINALIZER_GUARD_CERTIFICATE_DNS",
         value_delimiter = ',',
-        value_name = "NAME"
+        value_name = "NAME",
+        value_parser = own_words(crate::flags::dns_name)
     )]
     pub certificate_dns: Vec<String>,
     /// Self-managed certificates: an extra IP address for the serving certificate (repeatable).

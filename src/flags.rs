@@ -47,6 +47,35 @@ pub fn cluster_name(s: &str) -> Result<String, String> {
     }
 }
 
+/// A Service's or a namespace's name (`--service`, `--namespace`): a DNS
+/// label, as Kubernetes names them. The serving certificate is made for
+/// `SERVICE.NAMESPACE.svc`, which must be a name kube-apiserver can check.
+pub fn dns_label(s: &str) -> Result<String, String> {
+    if crate::policy::is_dns_label(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{} is not a Service or namespace name: give 1 to 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
+            shown_value(s)
+        ))
+    }
+}
+
+/// An extra DNS name for a serving certificate (`certs --dns`, `serve
+/// --certificate-dns`): lowercase RFC 1123 labels joined by dots, at most
+/// 253 characters, the first label `*` for a wildcard.
+pub fn dns_name(s: &str) -> Result<String, String> {
+    let labels = s.strip_prefix("*.").unwrap_or(s);
+    if s.len() <= 253 && labels.split('.').all(crate::policy::is_dns_label) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{} is not a DNS name: give lowercase labels of letters, digits and '-' joined by '.', at most 253 characters (e.g. webhook.example.com, *.example.com)",
+            shown_value(s)
+        ))
+    }
+}
+
 /// Most characters of a bad value an error repeats.
 const MAX_SHOWN_VALUE_CHARS: usize = 64;
 

@@ -207,6 +207,52 @@ fn certs_writes_a_chain_with_service_sans_and_prints_the_ca_bundle() {
 }
 
 #[test]
+fn certs_and_serve_refuse_a_name_no_certificate_check_could_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("certs");
+    let out = out.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["certs", "--out", out, "--dns", "a b"],
+            "\"a b\" is not a DNS name",
+        ),
+        (
+            vec!["certs", "--out", out, "--dns", "web..example.com"],
+            "is not a DNS name",
+        ),
+        (
+            vec!["certs", "--out", out, "--dns", "*"],
+            "is not a DNS name",
+        ),
+        (
+            vec!["certs", "--out", out, "--service", "Web Hook"],
+            "\"Web Hook\" is not a Service or namespace name",
+        ),
+        (
+            vec!["certs", "--out", out, "--namespace", "ops.prod"],
+            "is not a Service or namespace name",
+        ),
+        (
+            vec!["serve", "--certificate-dns", "ok.example.com,-bad"],
+            "\"-bad\" is not a DNS name",
+        ),
+        (
+            vec!["serve", "--service", "fg_webhook"],
+            "is not a Service or namespace name",
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    assert!(!Path::new(out).exists(), "nothing written");
+
+    let o = run(&["certs", "--out", out, "--dns", "*.example.com"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("*.example.com"), "{}", stderr(&o));
+}
+
+#[test]
 fn policy_validate_names_every_problem() {
     let ok = run(&["policy", "validate", "tests/fixtures/policy.yaml"]);
     assert_eq!(ok.status.code(), Some(0));

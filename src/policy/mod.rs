@@ -38,3 +38,4 @@ pub use invalid::{InvalidPolicy, PolicyError};
 pub use lint::PolicyWarning;
 pub use load::{LoadError, from_bytes, load};
 pub use overrides::{Override, OverrideProblem, Refusal};
+pub(crate) use schema::is_dns_label;

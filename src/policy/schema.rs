@@ -369,8 +369,9 @@ pub(super) fn preset_ref(
     })
 }
 
-/// A namespace's name: a lowercase RFC 1123 label of at most 63 characters.
-pub(super) fn is_dns_label(s: &str) -> bool {
+/// A namespace's (or Service's) name: a lowercase RFC 1123 label of at most
+/// 63 characters.
+pub(crate) fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())

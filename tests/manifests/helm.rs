@@ -1214,6 +1214,11 @@ fn schema_refuses_a_misspelled_or_mistyped_value_and_names_it() {
         ("policy.override.annotation=not a key", "annotation"),
         ("certificates.source=vault", "source"),
         ("certificates.generated.days=soon", "days"),
+        ("certificates.self.extraDNSNames={a b}", "extraDNSNames"),
+        (
+            "certificates.generated.extraDNSNames={Webhook.Example.com}",
+            "extraDNSNames",
+        ),
         ("events.enable=false", "enable"),
         ("policyCheck.enable=false", "enable"),
         ("oncallRole.enabled=yes", "enabled"),
