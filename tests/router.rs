@@ -320,6 +320,8 @@ async fn a_broken_standard_output_refuses_reviews_and_counts_only_those_answered
             r#"finalizer_guard_unauthorized_removals_total{decision="denied"} 1"#,
             "\nfinalizer_guard_audit_refused_reviews_total 3\n",
             r#"finalizer_guard_dropped_total{queue="audit"} 1"#,
+            // Timed as counted: the refused are not in the histogram.
+            "\nfinalizer_guard_review_duration_seconds_count 1\n",
         ],
     );
     // Written again: answered, counted, ready.
@@ -332,7 +334,10 @@ async fn a_broken_standard_output_refuses_reviews_and_counts_only_those_answered
     assert_contains_all(
         "the metrics",
         &metrics,
-        &[r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied",group="core"} 2"#],
+        &[
+            r#"finalizer_guard_reviews_total{operation="UPDATE",decision="denied",group="core"} 2"#,
+            "\nfinalizer_guard_review_duration_seconds_count 2\n",
+        ],
     );
     state.audit.flush().await;
     assert_eq!(

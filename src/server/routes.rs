@@ -138,6 +138,7 @@ async fn answer(state: Arc<AppState>, request: Request) -> Response {
         Ok(read) => read,
         Err((code, reason)) => return reject(&state, code, reason),
     };
+    let started = Instant::now();
     let (mut reviewed, policy) = match decide(&state, &body).await {
         Ok(decided) => decided,
         Err(refused) => return refused,
@@ -150,8 +151,12 @@ async fn answer(state: Arc<AppState>, request: Request) -> Response {
         // 10 s) by the audit log.
         return refusal(StatusCode::SERVICE_UNAVAILABLE, unwritten.to_string());
     }
-    // Counted once answered: its record queued, or none needed.
+    // Counted and timed once answered: its record queued, or none needed.
     state.metrics.review(&reviewed, &policy);
+    state
+        .metrics
+        .latency
+        .observe(started.elapsed().as_secs_f64());
     let mut response = Response::new(Body::from(reviewed.body));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -161,10 +166,9 @@ async fn answer(state: Arc<AppState>, request: Request) -> Response {
 }
 
 /// Decides the body under the policy in service (a large one on the
-/// blocking pool, one at a time: [`super::state::LARGE_REVIEWS`]), timed.
-/// Counted by the caller, once answered.
+/// blocking pool, one at a time: [`super::state::LARGE_REVIEWS`]). Counted
+/// and timed by the caller, once answered.
 async fn decide(state: &AppState, body: &Bytes) -> Result<(Reviewed, Arc<Policy>), Response> {
-    let started = Instant::now();
     let policy = state.policy.load_full();
     let seal_key = state.certificates.as_ref().map(|c| c.seal_key());
     let review = move |policy: &Policy, body: &[u8]| {
@@ -202,10 +206,6 @@ async fn decide(state: &AppState, body: &Bytes) -> Result<(Reviewed, Arc<Policy>
         Ok(reviewed) => reviewed,
         Err(e) => return Err(reject(state, StatusCode::BAD_REQUEST, e.to_string())),
     };
-    state
-        .metrics
-        .latency
-        .observe(started.elapsed().as_secs_f64());
     Ok((reviewed, policy))
 }
 
