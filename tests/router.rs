@@ -348,3 +348,108 @@ async fn a_broken_standard_output_refuses_reviews_and_counts_only_those_answered
         1
     );
 }
+
+/// Eight bodies of 900 KiB sent at once, in two parts, against a budget of
+/// 4 MiB: their first parts (600 KiB each) fill the budget with none
+/// complete, and then each waits for room another holds. The body whose
+/// wait closes that circle gives up at once (503) and the others are
+/// answered, instead of all waiting to the body timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_that_fill_the_budget_part_way_are_answered_not_all_timed_out() {
+    use futures::channel::mpsc;
+    const KIB: usize = 1024;
+    let lines = lines();
+    let limits = Limits {
+        body_timeout: Duration::from_secs(30),
+        ..limits()
+    };
+    let audit = AuditLog::to(
+        lines.reopen().unwrap(),
+        Counter::default(),
+        Counter::default(),
+    )
+    .unwrap();
+    let state = Arc::new(AppState::new(
+        Policy::embedded_default(),
+        limits,
+        Metrics::new(),
+        audit,
+    ));
+    let review = common::reviews::update_review(common::reviews::Shape {
+        object_bytes: 440 * KIB,
+        finalizers: 2,
+        remove_all: false,
+    })
+    .body;
+    assert!(
+        (850 * KIB..1000 * KIB).contains(&review.len()),
+        "{}",
+        review.len()
+    );
+    let review = bytes::Bytes::from(review);
+    let (first, rest) = (review.slice(..600 * KIB), review.slice(600 * KIB..));
+    let chunks = |part: &bytes::Bytes| -> Vec<bytes::Bytes> {
+        (0..part.len())
+            .step_by(64 * KIB)
+            .map(|at| part.slice(at..(at + 64 * KIB).min(part.len())))
+            .collect()
+    };
+    let mut senders = Vec::new();
+    let mut answers = Vec::new();
+    for _ in 0..8 {
+        let (tx, rx) = mpsc::unbounded::<Result<bytes::Bytes, std::io::Error>>();
+        for chunk in chunks(&first) {
+            tx.unbounded_send(Ok(chunk)).unwrap();
+        }
+        senders.push(tx);
+        let request = Request::builder()
+            .method("POST")
+            .uri("/validate")
+            .header("content-type", "application/json")
+            .header("content-length", review.len())
+            .body(Body::from_stream(rx))
+            .unwrap();
+        let router = routes::webhook(state.clone());
+        answers.push(tokio::spawn(async move {
+            let response = router.oneshot(request).await.unwrap();
+            let status = response.status();
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            (status, String::from_utf8_lossy(&body).into_owned())
+        }));
+    }
+    // The first parts fill the budget: every permit taken, none answered.
+    let filled = tokio::time::timeout(Duration::from_secs(10), async {
+        while state.body_budget.available_permits() > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(filled.is_ok(), "the first parts did not fill the budget");
+    assert!(answers.iter().all(|a| !a.is_finished()));
+    for tx in &senders {
+        for chunk in chunks(&rest) {
+            tx.unbounded_send(Ok(chunk)).unwrap();
+        }
+        tx.close_channel();
+    }
+    let mut statuses = Vec::new();
+    for answer in answers {
+        let (status, body) = answer.await.unwrap();
+        assert!(
+            status == StatusCode::OK
+                || (status == StatusCode::SERVICE_UNAVAILABLE
+                    && body.starts_with(
+                        "too many request bodies in flight, each waiting for room another holds"
+                    )),
+            "{status}: {body}"
+        );
+        statuses.push(status.as_u16());
+    }
+    let answered = statuses.iter().filter(|s| **s == 200).count();
+    assert!(answered >= 4, "{statuses:?}");
+    assert_eq!(
+        state.body_budget.available_permits(),
+        4 * KIB,
+        "all given back"
+    );
+}
