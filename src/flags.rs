@@ -31,34 +31,28 @@ pub struct ClusterNameFlag {
 /// and kubeconfig contexts use), so that it reads the same in every record
 /// and metric it reaches.
 pub fn cluster_name(s: &str) -> Result<String, String> {
-    const ACCEPTED: &str =
-        "1 to 128 characters: letters, digits, '-', '_', '.', ':' and '/' (e.g. prod-eu-1)";
     let valid = !s.is_empty()
         && s.len() <= 128
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'/'));
-    if valid {
-        Ok(s.to_string())
-    } else {
-        Err(format!(
-            "{} is not a cluster name: give {ACCEPTED}",
-            shown_value(s)
-        ))
-    }
+    named(
+        s,
+        valid,
+        "a cluster name",
+        "1 to 128 characters: letters, digits, '-', '_', '.', ':' and '/' (e.g. prod-eu-1)",
+    )
 }
 
 /// A Service's or a namespace's name (`--service`, `--namespace`): a DNS
 /// label, as Kubernetes names them. The serving certificate is made for
 /// `SERVICE.NAMESPACE.svc`, which must be a name kube-apiserver can check.
 pub fn dns_label(s: &str) -> Result<String, String> {
-    if crate::policy::is_dns_label(s) {
-        Ok(s.to_string())
-    } else {
-        Err(format!(
-            "{} is not a Service or namespace name: give 1 to 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
-            shown_value(s)
-        ))
-    }
+    named(
+        s,
+        crate::policy::is_dns_label(s),
+        "a Service or namespace name",
+        "1 to 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
+    )
 }
 
 /// An extra DNS name for a serving certificate (`certs --dns`, `serve
@@ -66,13 +60,21 @@ pub fn dns_label(s: &str) -> Result<String, String> {
 /// 253 characters, the first label `*` for a wildcard.
 pub fn dns_name(s: &str) -> Result<String, String> {
     let labels = s.strip_prefix("*.").unwrap_or(s);
-    if s.len() <= 253 && labels.split('.').all(crate::policy::is_dns_label) {
+    named(
+        s,
+        s.len() <= 253 && labels.split('.').all(crate::policy::is_dns_label),
+        "a DNS name",
+        "lowercase labels of letters, digits and '-' joined by '.', at most 253 characters (e.g. webhook.example.com, *.example.com)",
+    )
+}
+
+/// A name flag's value when `valid`; otherwise what it says: the value
+/// ([`shown_value`]) is not `not_a`, give `give`.
+fn named(s: &str, valid: bool, not_a: &str, give: &str) -> Result<String, String> {
+    if valid {
         Ok(s.to_string())
     } else {
-        Err(format!(
-            "{} is not a DNS name: give lowercase labels of letters, digits and '-' joined by '.', at most 253 characters (e.g. webhook.example.com, *.example.com)",
-            shown_value(s)
-        ))
+        Err(format!("{} is not {not_a}: give {give}", shown_value(s)))
     }
 }
 

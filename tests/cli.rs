@@ -206,45 +206,16 @@ fn certs_writes_a_chain_with_service_sans_and_prints_the_ca_bundle() {
     assert_eq!(stdout(&again), stdout(&o));
 }
 
+/// `certs` refuses a name no certificate check could match
+/// ([`a_bad_flag_value_is_repeated_escaped_and_cut_never_raw`] has each
+/// flag's words) before it writes anything, and takes a wildcard.
 #[test]
-fn certs_and_serve_refuse_a_name_no_certificate_check_could_match() {
+fn certs_refuses_a_name_no_certificate_check_could_match_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("certs");
     let out = out.to_str().unwrap();
-    for (args, says) in [
-        (
-            vec!["certs", "--out", out, "--dns", "a b"],
-            "\"a b\" is not a DNS name",
-        ),
-        (
-            vec!["certs", "--out", out, "--dns", "web..example.com"],
-            "is not a DNS name",
-        ),
-        (
-            vec!["certs", "--out", out, "--dns", "*"],
-            "is not a DNS name",
-        ),
-        (
-            vec!["certs", "--out", out, "--service", "Web Hook"],
-            "\"Web Hook\" is not a Service or namespace name",
-        ),
-        (
-            vec!["certs", "--out", out, "--namespace", "ops.prod"],
-            "is not a Service or namespace name",
-        ),
-        (
-            vec!["serve", "--certificate-dns", "ok.example.com,-bad"],
-            "\"-bad\" is not a DNS name",
-        ),
-        (
-            vec!["serve", "--service", "fg_webhook"],
-            "is not a Service or namespace name",
-        ),
-    ] {
-        let o = run(&args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
-        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
-    }
+    let o = run(&["certs", "--out", out, "--dns", "a b"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(!Path::new(out).exists(), "nothing written");
 
     let o = run(&["certs", "--out", out, "--dns", "*.example.com"]);
@@ -2616,6 +2587,28 @@ fn a_bad_flag_value_is_repeated_escaped_and_cut_never_raw() {
         (
             vec!["serve", "--certificates-secret", "a\nb/\u{1b}c"],
             "is not NAMESPACE/NAME",
+        ),
+        (vec!["certs", "--dns", "a b"], "\"a b\" is not a DNS name"),
+        (
+            vec!["certs", "--dns", "web..example.com"],
+            "is not a DNS name",
+        ),
+        (vec!["certs", "--dns", "*"], "is not a DNS name"),
+        (
+            vec!["certs", "--service", "Web Hook"],
+            "\"Web Hook\" is not a Service or namespace name",
+        ),
+        (
+            vec!["certs", "--namespace", "ops.prod"],
+            "is not a Service or namespace name",
+        ),
+        (
+            vec!["serve", "--certificate-dns", "ok.example.com,-bad"],
+            "\"-bad\" is not a DNS name",
+        ),
+        (
+            vec!["serve", "--service", "fg_webhook\u{1b}[2J"],
+            "is not a Service or namespace name",
         ),
     ] {
         let o = run(&args);
