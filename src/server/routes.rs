@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::drain::DRAIN_FACTOR;
-use super::state::{AppState, BudgetPermit, BudgetRefusal, kib};
+use super::state::{AppState, kib};
 use crate::admission::{self, Reviewed, audit};
 use crate::policy::Policy;
 use crate::trail::events::Judgment;
@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use http_body_util::BodyExt;
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::{Instrument, field};
 
 /// Bodies larger than this are decided on the blocking pool, so a few huge
@@ -307,7 +308,7 @@ async fn read_body(
     state: &AppState,
     mut body: Body,
     announced: Option<usize>,
-) -> Result<(Bytes, Option<BudgetPermit>), (StatusCode, String)> {
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), (StatusCode, String)> {
     let limit = state.limits.max_body_bytes;
     if announced.is_some_and(|length| length > limit) {
         return Err(too_large(limit));
@@ -315,7 +316,7 @@ async fn read_body(
     let deadline = tokio::time::Instant::now() + state.limits.body_timeout;
     // The budget pays for bytes received, not announced: a client that
     // announces 8 MiB and sends nothing holds nothing.
-    let mut held: Option<BudgetPermit> = None;
+    let mut held: Option<OwnedSemaphorePermit> = None;
     let read = async {
         let mut buf = bytes::BytesMut::new();
         let mut seen: usize = 0;
@@ -339,7 +340,7 @@ async fn read_body(
             seen = seen.saturating_add(data.len());
             if seen <= limit {
                 let needed = kib(seen);
-                if needed > held.as_ref().map_or(0, BudgetPermit::num_permits) {
+                if needed > held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits) {
                     held = Some(take_budget(state, deadline, held.take(), needed).await?);
                 }
                 buf.extend_from_slice(&data);
@@ -368,33 +369,40 @@ fn too_large(limit: usize) -> (StatusCode, String) {
     )
 }
 
-/// Grows `held` (or a new, empty share) to `kib` permits of the body budget
-/// ([`super::state::BodyBudget::grow`]), waiting for room until `deadline`.
+/// Grows `held` (or a new, empty permit) to `kib` permits of the body budget,
+/// waiting for room until `deadline`.
 async fn take_budget(
     state: &AppState,
     deadline: tokio::time::Instant,
-    held: Option<BudgetPermit>,
+    held: Option<OwnedSemaphorePermit>,
     kib: usize,
-) -> Result<BudgetPermit, (StatusCode, String)> {
-    state
-        .body_budget
-        .grow(held, kib, deadline)
-        .await
-        .map_err(|refusal| {
-            let why = match refusal {
-                BudgetRefusal::Timeout => "too many request bodies in flight",
-                BudgetRefusal::Deadlock => {
-                    "too many request bodies in flight, each waiting for room another holds"
-                }
-            };
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "{why} (more than {} bytes); try again",
-                    state.limits.max_inflight_body_bytes
-                ),
-            )
-        })
+) -> Result<OwnedSemaphorePermit, (StatusCode, String)> {
+    let budget = &state.body_budget;
+    let have = held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
+    // Never more than the whole budget: a start-up check keeps the largest
+    // accepted body within it.
+    let more = u32::try_from(kib.saturating_sub(have)).unwrap_or(u32::MAX);
+    let busy = || {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "too many request bodies in flight (more than {} bytes); try again",
+                state.limits.max_inflight_body_bytes
+            ),
+        )
+    };
+    let extra =
+        match tokio::time::timeout_at(deadline, budget.clone().acquire_many_owned(more)).await {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_)) | Err(_) => return Err(busy()),
+        };
+    Ok(match held {
+        Some(mut held) => {
+            held.merge(extra);
+            held
+        }
+        None => extra,
+    })
 }
 
 fn reject(state: &AppState, code: StatusCode, reason: String) -> Response {

@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 
 use crate::admission::audit::AuditLog;
 use crate::policy::Policy;
@@ -74,7 +74,7 @@ pub struct AppState {
     /// Audit lines on standard output, written from their own thread.
     pub audit: AuditLog,
     /// `limits.max_inflight_body_bytes`, in KiB permits.
-    pub body_budget: BodyBudget,
+    pub body_budget: Arc<Semaphore>,
     /// Reviews of large bodies decided at once ([`super::routes::OFFLOAD_BYTES`]):
     /// their working memory, on top of the bodies, stays that of a few.
     pub large_reviews: Arc<Semaphore>,
@@ -105,7 +105,7 @@ impl AppState {
             limits,
             recorder: None,
             events: None,
-            body_budget: BodyBudget::new(kib(limits.max_inflight_body_bytes)),
+            body_budget: Arc::new(Semaphore::new(kib(limits.max_inflight_body_bytes))),
             large_reviews: Arc::new(Semaphore::new(LARGE_REVIEWS)),
             audit,
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard".into()),
@@ -113,131 +113,6 @@ impl AppState {
             events_unauthenticated: false,
             cluster_name: None,
         }
-    }
-}
-
-/// The request bodies' memory budget, in KiB permits, paid as bytes arrive
-/// (a client that announces 8 MiB and sends nothing holds nothing).
-///
-/// A body that needs more than is free waits in line, holding what it has.
-/// When every permit held is held by bodies waiting so, none of them can
-/// ever finish (each waits for room another holds, until the body timeout
-/// refuses them all): the body whose wait would close that circle gives up
-/// what it holds at once instead, and the others go on.
-pub struct BodyBudget {
-    permits: Arc<Semaphore>,
-    /// Permits held by bodies, and of those, by bodies waiting for more.
-    held: Arc<AtomicUsize>,
-    held_waiting: AtomicUsize,
-}
-
-/// Why a body got no more of the budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BudgetRefusal {
-    /// Not within the deadline.
-    Timeout,
-    /// Its wait would have closed the circle: every permit held, held by
-    /// bodies waiting for more.
-    Deadlock,
-}
-
-/// A body's share of the budget, given back when dropped.
-pub struct BudgetPermit {
-    permit: OwnedSemaphorePermit,
-    held: Arc<AtomicUsize>,
-}
-
-impl BudgetPermit {
-    pub fn num_permits(&self) -> usize {
-        self.permit.num_permits()
-    }
-}
-
-impl Drop for BudgetPermit {
-    fn drop(&mut self) {
-        self.held
-            .fetch_sub(self.permit.num_permits(), Ordering::SeqCst);
-    }
-}
-
-impl BodyBudget {
-    pub fn new(total: usize) -> BodyBudget {
-        BodyBudget {
-            permits: Arc::new(Semaphore::new(total)),
-            held: Arc::new(AtomicUsize::new(0)),
-            held_waiting: AtomicUsize::new(0),
-        }
-    }
-
-    /// Permits free now.
-    pub fn available_permits(&self) -> usize {
-        self.permits.available_permits()
-    }
-
-    /// Grows `held` (or a new, empty share) to `kib` permits, waiting for
-    /// room until `deadline`. `kib` is at most the whole budget (a start-up
-    /// check keeps the largest accepted body within it).
-    pub async fn grow(
-        &self,
-        held: Option<BudgetPermit>,
-        kib: usize,
-        deadline: tokio::time::Instant,
-    ) -> Result<BudgetPermit, BudgetRefusal> {
-        let have = held.as_ref().map_or(0, BudgetPermit::num_permits);
-        let more = u32::try_from(kib.saturating_sub(have)).unwrap_or(u32::MAX);
-        let extra = match self.permits.clone().try_acquire_many_owned(more) {
-            Ok(extra) => extra,
-            Err(tokio::sync::TryAcquireError::Closed) => return Err(BudgetRefusal::Timeout),
-            Err(tokio::sync::TryAcquireError::NoPermits) => {
-                let waiting = Waiting::join(&self.held_waiting, have);
-                if have > 0 && waiting.sum >= self.held.load(Ordering::SeqCst) {
-                    // Dropping `held` gives its permits back.
-                    return Err(BudgetRefusal::Deadlock);
-                }
-                let acquired = tokio::time::timeout_at(
-                    deadline,
-                    self.permits.clone().acquire_many_owned(more),
-                )
-                .await;
-                drop(waiting);
-                match acquired {
-                    Ok(Ok(extra)) => extra,
-                    Ok(Err(_)) | Err(_) => return Err(BudgetRefusal::Timeout),
-                }
-            }
-        };
-        self.held.fetch_add(extra.num_permits(), Ordering::SeqCst);
-        Ok(match held {
-            Some(mut held) => {
-                held.permit.merge(extra);
-                held
-            }
-            None => BudgetPermit {
-                permit: extra,
-                held: self.held.clone(),
-            },
-        })
-    }
-}
-
-/// A body's permits counted among those held waiting, while it waits.
-struct Waiting<'a> {
-    count: &'a AtomicUsize,
-    have: usize,
-    /// Every waiting body's permits, this one's included, when it joined.
-    sum: usize,
-}
-
-impl<'a> Waiting<'a> {
-    fn join(count: &'a AtomicUsize, have: usize) -> Waiting<'a> {
-        let sum = count.fetch_add(have, Ordering::SeqCst) + have;
-        Waiting { count, have, sum }
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.count.fetch_sub(self.have, Ordering::SeqCst);
     }
 }
 
