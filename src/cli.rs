@@ -591,7 +591,7 @@ pub struct CertsArgs {
         long,
         env = "FINALIZER_GUARD_SERVICE",
         default_value = "finalizer-guard",
-        value_parser = own_words(crate::flags::dns_label)
+        value_parser = own_words(crate::flags::service_name)
     )]
     pub service: String,
     /// The webhook's namespace.
@@ -759,7 +759,7 @@ pub struct SelfManagedFlags {
         env = "FINALIZER_GUARD_SERVICE",
         value_name = "NAME",
         default_value = "finalizer-guard",
-        value_parser = own_words(crate::flags::dns_label)
+        value_parser = own_words(crate::flags::service_name)
     )]
     pub service: String,
     /// Self-managed certificates: an extra DNS name for the serving certificate (repeatable).
@@ -799,17 +799,13 @@ pub struct SelfManagedFlags {
 
 /// `NAMESPACE/NAME`, both DNS labels or subdomains as Kubernetes names them.
 fn secret_ref(s: &str) -> Result<(String, String), String> {
-    let valid = |part: &str| {
-        !part.is_empty()
-            && part.len() <= 253
-            && part
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'))
-    };
+    let name = |part: &str| part.len() <= 253 && part.split('.').all(crate::policy::is_dns_label);
     match s.split_once('/') {
-        Some((ns, name)) if valid(ns) && valid(name) => Ok((ns.to_string(), name.to_string())),
+        Some((ns, secret)) if crate::policy::is_dns_label(ns) && name(secret) => {
+            Ok((ns.to_string(), secret.to_string()))
+        }
         _ => Err(format!(
-            "{} is not NAMESPACE/NAME (lowercase letters, digits, '-' and '.'), e.g. finalizer-guard/finalizer-guard-certificates",
+            "{} is not NAMESPACE/NAME (a namespace, then a Secret's name: lowercase letters, digits and '-', the name's parts joined by '.'), e.g. finalizer-guard/finalizer-guard-certificates",
             crate::flags::shown_value(s)
         )),
     }

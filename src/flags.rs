@@ -43,15 +43,26 @@ pub fn cluster_name(s: &str) -> Result<String, String> {
     )
 }
 
-/// A Service's or a namespace's name (`--service`, `--namespace`): a DNS
-/// label, as Kubernetes names them. The serving certificate is made for
-/// `SERVICE.NAMESPACE.svc`, which must be a name kube-apiserver can check.
+/// A namespace's name (`--namespace`): a DNS label, as Kubernetes names
+/// namespaces. The serving certificate is made for `SERVICE.NAMESPACE.svc`,
+/// which must be a name kube-apiserver can check.
 pub fn dns_label(s: &str) -> Result<String, String> {
     named(
         s,
         crate::policy::is_dns_label(s),
-        "a Service or namespace name",
+        "a namespace name",
         "1 to 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
+    )
+}
+
+/// A Service's name (`--service`): a DNS label that starts with a letter
+/// (RFC 1035), as Kubernetes names Services.
+pub fn service_name(s: &str) -> Result<String, String> {
+    named(
+        s,
+        crate::policy::is_dns_label(s) && s.starts_with(|c: char| c.is_ascii_lowercase()),
+        "a Service name",
+        "1 to 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit",
     )
 }
 
@@ -59,6 +70,12 @@ pub fn dns_label(s: &str) -> Result<String, String> {
 /// --certificate-dns`): lowercase RFC 1123 labels joined by dots, at most
 /// 253 characters, the first label `*` for a wildcard.
 pub fn dns_name(s: &str) -> Result<String, String> {
+    if s.parse::<std::net::IpAddr>().is_ok() {
+        return Err(format!(
+            "{} is an IP address, which a TLS check matches only against IP addresses: give it with --ip (certs) or --certificate-ip (serve)",
+            shown_value(s)
+        ));
+    }
     let labels = s.strip_prefix("*.").unwrap_or(s);
     named(
         s,

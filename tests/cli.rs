@@ -2596,11 +2596,11 @@ fn a_bad_flag_value_is_repeated_escaped_and_cut_never_raw() {
         (vec!["certs", "--dns", "*"], "is not a DNS name"),
         (
             vec!["certs", "--service", "Web Hook"],
-            "\"Web Hook\" is not a Service or namespace name",
+            "\"Web Hook\" is not a Service name",
         ),
         (
             vec!["certs", "--namespace", "ops.prod"],
-            "is not a Service or namespace name",
+            "is not a namespace name",
         ),
         (
             vec!["serve", "--certificate-dns", "ok.example.com,-bad"],
@@ -2608,7 +2608,27 @@ fn a_bad_flag_value_is_repeated_escaped_and_cut_never_raw() {
         ),
         (
             vec!["serve", "--service", "fg_webhook\u{1b}[2J"],
-            "is not a Service or namespace name",
+            "is not a Service name",
+        ),
+        (
+            vec!["certs", "--service", "123"],
+            "\"123\" is not a Service name",
+        ),
+        (
+            vec!["certs", "--dns", "10.0.0.1"],
+            "\"10.0.0.1\" is an IP address",
+        ),
+        (
+            vec!["serve", "--certificates-secret", "../secrets"],
+            "is not NAMESPACE/NAME",
+        ),
+        (
+            vec!["serve", "--certificates-secret", "ns/.."],
+            "is not NAMESPACE/NAME",
+        ),
+        (
+            vec!["serve", "--certificates-secret", "a.b/certs"],
+            "is not NAMESPACE/NAME",
         ),
     ] {
         let o = run(&args);

@@ -902,7 +902,9 @@ impl Manager {
             tokio::select! {
                 () = tokio::time::sleep(self.settings.interval) => {}
                 () = stopped_signal(&mut draining) => {
-                    tracing::info!(object = %self.secret_name(), "draining: the certificates Secret is left to the pods that stay");
+                    if *draining.borrow() {
+                        tracing::info!(object = %self.secret_name(), "draining: the certificates Secret is left to the pods that stay");
+                    }
                     return;
                 }
             }
