@@ -1216,6 +1216,10 @@ fn schema_refuses_a_misspelled_or_mistyped_value_and_names_it() {
         ("certificates.generated.days=soon", "days"),
         ("certificates.self.extraDNSNames={a b}", "extraDNSNames"),
         (
+            "certificates.self.extraDNSNames={10.0.0.1}",
+            "extraDNSNames",
+        ),
+        (
             "certificates.generated.extraDNSNames={Webhook.Example.com}",
             "extraDNSNames",
         ),
