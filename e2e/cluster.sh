@@ -95,6 +95,8 @@ gone() {
   local name=$1 pid status
   pid=$(cat "$dir/run/$name.pid")
   status=$(wait "$pid" 2>/dev/null; echo $?)
+  # bash's -1: a child of this shell that has not ended. It still runs.
+  if [ "$status" = -1 ]; then return 0; fi
   if [ "$status" -gt 128 ] 2>/dev/null && [ "$status" -ne 255 ]; then
     status="killed by signal $(kill -l $(( status - 128 )) 2>/dev/null || echo $(( status - 128 )))"
   else
