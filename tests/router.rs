@@ -348,3 +348,88 @@ async fn a_broken_standard_output_refuses_reviews_and_counts_only_those_answered
         1
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_body_bytes_held_are_on_the_metrics_while_a_body_arrives() {
+    let state = state(&lines());
+    let at_rest = metrics_of(&state).await;
+    assert_contains_all(
+        "the metrics at rest",
+        &at_rest,
+        &[
+            "\nfinalizer_guard_request_body_bytes_in_flight 0\n",
+            "\nfinalizer_guard_request_body_budget_bytes 4194304\n",
+        ],
+    );
+
+    // A body that arrives in two pieces: the first is held while the
+    // second is awaited.
+    let (mut send, receive) = futures::channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    let request = Request::builder()
+        .method("POST")
+        .uri("/validate")
+        .header("content-type", "application/json")
+        .body(Body::from_stream(receive))
+        .unwrap();
+    let answer = tokio::spawn(routes::webhook(state.clone()).oneshot(request));
+    use futures::SinkExt as _;
+    send.send(Ok(vec![b' '; 600 * 1024])).await.unwrap();
+    let mut held = String::new();
+    for _ in 0..500 {
+        held = metrics_of(&state).await;
+        if held.contains("\nfinalizer_guard_request_body_bytes_in_flight 614400\n") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_contains_all(
+        "the metrics while a body arrives",
+        &held,
+        &["\nfinalizer_guard_request_body_bytes_in_flight 614400\n"],
+    );
+
+    send.send(Ok(b"{}".to_vec())).await.unwrap();
+    drop(send);
+    let response = answer.await.unwrap().unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert_contains_all(
+        "the metrics once it is answered",
+        &metrics_of(&state).await,
+        &["\nfinalizer_guard_request_body_bytes_in_flight 0\n"],
+    );
+}
+
+/// Every series `serve` exports has its row in docs/metrics.md's table.
+#[test]
+fn every_metric_is_in_the_docs() {
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md"),
+    )
+    .unwrap();
+    let serve = &docs[docs.find("\n## serve\n").unwrap()..docs.find("\n## watch\n").unwrap()];
+    let rows: Vec<&str> = serve.lines().filter(|l| l.starts_with("| `")).collect();
+    let exposition = Metrics::new().encode();
+    let mut missing = Vec::new();
+    for line in exposition.lines() {
+        let Some(declared) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let (name, kind) = declared.split_once(' ').unwrap();
+        let name = if kind == "counter" {
+            format!("{name}_total")
+        } else {
+            name.to_string()
+        };
+        let documented = rows.iter().any(|row| {
+            let first = row.split(" | ").next().unwrap();
+            first.contains(&format!("`{name}`")) || first.contains(&format!("`{name}{{"))
+        });
+        if !documented {
+            missing.push(name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not in docs/metrics.md's table: {missing:?}"
+    );
+}

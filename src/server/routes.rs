@@ -96,6 +96,7 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 
 async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    state.body_budget_on_record();
     let (content_type, body) = crate::trail::metrics::exposition(accept, state.metrics.encode());
     let mut response = body.into_response();
     response

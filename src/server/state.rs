@@ -96,6 +96,17 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// Puts the in-flight body budget, and what of it is held now, in the
+    /// metrics (the bytes held are counted in KiB, as the budget is paid).
+    pub fn body_budget_on_record(&self) {
+        let budget = self.limits.max_inflight_body_bytes;
+        let held = kib(budget).saturating_sub(self.body_budget.available_permits());
+        let held = held.saturating_mul(1024).min(budget);
+        let gauge = |bytes: usize| i64::try_from(bytes).unwrap_or(i64::MAX);
+        self.metrics.body_bytes_in_flight.set(gauge(held));
+        self.metrics.body_budget_bytes.set(gauge(budget));
+    }
+
     /// Unready, with no recorder and no Events: what the routes need and no more.
     pub fn new(policy: Policy, limits: Limits, metrics: Metrics, audit: AuditLog) -> AppState {
         AppState {

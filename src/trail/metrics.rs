@@ -204,6 +204,10 @@ pub struct Metrics {
     pub policy_info: Family<PolicyLabels, Gauge>,
     /// Reviews refused because their audit record could not be queued in time.
     pub audit_refused: Counter,
+    /// Request body bytes held at the scrape, against `body_budget_bytes`:
+    /// set by whoever serves the scrape (`serve`: its in-flight budget).
+    pub body_bytes_in_flight: Gauge,
+    pub body_budget_bytes: Gauge,
     /// Groups neither Kubernetes' own nor the policy's given a label of
     /// their own so far, at most [`MAX_OTHER_GROUPS`].
     other_groups: Mutex<HashSet<String>>,
@@ -278,6 +282,18 @@ impl Metrics {
             "Reviews answered with an error (HTTP 503), undecided, because their audit record could not be written: no room in its queue within 1s, the writer stalled, or standard output failing",
             audit_refused.clone(),
         );
+        let body_bytes_in_flight = Gauge::default();
+        registry.register(
+            "request_body_bytes_in_flight",
+            "Request body bytes held in memory at the scrape, received and not yet answered; at request_body_budget_bytes a body waits for room, and is refused (503) if none frees within the body timeout",
+            body_bytes_in_flight.clone(),
+        );
+        let body_budget_bytes = Gauge::default();
+        registry.register(
+            "request_body_budget_bytes",
+            "Most request body bytes held at once (--max-inflight-body-bytes)",
+            body_budget_bytes.clone(),
+        );
         let metrics = Metrics {
             registry,
             reviews,
@@ -293,6 +309,8 @@ impl Metrics {
             dropped,
             policy_info,
             audit_refused,
+            body_bytes_in_flight,
+            body_budget_bytes,
             other_groups: Mutex::new(HashSet::new()),
             named_finalizers: Mutex::new(HashSet::new()),
         };
