@@ -94,9 +94,12 @@ start() {
 gone() {
   local name=$1 pid status
   pid=$(cat "$dir/run/$name.pid")
+  # Still there, no zombie, and no other command line: it runs (alive
+  # could not read it).
+  if [ -d "/proc/$pid" ] && ! sed -E 's/.*\) //' "/proc/$pid/stat" 2>/dev/null | grep -q '^[ZX]'; then
+    case $(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline") in "" | *"$dir"*) return 0 ;; esac
+  fi
   status=$(wait "$pid" 2>/dev/null; echo $?)
-  # bash's -1: a child of this shell that has not ended. It still runs.
-  if [ "$status" = -1 ]; then return 0; fi
   if [ "$status" -gt 128 ] 2>/dev/null && [ "$status" -ne 255 ]; then
     status="killed by signal $(kill -l $(( status - 128 )) 2>/dev/null || echo $(( status - 128 )))"
   else
@@ -396,8 +399,13 @@ case $cmd in
   down)
     [ -d "$dir" ] || exit 0
     # Nodes first (e2e/nodes.sh): their kubelets still talk to the API server.
-    if [ -d "$dir/nodes" ] || [ -f "$dir/run/kube-scheduler.pid" ]; then "$here/nodes.sh" down "$dir"; fi
+    # The control plane stops even if that fails (and then says so).
+    nodes_down=0
+    if [ -d "$dir/nodes" ] || [ -f "$dir/run/kube-scheduler.pid" ]; then
+      "$here/nodes.sh" down "$dir" || nodes_down=$?
+    fi
     stop
+    if [ "$nodes_down" -ne 0 ]; then log "e2e/nodes.sh down $dir failed ($nodes_down)"; exit "$nodes_down"; fi
     log "down: $dir"
     ;;
   env)

@@ -153,17 +153,19 @@ NODE_IP=$ip
 POD_SUBNET=10.244.$k.0/24
 EOF
   # The bridge first: the node's address is on it before the kubelet starts.
-  ip link add "$bridge" type bridge
-  ip addr add "$ip/24" dev "$bridge"
-  ip link set "$bridge" up
+  # (Each step says when it fails: `set -e` does not hold in a function
+  # called with `||`.)
+  ip link add "$bridge" type bridge || return 1
+  ip addr add "$ip/24" dev "$bridge" || return 1
+  ip link set "$bridge" up || return 1
   # What kube-proxy does on a real node for the `kubernetes` Service: a pod's
   # connection to 10.0.0.1:443 goes to kube-apiserver, which listens on the
   # loopback address only (route_localnet lets this bridge carry it). Only
   # what arrives on this node's own bridge is rewritten; `down` deletes it.
   local api_dnat
   api_dnat=$(sed -n 's|^FG_E2E_API_SERVER=https://||p' "$dir/env")
-  sysctl -qw "net.ipv4.conf.$bridge.route_localnet=1"
-  iptables -w -t nat -A PREROUTING "${api_rule[@]/@BRIDGE@/$bridge}" --to-destination "$api_dnat"
+  sysctl -qw "net.ipv4.conf.$bridge.route_localnet=1" || return 1
+  iptables -w -t nat -A PREROUTING "${api_rule[@]/@BRIDGE@/$bridge}" --to-destination "$api_dnat" || return 1
   echo "API_DNAT=$api_dnat" >> "$nd/env"
 
   cat > "$nd/cni-conf/10-$node.conflist" <<EOF
@@ -243,7 +245,8 @@ EOF
     || { tail -n 30 "$dir/logs/containerd-$node.log" >&2; return 1; }
   local archive
   for archive in "$nodebin/pause.oci.tar" "${images[@]}"; do
-    ctr_node "$node" images import "$archive" > /dev/null
+    ctr_node "$node" images import "$archive" > /dev/null \
+      || { log "$node: cannot import $archive"; return 1; }
   done
 
   client "system:node:$node" system:nodes "kubelet-$node"
