@@ -262,6 +262,14 @@ healthzBindAddress: 127.0.0.1
 healthzPort: $healthz
 containerRuntimeEndpoint: unix://$nd/containerd.sock
 podLogsDir: $nd/pod-logs
+# Small files, rotated every few seconds under the scenarios' writes, as a
+# busy cluster's are at its 10Mi default: the audit trail is read across
+# the rotations, the way a log shipper reads it (tests/nodes), never from
+# kubectl logs' newest file only. As many bytes kept as the default's 5
+# files of 10Mi.
+containerLogMaxSize: 1Mi
+containerLogMaxFiles: 50
+containerLogMonitorInterval: 3s
 cgroupDriver: cgroupfs
 cgroupsPerQOS: false
 enforceNodeAllocatable: []

@@ -492,22 +492,64 @@ impl Nodes {
         self.helm(&args)
     }
 
-    /// The audit records the webhook's pods printed (their logs' JSON lines
-    /// with a decision).
+    /// The audit records the webhook's pods printed (their standard
+    /// output's JSON lines with a decision), read as a log shipper reads
+    /// them: from the nodes' container log files, the rotated ones included.
+    /// The kubelet rotates a container's log at 10 MiB
+    /// (`containerLogMaxSize`) and `kubectl logs` reads only the newest
+    /// file, which under a few hundred judged writes a second holds the last
+    /// minute or so.
     fn audit_records(&self) -> Vec<Value> {
-        let logs = self.admin(&[
-            "logs",
+        self.audit_trail().records
+    }
+
+    /// [`Nodes::audit_records`], and what they were read from.
+    fn audit_trail(&self) -> AuditTrail {
+        let pods = self.get(&[
+            "pods",
             "-n",
             NAMESPACE,
             "-l",
             "app.kubernetes.io/component=webhook",
-            "--tail=-1",
         ]);
-        logs.stdout
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|r| r["decision"].is_string())
-            .collect()
+        let mut trail = AuditTrail::default();
+        for pod in pods["items"].as_array().into_iter().flatten() {
+            let (Some(name), Some(uid), Some(node)) = (
+                pod["metadata"]["name"].as_str(),
+                pod["metadata"]["uid"].as_str(),
+                pod["spec"]["nodeName"].as_str(),
+            ) else {
+                continue; // not scheduled: nothing printed
+            };
+            let logs = self
+                .dir
+                .join("nodes")
+                .join(node)
+                .join("pod-logs")
+                .join(format!("{NAMESPACE}_{name}_{uid}"));
+            if !logs.is_dir() {
+                // A pod that has run has its log directory on its node.
+                assert_ne!(
+                    pod["status"]["phase"],
+                    "Running",
+                    "{} does not exist: where is {name}'s log?",
+                    logs.display()
+                );
+                continue;
+            }
+            let (lines, files) = container_stdout(&logs);
+            trail.files += files;
+            for line in lines {
+                let Ok(record) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if record["decision"].is_string() {
+                    trail.bytes += line.len() + 1;
+                    trail.records.push(record);
+                }
+            }
+        }
+        trail
     }
 
     /// `kubectl scale` of the webhook's Deployment.
@@ -2142,18 +2184,22 @@ fn helm_template_piped_to_kubectl_apply_serves_and_rotates_its_own_certificates_
         }
     });
     let ((synced_at, synced_in), synced) = synced.expect("the sync ran");
-    let authorized = n
-        .audit_records()
+    let trail = n.audit_trail();
+    let authorized = trail
+        .records
         .iter()
         .filter(|r| r["name"] == "free" && r["namespace"] == ns && r["decision"] == "authorized")
         .count();
     eprintln!(
-        "nodes: certificates rotating under writes for {ROTATION_SECONDS} s: {} guarded writes ({} refused with the webhook unavailable, {} otherwise), {} ordinary, {} removals allowed by the webhook ({authorized} audit records); {} serving certificates, {} CAs, steps {:?}, in {} samples; synced again at {:.1} s (for {:.1} s); {}",
+        "nodes: certificates rotating under writes for {ROTATION_SECONDS} s: {} guarded writes ({} refused with the webhook unavailable, {} otherwise), {} ordinary, {} removals allowed by the webhook ({authorized} audit records; {} records in all, {} bytes, read from {} log files); {} serving certificates, {} CAs, steps {:?}, in {} samples; synced again at {:.1} s (for {:.1} s); {}",
         writes.guarded,
         writes.unavailable,
         writes.other,
         writes.ordinary,
         rotation.allowed,
+        trail.records.len(),
+        trail.bytes,
+        trail.files,
         rotation.serving.len(),
         rotation.cas.len(),
         rotation.steps,
@@ -2171,6 +2217,13 @@ fn helm_template_piped_to_kubectl_apply_serves_and_rotates_its_own_certificates_
     assert!(rotation.unexpected.is_empty(), "{:#?}", rotation.unexpected);
     assert!(rotation.allowed >= 20, "{rotation:?}");
     assert!(authorized as u64 >= rotation.allowed, "{rotation:?}");
+    // The nodes' kubelets rotate at 1Mi (e2e/nodes.sh): the records above
+    // were read across rotated files, not from one file per pod.
+    assert!(
+        trail.files > 2,
+        "{} log files for two pods: the kubelet rotated none",
+        trail.files
+    );
     assert!(
         rotation.serving.len() >= 3,
         "two renewals at least: {rotation:?}"
@@ -2602,4 +2655,93 @@ fn a_guarded_write_through_the_service_and_through_a_url() {
         );
     }
     n.release_namespace(ns);
+}
+
+/// The webhook's audit records, the container log files they were read
+/// from (rotated ones included), and the records' bytes.
+#[derive(Default)]
+struct AuditTrail {
+    records: Vec<Value>,
+    files: usize,
+    bytes: usize,
+}
+
+/// The standard output lines of every container of a pod, read from the
+/// pod's log directory on its node (`POD-LOGS/NS_NAME_UID/CONTAINER/`) as a
+/// log shipper reads it: each container's `N.log`, the files the kubelet
+/// rotated beside it (`N.log.TIMESTAMP`, and the older ones gzip'd), in the
+/// order written. A line is CRI's `TIME STREAM P|F TEXT`: a `P` part
+/// continues in the next line. A file rotated away between the listing and
+/// the read is read again under its new name. The lines, and how many files
+/// they came from.
+fn container_stdout(pod: &Path) -> (Vec<String>, usize) {
+    for _ in 0..5 {
+        if let Some(lines) = container_stdout_once(pod) {
+            return lines;
+        }
+    }
+    panic!("{}: its files were rotated at every read", pod.display())
+}
+
+fn container_stdout_once(pod: &Path) -> Option<(Vec<String>, usize)> {
+    let read = |dir: &Path| -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|entry| entry.expect("a directory entry").path())
+            .collect();
+        paths.sort();
+        paths
+    };
+    let (mut lines, mut read_files) = (Vec::new(), 0);
+    for container in read(pod).into_iter().filter(|p| p.is_dir()) {
+        // The kubelet gzips into NAME.gz.tmp, then renames it.
+        let mut files: Vec<PathBuf> = read(&container)
+            .into_iter()
+            .filter(|f| f.extension().is_none_or(|e| e != "tmp"))
+            .collect();
+        // N.log.TIMESTAMP[.gz] sort after N.log but were written before it.
+        files.sort_by_key(|f| {
+            let name = f.file_name().unwrap_or_default().to_string_lossy();
+            let (restart, rest) = name.split_once(".log").unwrap_or((&name, ""));
+            (
+                restart.parse::<u32>().unwrap_or(u32::MAX),
+                rest.is_empty(),
+                rest.trim_end_matches(".gz").to_string(),
+            )
+        });
+        let mut partial = String::new();
+        read_files += files.len();
+        for file in files {
+            let text = if file.extension().is_some_and(|e| e == "gz") {
+                if !file.exists() {
+                    return None;
+                }
+                let mut gunzip = Command::new("gzip");
+                gunzip.arg("-dc").arg(&file);
+                run(gunzip, None).ok().stdout
+            } else {
+                match std::fs::read(&file) {
+                    Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+                    Err(e) => panic!("{}: {e}", file.display()),
+                }
+            };
+            for line in text.lines() {
+                let mut fields = line.splitn(4, ' ');
+                let (Some(_time), Some(stream), Some(tag)) =
+                    (fields.next(), fields.next(), fields.next())
+                else {
+                    continue;
+                };
+                if stream != "stdout" {
+                    continue;
+                }
+                partial.push_str(fields.next().unwrap_or(""));
+                if tag != "P" {
+                    lines.push(std::mem::take(&mut partial));
+                }
+            }
+        }
+    }
+    Some((lines, read_files))
 }
