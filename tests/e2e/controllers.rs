@@ -659,11 +659,13 @@ fn real_controllers_keep_working_under_enforce_in_a_namespace_made_after_the_swi
             c.get(&[kind, name, "-n", AFTER]).is_none()
         });
     }
+    let released =
+        |r: &Value| r["name"] == "held" && r["decision"] == "override" && r["dryRun"] != true;
     let override_record = env
-        .audit_records()
+        .audit_records_when(|records| records.iter().filter(|r| released(r)).count() >= held.len())
         .into_iter()
         .rev()
-        .find(|r| r["name"] == "held" && r["decision"] == "override")
+        .find(released)
         .expect("the override's audit record");
     assert_eq!(override_record["user"], "carol", "{override_record:#}");
     assert_eq!(

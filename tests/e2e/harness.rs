@@ -12,6 +12,7 @@
 //! client certificate kube-apiserver presents (cluster.sh's admission
 //! configuration) is the only one it serves.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -272,12 +273,21 @@ pub fn env() -> MutexGuard<'static, Env> {
     guard
 }
 
+/// A loopback port nothing listens on, never one this process handed out
+/// before: the kernel may give a port just released again, and two calls
+/// for one process's addresses must not collide.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+            return port;
+        }
+    }
 }
 
 pub fn bin() -> &'static str {
@@ -597,6 +607,19 @@ impl Env {
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
+    }
+
+    /// The webhook's audit records once `ready` holds of them, or after 10 s
+    /// (for the caller's assertion to say what is missing). A review is
+    /// answered once its record is queued; the writer writes it a moment
+    /// later, so a record looked for straight after a write is waited for.
+    pub fn audit_records_when(&self, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let mut records = Vec::new();
+        poll(10, || {
+            records = self.audit_records();
+            ready(&records)
+        });
+        records
     }
 
     /// The webhook's recordings so far (`--record-dir`), oldest first.
