@@ -1240,14 +1240,46 @@ type Rule = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
 
 /// The on-call role (docs/runbook.md) grants what `unstick`, `approve` and
 /// `doctor --cluster` call (src/cluster/), rule by rule, and nothing more:
-/// a rule added here is added on purpose. tests/e2e/oncall.rs runs the
-/// three commands as a user bound to it and nothing else.
+/// a rule added here is added on purpose. `finalizer-guard-oncall` is
+/// aggregated from `finalizer-guard-oncall-rules` (and `view`); it reads
+/// every type but Secrets, and patches only the types it lists.
+/// tests/e2e/oncall.rs runs the three commands as a user bound to it and
+/// nothing else.
 #[test]
 fn oncall_role_grants_what_the_cluster_commands_call_and_no_more() {
     let base = Base::load();
     let role: ClusterRole = base.named("ClusterRole", "finalizer-guard-oncall");
-    assert!(role.aggregation_rule.is_none());
-    let rules: Vec<Rule> = role
+    assert!(
+        role.rules.is_none(),
+        "aggregated: Kubernetes writes its rules"
+    );
+    let selectors: Vec<BTreeMap<String, String>> = role
+        .aggregation_rule
+        .expect("aggregated")
+        .cluster_role_selectors
+        .unwrap()
+        .into_iter()
+        .map(|s| s.match_labels.unwrap())
+        .collect();
+    assert_eq!(
+        selectors,
+        [
+            BTreeMap::from([(
+                "finalizer-guard.io/aggregate-to-oncall".to_string(),
+                "finalizer-guard-oncall".to_string()
+            )]),
+            BTreeMap::from([(
+                "rbac.authorization.k8s.io/aggregate-to-view".to_string(),
+                "true".to_string()
+            )]),
+        ]
+    );
+    let own: ClusterRole = base.named("ClusterRole", "finalizer-guard-oncall-rules");
+    assert_eq!(
+        own.metadata.labels.unwrap()["finalizer-guard.io/aggregate-to-oncall"],
+        "finalizer-guard-oncall"
+    );
+    let rules: Vec<Rule> = own
         .rules
         .unwrap()
         .into_iter()
@@ -1263,7 +1295,7 @@ fn oncall_role_grants_what_the_cluster_commands_call_and_no_more() {
         .collect();
     let v = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert_eq!(
-        rules,
+        rules[..2],
         [
             // whoami: a SelfSubjectReview.
             (
@@ -1279,12 +1311,39 @@ fn oncall_role_grants_what_the_cluster_commands_call_and_no_more() {
                 v(&["/api", "/api/*", "/apis", "/apis/*"]),
                 v(&["get"])
             ),
-            // Every type read: doctor's lists, the objects named or listed,
-            // nodes, leases, pods, APIServices, the webhook configuration,
-            // the policy ConfigMap.
-            (v(&["*"]), v(&["*"]), v(&[]), v(&["get", "list"])),
-            // The JSON patches of unstick and approve.
-            (v(&["*"]), v(&["*"]), v(&[]), v(&["patch"])),
+        ]
+    );
+    // Every type read but Secrets: the core group's named, Kubernetes' own
+    // groups whole.
+    let (core, groups) = (&rules[2], &rules[3]);
+    assert_eq!((&core.0, &core.3), (&v(&[""]), &v(&["get", "list"])));
+    assert!(!core.1.contains(&"secrets".to_string()) && !core.1.contains(&"*".to_string()));
+    for needed in ["pods", "nodes", "namespaces", "services", "configmaps"] {
+        assert!(core.1.contains(&needed.to_string()), "{needed}");
+    }
+    assert_eq!((&groups.1, &groups.3), (&v(&["*"]), &v(&["get", "list"])));
+    assert!(
+        groups.0.iter().all(|g| g.ends_with("k8s.io")
+            || ["apps", "autoscaling", "batch", "policy"].contains(&g.as_str())),
+        "{groups:?}"
+    );
+    // The types it releases, a rule per group, and the last two.
+    let n = rules.len();
+    for rule in &rules[4..n - 2] {
+        assert_eq!(rule.3, v(&["get", "list", "patch"]), "{rule:?}");
+        assert_eq!(rule.0.len(), 1, "{rule:?}");
+        assert_ne!(rule.0[0], "*", "{rule:?}");
+        for resource in &rule.1 {
+            assert!(
+                !["*", "secrets", "configmaps"].contains(&resource.as_str()),
+                "{rule:?}"
+            );
+        }
+    }
+    assert!(n - 6 >= 20, "{rules:#?}");
+    assert_eq!(
+        rules[n - 2..],
+        [
             // unstick namespace/NAME.
             (
                 v(&[""]),
@@ -1308,10 +1367,10 @@ fn oncall_role_grants_what_the_cluster_commands_call_and_no_more() {
         "*",
     ] {
         assert!(
-            !rules[2..4]
+            !rules[2..n - 2]
                 .iter()
                 .any(|r| r.3.iter().any(|have| have == verb)),
-            "no {verb} on every type"
+            "no {verb} on what it reads or releases"
         );
     }
     // Bound by you, not by the manifests.
@@ -1320,7 +1379,7 @@ fn oncall_role_grants_what_the_cluster_commands_call_and_no_more() {
         .iter()
         .filter(|o| text(o, "/kind").ends_with("Binding"))
     {
-        assert_ne!(text(binding, "/roleRef/name"), "finalizer-guard-oncall");
+        assert!(!text(binding, "/roleRef/name").starts_with("finalizer-guard-oncall"));
     }
 }
 

@@ -3,7 +3,8 @@ Artifact Hub's annotations (images, licence, changes, signing key).
 
     python3 chart.py CHART_DIR VERSION IMAGE_REPO IMAGE_DIGEST CHANGES SIGN_KEY SOURCE_URL
 
-Chart.yaml and values.yaml are edited as text, so their comments stay.
+Chart.yaml, values.yaml and README.md are edited as text, so their comments
+stay.
 """
 import json
 import re
@@ -42,4 +43,12 @@ path = f"{chart}/values.yaml"
 text = open(path).read()
 text, n = re.subn(r"(?m)^  repository: finalizer-guard$", f"  repository: {image_repo}", text, count=1)
 assert n == 1, "values.yaml: image.repository not found"
+open(path, "w").write(text)
+
+# The README's table of values (scripts/chart-readme.py) says the same default.
+path = f"{chart}/README.md"
+text = open(path).read()
+row = '| `image.repository` | string | `"finalizer-guard"` |'
+assert text.count(row) == 1, "README.md: the row of image.repository not found"
+text = text.replace(row, f'| `image.repository` | string | `"{image_repo}"` |')
 open(path, "w").write(text)

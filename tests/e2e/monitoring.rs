@@ -65,6 +65,13 @@ fn monitoring_objects_pass_the_api_servers_validation() {
             "monitoring.grafanaDashboard.enabled=true",
             "--set",
             "monitoring.serviceMonitor.labels.release=kube-prometheus-stack",
+            // A fleet's relabelings, as the CRDs' schemas take them.
+            "--set-json",
+            r#"monitoring.serviceMonitor.relabelings=[{"targetLabel":"cluster","replacement":"prod-eu-1"}]"#,
+            "--set-json",
+            r#"monitoring.serviceMonitor.metricRelabelings=[{"sourceLabels":["__name__"],"regex":"go_.*","action":"drop"}]"#,
+            "--set-json",
+            r#"monitoring.podMonitor.relabelings=[{"targetLabel":"cluster","replacement":"prod-eu-1"}]"#,
             "--show-only",
             "templates/monitoring.yaml",
         ],
@@ -116,6 +123,21 @@ fn monitoring_objects_pass_the_api_servers_validation() {
         .get(&["servicemonitor", "finalizer-guard-watch", "-n", NAMESPACE])
         .unwrap();
     assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
+    assert_eq!(
+        monitor["spec"]["endpoints"][0]["metricRelabelings"][0]["action"], "drop",
+        "kept by the CRD's schema: {monitor:#}"
+    );
+    assert_eq!(
+        monitor["spec"]["endpoints"][0]["relabelings"][0]["targetLabel"],
+        "cluster"
+    );
+    let alert = &rule["spec"]["groups"][0]["rules"][0];
+    assert!(
+        alert["annotations"]["runbook_url"]
+            .as_str()
+            .is_some_and(|u| u.ends_with("/docs/runbook.md#finalizerguardwebhookdown")),
+        "{alert:#}"
+    );
     assert_eq!(
         monitor["metadata"]["labels"]["release"],
         "kube-prometheus-stack"

@@ -4,7 +4,7 @@
 //! Needs helm, as `helm.rs` (`FG_HELM`).
 
 use super::fleet::everything;
-use super::helm::{chart, helm, template};
+use super::helm::{chart, find, helm, template};
 use super::*;
 
 fn doc(path: &str) -> String {
@@ -61,61 +61,564 @@ fn strings(value: &Value) -> Vec<String> {
     serde_json::from_value(value.clone()).unwrap_or_default()
 }
 
-/// docs/security.md, "What the chart grants": a row for each rule of each
-/// ClusterRole the chart renders by default (groups, resources and verbs
-/// exactly), one for each aggregated ClusterRole, and no other; no Role.
-#[test]
-#[ignore = "needs helm (FG_HELM): see .ci/run"]
-fn the_security_guide_lists_every_rule_of_every_role_the_chart_renders() {
-    let helm = helm();
-    let objects = template(&helm, &["--set", "certificates.source=cert-manager"]);
-    assert!(
-        !objects
-            .iter()
-            .any(|o| matches!(text(o, "/kind"), "Role" | "RoleBinding")),
-        "the guide says the chart renders no Role"
-    );
+/// A rule of a Role or ClusterRole, as docs/security.md's table has it:
+/// kind, name (the release's full name as `NAME`), groups, resources,
+/// resourceNames, verbs. An aggregated role is one row, `aggregated`; the
+/// on-call role's rules on the types it may release are one row.
+type RuleRow = (
+    String,
+    String,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+);
+
+const RELEASABLE: &str = "(oncallRole.releasableResources)";
+
+fn rendered_rules(objects: &[Value]) -> BTreeSet<RuleRow> {
+    let named = |s: &str| s.replacen("finalizer-guard", "NAME", 1);
     let mut rendered = BTreeSet::new();
-    for role in objects.iter().filter(|o| text(o, "/kind") == "ClusterRole") {
-        let name = text(role, "/metadata/name").replacen("finalizer-guard", "NAME", 1);
+    for role in objects
+        .iter()
+        .filter(|o| matches!(text(o, "/kind"), "Role" | "ClusterRole"))
+    {
+        let kind = text(role, "/kind").to_string();
+        let name = named(text(role, "/metadata/name"));
         if role.get("aggregationRule").is_some() {
-            rendered.insert((name, vec!["aggregated".to_string()], vec![], vec![]));
+            rendered.insert((
+                kind,
+                name,
+                vec!["aggregated".to_string()],
+                vec![],
+                vec![],
+                vec![],
+            ));
             continue;
         }
         for rule in role["rules"].as_array().unwrap() {
+            let verbs = strings(&rule["verbs"]);
             let (groups, resources) = match rule.get("nonResourceURLs") {
                 Some(urls) => (vec!["(non-resource)".to_string()], strings(urls)),
                 None => (strings(&rule["apiGroups"]), strings(&rule["resources"])),
             };
-            rendered.insert((name.clone(), groups, resources, strings(&rule["verbs"])));
+            if name == "NAME-oncall-rules" && verbs == ["get", "list", "patch"] {
+                rendered.insert((
+                    kind.clone(),
+                    name.clone(),
+                    vec![RELEASABLE.to_string()],
+                    vec![],
+                    vec![],
+                    verbs,
+                ));
+                continue;
+            }
+            let resource_names = strings(&rule["resourceNames"])
+                .iter()
+                .map(|n| named(n))
+                .collect();
+            rendered.insert((
+                kind.clone(),
+                name.clone(),
+                groups,
+                resources,
+                resource_names,
+                verbs,
+            ));
         }
     }
-    assert!(rendered.len() >= 10, "{rendered:?}");
-    let security = doc("docs/security.md");
-    let rows = table(section(&security, "## What the chart grants"));
-    let documented: BTreeSet<_> = rows
+    rendered
+}
+
+fn documented_rules(rows: &[Vec<String>]) -> BTreeSet<RuleRow> {
+    let documented: BTreeSet<RuleRow> = rows
         .iter()
         .map(|cells| {
-            let name = ticked(&cells[0]).remove(0);
-            match cells[1].as_str() {
-                "aggregated" => (name, vec!["aggregated".to_string()], vec![], vec![]),
+            let kind = cells[0].clone();
+            let name = ticked(&cells[1]).remove(0);
+            let verbs = ticked(&cells[4]);
+            match cells[2].as_str() {
+                "aggregated" => (
+                    kind,
+                    name,
+                    vec!["aggregated".to_string()],
+                    vec![],
+                    vec![],
+                    vec![],
+                ),
                 "(non-resource)" => (
+                    kind,
                     name,
                     vec!["(non-resource)".to_string()],
-                    ticked(&cells[2]),
                     ticked(&cells[3]),
+                    vec![],
+                    verbs,
                 ),
-                groups => (name, ticked(groups), ticked(&cells[2]), ticked(&cells[3])),
+                groups if groups.contains("oncallRole.releasableResources") => (
+                    kind,
+                    name,
+                    vec![RELEASABLE.to_string()],
+                    vec![],
+                    vec![],
+                    verbs,
+                ),
+                groups => {
+                    let (resources, names) = match cells[3].split_once(" named ") {
+                        Some((resources, names)) => (ticked(resources), ticked(names)),
+                        None => (ticked(&cells[3]), vec![]),
+                    };
+                    (kind, name, ticked(groups), resources, names, verbs)
+                }
             }
         })
         .collect();
     assert_eq!(documented.len(), rows.len(), "a row twice");
-    let missing: Vec<_> = rendered.difference(&documented).collect();
-    let extra: Vec<_> = documented.difference(&rendered).collect();
+    documented
+}
+
+fn assert_same_rules(rendered: &BTreeSet<RuleRow>, documented: &BTreeSet<RuleRow>, what: &str) {
+    let missing: Vec<_> = rendered.difference(documented).collect();
+    let extra: Vec<_> = documented.difference(rendered).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "rendered but not in docs/security.md: {missing:#?}\nin docs/security.md but not rendered: {extra:#?}"
+        "{what}: rendered but not in docs/security.md: {missing:#?}\nin docs/security.md but not rendered: {extra:#?}"
     );
+}
+
+/// docs/security.md, "What the chart grants": a row for each rule of each
+/// Role and ClusterRole the chart renders by default (groups, resources,
+/// resourceNames and verbs exactly), one for each aggregated ClusterRole,
+/// and no other; the certificates' Role and ClusterRole are `self`'s only.
+/// Every binding binds a role of the table, and none the on-call role.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn the_security_guide_lists_every_rule_of_every_role_the_chart_renders() {
+    let helm = helm();
+    let security = doc("docs/security.md");
+    let section = section(&security, "## What the chart grants");
+    let rows = table(section);
+    assert!(
+        rows.iter().all(|r| r.len() == 6),
+        "kind, name, apiGroups, resources, verbs, why: {rows:#?}"
+    );
+    let documented = documented_rules(&rows);
+    let default = template(&helm, &[]);
+    let rendered = rendered_rules(&default);
+    assert!(rendered.len() >= 14, "{rendered:?}");
+    assert!(
+        rendered.iter().any(|r| r.0 == "Role"),
+        "the default (certificates.source self) renders a Role"
+    );
+    assert_same_rules(&rendered, &documented, "the default values");
+    let self_only: BTreeSet<RuleRow> = documented
+        .iter()
+        .filter(|r| r.1 == "NAME-certificates")
+        .cloned()
+        .collect();
+    assert_eq!(self_only.len(), 2, "{self_only:#?}");
+    let cert_manager = template(&helm, &["--set", "certificates.source=cert-manager"]);
+    assert_same_rules(
+        &rendered_rules(&cert_manager),
+        &documented.difference(&self_only).cloned().collect(),
+        "certificates.source cert-manager",
+    );
+    let names: BTreeSet<String> = documented.iter().map(|r| r.1.clone()).collect();
+    for binding in default
+        .iter()
+        .filter(|o| matches!(text(o, "/kind"), "RoleBinding" | "ClusterRoleBinding"))
+    {
+        let bound = text(binding, "/roleRef/name").replacen("finalizer-guard", "NAME", 1);
+        assert!(
+            names.contains(&bound),
+            "{}: binds {bound}",
+            describe(binding)
+        );
+        assert!(!bound.contains("oncall"), "{}", describe(binding));
+    }
+    assert!(
+        section.contains("No RoleBinding or ClusterRoleBinding but those named"),
+        "the guide says which bindings there are"
+    );
+}
+
+/// Every Markdown file of the docs, the READMEs and the chart's README.
+fn all_docs() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![
+        root.join("README.md"),
+        root.join("DEVELOPMENT.md"),
+        chart().join("README.md"),
+    ];
+    files.extend(
+        files_under(&root.join("docs"))
+            .into_iter()
+            .filter(|f| f.extension() == Some(OsStr::new("md"))),
+    );
+    files
+}
+
+/// What the docs name as the default `certificates.source`: "default
+/// `certificates.source: X`", a table's default column, and "**`X`** (the
+/// default)" among the sources.
+fn default_source_claims(text: &str) -> Vec<String> {
+    let mut claims = Vec::new();
+    for (at, _) in text.match_indices("certificates.source: ") {
+        let word: String = text[at + "certificates.source: ".len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        let before = &text[at.saturating_sub(40)..at];
+        if before.contains("default") && !word.is_empty() {
+            claims.push(word);
+        }
+    }
+    for (at, _) in text.match_indices("** (the default)") {
+        let before = &text[..at];
+        let start = before.rfind("**`").expect("**`X`** (the default)") + 3;
+        claims.push(before[start..].trim_end_matches('`').to_string());
+    }
+    let mut header: Option<usize> = None;
+    for line in text.lines() {
+        if !line.starts_with('|') {
+            header = None;
+            continue;
+        }
+        let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+        match header {
+            None => {
+                header = Some(
+                    cells
+                        .iter()
+                        .position(|c| *c == "default")
+                        .unwrap_or(usize::MAX),
+                )
+            }
+            Some(column) => {
+                if ticked(cells[0]).first().map(String::as_str) == Some("certificates.source")
+                    && let Some(cell) = cells.get(column)
+                {
+                    claims.push(ticked(cell).remove(0).trim_matches('"').to_string());
+                }
+            }
+        }
+    }
+    claims
+}
+
+/// Every doc that names the default certificate source names the one
+/// values.yaml sets (the chart's `self`).
+#[test]
+fn the_docs_name_the_default_certificate_source_values_yaml_sets() {
+    let values: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(chart().join("values.yaml")).unwrap())
+            .unwrap();
+    let default = values["certificates"]["source"].as_str().unwrap();
+    let mut claims = Vec::new();
+    for file in all_docs() {
+        for claim in default_source_claims(&std::fs::read_to_string(&file).unwrap()) {
+            claims.push((file.clone(), claim));
+        }
+    }
+    assert!(claims.len() >= 4, "{claims:#?}");
+    let wrong: Vec<_> = claims.iter().filter(|(_, c)| c != default).collect();
+    assert!(
+        wrong.is_empty(),
+        "the default is {default}, not: {wrong:#?}"
+    );
+    // The reader itself: each form is found.
+    assert_eq!(
+        default_source_claims(
+            "the chart's default `certificates.source: self`\n- **`generated`** (the default): x\n\n| value | default | what |\n|---|---|---|\n| `certificates.source` | `generated` | x |\n"
+        ),
+        ["self", "generated", "generated"]
+    );
+}
+
+/// What a doc says the Events ClusterRole grants is what it grants: a
+/// sentence naming `finalizer-guard-events` (or `NAME-events`) lists its
+/// verbs, and no doc says the chart grants one of them alone.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn the_docs_say_the_verbs_the_events_role_has() {
+    let helm = helm();
+    let objects = template(&helm, &[]);
+    let role = find(&objects, "ClusterRole finalizer-guard-events").unwrap();
+    let granted: BTreeSet<String> = strings(&role["rules"][0]["verbs"]).into_iter().collect();
+    // Not `watch`: the docs tick it as the command's name too.
+    const VERBS: [&str; 6] = ["get", "list", "create", "update", "patch", "delete"];
+    let mut checked = 0;
+    for file in all_docs() {
+        // Prose only: a table's rows hold many roles' verbs.
+        let text: String = std::fs::read_to_string(&file)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('|'))
+            .collect::<Vec<_>>()
+            .join(" ");
+        for sentence in text.split(". ") {
+            if sentence.contains("finalizer-guard-events`") || sentence.contains("NAME-events`") {
+                let said: BTreeSet<String> = ticked(sentence)
+                    .into_iter()
+                    .filter(|w| VERBS.contains(&w.as_str()))
+                    .collect();
+                if !said.is_empty() {
+                    checked += 1;
+                    assert_eq!(said, granted, "{}: {sentence}", file.display());
+                }
+            }
+            if let Some(at) = sentence.find(" alone, as ") {
+                let after = &sentence[at..];
+                if after.contains("chart grant") {
+                    let before = &sentence[..at];
+                    let clause = &before[before.rfind(['(', ',', ':']).map_or(0, |i| i + 1)..];
+                    let said: BTreeSet<String> = ticked(clause).into_iter().collect();
+                    assert_eq!(said, granted, "{}: {sentence}", file.display());
+                }
+            }
+        }
+    }
+    assert!(checked >= 2, "{checked}");
+}
+
+/// Where the image comes from, said the same way everywhere: values.yaml
+/// points at the release's signed image (docs/install.md), never says there
+/// is none; a release's chart (scripts/release/chart.py) names it in
+/// values.yaml and in the README's table, and its notes ask to verify it
+/// rather than build one.
+#[test]
+#[ignore = "needs helm (FG_HELM) and python3: see .ci/run"]
+fn the_image_is_described_the_same_in_values_docs_and_a_releases_chart() {
+    let helm = helm();
+    let values = std::fs::read_to_string(chart().join("values.yaml")).unwrap();
+    let image = values.find("\nimage:\n").unwrap();
+    let comment = &values[values[..image].rfind("\n\n").unwrap()..image];
+    let note = &values[image..values[image..].find("\n\n").unwrap() + image];
+    for said in [comment, note] {
+        assert!(
+            !said.to_lowercase().contains("no published image"),
+            "{said}"
+        );
+    }
+    assert!(
+        note.contains("docs/install.md") && note.contains("signed"),
+        "{note}"
+    );
+    let install = doc("docs/install.md");
+    assert!(install.contains("The packaged chart's default image is the published one"));
+
+    let copy = tempfile::tempdir().unwrap();
+    let released = copy.path().join("finalizer-guard");
+    copy_dir(&chart(), &released);
+    let run = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/release/chart.py"))
+        .args([
+            released.to_str().unwrap(),
+            "0.1.0",
+            "ghcr.io/finalizer-guard/finalizer-guard",
+            "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+            "- kind: added\n  description: x",
+            "",
+            "https://github.com/finalizer-guard/finalizer-guard",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let readme = std::fs::read_to_string(released.join("README.md")).unwrap();
+    assert!(
+        readme.contains(
+            "| `image.repository` | string | `\"ghcr.io/finalizer-guard/finalizer-guard\"` |"
+        ),
+        "the README's table names the release's image"
+    );
+    let run = super::helm::run_helm(
+        &helm,
+        &[
+            "template",
+            "finalizer-guard",
+            released.to_str().unwrap(),
+            "--show-only",
+            "templates/deployment.yaml",
+        ],
+    );
+    assert!(run.ok, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("image: \"ghcr.io/finalizer-guard/finalizer-guard:0.1.0\""),
+        "{}",
+        run.stdout
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+/// A heading's anchor, as GitHub makes it: lower case, spaces to hyphens,
+/// everything but letters, digits, `-` and `_` dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+fn anchors(markdown: &str) -> BTreeSet<String> {
+    let mut in_code = false;
+    markdown
+        .lines()
+        .filter(|l| {
+            if l.starts_with("```") {
+                in_code = !in_code;
+            }
+            !in_code && l.starts_with('#')
+        })
+        .map(|l| anchor(l.trim_start_matches('#')))
+        .collect()
+}
+
+/// Every alert carries a runbook_url into docs/runbook.md, at the chart's
+/// version by default or under `monitoring.prometheusRule.runbookUrl`,
+/// whose anchor is a section of it; every link into the runbook from the
+/// docs lands on a section too.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn every_alert_has_a_runbook_url_whose_section_exists() {
+    let helm = helm();
+    let runbook = anchors(&doc("docs/runbook.md"));
+    assert!(runbook.contains("what-each-step-needs"), "{runbook:?}");
+    let chart_yaml: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(chart().join("Chart.yaml")).unwrap())
+            .unwrap();
+    let version = chart_yaml["appVersion"].as_str().unwrap();
+    for (args, base) in [
+        (
+            vec![],
+            format!(
+                "https://github.com/finalizer-guard/finalizer-guard/blob/v{version}/docs/runbook.md"
+            ),
+        ),
+        (
+            vec![
+                "--set",
+                "monitoring.prometheusRule.runbookUrl=https://wiki.example.com/fg/runbook",
+            ],
+            "https://wiki.example.com/fg/runbook".to_string(),
+        ),
+    ] {
+        let mut all = vec!["--set", "monitoring.prometheusRule.enabled=true"];
+        all.extend(args);
+        let objects = template(&helm, &all);
+        let rule = objects
+            .iter()
+            .find(|o| text(o, "/kind") == "PrometheusRule")
+            .unwrap();
+        let mut alerts = 0;
+        for alert in rule["spec"]["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_array().unwrap())
+        {
+            alerts += 1;
+            let name = alert["alert"].as_str().unwrap();
+            let url = alert["annotations"]["runbook_url"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{name} has no runbook_url"));
+            let (page, section) = url.split_once('#').unwrap();
+            assert_eq!(page, base, "{name}");
+            assert_eq!(section, name.to_lowercase(), "{name}");
+            assert!(
+                runbook.contains(section),
+                "docs/runbook.md has no section #{section} for {name}"
+            );
+        }
+        assert_eq!(alerts, 14);
+    }
+    for file in all_docs() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (at, _) in text.match_indices("runbook.md#") {
+            let section: String = text[at + "runbook.md#".len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '-' || *c == '_')
+                .collect();
+            assert!(
+                runbook.contains(&section),
+                "{} links to runbook.md#{section}",
+                file.display()
+            );
+        }
+    }
+    let own = doc("docs/runbook.md");
+    for (at, _) in own.match_indices("](#") {
+        let section: String = own[at + 3..].chars().take_while(|c| *c != ')').collect();
+        assert!(
+            runbook.contains(&section),
+            "docs/runbook.md links to #{section}"
+        );
+    }
+}
+
+/// The chart's README: its table of values is what scripts/chart-readme.py
+/// writes from the schema and values.yaml, so a value added, removed,
+/// described anew or given another default shows there.
+#[test]
+#[ignore = "needs helm (FG_HELM) and python3: see .ci/run"]
+fn the_charts_readme_lists_every_value_as_the_schema_describes_it() {
+    let helm = helm();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let run = Command::new("python3")
+        .arg(root.join("scripts/chart-readme.py"))
+        .arg("--check")
+        .env("FG_HELM", &helm)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let readme = std::fs::read_to_string(chart().join("README.md")).unwrap();
+    for value in [
+        "global.imageRegistry",
+        "podSecurityContext",
+        "securityContext",
+        "serviceAccount.annotations",
+        "service.annotations",
+        "extraObjects",
+        "watch.priorityClassName",
+        "watch.podLabels",
+        "monitoring.serviceMonitor.namespace",
+        "monitoring.serviceMonitor.relabelings",
+        "monitoring.serviceMonitor.metricRelabelings",
+        "monitoring.prometheusRule.namespace",
+        "oncallRole.releasableResources",
+        "certificates.source",
+    ] {
+        assert!(
+            readme.contains(&format!("| `{value}` |")),
+            "README.md lacks {value}"
+        );
+    }
 }
 
 /// The `kubectl ...` commands of the ```sh blocks in `text`, one string

@@ -565,3 +565,303 @@ fn watch_reads_secrets_only_when_asked() {
     assert!(find(&groups, "ClusterRole finalizer-guard-watch-view").is_none());
     assert!(find(&groups, "ClusterRoleBinding finalizer-guard-watch-view").is_none());
 }
+
+/// The values a fleet's charts take (Kyverno's, cert-manager's) reach the
+/// objects a user expects them on: a registry mirror on every image, the
+/// security contexts of every pod and container (a key set to null left
+/// out, as on OpenShift), the webhook's ServiceAccount's and Service's
+/// annotations, objects of the user's templated with the release's names,
+/// watch's priority class and labels, and the monitoring objects in the
+/// monitoring namespace with their relabelings.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn a_fleets_values_reach_the_objects_they_name() {
+    let helm = helm();
+    let values = values_file(
+        r#"
+global:
+  imageRegistry: mirror.example.com:5000/cache
+image:
+  repository: ghcr.io/finalizer-guard/finalizer-guard
+  tag: 1.2.3
+podSecurityContext:
+  runAsUser: null
+  runAsGroup: null
+  fsGroup: null
+  supplementalGroups: [4000]
+securityContext:
+  runAsUser: null
+  runAsGroup: null
+serviceAccount:
+  annotations:
+    eks.amazonaws.com/role-arn: arn:aws:iam::111122223333:role/guard
+service:
+  annotations:
+    example.com/mesh: skip
+extraObjects:
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata:
+      name: '{{ include "finalizer-guard.fullname" . }}-extra'
+      namespace: '{{ .Release.Namespace }}'
+    data:
+      release: '{{ .Release.Name }}'
+  - |
+    apiVersion: rbac.authorization.k8s.io/v1
+    kind: ClusterRole
+    metadata:
+      name: {{ include "finalizer-guard.fullname" . }}-oncall-crossplane
+      labels:
+        finalizer-guard.io/aggregate-to-oncall: {{ include "finalizer-guard.fullname" . }}-oncall
+    rules:
+      - apiGroups: [aws.upbound.io]
+        resources: ["*"]
+        verbs: [get, list, patch]
+podLabels:
+  team: platform
+watch:
+  priorityClassName: platform-low
+  podLabels:
+    team: watchers
+    tier: observe
+monitoring:
+  serviceMonitor:
+    enabled: true
+    namespace: monitoring
+    relabelings: [{targetLabel: cluster, replacement: prod-eu-1}]
+    metricRelabelings: [{sourceLabels: [__name__], regex: "go_.*", action: drop}]
+  podMonitor:
+    enabled: true
+    namespace: monitoring
+    relabelings: [{targetLabel: cluster, replacement: prod-eu-1}]
+  prometheusRule:
+    enabled: true
+    namespace: monitoring
+"#,
+    );
+    let run = render(&helm, RELEASE, &["-f", values.path().to_str().unwrap()]);
+    assert!(run.ok, "{}", run.stderr);
+    let objects = documents(&run.stdout).unwrap();
+    check_all(
+        &objects
+            .iter()
+            .filter(|o| !text(o, "/apiVersion").starts_with("monitoring.coreos.com"))
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+
+    // Every pod: the mirror's image, and the platform's user and group.
+    let mut pods = 0;
+    for object in &objects {
+        let pod = match text(object, "/kind") {
+            "Deployment" | "Job" => &object["spec"]["template"]["spec"],
+            _ => continue,
+        };
+        pods += 1;
+        let id = describe(object);
+        assert_eq!(
+            pod["securityContext"],
+            json!({"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}, "supplementalGroups": [4000]}),
+            "{id}"
+        );
+        for container in pod["containers"].as_array().unwrap() {
+            assert_eq!(
+                container["image"],
+                "mirror.example.com:5000/cache/finalizer-guard/finalizer-guard:1.2.3",
+                "{id}: the registry replaced, the path kept"
+            );
+            assert_eq!(
+                container["securityContext"],
+                json!({"runAsNonRoot": true, "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                       "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}),
+                "{id}"
+            );
+        }
+    }
+    assert_eq!(pods, 3, "the webhook, watch and the policy check");
+
+    let sa = find(
+        &objects,
+        &format!("ServiceAccount {NAMESPACE}/finalizer-guard"),
+    )
+    .unwrap();
+    assert_eq!(
+        sa["metadata"]["annotations"],
+        json!({"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/guard"})
+    );
+    let watch_sa = find(
+        &objects,
+        &format!("ServiceAccount {NAMESPACE}/finalizer-guard-watch"),
+    )
+    .unwrap();
+    assert!(
+        watch_sa["metadata"]["annotations"].is_null(),
+        "the webhook's only"
+    );
+    let service = find(&objects, &format!("Service {NAMESPACE}/finalizer-guard")).unwrap();
+    assert_eq!(
+        service["metadata"]["annotations"],
+        json!({"example.com/mesh": "skip"})
+    );
+
+    let extra = find(
+        &objects,
+        &format!("ConfigMap {NAMESPACE}/finalizer-guard-extra"),
+    )
+    .expect("an extraObjects map, its names templated");
+    assert_eq!(extra["data"]["release"], RELEASE);
+    let crossplane = find(&objects, "ClusterRole finalizer-guard-oncall-crossplane")
+        .expect("an extraObjects string, templated");
+    let oncall = find(&objects, "ClusterRole finalizer-guard-oncall").unwrap();
+    let selects = &oncall["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"];
+    assert_eq!(
+        crossplane["metadata"]["labels"]["finalizer-guard.io/aggregate-to-oncall"],
+        selects["finalizer-guard.io/aggregate-to-oncall"],
+        "a ClusterRole of the user's adds to the on-call role by its label"
+    );
+
+    let watch = objects
+        .iter()
+        .find(|o| text(o, "/kind") == "Deployment" && is_watch(o))
+        .unwrap();
+    let template = &watch["spec"]["template"];
+    assert_eq!(template["spec"]["priorityClassName"], "platform-low");
+    let watch_labels = labels(template);
+    assert_eq!(
+        watch_labels["team"], "watchers",
+        "watch.podLabels win over podLabels"
+    );
+    assert_eq!(watch_labels["tier"], "observe");
+    assert_eq!(watch_labels["app.kubernetes.io/component"], "watch");
+    let webhook = webhook_deployment(&objects);
+    assert_eq!(labels(&webhook["spec"]["template"])["team"], "platform");
+    assert!(!labels(&webhook["spec"]["template"]).contains_key("tier"));
+    assert!(webhook["spec"]["template"]["spec"]["priorityClassName"] == "system-cluster-critical");
+
+    // The monitoring objects where the Prometheus looks, selecting the release's namespace.
+    let monitors: Vec<&Value> = objects
+        .iter()
+        .filter(|o| text(o, "/apiVersion").starts_with("monitoring.coreos.com"))
+        .collect();
+    assert_eq!(
+        monitors.len(),
+        5,
+        "two ServiceMonitors, two PodMonitors, the rule"
+    );
+    for monitor in monitors {
+        let id = describe(monitor);
+        assert_eq!(text(monitor, "/metadata/namespace"), "monitoring", "{id}");
+        let endpoint = match text(monitor, "/kind") {
+            "ServiceMonitor" => &monitor["spec"]["endpoints"][0],
+            "PodMonitor" => &monitor["spec"]["podMetricsEndpoints"][0],
+            _ => continue,
+        };
+        assert_eq!(
+            monitor["spec"]["namespaceSelector"],
+            json!({"matchNames": [NAMESPACE]}),
+            "{id}"
+        );
+        assert_eq!(
+            endpoint["relabelings"],
+            json!([{"targetLabel": "cluster", "replacement": "prod-eu-1"}]),
+            "{id}"
+        );
+        if text(monitor, "/kind") == "ServiceMonitor" {
+            assert_eq!(
+                endpoint["metricRelabelings"],
+                json!([{"sourceLabels": ["__name__"], "regex": "go_.*", "action": "drop"}]),
+                "{id}"
+            );
+        } else {
+            assert!(endpoint.get("metricRelabelings").is_none(), "{id}");
+        }
+    }
+    let rule = objects
+        .iter()
+        .find(|o| text(o, "/kind") == "PrometheusRule")
+        .unwrap();
+    let expr = rule["spec"]["groups"][0]["rules"][0]["expr"]
+        .as_str()
+        .unwrap();
+    assert!(
+        expr.contains(&format!("namespace=\"{NAMESPACE}\"")),
+        "the alerts select the release's namespace: {expr}"
+    );
+
+    // A repository without a registry gets the mirror in front.
+    let run = render(
+        &helm,
+        RELEASE,
+        &[
+            "--set",
+            "global.imageRegistry=mirror.example.com",
+            "--show-only",
+            "templates/deployment.yaml",
+        ],
+    );
+    assert!(run.ok, "{}", run.stderr);
+    let deployment = &documents(&run.stdout).unwrap()[0];
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        "mirror.example.com/finalizer-guard:0.1.0"
+    );
+}
+
+/// The defaults of the new values render what the chart rendered before
+/// them: the security contexts field by field (the restricted Pod Security
+/// Standard) and no annotations, objects or relabelings of their own.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn the_fleets_values_default_to_what_the_chart_rendered_before() {
+    let helm = helm();
+    let objects = template(
+        &helm,
+        &[
+            "--set",
+            "monitoring.serviceMonitor.enabled=true,monitoring.podMonitor.enabled=true,monitoring.prometheusRule.enabled=true",
+        ],
+    );
+    for object in &objects {
+        let pod = match text(object, "/kind") {
+            "Deployment" | "Job" => &object["spec"]["template"]["spec"],
+            _ => continue,
+        };
+        let id = describe(object);
+        assert_eq!(
+            pod["securityContext"],
+            json!({"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
+                   "seccompProfile": {"type": "RuntimeDefault"}}),
+            "{id}"
+        );
+        assert_eq!(
+            pod["containers"][0]["securityContext"],
+            json!({"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
+                   "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                   "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}),
+            "{id}"
+        );
+        assert_eq!(
+            pod["containers"][0]["image"], "finalizer-guard:0.1.0",
+            "{id}"
+        );
+        if is_watch(object) {
+            assert!(pod.get("priorityClassName").is_none(), "{id}");
+        }
+    }
+    for object in &objects {
+        let id = describe(object);
+        if matches!(text(object, "/kind"), "ServiceAccount" | "Service") {
+            assert!(object["metadata"].get("annotations").is_none(), "{id}");
+        }
+        if text(object, "/apiVersion").starts_with("monitoring.coreos.com") {
+            assert_eq!(text(object, "/metadata/namespace"), NAMESPACE, "{id}");
+            let endpoints = object["spec"]
+                .get("endpoints")
+                .or_else(|| object["spec"].get("podMetricsEndpoints"));
+            if let Some(endpoints) = endpoints {
+                assert!(endpoints[0].get("relabelings").is_none(), "{id}");
+                assert!(endpoints[0].get("metricRelabelings").is_none(), "{id}");
+            }
+        }
+    }
+}

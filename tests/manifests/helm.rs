@@ -1893,8 +1893,171 @@ fn the_policy_check_fails_on_warnings_when_strict() {
     assert!(run.stderr.contains("strict"), "{}", run.stderr);
 }
 
+/// The paragraphs of NOTES.txt's "Off with these values" list, by their
+/// first words (up to the first `:`).
+fn off_list(notes: &str) -> BTreeMap<String, String> {
+    let Some(list) = notes
+        .split("Off with these values, and the value that turns each on:")
+        .nth(1)
+    else {
+        return BTreeMap::new();
+    };
+    let list = list.split("\nBreak-glass of last resort").next().unwrap();
+    list.split("\n\n- ")
+        .skip(1)
+        .map(|p| {
+            let p = p.trim_start_matches("- ").replace("\n  ", " ");
+            let (name, rest) = p.split_once(": ").unwrap();
+            (name.to_string(), rest.trim().to_string())
+        })
+        .collect()
+}
+
+/// A default install leaves nothing off without saying so: NOTES.txt lists
+/// each feature the values leave off, the value that turns it on (which
+/// `helm template` then takes), and its cost; a feature turned on leaves the
+/// list, and one turned off joins it.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn install_notes_say_what_the_values_leave_off_and_how_to_turn_it_on() {
+    let helm = helm();
+    let default = off_list(&notes(&helm, &[]));
+    let expected = [
+        ("Events", "events.unauthenticated=true"),
+        (
+            "Evidence for `policy suggest` from the webhook's own records",
+            "--trust-unauthenticated",
+        ),
+        ("Alerts", "monitoring.prometheusRule.enabled=true"),
+        ("A NetworkPolicy", "networkPolicy.enabled=true"),
+        ("The backstop", "backstop.enabled=true"),
+        ("Secrets for on-call", "oncallRole.secrets=true"),
+        ("The two-person override", "policy.override.approval"),
+    ];
+    assert_eq!(
+        default.keys().cloned().collect::<BTreeSet<_>>(),
+        expected
+            .iter()
+            .map(|(k, _)| k.to_string())
+            .collect::<BTreeSet<_>>(),
+        "{default:#?}"
+    );
+    for (feature, value) in expected {
+        let said = &default[feature];
+        assert!(said.contains(value), "{feature}: {said}");
+        assert!(
+            said.contains(" On: ") || said.contains(". On:"),
+            "{feature} says how to turn it on: {said}"
+        );
+    }
+    assert!(
+        default["Events"].contains("--client-ca"),
+        "{}",
+        default["Events"]
+    );
+    assert!(
+        default["Events"].contains("'\"decision\":\"denied\"'"),
+        "where denials are without Events"
+    );
+    // Each "On:" value turns its line off (and renders); --client-ca, two.
+    for (args, gone) in [
+        (vec!["--set", "events.unauthenticated=true"], vec!["Events"]),
+        (
+            vec![
+                "--set-json",
+                r#"extraArgs=["--client-ca=/etc/finalizer-guard/tls/ca.crt"]"#,
+            ],
+            vec![
+                "Events",
+                "Evidence for `policy suggest` from the webhook's own records",
+            ],
+        ),
+        (
+            vec![
+                "--set",
+                "monitoring.prometheusRule.enabled=true,monitoring.serviceMonitor.enabled=true",
+            ],
+            vec!["Alerts"],
+        ),
+        (
+            vec!["--set", "networkPolicy.enabled=true"],
+            vec!["A NetworkPolicy"],
+        ),
+        (
+            vec!["--set", "oncallRole.secrets=true"],
+            vec!["Secrets for on-call"],
+        ),
+        (
+            vec![
+                "--set-json",
+                r#"policy.override.approval={"groups":["sre"],"maxAge":"2h"}"#,
+            ],
+            vec!["The two-person override"],
+        ),
+    ] {
+        let list = off_list(&notes(&helm, &args));
+        let left: BTreeSet<&String> = default
+            .keys()
+            .filter(|k| !gone.contains(&k.as_str()))
+            .collect();
+        assert_eq!(list.keys().collect::<BTreeSet<_>>(), left, "{args:?}");
+    }
+    // --client-ca turns Events on too.
+    let verified = off_list(&notes(
+        &helm,
+        &[
+            "--set-json",
+            r#"extraEnv=[{"name":"FINALIZER_GUARD_CLIENT_CA","value":"/ca.crt"}]"#,
+        ],
+    ));
+    assert!(
+        !verified.contains_key("Events")
+            && !verified
+                .contains_key("Evidence for `policy suggest` from the webhook's own records"),
+        "{verified:#?}"
+    );
+    // Turned off, listed.
+    let off = off_list(&notes(
+        &helm,
+        &[
+            "--set",
+            "events.enabled=false,watch.enabled=false,policyCheck.enabled=false,oncallRole.enabled=false,monitoring.prometheusRule.enabled=true",
+        ],
+    ));
+    for (feature, value) in [
+        ("Events", "events.enabled=true"),
+        ("watch", "watch.enabled=true"),
+        ("The policy check", "policyCheck.enabled=true"),
+        ("The on-call role", "oncallRole.enabled=true"),
+        (
+            "Scrapes for the alerts",
+            "monitoring.serviceMonitor.enabled=true",
+        ),
+    ] {
+        assert!(
+            off.get(feature).is_some_and(|s| s.contains(value)),
+            "{feature}: {off:#?}"
+        );
+    }
+    assert!(
+        !off.contains_key("Secrets for on-call"),
+        "no role, no line about its Secrets"
+    );
+    let quiet = off_list(&notes(&helm, &["--set", "watch.events=false"]));
+    assert!(
+        quiet
+            .get("FinalizerStuck Events")
+            .is_some_and(|s| s.contains("watch.events=true")),
+        "{quiet:#?}"
+    );
+    // The warn-mode path says what `policy suggest` makes of unverified records.
+    let warn = notes(&helm, &[]);
+    assert!(warn.contains("--trust-unauthenticated"), "{warn}");
+}
+
 /// The on-call ClusterRole is the chart's, on by default, named after the
-/// release, and bound to no one.
+/// release, bound to no one, and aggregated from its rules' role (and from
+/// `view` while `oncallRole.aggregateToView`).
 #[test]
 #[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn the_oncall_role_is_rendered_unbound_and_can_be_left_out() {
@@ -1903,10 +2066,26 @@ fn the_oncall_role_is_rendered_unbound_and_can_be_left_out() {
     let role = find(&rendered, "ClusterRole finalizer-guard-oncall").expect("the on-call role");
     assert!(role["metadata"]["namespace"].is_null());
     assert!(
+        role.get("rules").is_none(),
+        "the aggregation controller writes them"
+    );
+    assert_eq!(
+        role["aggregationRule"]["clusterRoleSelectors"],
+        json!([
+            {"matchLabels": {"finalizer-guard.io/aggregate-to-oncall": "finalizer-guard-oncall"}},
+            {"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+        ])
+    );
+    let rules = find(&rendered, "ClusterRole finalizer-guard-oncall-rules").expect("its rules");
+    assert_eq!(
+        rules["metadata"]["labels"]["finalizer-guard.io/aggregate-to-oncall"],
+        "finalizer-guard-oncall"
+    );
+    assert!(
         rendered
             .iter()
             .filter(|o| text(o, "/kind").ends_with("Binding"))
-            .all(|b| text(b, "/roleRef/name") != "finalizer-guard-oncall"),
+            .all(|b| !text(b, "/roleRef/name").contains("-oncall")),
         "bound to no one by the chart"
     );
     let run = run_helm(
@@ -1920,10 +2099,240 @@ fn the_oncall_role_is_rendered_unbound_and_can_be_left_out() {
         ],
     );
     assert!(run.ok, "{}", run.stderr);
-    assert!(run.stdout.contains("name: other-finalizer-guard-oncall"));
+    assert!(run.stdout.contains("name: other-finalizer-guard-oncall\n"));
+    assert!(
+        run.stdout
+            .contains("finalizer-guard.io/aggregate-to-oncall: other-finalizer-guard-oncall\n")
+    );
     let off = template(&helm, &["--set", "oncallRole.enabled=false"]);
     assert!(find(&off, "ClusterRole finalizer-guard-oncall").is_none());
+    assert!(find(&off, "ClusterRole finalizer-guard-oncall-rules").is_none());
     assert!(find(&off, "ClusterRole finalizer-guard-events").is_some());
+    let no_view = template(&helm, &["--set", "oncallRole.aggregateToView=false"]);
+    assert_eq!(
+        find(&no_view, "ClusterRole finalizer-guard-oncall").unwrap()["aggregationRule"]
+            ["clusterRoleSelectors"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+/// `RESOURCE` or `RESOURCE.GROUP`, as RBAC's (group, resource).
+fn rbac_type(name: &str) -> (String, String) {
+    match name.split_once('.') {
+        Some((resource, group)) => (group.to_string(), resource.to_string()),
+        None => (String::new(), name.to_string()),
+    }
+}
+
+/// What the on-call role's rules grant: (group, resource) by verb.
+fn oncall_grants(objects: &[Value]) -> BTreeMap<String, BTreeSet<(String, String)>> {
+    let rules = find(objects, "ClusterRole finalizer-guard-oncall-rules").expect("its rules");
+    let mut grants: BTreeMap<String, BTreeSet<(String, String)>> = BTreeMap::new();
+    for rule in rules["rules"].as_array().unwrap() {
+        let Some(groups) = rule["apiGroups"].as_array() else {
+            continue;
+        };
+        for verb in rule["verbs"].as_array().unwrap() {
+            for group in groups {
+                for resource in rule["resources"].as_array().unwrap() {
+                    grants
+                        .entry(verb.as_str().unwrap().to_string())
+                        .or_default()
+                        .insert((
+                            group.as_str().unwrap().to_string(),
+                            resource.as_str().unwrap().to_string(),
+                        ));
+                }
+            }
+        }
+    }
+    grants
+}
+
+/// The on-call role reads every type but Secrets and patches only the
+/// types `oncallRole.releasableResources` lists: by default those
+/// Kubernetes' own controllers finalize and those of every preset that
+/// names them, but ConfigMaps, Secrets and CRDs; nothing on `*` but
+/// Kubernetes' own groups' reads. `extraReleasableResources` adds to them,
+/// `oncallRole.secrets` adds Secrets, and Secrets named as a type are
+/// refused with the value to use.
+#[test]
+#[ignore = "needs helm (FG_HELM): see .ci/run"]
+fn the_oncall_role_reads_all_but_secrets_and_releases_only_the_listed_types() {
+    let helm = helm();
+    let rendered = template(&helm, &[]);
+    let grants = oncall_grants(&rendered);
+    let reads =
+        |grants: &BTreeMap<String, BTreeSet<(String, String)>>, group: &str, resource: &str| {
+            ["get", "list"].iter().all(|verb| {
+                grants.get(*verb).is_some_and(|g| {
+                    g.contains(&(group.to_string(), resource.to_string()))
+                        || g.contains(&(group.to_string(), "*".to_string()))
+                })
+            })
+        };
+    let patched = &grants["patch"];
+    assert!(!reads(&grants, "", "secrets"), "{grants:#?}");
+    for verb in ["get", "list", "patch", "update", "delete"] {
+        for (group, resource) in grants.get(verb).into_iter().flatten() {
+            assert_ne!(group, "*", "{verb} on every group");
+            assert_ne!(resource, "secrets", "{verb} on Secrets");
+            if resource == "*" {
+                assert!(
+                    verb == "get" || verb == "list",
+                    "{verb} {resource} in {group}"
+                );
+            }
+        }
+    }
+    for (group, resource) in [
+        ("", "pods"),
+        ("", "nodes"),
+        ("apps", "deployments"),
+        (
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+        ),
+        ("coordination.k8s.io", "leases"),
+        ("apiregistration.k8s.io", "apiservices"),
+        ("", "configmaps"),
+        ("", "services"),
+    ] {
+        assert!(
+            reads(&grants, group, resource),
+            "it reads {resource}.{group}"
+        );
+    }
+    // What it patches is what the value lists, and nothing else.
+    let values: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(chart().join("values.yaml")).unwrap())
+            .unwrap();
+    let listed: BTreeSet<(String, String)> = values["oncallRole"]["releasableResources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| rbac_type(r.as_str().unwrap()))
+        .collect();
+    assert_eq!(patched, &listed);
+    for forbidden in [
+        ("", "configmaps"),
+        ("", "secrets"),
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
+        ("apps", "deployments"),
+        (
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+        ),
+    ] {
+        assert!(
+            !patched.contains(&(forbidden.0.to_string(), forbidden.1.to_string())),
+            "patches {forbidden:?}"
+        );
+    }
+    // The default covers Kubernetes' own finalizer holders (but the
+    // garbage collector's owners and kube-apiserver's CRDs, whose
+    // finalizers go by themselves once their dependents are released) and
+    // the preset catalog's types (but ConfigMaps, Secrets and CRDs).
+    for controller in BUILTIN_CONTROLLERS {
+        if matches!(
+            controller.name,
+            "garbage-collector" | "customresourcedefinition-finalizer"
+        ) {
+            continue;
+        }
+        let kind = rbac_type(controller.example_resource);
+        assert!(
+            patched.contains(&kind),
+            "{}: {} is not releasable",
+            controller.name,
+            controller.example_resource
+        );
+    }
+    let mut catalog = 0;
+    for preset in finalizer_guard::policy::presets::catalog() {
+        for component in &preset.components {
+            for resource in component.resources.iter().flatten() {
+                catalog += 1;
+                if matches!(
+                    resource.as_str(),
+                    "configmaps" | "secrets" | "customresourcedefinitions.apiextensions.k8s.io"
+                ) {
+                    continue;
+                }
+                assert!(
+                    patched.contains(&rbac_type(resource)),
+                    "preset {}/{}: {resource} is not in oncallRole.releasableResources",
+                    preset.name,
+                    component.name
+                );
+            }
+        }
+    }
+    assert!(catalog > 30, "{catalog}");
+    assert_eq!(
+        grants["update"],
+        BTreeSet::from([(String::new(), "namespaces/finalize".to_string())])
+    );
+    assert_eq!(
+        grants["delete"],
+        BTreeSet::from([(String::new(), "pods".to_string())])
+    );
+
+    // More types, a whole group, and Secrets when asked.
+    let more = template(
+        &helm,
+        &[
+            "--set-json",
+            r#"oncallRole.extraReleasableResources=["*.upbound.io","configmaps","pods"]"#,
+            "--set",
+            "oncallRole.secrets=true",
+        ],
+    );
+    let grants = oncall_grants(&more);
+    let patched = &grants["patch"];
+    assert_eq!(patched.len(), listed.len() + 3, "pods once");
+    for kind in [("upbound.io", "*"), ("", "configmaps"), ("", "secrets")] {
+        assert!(
+            patched.contains(&(kind.0.to_string(), kind.1.to_string())),
+            "{kind:?}"
+        );
+    }
+    assert!(reads(&grants, "", "secrets"));
+
+    for (args, needle) in [
+        (
+            r#"oncallRole.extraReleasableResources=["secrets"]"#,
+            "set oncallRole.secrets=true instead",
+        ),
+        (
+            r#"oncallRole.releasableResources=["pods","secrets"]"#,
+            "set oncallRole.secrets=true instead",
+        ),
+        (
+            r#"oncallRole.extraReleasableResources=["*"]"#,
+            "extraReleasableResources/0",
+        ),
+        (
+            r#"oncallRole.extraReleasableResources=["Pods"]"#,
+            "extraReleasableResources/0",
+        ),
+    ] {
+        let run = run_helm(
+            &helm,
+            &[
+                "template",
+                RELEASE,
+                chart().to_str().unwrap(),
+                "--set-json",
+                args,
+            ],
+        );
+        assert!(!run.ok, "{args} rendered");
+        assert!(run.stderr.contains(needle), "{args}: {}", run.stderr);
+    }
 }
 
 /// The matchCondition `webhook.skipIdentities` renders, or `None`.

@@ -64,12 +64,15 @@ they never replace the chart's own.
 {{- end -}}
 
 {{/*
-A pod's labels: commonLabels and podLabels (podLabels win), the chart's own,
-and its component. Argument: (list $ COMPONENT).
+A pod's labels: commonLabels, podLabels and the component's own (watch.podLabels
+for watch's pod), each winning over the one before, then the chart's own and
+its component. Argument: (list $ COMPONENT [COMPONENT_LABELS]).
 */}}
 {{- define "finalizer-guard.podLabels" -}}
 {{- $ := index . 0 -}}
-{{- $extra := merge (deepCopy ($.Values.podLabels | default dict)) ($.Values.commonLabels | default dict) -}}
+{{- $own := dict -}}
+{{- if gt (len .) 2 }}{{ $own = index . 2 | default dict }}{{ end -}}
+{{- $extra := merge (deepCopy $own) (deepCopy ($.Values.podLabels | default dict)) ($.Values.commonLabels | default dict) -}}
 {{- with include "finalizer-guard.extraLabels" $extra | trim }}{{ . }}{{ "\n" }}{{ end -}}
 {{ include "finalizer-guard.standardLabels" $ }}
 app.kubernetes.io/component: {{ index . 1 }}
@@ -117,39 +120,82 @@ checked is what the pods read.
 {{- toYaml .Values.policy -}}
 {{- end -}}
 
+{{/*
+The image's repository: image.repository, with global.imageRegistry (a
+parent chart's, or a fleet's mirror) in place of the registry it names, or
+before it when it names none (`finalizer-guard`). A first part with a dot or
+a colon, or `localhost`, is a registry, as Docker reads an image reference.
+*/}}
+{{- define "finalizer-guard.imageRepository" -}}
+{{- $repo := .Values.image.repository -}}
+{{- with dig "imageRegistry" "" (.Values.global | default dict) -}}
+{{- $parts := splitList "/" $repo -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $repo = rest $parts | join "/" -}}
+{{- end -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" .) $repo -}}
+{{- end -}}
+{{- $repo -}}
+{{- end -}}
+
 {{/* The image the webhook's pods and the policy check run: one binary. */}}
 {{- define "finalizer-guard.image" -}}
-{{- $ref := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- $ref := printf "%s:%s" (include "finalizer-guard.imageRepository" .) (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- with .Values.image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
 {{- $ref | quote -}}
 {{- end -}}
 
 {{/*
-The pod's securityContext, for the webhook's pods and the policy check's: a
-non-root user, the runtime's default seccomp profile (the restricted Pod
-Security Standard).
+A securityContext, its usual fields in the order people read them, then any
+other field the value gives; a field set to null (`runAsUser: null`) is left
+out. Argument: (list CONTEXT).
 */}}
-{{- define "finalizer-guard.podSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 65532
-runAsGroup: 65532
+{{- define "finalizer-guard.securityContext" -}}
+{{- $ctx := index . 0 | default dict -}}
+{{- $order := list "runAsNonRoot" "runAsUser" "runAsGroup" "fsGroup" "allowPrivilegeEscalation" "readOnlyRootFilesystem" "capabilities" "seccompProfile" -}}
+{{- range $order }}
+{{- $v := index $ctx . }}
+{{- if not (kindIs "invalid" $v) }}
+{{- if eq . "fsGroup" }}
 # Group owner of the mounted Secret's files, which are not world-readable.
-fsGroup: 65532
-seccompProfile:
-  type: RuntimeDefault
+{{- end }}
+{{- if eq . "capabilities" }}
+capabilities:
+{{- range $k, $names := $v }}
+  {{ $k }}: [{{ join ", " $names }}]
+{{- end }}
+{{- else }}
+{{ toYaml (dict . $v) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with omit $ctx "runAsNonRoot" "runAsUser" "runAsGroup" "fsGroup" "allowPrivilegeEscalation" "readOnlyRootFilesystem" "capabilities" "seccompProfile" }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
-{{/* The container's securityContext: nothing to escalate to, nothing to write. */}}
+{{/*
+The pod's securityContext, for the webhook's, watch's and the policy check's
+pods: podSecurityContext, by default a non-root user and the runtime's
+default seccomp profile (the restricted Pod Security Standard).
+*/}}
+{{- define "finalizer-guard.podSecurityContext" -}}
+{{- /* values.yaml's, for values reused from a chart before them (helm upgrade --reuse-values). */}}
+{{- $ctx := dict "runAsNonRoot" true "runAsUser" 65532 "runAsGroup" 65532 "fsGroup" 65532 "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- if hasKey .Values "podSecurityContext" }}{{ $ctx = .Values.podSecurityContext }}{{ end -}}
+{{- include "finalizer-guard.securityContext" (list $ctx) | trim -}}
+{{- end -}}
+
+{{/*
+The container's securityContext: securityContext, by default nothing to
+escalate to, nothing to write.
+*/}}
 {{- define "finalizer-guard.containerSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 65532
-runAsGroup: 65532
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-capabilities:
-  drop: [ALL]
-seccompProfile:
-  type: RuntimeDefault
+{{- /* values.yaml's, for values reused from a chart before them. */}}
+{{- $ctx := dict "runAsNonRoot" true "runAsUser" 65532 "runAsGroup" 65532 "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "capabilities" (dict "drop" (list "ALL")) "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- if hasKey .Values "securityContext" }}{{ $ctx = .Values.securityContext }}{{ end -}}
+{{- include "finalizer-guard.securityContext" (list $ctx) | trim -}}
 {{- end -}}
 
 {{/* Whether the policy check runs before install and upgrade (policy-check.yaml). */}}
@@ -204,4 +250,61 @@ value can narrow what is sent but never drop the chart's terms. Argument:
 {{- with $labels }}{{ $_ := set $out "matchLabels" . }}{{ end -}}
 {{- with $exprs }}{{ $_ := set $out "matchExpressions" . }}{{ end -}}
 {{- toJson $out -}}
+{{- end -}}
+
+{{/*
+The core group's types that can be listed and watched, but Secrets: RBAC
+cannot take one type out of "*", so reading every type but Secrets names
+them (watch's and the on-call role's reads).
+*/}}
+{{- define "finalizer-guard.coreTypesButSecrets" -}}
+- configmaps
+- endpoints
+- events
+- limitranges
+- namespaces
+- nodes
+- persistentvolumeclaims
+- persistentvolumes
+- pods
+- podtemplates
+- replicationcontrollers
+- resourcequotas
+- serviceaccounts
+- services
+{{- end -}}
+
+{{/* Kubernetes' own API groups: none serves a Secret. */}}
+{{- define "finalizer-guard.kubernetesGroups" -}}
+- admissionregistration.k8s.io
+- apiextensions.k8s.io
+- apiregistration.k8s.io
+- apps
+- autoscaling
+- batch
+- certificates.k8s.io
+- coordination.k8s.io
+- discovery.k8s.io
+- events.k8s.io
+- flowcontrol.apiserver.k8s.io
+- internal.apiserver.k8s.io
+- networking.k8s.io
+- node.k8s.io
+- policy
+- rbac.authorization.k8s.io
+- resource.k8s.io
+- scheduling.k8s.io
+- storage.k8s.io
+- storagemigration.k8s.io
+{{- end -}}
+
+{{/*
+Whether the webhook verifies its callers: `serve --client-ca` given through
+extraArgs or extraEnv (docs/deployment.md, "Only kube-apiserver may call").
+Reviews are authenticated only then: Events, and the evidence `policy
+suggest` takes from the webhook's own records, depend on it.
+*/}}
+{{- define "finalizer-guard.clientCA" -}}
+{{- range .Values.extraArgs }}{{ if hasPrefix "--client-ca" (toString .) }}true{{ end }}{{ end -}}
+{{- range .Values.extraEnv }}{{ if eq (toString .name) "FINALIZER_GUARD_CLIENT_CA" }}true{{ end }}{{ end -}}
 {{- end -}}

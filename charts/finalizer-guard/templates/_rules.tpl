@@ -9,6 +9,14 @@ alert is scoped to the release's namespace, where its pods are scraped.
 {{- $r := .Values.monitoring.prometheusRule -}}
 {{- $timeout := .Values.webhook.timeoutSeconds | default 5 -}}
 {{- $webhook := "finalizers.finalizer-guard.io" -}}
+{{- /* Each alert's runbook: its section of docs/runbook.md, as at the chart's release. */}}
+{{- $runbook := $r.runbookUrl | default (printf "https://github.com/finalizer-guard/finalizer-guard/blob/v%s/docs/runbook.md" .Chart.AppVersion) -}}
+{{- /*
+Who was denied or released, without Events: the webhook's audit records,
+JSON lines among its pods' logs. Events need a verified caller.
+*/}}
+{{- $records := printf "kubectl -n %s logs -l app.kubernetes.io/instance=%s,app.kubernetes.io/component=webhook --tail=-1" $ns .Release.Name -}}
+{{- $eventsNeed := "only for reviews whose caller presented a verified client certificate (serve --client-ca), or with events.unauthenticated=true" -}}
 - name: finalizer-guard.webhook
   rules:
     - alert: FinalizerGuardWebhookDown
@@ -17,6 +25,7 @@ alert is scoped to the release's namespace, where its pods are scraped.
       labels:
         severity: critical
       annotations:
+        runbook_url: "{{ $runbook }}#finalizerguardwebhookdown"
         summary: "No finalizer-guard webhook pod in {{ $ns }} answers its scrapes."
         description: "With failurePolicy Fail, finalizer removals other than Kubernetes' own controllers' are refused until a pod serves; with Ignore, they go through unguarded. docs/troubleshooting.md."
     - alert: FinalizerGuardWebhookUnreachable
@@ -25,6 +34,7 @@ alert is scoped to the release's namespace, where its pods are scraped.
       labels:
         severity: critical
       annotations:
+        runbook_url: "{{ $runbook }}#finalizerguardwebhookunreachable"
         summary: "kube-apiserver cannot call the finalizer-guard webhook."
         description: "kube-apiserver's calls to {{ $webhook }} fail (TLS, network, timeout): writes are refused (failurePolicy Fail) or let through unjudged (Ignore). docs/troubleshooting.md."
     - alert: FinalizerGuardReviewLatencyHigh
@@ -33,6 +43,7 @@ alert is scoped to the release's namespace, where its pods are scraped.
       labels:
         severity: warning
       annotations:
+        runbook_url: "{{ $runbook }}#finalizerguardreviewlatencyhigh"
         summary: "finalizer-guard reviews take {{`{{ $value | humanizeDuration }}`}} at the 99th percentile, near the webhook's {{ $timeout }}s timeout."
         description: "As kube-apiserver measures the call (network and TLS included; the webhook's own decision, finalizer_guard_review_duration_seconds, takes well under a millisecond). Past webhook.timeoutSeconds kube-apiserver gives up on the call and failurePolicy decides the write."
     - alert: FinalizerGuardDropped
@@ -40,6 +51,7 @@ alert is scoped to the release's namespace, where its pods are scraped.
       labels:
         severity: warning
       annotations:
+        runbook_url: "{{ $runbook }}#finalizerguarddropped"
         summary: "{{`{{ $labels.pod }}`}} dropped {{`{{ $value | humanize }}`}} {{`{{ $labels.queue }}`}} items in 10 minutes."
         description: "A background writer's queue was full, or its output failed: recordings or Events were lost, or (queue audit) the audit records of answered reviews were lost to a failed write to standard output (a closed pipe, a full disk; the pod logs their count and first and last uid, and refuses reviews until a write goes through). A review whose audit record cannot be queued is refused, not dropped (FinalizerGuardAuditStalled). The Events queue is --events-queue."
     - alert: FinalizerGuardAuditStalled
@@ -47,6 +59,7 @@ alert is scoped to the release's namespace, where its pods are scraped.
       labels:
         severity: critical
       annotations:
+        runbook_url: "{{ $runbook }}#finalizerguardauditstalled"
         summary: "{{`{{ $labels.pod }}`}} refused {{`{{ $value | humanize }}`}} reviews in 10 minutes: its audit records are not being written."
         description: "Its standard output is not read (the log pipeline stalled) or cannot be written (a closed pipe, a full disk): a review waits at most 1s for its audit record to be taken, then is answered with an error, so writes are refused (failurePolicy Fail) or let through unjudged (Ignore), and /readyz says not ready. docs/troubleshooting.md."
     - alert: FinalizerGuardEventsFailing
@@ -55,6 +68,7 @@ alert is scoped to the release's namespace, where its pods are scraped.
       labels:
         severity: warning
       annotations:
+        runbook_url: "{{ $runbook }}#finalizerguardeventsfailing"
         summary: "{{`{{ $labels.pod }}`}} cannot write Kubernetes Events."
         description: "Event writes are refused or time out: check its logs and that its ClusterRole grants create and patch on events.k8s.io events."
     - alert: FinalizerGuardOverrideUsed
@@ -62,22 +76,25 @@ alert is scoped to the release's namespace, where its pods are scraped.
       labels:
         severity: info
       annotations:
+        runbook_url: "{{ $runbook }}#finalizerguardoverrideused"
         summary: "A finalizer was removed by override ({{`{{ $labels.reason }}`}})."
-        description: "Someone used the emergency override: kubectl get events -A --field-selector reason=FinalizerOverride says who and on what, and what to clean up by hand."
+        description: "Someone used the emergency override. Who, on what, with which detail, and what to clean up by hand (protected, the leak ledger): the webhook's audit records, {{ $records }} | grep '\"decision\":\"override\"' (or kube-apiserver's audit log). FinalizerOverride Events (kubectl get events -A --field-selector reason=FinalizerOverride) are written {{ $eventsNeed }}."
     - alert: FinalizerGuardDenialSurge
       expr: sum(rate(finalizer_guard_unauthorized_removals_total{namespace="{{ $ns }}", decision="denied"}[10m])) > {{ $r.denialsPerSecond }}
       for: 10m
       labels:
         severity: warning
       annotations:
+        runbook_url: "{{ $runbook }}#finalizerguarddenialsurge"
         summary: "finalizer-guard denies {{`{{ $value | humanize }}`}} finalizer removals a second."
-        description: "A controller the policy does not name is retrying, or someone is trying to strip finalizers: kubectl get events -A --field-selector reason=FinalizerRemovalDenied. finalizer-guard policy suggest writes the rules a controller needs."
+        description: "A controller the policy does not name is retrying, or someone is trying to strip finalizers. Who, and on what: the webhook's audit records, {{ $records }} | grep '\"decision\":\"denied\"' (or kube-apiserver's audit log, annotation finalizers.finalizer-guard.io/decision: denied). FinalizerRemovalDenied Events are written {{ $eventsNeed }}. finalizer-guard policy suggest writes the rules a controller needs."
     - alert: FinalizerGuardCertificateExpiring
       expr: min by (namespace, pod, kind) (finalizer_guard_certificate_expiry_timestamp_seconds{namespace="{{ $ns }}"} > 0) - time() < {{ mul (int ($r.certificateExpiryDays | default 14)) 86400 }}
       for: 1h
       labels:
         severity: warning
       annotations:
+        runbook_url: "{{ $runbook }}#finalizerguardcertificateexpiring"
         summary: "{{`{{ $labels.pod }}`}}'s {{`{{ $labels.kind }}`}} certificate expires in {{`{{ $value | humanizeDuration }}`}}."
         description: "Once it expires kube-apiserver's calls fail TLS: writes are refused (failurePolicy Fail) or let through unjudged (Ignore). Renew it (docs/troubleshooting.md, certificate expiry); the pods pick a renewed Secret up without a restart."
     - alert: FinalizerGuardReloadFailing
@@ -85,6 +102,7 @@ alert is scoped to the release's namespace, where its pods are scraped.
       labels:
         severity: warning
       annotations:
+        runbook_url: "{{ $runbook }}#finalizerguardreloadfailing"
         summary: "{{`{{ $labels.pod }}`}} refused a new {{`{{ $labels.kind }}`}}: it keeps serving the last good one."
         description: "A policy, certificate or client CA that the pod cannot take was mounted; the change is not in force. Its logs say why: kubectl -n {{ $ns }} logs {{`{{ $labels.pod }}`}}; finalizer-guard policy validate checks a policy (docs/troubleshooting.md)."
     - alert: FinalizerGuardServiceAccountDenied
@@ -92,14 +110,16 @@ alert is scoped to the release's namespace, where its pods are scraped.
       labels:
         severity: warning
       annotations:
+        runbook_url: "{{ $runbook }}#finalizerguardserviceaccountdenied"
         summary: "finalizer-guard denied a ServiceAccount {{`{{ $value | humanize }}`}} finalizer removals in 10 minutes: a controller may be locked out."
-        description: "A controller the policy does not name cannot remove its own finalizers, and the objects it finalizes stay Terminating: kubectl get events -A --field-selector reason=FinalizerRemovalDenied names it; finalizer-guard policy suggest writes its rule."
+        description: "A controller the policy does not name cannot remove its own finalizers, and the objects it finalizes stay Terminating. Its name: the webhook's audit records, {{ $records }} | grep '\"decision\":\"denied\"' (user system:serviceaccount:...). FinalizerRemovalDenied Events are written {{ $eventsNeed }}. finalizer-guard policy suggest writes its rule."
     - alert: FinalizerGuardModeDrift
       expr: count by (cluster, namespace) (count by (cluster, namespace, mode) (finalizer_guard_policy_info{namespace="{{ $ns }}"})) > 1
       for: 15m
       labels:
         severity: warning
       annotations:
+        runbook_url: "{{ $runbook }}#finalizerguardmodedrift"
         summary: "finalizer-guard's pods in {{ $ns }} serve policies of different modes."
         description: "Some replicas warn while others enforce, so whether a removal is denied depends on the pod that answers. finalizer_guard_policy_info{mode,sha256,source} says which pod serves what: a pod whose policy reload failed, or a rollout that did not finish."
 {{- if .Values.watch.enabled }}
@@ -111,6 +131,7 @@ alert is scoped to the release's namespace, where its pods are scraped.
       labels:
         severity: warning
       annotations:
+        runbook_url: "{{ $runbook }}#finalizerguardwatchdown"
         summary: "finalizer-guard watch in {{ $ns }} answers no scrape: objects stuck on finalizers go unnoticed."
         description: "kubectl -n {{ $ns }} logs deployment/{{ $fullname }}-watch."
     - alert: FinalizerStuck
@@ -119,6 +140,7 @@ alert is scoped to the release's namespace, where its pods are scraped.
       labels:
         severity: warning
       annotations:
+        runbook_url: "{{ $runbook }}#finalizerstuck"
         summary: "{{`{{ $value }}`}} {{`{{ $labels.resource }}`}} stuck on finalizer {{`{{ $labels.finalizer }}`}}."
         description: "Objects of {{`{{ $labels.resource }}`}} have been deleting with finalizer {{`{{ $labels.finalizer }}`}} for longer than watch's --stuck-after, for {{ $r.stuckFor }}. Each has a FinalizerStuck Event naming the owner and the command to run: kubectl get events -A --field-selector reason=FinalizerStuck."
 {{- end }}
