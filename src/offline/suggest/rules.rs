@@ -132,12 +132,20 @@ pub struct Widening {
     pub namespaces: BTreeSet<String>,
     /// `resource` or `resource.group`, where it was seen there.
     pub resources: BTreeSet<String>,
+    /// Each finalizer removed outside the rule's namespaces, on which
+    /// resource, in which namespace: all the widening may allow.
+    pub places: BTreeSet<Place>,
     pub would_deny: usize,
     pub denied: usize,
 }
 
 /// Whether `policy` already lets `seen`'s requester remove `finalizer` there.
-fn covered(policy: &Policy, seen: &Seen, finalizer: &str, field: FinalizerField) -> bool {
+pub(super) fn covered(
+    policy: &Policy,
+    seen: &Seen,
+    finalizer: &str,
+    field: FinalizerField,
+) -> bool {
     let old = [Cow::Borrowed(finalizer)];
     let groups: Vec<Cow<str>> = seen
         .groups
@@ -205,7 +213,7 @@ pub fn suggest_with(seen: &[Seen], base: Option<&Policy>, bindings: Bindings) ->
         }
         let widen = base.and_then(|p| out.rule_to_widen(p, &identity, s, &finalizers));
         if let (Some(i), Some(p), Some(ns)) = (widen, base, object_namespace(s)) {
-            out.widen(&p.rules[i], i, identity, s, ns);
+            out.widen(&p.rules[i], i, identity, s, ns, &finalizers);
             continue;
         }
         if s.denied {
@@ -261,12 +269,27 @@ impl Suggestions {
         }
     }
 
-    /// Records `s` as evidence for widening `rule` (the `index`th of the
-    /// base) to namespace `ns`.
-    fn widen(&mut self, rule: &Rule, index: usize, identity: Identity, s: &Seen, ns: String) {
+    /// Records `s`, removing `finalizers`, as evidence for widening `rule`
+    /// (the `index`th of the base) to namespace `ns`.
+    fn widen(
+        &mut self,
+        rule: &Rule,
+        index: usize,
+        identity: Identity,
+        s: &Seen,
+        ns: String,
+        finalizers: &[(String, FinalizerField)],
+    ) {
         let w = self.widenings.entry(index).or_default();
         w.rule.clone_from(&rule.label);
         w.identity = Some(identity);
+        for (finalizer, _) in finalizers {
+            w.places.insert(Place {
+                finalizer: finalizer.clone(),
+                resource: resource_name(s),
+                namespace: Some(ns.clone()),
+            });
+        }
         w.namespaces.insert(ns);
         w.resources.insert(resource_name(s));
         if s.denied {
