@@ -1740,6 +1740,52 @@ fn policy_suggest_merge_allows_no_more_than_the_evidence_shows() {
     assert!(!yaml.contains("acts cluster-wide"), "{yaml}");
 }
 
+/// A finalizer name the webhook cut to fit its audit annotation makes no
+/// rule: a note says so, and where the name is whole.
+#[test]
+fn policy_suggest_writes_no_rule_for_a_name_cut_in_the_evidence() {
+    use finalizer_guard::admission::{ReviewBuilder, WEBHOOK_NAME, review};
+    let warn = finalizer_guard::policy::Policy::from_yaml("mode: warn\nrules: []\n").unwrap();
+    let long = format!("a.io/{}", "x".repeat(300));
+    let body = ReviewBuilder::pod_update("system:serviceaccount:team-a:op")
+        .finalizers(serde_json::json!([long]), serde_json::json!([]))
+        .to_vec();
+    let reviewed = review(&warn, &body).unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&reviewed.body).unwrap();
+    let annotations: serde_json::Map<String, serde_json::Value> =
+        answer["response"]["auditAnnotations"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (format!("{WEBHOOK_NAME}/{k}"), v.clone()))
+            .collect();
+    let cut = annotations[&format!("{WEBHOOK_NAME}/unauthorized-finalizers")]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(cut.ends_with("...") && cut.len() == 256, "{cut}");
+    let event = serde_json::json!({
+        "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata",
+        "auditID": "1", "stage": "ResponseComplete", "verb": "update",
+        "user": {"username": "system:serviceaccount:team-a:op", "groups": ["system:serviceaccounts", "system:authenticated"]},
+        "objectRef": {"resource": "pods", "namespace": "team-a", "name": "web-0", "apiVersion": "v1"},
+        "responseStatus": {"code": 200},
+        "annotations": annotations,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.log");
+    std::fs::write(&audit, format!("{event}\n")).unwrap();
+    let (code, yaml, err) = suggest_run(&[audit.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    let note = format!(
+        "{cut} on pods in team-a: the name was cut in the evidence (it ends with ..., as the webhook cuts an audit annotation's value past 256 characters and a name in its audit record past 512): no rule is suggested for a name not known in full; the webhook's own audit record of the request (its standard output) holds every name Kubernetes allows whole: give it too"
+    );
+    assert!(err.contains(&format!("note: {note}\n")), "{err}");
+    assert!(yaml.contains(&format!("#   {note}\n")), "{yaml}");
+    assert!(yaml.ends_with("\nrules: []\n"), "{yaml}");
+    assert!(validated(&yaml).0.rules.is_empty(), "{yaml}");
+}
+
 fn attack(file: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/suggest/attack")

@@ -52,7 +52,8 @@
 //! naming exactly the finalizers, resources and namespaces seen. Enforce
 //! mode's denials, which anyone can produce, only ever widen such a rule:
 //! they make no rule of their own. No finalizer of Kubernetes' own
-//! controllers gets a rule, new or widened. Cluster-scoped
+//! controllers gets a rule, new or widened, nor does a name the webhook
+//! cut to fit its audit annotation or record (it ends with `...`). Cluster-scoped
 //! objects (a Namespace too) get rules of their own, without `namespaces`,
 //! naming only their cluster-scoped resources. A removal without a namespace
 //! on a resource seen in one is left out rather than made cluster-wide. Two

@@ -197,7 +197,10 @@ pub fn people_comments(s: &Suggestions) -> String {
 
 /// The first line `render` writes.
 const HEADER: &str = "# finalizer-guard policy suggest:";
-const NOT_SUGGESTED: &str =
+const NOT_SUGGESTED: &str = "# Not suggested (denials anyone can produce, finalizers of Kubernetes' own controllers, names cut in the evidence):";
+/// What [`NOT_SUGGESTED`] read before names cut in the evidence were noted
+/// there: recognized, so that an older header is replaced too.
+const NOT_SUGGESTED_BEFORE: &str =
     "# Not suggested (denials anyone can produce, finalizers of Kubernetes' own controllers):";
 const PEOPLE: &str = "# People seen removing finalizers no rule allows (never made rules: an override, with its reason, is how a person releases an object):";
 const LEFT_OUT: &str = "# Left out: removals no rule is suggested for (a finalizer, resource or namespace no rule can name, or a cluster-wide rule the evidence does not support):";
@@ -222,6 +225,7 @@ fn without_old_header(text: &str) -> &str {
             || line == WIDENED
             || line == WIDENED_BEFORE
             || line == NOT_SUGGESTED
+            || line == NOT_SUGGESTED_BEFORE
             || line.starts_with("# not merged:");
         if !ours {
             break;
