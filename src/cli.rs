@@ -139,7 +139,8 @@ pub struct SuggestArgs {
     pub trust_unauthenticated: bool,
     /// ClusterRoles and ClusterRoleBindings (`kubectl get clusterroles,clusterrolebindings
     /// -o json`): a ServiceAccount a ClusterRoleBinding lets update a resource gets a rule
-    /// for every namespace, even where the evidence shows it in its own namespace alone.
+    /// for every namespace, even where the evidence shows it in its own namespace alone (a
+    /// rule of `--merge` widened still gets only the namespaces seen).
     #[arg(long, value_name = "FILE")]
     pub bindings: Option<PathBuf>,
     /// The webhook's JSON audit records, recordings (files or a --record-dir folder),

@@ -1603,12 +1603,16 @@ fn policy_suggest_widens_the_rule_enforce_denied_a_controller_by() {
         "{yaml}"
     );
     assert!(
-        yaml.contains("  # widened by policy suggest: rule \"flux-system-source-controller\" (system:serviceaccount:flux-system:source-controller): 3 denied removal(s) in team-c, outside its namespaces team-a, team-b: widened to every namespace; seen in team-a, team-b, team-c: acts cluster-wide\n  - name: \"flux-system-source-controller\"\n    finalizers: [\"finalizers.fluxcd.io\"]\n    serviceAccounts: [\"flux-system:source-controller\"]\n    resources: [\"gitrepositories.source.toolkit.fluxcd.io\"]\n"),
+        yaml.contains("  # widened by policy suggest: rule \"flux-system-source-controller\" (system:serviceaccount:flux-system:source-controller): 3 denied removal(s) in team-c, outside its namespaces team-a, team-b: team-c added; its namespaces now team-a, team-b (the rule's) and team-c (seen in the evidence), no further (to let it act in every namespace, remove its namespaces by hand)\n  - name: \"flux-system-source-controller\"\n    finalizers: [\"finalizers.fluxcd.io\"]\n    serviceAccounts: [\"flux-system:source-controller\"]\n    namespaces: [\"team-a\", \"team-b\", \"team-c\"]\n    resources: [\"gitrepositories.source.toolkit.fluxcd.io\"]\n"),
         "{yaml}"
     );
     let (widened, _) = validated(&yaml);
     assert_eq!(widened.rules.len(), 1, "{yaml}");
-    assert_eq!(widened.rules[0].namespaces, None, "{yaml}");
+    assert_eq!(
+        widened.rules[0].namespaces,
+        Some(vec!["team-a".into(), "team-b".into(), "team-c".into()]),
+        "{yaml}"
+    );
     assert_eq!(widened.mode, finalizer_guard::policy::Mode::Enforce);
     // Merged again: the denials are allowed now, and the text settles.
     let (_dir, merged) = policy_file(&yaml);
@@ -1634,6 +1638,150 @@ fn policy_suggest_widens_the_rule_enforce_denied_a_controller_by() {
         err.contains("note: 3 denied removal(s) by system:serviceaccount:flux-system:source-controller: no rule suggested: "),
         "{err}"
     );
+    assert!(yaml.ends_with("\nrules: []\n"), "{yaml}");
+    assert!(validated(&yaml).0.rules.is_empty(), "{yaml}");
+}
+
+/// A rule for one ServiceAccount in two namespaces, naming no resources.
+const TEAM_A_OP: &str = "mode: enforce\nrules:\n  - name: team-a-op\n    finalizers: [\"example.com/cleanup\"]\n    serviceAccounts: [\"team-a:op\"]\n    namespaces: [team-a, team-b]\n";
+
+/// kube-apiserver's audit event of the webhook (enforce) denying team-a:op
+/// the removal of example.com/cleanup from a widget in team-c.
+const TEAM_C_DENIAL: &str = r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"9b1c2d3e-0000-4f5a-8b7c-1d2e3f4a5b6c","stage":"ResponseComplete","requestURI":"/apis/example.com/v1/namespaces/team-c/widgets/w1","verb":"update","user":{"username":"system:serviceaccount:team-a:op","groups":["system:serviceaccounts","system:serviceaccounts:team-a","system:authenticated"]},"objectRef":{"resource":"widgets","namespace":"team-c","name":"w1","apiGroup":"example.com","apiVersion":"v1"},"responseStatus":{"metadata":{},"status":"Failure","reason":"Forbidden","code":403},"requestReceivedTimestamp":"2026-11-27T09:00:00.000000Z","stageTimestamp":"2026-11-27T09:00:00.004000Z","annotations":{"finalizers.finalizer-guard.io/decision":"denied","finalizers.finalizer-guard.io/mode":"enforce","finalizers.finalizer-guard.io/removed-finalizers":"example.com/cleanup","finalizers.finalizer-guard.io/unauthorized-finalizers":"example.com/cleanup"}}
+"#;
+
+/// What team-a:op may remove example.com/cleanup from after the merge.
+const TEAM_A_OP_SUITE: &str = "policy: merged.yaml\ncases:
+  - name: a widget in team-c (the denial seen)
+    object: {apiVersion: example.com/v1, kind: Widget, name: w1, namespace: team-c, finalizers: [example.com/cleanup]}
+    resource: widgets.example.com
+    requester: {serviceAccount: team-a:op}
+    finalizersAfter: []
+    expect: allowed
+  - name: a PersistentVolume (cluster-scoped)
+    object: {kind: PersistentVolume, name: pv-1, finalizers: [example.com/cleanup]}
+    requester: {serviceAccount: team-a:op}
+    finalizersAfter: []
+    expect: denied
+  - name: a Secret in kube-system
+    object: {kind: Secret, name: token, namespace: kube-system, finalizers: [example.com/cleanup]}
+    requester: {serviceAccount: team-a:op}
+    finalizersAfter: []
+    expect: denied
+  - name: a Secret in team-c (not seen)
+    object: {kind: Secret, name: token, namespace: team-c, finalizers: [example.com/cleanup]}
+    requester: {serviceAccount: team-a:op}
+    finalizersAfter: []
+    expect: denied
+  - name: a widget in team-d (not seen)
+    object: {apiVersion: example.com/v1, kind: Widget, name: w1, namespace: team-d, finalizers: [example.com/cleanup]}
+    resource: widgets.example.com
+    requester: {serviceAccount: team-a:op}
+    finalizersAfter: []
+    expect: denied
+  - name: a Secret in team-b (the rule's own)
+    object: {kind: Secret, name: token, namespace: team-b, finalizers: [example.com/cleanup]}
+    requester: {serviceAccount: team-a:op}
+    finalizersAfter: []
+    expect: allowed
+";
+
+/// `--merge` widens a rule no further than the evidence shows: one denial
+/// in team-c lets that removal through, and no other the rule did not
+/// allow before (the rule names no resources: dropping its namespaces
+/// would have allowed any object, cluster-scoped ones too), as the
+/// webhook's own decision (`finalizer-guard test`) says.
+#[test]
+fn policy_suggest_merge_allows_no_more_than_the_evidence_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let base = write("base.yaml", TEAM_A_OP);
+    let audit = write("audit.log", TEAM_C_DENIAL);
+    let suite = write("suite.yaml", TEAM_A_OP_SUITE);
+    let (suite, base_text) = (suite.to_str().unwrap(), base.to_str().unwrap());
+    // Before: the team-c widget is denied, as are the others.
+    let before = run(&["test", "--policy", base_text, suite]);
+    assert_eq!(before.status.code(), Some(1), "{before:?}");
+    let out = stdout(&before);
+    assert!(
+        out.contains("FAIL a widget in team-c (the denial seen): expected allowed, got denied"),
+        "{out}"
+    );
+    assert!(out.contains("5 passed, 1 failed"), "{out}");
+
+    let (code, yaml, err) = suggest_run(&["--merge".as_ref(), base.as_os_str(), audit.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!yaml.contains("# not merged"), "{yaml}");
+    validated(&yaml);
+    write("merged.yaml", &yaml);
+    // After: the widget in team-c alone is allowed anew.
+    let after = run(&["test", suite]);
+    let out = stdout(&after);
+    assert_eq!(
+        after.status.code(),
+        Some(0),
+        "{out}{}\n{yaml}",
+        stderr(&after)
+    );
+    assert!(out.contains("6 passed, 0 failed"), "{out}");
+    // And the comments say where each namespace came from.
+    assert!(
+        yaml.contains("#   rule \"team-a-op\" (system:serviceaccount:team-a:op): 1 denied removal(s) in team-c, outside its namespaces team-a, team-b: not widened in place to team-c, as it names no resources, so every resource in team-c would be allowed; 1 rule(s) added beside it for what was seen in team-c (seen in the evidence), and no more\n"),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains("  # widens rule \"team-a-op\" to what the evidence shows: example.com/cleanup on widgets.example.com in team-c (seen in the evidence; the rule's own namespaces: team-a, team-b)\n"),
+        "{yaml}"
+    );
+    assert!(!yaml.contains("acts cluster-wide"), "{yaml}");
+}
+
+/// A finalizer name the webhook cut to fit its audit annotation makes no
+/// rule: a note says so, and where the name is whole.
+#[test]
+fn policy_suggest_writes_no_rule_for_a_name_cut_in_the_evidence() {
+    use finalizer_guard::admission::{ReviewBuilder, WEBHOOK_NAME, review};
+    let warn = finalizer_guard::policy::Policy::from_yaml("mode: warn\nrules: []\n").unwrap();
+    let long = format!("a.io/{}", "x".repeat(300));
+    let body = ReviewBuilder::pod_update("system:serviceaccount:team-a:op")
+        .finalizers(serde_json::json!([long]), serde_json::json!([]))
+        .to_vec();
+    let reviewed = review(&warn, &body).unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&reviewed.body).unwrap();
+    let annotations: serde_json::Map<String, serde_json::Value> =
+        answer["response"]["auditAnnotations"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (format!("{WEBHOOK_NAME}/{k}"), v.clone()))
+            .collect();
+    let cut = annotations[&format!("{WEBHOOK_NAME}/unauthorized-finalizers")]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(cut.ends_with("...") && cut.len() == 256, "{cut}");
+    let event = serde_json::json!({
+        "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata",
+        "auditID": "1", "stage": "ResponseComplete", "verb": "update",
+        "user": {"username": "system:serviceaccount:team-a:op", "groups": ["system:serviceaccounts", "system:authenticated"]},
+        "objectRef": {"resource": "pods", "namespace": "team-a", "name": "web-0", "apiVersion": "v1"},
+        "responseStatus": {"code": 200},
+        "annotations": annotations,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.log");
+    std::fs::write(&audit, format!("{event}\n")).unwrap();
+    let (code, yaml, err) = suggest_run(&[audit.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    let note = format!(
+        "{cut} on pods in team-a: the name was cut in the evidence (it ends with ..., as the webhook cuts an audit annotation's value past 256 characters and a name in its audit record past 512): no rule is suggested for a name not known in full; the webhook's own audit record of the request (its standard output) holds every name Kubernetes allows whole: give it too"
+    );
+    assert!(err.contains(&format!("note: {note}\n")), "{err}");
+    assert!(yaml.contains(&format!("#   {note}\n")), "{yaml}");
     assert!(yaml.ends_with("\nrules: []\n"), "{yaml}");
     assert!(validated(&yaml).0.rules.is_empty(), "{yaml}");
 }

@@ -41,7 +41,7 @@ use crate::policy::{
 use crate::queue::{self, Queue, WhenFull};
 
 /// Audit annotation values are cut to this many characters.
-const MAX_AUDIT_VALUE_CHARS: usize = 256;
+pub const MAX_AUDIT_VALUE_CHARS: usize = 256;
 
 /// How many removed finalizers a record lists; the others are counted in
 /// `removedFinalizersOmitted`, so a record stays small whatever a client sends.
@@ -55,7 +55,7 @@ pub const MAX_AUDITED_GROUPS: usize = 64;
 /// resource, kind, apiVersion, subresource, namespace, name, object uid,
 /// finalizer, override reason and detail, approver) a record keeps: far
 /// more than Kubernetes lets any of them be, far less than a body can carry.
-const MAX_AUDITED_CHARS: usize = 512;
+pub const MAX_AUDITED_CHARS: usize = 512;
 
 /// How much of the denial message a record keeps (the message is built of
 /// cut names already; this bounds it whatever it grows to).

@@ -11,12 +11,15 @@ pub fn truncated(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// Cuts `s` to at most `max` characters, marking the cut with `...`.
+/// What ends a string [`truncate`] cut.
+pub const CUT_MARK: &str = "...";
+
+/// Cuts `s` to at most `max` characters, marking the cut with [`CUT_MARK`].
 pub fn truncate(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         return s.to_string();
     }
-    let mut out: String = s.chars().take(max.saturating_sub(3)).collect();
-    out.push_str("...");
+    let mut out: String = s.chars().take(max.saturating_sub(CUT_MARK.len())).collect();
+    out.push_str(CUT_MARK);
     out
 }

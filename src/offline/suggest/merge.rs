@@ -1,15 +1,16 @@
 //! `--merge`: the suggested rules added to a policy's text, keeping its
 //! comments where its layout allows, and the rules of it the evidence
-//! shows their controller outside of widened in place.
+//! shows their controller outside of widened as far as the evidence goes
+//! and no further: in place, or by a rule beside it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::identities::Identity;
-use super::reach::{Reach, namespace_list, reach};
-use super::rules::{Suggestions, removals};
+use super::reach::{Reach, namespace_list};
+use super::rules::{Place, Suggested, Suggestions, Widening, removals};
 use super::yaml::{comment, indented, list};
 use crate::policy::Policy;
-use crate::policy::config::Rule;
+use crate::policy::config::{FinalizerPattern, Rule};
 
 /// Whether `text` reads as `base` with its rules as `rules` (the widened
 /// ones widened) and `added` after them, and nothing else changed.
@@ -31,31 +32,135 @@ pub(super) fn faithful(text: &str, base: &Policy, rules: &[Rule], added: &[Rule]
         && new.iter().copied().eq(added)
 }
 
-/// One rule of the `--merge` policy widened.
+/// One rule of the `--merge` policy widened in place.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Edit {
     /// Its index among the policy's rules.
     index: usize,
-    /// Its namespaces after: `None`, every namespace.
-    namespaces: Option<Vec<String>>,
+    /// Its namespaces after: the rule's, and those the evidence shows.
+    namespaces: Vec<String>,
     /// What is said of it (unescaped).
     why: String,
 }
 
-/// The widenings of `policy`'s rules: each rule's namespaces with those the
-/// evidence shows it in, as far as [`reach`] decides from all of them.
-fn edits(s: &Suggestions, policy: &Policy) -> Vec<Edit> {
-    let mut out = Vec::new();
+/// The namespaces `w` adds to `rule` where the rule would allow more than
+/// the evidence shows there (its other resources, every resource when it
+/// names none, its other finalizers), and why; none when it would not.
+fn beyond_evidence(rule: &Rule, w: &Widening) -> (BTreeSet<String>, String) {
+    let all = || w.namespaces.clone();
+    let added = namespace_list(w.namespaces.iter().map(String::as_str));
+    let Some(resources) = &rule.resources else {
+        let why = format!("it names no resources, so every resource in {added} would be allowed");
+        return (all(), why);
+    };
+    if let Some(pattern) = rule
+        .finalizers
+        .iter()
+        .find(|p| matches!(p, FinalizerPattern::Prefix(_)))
+    {
+        return (all(), format!("it names finalizers by pattern ({pattern})"));
+    }
+    let mut partial = BTreeSet::new();
+    let mut unseen = Vec::new();
+    for namespace in &w.namespaces {
+        for finalizer in &rule.finalizers {
+            for resource in resources {
+                let place = Place {
+                    finalizer: finalizer.to_string(),
+                    resource: resource.to_string(),
+                    namespace: Some(namespace.clone()),
+                };
+                if !w.places.contains(&place) {
+                    partial.insert(namespace.clone());
+                    unseen.push(place.describe());
+                }
+            }
+        }
+    }
+    let more = match unseen.len().saturating_sub(UNSEEN_NAMED) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    unseen.truncate(UNSEEN_NAMED);
+    let why = format!(
+        "it would allow what the evidence does not show there: {}{more}",
+        unseen.join(", ")
+    );
+    (partial, why)
+}
+
+/// Removals not seen named in a comment: the first few, and how many more.
+const UNSEEN_NAMED: usize = 4;
+
+/// The rules that allow exactly what `w` shows, for a rule that cannot be
+/// widened in place without allowing more ([`beyond_evidence`]): each
+/// names finalizers, resources and namespaces all of whose combinations
+/// were seen, by name (no `*`).
+fn beside<'a>(identity: &'a Identity, w: &Widening, before: &str) -> Vec<Suggested<'a>> {
+    // (resource, finalizer) -> namespaces.
+    let mut seen_in: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
+    for place in &w.places {
+        if let Some(ns) = &place.namespace {
+            seen_in
+                .entry((&place.resource, &place.finalizer))
+                .or_default()
+                .insert(ns);
+        }
+    }
+    // (namespaces, resource) -> finalizers.
+    let mut by_resource: BTreeMap<(BTreeSet<&str>, &str), BTreeSet<&str>> = BTreeMap::new();
+    for ((resource, finalizer), namespaces) in seen_in {
+        by_resource
+            .entry((namespaces, resource))
+            .or_default()
+            .insert(finalizer);
+    }
+    // (namespaces, finalizers) -> resources.
+    let mut by_scope: BTreeMap<(BTreeSet<&str>, BTreeSet<&str>), BTreeSet<&str>> = BTreeMap::new();
+    for ((namespaces, resource), finalizers) in by_resource {
+        by_scope
+            .entry((namespaces, finalizers))
+            .or_default()
+            .insert(resource);
+    }
+    by_scope
+        .into_iter()
+        .map(|((namespaces, finalizers), resources)| {
+            let finalizers: Vec<String> = finalizers.into_iter().map(String::from).collect();
+            let resources: Vec<String> = resources.into_iter().map(String::from).collect();
+            let why = format!(
+                "widens rule \"{}\" to what the evidence shows: {} on {} in {} (seen in the evidence; the rule's own namespaces: {before})",
+                w.rule,
+                finalizers.join(", "),
+                resources.join(", "),
+                namespace_list(namespaces.iter().copied()),
+            );
+            let namespaces: BTreeSet<String> = namespaces.into_iter().map(String::from).collect();
+            Suggested {
+                identity,
+                finalizers,
+                resources,
+                namespaces: Some(namespaces.iter().cloned().collect()),
+                reach: Reach::Namespaces(namespaces, why),
+            }
+        })
+        .collect()
+}
+
+/// The widenings of `policy`'s rules, each held to the evidence: a
+/// namespace seen is added to the rule's (its `namespaces` are never
+/// dropped: removals in namespaces make no rule for every namespace, nor
+/// for cluster-scoped objects) where that allows nothing there the
+/// evidence does not show ([`beyond_evidence`]); what was seen in the
+/// others gets rules beside it for exactly that ([`beside`]).
+fn edits<'a>(s: &'a Suggestions, policy: &Policy) -> (Vec<Edit>, Vec<Suggested<'a>>, Vec<String>) {
+    let (mut edits, mut added, mut whys) = (Vec::new(), Vec::new(), Vec::new());
     for (&index, w) in &s.widenings {
         let (Some(rule), Some(identity)) = (policy.rules.get(index), &w.identity) else {
             continue;
         };
         let before: Vec<String> = rule.namespaces.clone().unwrap_or_default();
-        let all: BTreeSet<&str> = before
-            .iter()
-            .map(String::as_str)
-            .chain(w.namespaces.iter().map(String::as_str))
-            .collect();
+        let rules_own = namespace_list(before.iter().map(String::as_str));
         let bound = match identity {
             Identity::ServiceAccount(sa) => w
                 .resources
@@ -63,52 +168,84 @@ fn edits(s: &Suggestions, policy: &Policy) -> Vec<Edit> {
                 .find_map(|r| s.bindings.cluster_wide(sa, r)),
             _ => None,
         };
-        let reach = reach(identity, &all, bound);
-        let namespaces = match &reach {
-            Reach::Namespaces(ns, _) => Some(ns.iter().cloned().collect()),
-            Reach::ClusterScoped | Reach::ClusterWide(_) => None,
+        let bound = match bound {
+            Some(binding) => format!(
+                " (bound by ClusterRoleBinding {binding}, yet widened only as far as the evidence shows)"
+            ),
+            None => String::new(),
         };
-        let why = format!(
-            "rule \"{}\" ({}): {} in {}, outside its namespaces {}: {}; {}",
+        let mut why = format!(
+            "rule \"{}\" ({}): {} in {}, outside its namespaces {rules_own}",
             w.rule,
             identity.username(),
             removals(w.would_deny, w.denied),
             namespace_list(w.namespaces.iter().map(String::as_str)),
-            namespace_list(before.iter().map(String::as_str)),
-            if namespaces.is_none() {
-                "widened to every namespace"
-            } else {
-                "namespaces added"
-            },
-            reach.why()
         );
-        out.push(Edit {
-            index,
-            namespaces,
-            why,
-        });
+        let (partial, beyond) = beyond_evidence(rule, w);
+        let (exact, partial): (BTreeSet<&String>, BTreeSet<&String>) =
+            w.namespaces.iter().partition(|ns| !partial.contains(*ns));
+        if !exact.is_empty() {
+            let seen = namespace_list(exact.iter().map(|ns| ns.as_str()));
+            why.push_str(&format!(
+                ": {seen} added{bound}; its namespaces now {rules_own} (the rule's) and {seen} (seen in the evidence), no further (to let it act in every namespace, remove its namespaces by hand)"
+            ));
+            let namespaces: BTreeSet<String> = before
+                .iter()
+                .chain(exact.iter().copied())
+                .cloned()
+                .collect();
+            edits.push(Edit {
+                index,
+                namespaces: namespaces.into_iter().collect(),
+                why: why.clone(),
+            });
+        }
+        if !partial.is_empty() {
+            let seen = namespace_list(partial.iter().map(|ns| ns.as_str()));
+            let there = Widening {
+                places: w
+                    .places
+                    .iter()
+                    .filter(|p| p.namespace.as_ref().is_some_and(|ns| partial.contains(ns)))
+                    .cloned()
+                    .collect(),
+                ..w.clone()
+            };
+            let rules = beside(identity, &there, &rules_own);
+            let bound = if exact.is_empty() { bound.as_str() } else { "" };
+            why.push_str(&format!(
+                "{}not widened in place to {seen}, as {beyond}{bound}; {} rule(s) added beside it for what was seen in {seen} (seen in the evidence), and no more",
+                if exact.is_empty() { ": " } else { "; " },
+                rules.len()
+            ));
+            added.extend(rules);
+        }
+        whys.push(why);
     }
-    out
+    (edits, added, whys)
 }
 
 /// The `--merge` policy with the widenings the evidence calls for.
-pub(super) struct Widened {
+pub(super) struct Widened<'a> {
     /// Its text widened: edited in place (its comments kept), else
-    /// re-serialized; or as it was, with no widening.
+    /// re-serialized; or as it was, with no widening in place.
     pub texts: Vec<String>,
     /// Its rules, widened.
     pub rules: Vec<Rule>,
+    /// The rules to add beside those that could not be widened in place
+    /// without allowing more than the evidence shows.
+    pub beside: Vec<Suggested<'a>>,
     /// What is said of each widened rule (unescaped).
     pub why: Vec<String>,
 }
 
 /// `policy` (its `text`) with the rules the evidence shows their controller
 /// outside of widened ([`edits`]).
-pub(super) fn widened(s: &Suggestions, text: &str, policy: &Policy) -> Widened {
-    let edits = edits(s, policy);
+pub(super) fn widened<'a>(s: &'a Suggestions, text: &str, policy: &Policy) -> Widened<'a> {
+    let (edits, beside, why) = edits(s, policy);
     let mut rules = policy.rules.clone();
     for edit in &edits {
-        rules[edit.index].namespaces.clone_from(&edit.namespaces);
+        rules[edit.index].namespaces = Some(edit.namespaces.clone());
     }
     let texts: Vec<String> = if edits.is_empty() {
         vec![text.to_string()]
@@ -118,8 +255,12 @@ pub(super) fn widened(s: &Suggestions, text: &str, policy: &Policy) -> Widened {
             .chain(widen_rewritten(text, &edits))
             .collect()
     };
-    let why = edits.into_iter().map(|edit| edit.why).collect();
-    Widened { texts, rules, why }
+    Widened {
+        texts,
+        rules,
+        beside,
+        why,
+    }
 }
 
 /// Each of the policy's `texts` with the rule lines added: where its
@@ -169,8 +310,8 @@ fn rule_items(lines: &[&str]) -> Option<(usize, Vec<(usize, usize)>)> {
     Some((indent, items))
 }
 
-/// The policy's text with each edited rule's `namespaces` rewritten (or
-/// removed) where it is written, a comment above the rule saying why, and
+/// The policy's text with each edited rule's `namespaces` rewritten where
+/// it is written, a comment above the rule saying why, and
 /// every other line kept; `None` when a rule is laid out otherwise (its
 /// `namespaces` the item's first key, or a flow list over several lines).
 fn widen_in_place(text: &str, edits: &[Edit]) -> Option<String> {
@@ -206,11 +347,12 @@ fn widen_in_place(text: &str, edits: &[Edit]) -> Option<String> {
         } else if value.starts_with('[') && !value.ends_with(']') {
             return None;
         }
-        let written = edit
-            .namespaces
-            .as_ref()
-            .map(|ns| format!("{}namespaces: {}", " ".repeat(key_indent), list(ns)));
-        replace.insert(key, written);
+        let written = format!(
+            "{}namespaces: {}",
+            " ".repeat(key_indent),
+            list(&edit.namespaces)
+        );
+        replace.insert(key, Some(written));
         for i in key + 1..=last {
             replace.insert(i, None);
         }
@@ -251,19 +393,13 @@ fn widen_rewritten(text: &str, edits: &[Edit]) -> Option<String> {
     let rules = value.get_mut("rules")?.as_sequence_mut()?;
     for edit in edits {
         let rule = rules.get_mut(edit.index)?.as_mapping_mut()?;
-        match &edit.namespaces {
-            Some(ns) => {
-                let list = ns
-                    .iter()
-                    .cloned()
-                    .map(serde_yaml_ng::Value::String)
-                    .collect();
-                rule.insert("namespaces".into(), serde_yaml_ng::Value::Sequence(list));
-            }
-            None => {
-                rule.remove("namespaces");
-            }
-        }
+        let list = edit
+            .namespaces
+            .iter()
+            .cloned()
+            .map(serde_yaml_ng::Value::String)
+            .collect();
+        rule.insert("namespaces".into(), serde_yaml_ng::Value::Sequence(list));
     }
     serde_yaml_ng::to_string(&value).ok()
 }
@@ -350,13 +486,15 @@ fn rewrite(text: &str, rules: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::bindings::Bindings;
+    use super::super::evidence::Seen;
     use super::super::fixtures::{
-        CONTROLLER, SHIPPED, TENANT_BOT, apiserver, denial, evidence, removal,
+        CONTROLLER, SHIPPED, TENANT_BOT, apiserver, denial, evidence, removal, seen_at,
     };
     use super::super::render::render;
-    use super::super::rules::suggest;
+    use super::super::rules::{covered, suggest, suggest_with};
     use super::*;
-    use crate::policy;
+    use crate::policy::{self, FinalizerField};
 
     #[test]
     fn a_merge_that_does_not_read_back_as_intended_is_not_printed_as_one() {
@@ -479,7 +617,11 @@ mod tests {
         let merged = render(&s, Some((SCOPED, &base)));
         let policy = Policy::from_yaml(&merged).unwrap();
         assert_eq!(policy.rules.len(), 2, "{merged}");
-        assert_eq!(policy.rules[0].namespaces, None, "{merged}");
+        assert_eq!(
+            policy.rules[0].namespaces,
+            Some(vec!["team-a".into(), "team-b".into(), "team-c".into()]),
+            "{merged}"
+        );
         assert_eq!(policy.rules[1], base.rules[1], "{merged}");
         assert!(
             merged.starts_with(
@@ -488,7 +630,7 @@ mod tests {
             "{merged}"
         );
         assert!(
-            merged.contains("  # the widget controller\n  # widened by policy suggest: rule \"widgets\" (system:serviceaccount:widgets:widget-controller): 2 denied removal(s) in team-c, outside its namespaces team-a, team-b: widened to every namespace; seen in team-a, team-b, team-c: acts cluster-wide\n  - name: widgets\n    finalizers: [\"example.com/a\"]\n    serviceAccounts: [\"widgets:widget-controller\"]\n    resources: [\"widgets.example.com\"]\n  - name: people\n"),
+            merged.contains("  # the widget controller\n  # widened by policy suggest: rule \"widgets\" (system:serviceaccount:widgets:widget-controller): 2 denied removal(s) in team-c, outside its namespaces team-a, team-b: team-c added; its namespaces now team-a, team-b (the rule's) and team-c (seen in the evidence), no further (to let it act in every namespace, remove its namespaces by hand)\n  - name: widgets\n    finalizers: [\"example.com/a\"]\n    serviceAccounts: [\"widgets:widget-controller\"]\n    namespaces: [\"team-a\", \"team-b\", \"team-c\"]\n    resources: [\"widgets.example.com\"]\n  - name: people\n"),
             "{merged}"
         );
         assert!(merged.ends_with("# the end\n"), "{merged}");
@@ -507,12 +649,230 @@ mod tests {
         assert_eq!(Policy::from_yaml(&twice).unwrap(), policy);
 
         // Where `namespaces` cannot be edited in place: re-serialized.
-        let text = "mode: enforce\nrules:\n  - namespaces: [team-a]\n    finalizers: [\"example.com/a\"]\n    serviceAccounts: [\"widgets:widget-controller\"]\n";
+        let text = "mode: enforce\nrules:\n  - namespaces: [team-a]\n    finalizers: [\"example.com/a\"]\n    serviceAccounts: [\"widgets:widget-controller\"]\n    resources: [widgets.example.com]\n";
         let base = Policy::from_yaml(text).unwrap();
         let e = evidence(&[denial("1", CONTROLLER, "team-c", 403)]);
         let merged = render(&suggest(&e.seen, Some(&base)), Some((text, &base)));
         let policy = Policy::from_yaml(&merged).unwrap();
         assert_eq!(policy.rules.len(), 1, "{merged}");
-        assert_eq!(policy.rules[0].namespaces, None, "{merged}");
+        assert_eq!(
+            policy.rules[0].namespaces,
+            Some(vec!["team-a".into(), "team-c".into()]),
+            "{merged}"
+        );
+    }
+
+    /// Whether `policy` lets `user` remove `finalizer` from a `resource`
+    /// object in `namespace` (`None`: cluster-scoped), by the webhook's own
+    /// decision.
+    fn allows(
+        policy: &Policy,
+        user: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        finalizer: &str,
+    ) -> bool {
+        let seen = Seen {
+            username: user.into(),
+            ..seen_at(resource, namespace, finalizer)
+        };
+        covered(policy, &seen, finalizer, FinalizerField::Metadata)
+    }
+
+    const OP: &str = "system:serviceaccount:team-a:op";
+
+    /// The rule names no resources: a namespace added to it would let its
+    /// ServiceAccount remove the finalizer from anything there, and its
+    /// `namespaces` dropped from anything anywhere, cluster-scoped objects
+    /// too. One denial in team-c allows that removal there, and nothing more.
+    #[test]
+    fn widening_allows_no_more_than_the_evidence_shows() {
+        let text = "mode: enforce\nrules:\n  - name: team-a-op\n    finalizers: [\"example.com/cleanup\"]\n    serviceAccounts: [\"team-a:op\"]\n    namespaces: [team-a, team-b]\n";
+        let base = Policy::from_yaml(text).unwrap();
+        let e = evidence(&[removal("1", OP, "team-c", "example.com/cleanup", true)]);
+        let s = suggest(&e.seen, Some(&base));
+        assert_eq!(s.widenings.len(), 1, "{s:?}");
+        let merged = render(&s, Some((text, &base)));
+        let policy = Policy::from_yaml(&merged).unwrap();
+        let f = "example.com/cleanup";
+        let table = [
+            // Seen: allowed now.
+            ("widgets.example.com", Some("team-c"), true),
+            // The rule's own, as before.
+            ("widgets.example.com", Some("team-a"), true),
+            ("secrets", Some("team-b"), true),
+            // Nothing the evidence does not show.
+            ("persistentvolumes", None, false),
+            ("secrets", Some("kube-system"), false),
+            ("secrets", Some("team-c"), false),
+            ("widgets.example.com", Some("team-d"), false),
+            ("clusterwidgets.example.com", None, false),
+        ];
+        for (resource, ns, want) in table {
+            assert_eq!(
+                allows(&base, OP, resource, ns, f),
+                ns.is_some_and(|ns| ns == "team-a" || ns == "team-b"),
+                "before: {resource} {ns:?}"
+            );
+            assert_eq!(
+                allows(&policy, OP, resource, ns, f),
+                want,
+                "{resource} {ns:?}\n{merged}"
+            );
+        }
+        // The rule is as it was; a rule beside it allows what was seen.
+        assert_eq!(policy.rules[0], base.rules[0], "{merged}");
+        assert_eq!(policy.rules.len(), 2, "{merged}");
+        assert!(
+            merged.contains("#   rule \"team-a-op\" (system:serviceaccount:team-a:op): 1 denied removal(s) in team-c, outside its namespaces team-a, team-b: not widened in place to team-c, as it names no resources, so every resource in team-c would be allowed; 1 rule(s) added beside it for what was seen in team-c (seen in the evidence), and no more\n"),
+            "{merged}"
+        );
+        assert!(
+            merged.ends_with("    namespaces: [team-a, team-b]\n  # widens rule \"team-a-op\" to what the evidence shows: example.com/cleanup on widgets.example.com in team-c (seen in the evidence; the rule's own namespaces: team-a, team-b)\n  - name: \"team-a-op-2\"\n    finalizers: [\"example.com/cleanup\"]\n    serviceAccounts: [\"team-a:op\"]\n    namespaces: [\"team-c\"]\n    resources: [\"widgets.example.com\"]\n"),
+            "{merged}"
+        );
+        // Merged again: nothing more, and the text settles.
+        let again = suggest(&e.seen, Some(&policy));
+        assert!(again.widenings.is_empty(), "{again:?}");
+        let twice = render(&again, Some((&merged, &policy)));
+        assert_eq!(Policy::from_yaml(&twice).unwrap(), policy, "{twice}");
+        // Seen in team-d later: the rule beside, which names its resource,
+        // takes it in place.
+        let e = evidence(&[removal("2", OP, "team-d", f, true)]);
+        let s = suggest(&e.seen, Some(&policy));
+        let third = render(&s, Some((&merged, &policy)));
+        let third = Policy::from_yaml(&third).unwrap();
+        assert_eq!(third.rules.len(), 2, "{third:?}");
+        assert_eq!(
+            third.rules[1].namespaces,
+            Some(vec!["team-c".into(), "team-d".into()])
+        );
+    }
+
+    /// Widened in place only where that allows nothing unseen: every
+    /// finalizer and resource the rule names, in each namespace added.
+    /// Otherwise a rule beside it names what was seen, by name and place.
+    #[test]
+    fn a_rule_naming_more_than_was_seen_is_not_widened_in_place() {
+        let rule = |finalizers: &str, resources: &str| {
+            format!(
+                "rules:\n  - name: op\n    finalizers: {finalizers}\n    serviceAccounts: [\"team-a:op\"]\n    namespaces: [team-a, team-b]\n    resources: {resources}\n"
+            )
+        };
+        let seen = |ns: &str, resource: &str, finalizer: &str| Seen {
+            username: OP.into(),
+            denied: true,
+            ..seen_at(resource, Some(ns), finalizer)
+        };
+        let widgets = "widgets.example.com";
+        let gadgets = "gadgets.example.com";
+        // (rule, evidence, the rule's namespaces after, removals allowed
+        // after, removals still denied)
+        type Case<'a> = (
+            String,
+            Vec<Seen>,
+            &'a [&'a str],
+            Vec<(&'a str, &'a str, &'a str)>,
+            Vec<(&'a str, &'a str, &'a str)>,
+        );
+        let table: Vec<Case> = vec![
+            // A finalizer not seen in team-c.
+            (
+                rule("[example.com/a, example.com/b]", "[widgets.example.com]"),
+                vec![seen("team-c", widgets, "example.com/a")],
+                &["team-a", "team-b"],
+                vec![("team-c", widgets, "example.com/a")],
+                vec![("team-c", widgets, "example.com/b")],
+            ),
+            // A resource not seen in team-c.
+            (
+                rule(
+                    "[example.com/a]",
+                    "[widgets.example.com, gadgets.example.com]",
+                ),
+                vec![seen("team-c", widgets, "example.com/a")],
+                &["team-a", "team-b"],
+                vec![("team-c", widgets, "example.com/a")],
+                vec![("team-c", gadgets, "example.com/a")],
+            ),
+            // Both seen in team-c, one in team-d alone: in place for
+            // team-c, beside it for team-d, which gets no more than it showed.
+            (
+                rule(
+                    "[example.com/a]",
+                    "[widgets.example.com, gadgets.example.com]",
+                ),
+                vec![
+                    seen("team-c", widgets, "example.com/a"),
+                    seen("team-c", gadgets, "example.com/a"),
+                    seen("team-d", widgets, "example.com/a"),
+                ],
+                &["team-a", "team-b", "team-c"],
+                vec![
+                    ("team-c", widgets, "example.com/a"),
+                    ("team-c", gadgets, "example.com/a"),
+                    ("team-d", widgets, "example.com/a"),
+                ],
+                vec![("team-d", gadgets, "example.com/a")],
+            ),
+        ];
+        for (text, seen, namespaces, allowed, denied) in table {
+            let base = Policy::from_yaml(&text).unwrap();
+            let s = suggest(&seen, Some(&base));
+            assert_eq!(s.widenings.len(), 1, "{s:?}");
+            let merged = render(&s, Some((&text, &base)));
+            assert!(!merged.contains("# not merged"), "{merged}");
+            let policy = Policy::from_yaml(&merged).unwrap();
+            let namespaces: Vec<String> = namespaces.iter().map(|s| s.to_string()).collect();
+            assert_eq!(policy.rules[0].namespaces, Some(namespaces), "{merged}");
+            assert_eq!(policy.rules.len(), 2, "{merged}");
+            assert!(
+                merged.contains(" as it would allow what the evidence does not show there: "),
+                "{merged}"
+            );
+            for (ns, resource, f) in allowed {
+                assert!(
+                    allows(&policy, OP, resource, Some(ns), f),
+                    "{ns} {resource} {f}\n{merged}"
+                );
+            }
+            for (ns, resource, f) in denied {
+                assert!(
+                    !allows(&policy, OP, resource, Some(ns), f),
+                    "{ns} {resource} {f}\n{merged}"
+                );
+            }
+        }
+    }
+
+    /// A ClusterRoleBinding lets a rule be widened, as far as the evidence
+    /// shows: never to every namespace.
+    #[test]
+    fn a_binding_widens_to_the_namespaces_seen_alone() {
+        let text = "rules:\n  - name: op\n    finalizers: [\"example.com/a\"]\n    serviceAccounts: [\"team-a:op\"]\n    namespaces: [team-a]\n    resources: [widgets.example.com]\n";
+        let base = Policy::from_yaml(text).unwrap();
+        let rbac = Bindings::from_json(&serde_json::json!({"kind": "List", "items": [
+            {"kind": "ClusterRole", "metadata": {"name": "r"}, "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["patch"]}]},
+            {"kind": "ClusterRoleBinding", "metadata": {"name": "b"}, "roleRef": {"kind": "ClusterRole", "name": "r"},
+             "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": "team-a"}]},
+        ]}))
+        .unwrap();
+        let e = evidence(&[removal("1", OP, "team-c", "example.com/a", true)]);
+        let s = suggest_with(&e.seen, Some(&base), rbac);
+        let merged = render(&s, Some((text, &base)));
+        let policy = Policy::from_yaml(&merged).unwrap();
+        assert_eq!(policy.rules.len(), 1, "{merged}");
+        assert_eq!(
+            policy.rules[0].namespaces,
+            Some(vec!["team-a".into(), "team-c".into()]),
+            "{merged}"
+        );
+        assert!(
+            merged.contains(": team-c added (bound by ClusterRoleBinding b, yet widened only as far as the evidence shows); its namespaces now team-a (the rule's) and team-c (seen in the evidence)"),
+            "{merged}"
+        );
+        let w = "widgets.example.com";
+        assert!(allows(&policy, OP, w, Some("team-c"), "example.com/a"));
+        assert!(!allows(&policy, OP, w, Some("team-d"), "example.com/a"));
     }
 }

@@ -43,11 +43,17 @@
 //! by a ClusterRoleBinding given with `--bindings`), its own namespace
 //! otherwise, with a comment saying which and why. With `--merge`, a rule of
 //! the policy for that identity alone that the evidence shows it outside of
-//! is widened in place ([`Widening`]) rather than repeated, when
-//! [`not_widened`](reach::not_widened) finds no reason against it. Enforce mode's denials, which
-//! anyone can produce, only ever widen such a rule: they make no rule of
-//! their own. No finalizer of Kubernetes' own controllers gets a rule, new
-//! or widened. Cluster-scoped
+//! is widened ([`Widening`]) rather than repeated, when
+//! [`not_widened`](reach::not_widened) finds no reason against it, and no
+//! further than the evidence shows: the namespaces seen are added to its
+//! own (its `namespaces` are never dropped), in place where the rule then
+//! allows nothing there that was not seen (it names its resources, and
+//! each of its finalizers was seen on each), else by a rule beside it
+//! naming exactly the finalizers, resources and namespaces seen. Enforce
+//! mode's denials, which anyone can produce, only ever widen such a rule:
+//! they make no rule of their own. No finalizer of Kubernetes' own
+//! controllers gets a rule, new or widened, nor does a name the webhook
+//! cut to fit its audit annotation or record (it ends with `...`). Cluster-scoped
 //! objects (a Namespace too) get rules of their own, without `namespaces`,
 //! naming only their cluster-scoped resources. A removal without a namespace
 //! on a resource seen in one is left out rather than made cluster-wide. Two

@@ -7,21 +7,22 @@ use std::collections::BTreeSet;
 use super::bindings::Bindings;
 use super::evidence::{Seen, object_namespace, resource_name};
 use super::identities::Identity;
-use super::yaml::writable;
+use super::yaml::{writable, writable_resource};
 use crate::policy::Policy;
 use crate::policy::config::{FinalizerPattern, Rule};
 
 /// The index of the rule of `policy` that would let `seen`'s requester
 /// remove `finalizer` there, were it not scoped to other namespaces: one
 /// that names this identity alone (no groups), `finalizer`, and the
-/// resource. A preset's rules are never widened, and [`not_widened`] says
-/// whether the rule found may be.
+/// resource; of several, the first that names its resources (a namespace
+/// added to it allows no other resource there). A preset's rules are never
+/// widened, and [`not_widened`] says whether the rule found may be.
 pub(super) fn widenable(policy: &Policy, seen: &Seen, finalizer: &str) -> Option<usize> {
     let namespace = object_namespace(seen)?;
-    if !writable(&namespace) {
+    if !writable(&namespace) || !writable_resource(&resource_name(seen)) {
         return None;
     }
-    policy.rules.iter().position(|rule| {
+    let candidates = policy.rules.iter().enumerate().filter(|(_, rule)| {
         let named: Vec<&String> = rule.users.iter().chain(&rule.service_accounts).collect();
         !rule.label.starts_with("preset:")
             && rule.groups.is_empty()
@@ -36,7 +37,10 @@ pub(super) fn widenable(policy: &Policy, seen: &Seen, finalizer: &str) -> Option
                 .namespaces
                 .as_ref()
                 .is_some_and(|ns| !ns.contains(&namespace))
-    })
+    });
+    candidates
+        .min_by_key(|(i, rule)| (rule.resources.is_none(), *i))
+        .map(|(i, _)| i)
 }
 
 /// Why `rule` (what [`widenable`] found for `seen`) is not widened, if it

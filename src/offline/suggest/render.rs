@@ -98,6 +98,32 @@ fn rule_lines(rule: &Suggested<'_>, name: &str) -> Result<(Vec<String>, Rule), S
     Ok((lines, read.clone()))
 }
 
+/// Each rule's lines after a comment saying why it reaches as far as it
+/// does, added to `lines` and `rules`; a rule that would not read back as
+/// written is left a comment.
+fn push_rules<'a>(
+    suggested: impl IntoIterator<Item = Suggested<'a>>,
+    taken: &mut BTreeSet<String>,
+    lines: &mut Vec<String>,
+    rules: &mut Vec<Rule>,
+) {
+    for rule in suggested {
+        let name = rule_name(rule.identity, taken);
+        match rule_lines(&rule, &name) {
+            Ok((text, read)) => {
+                lines.push(format!("# {}", comment(rule.reach.why())));
+                lines.extend(text);
+                rules.push(read);
+            }
+            Err(why) => lines.push(format!(
+                "# not suggested for {}: {}",
+                comment(&rule.identity.username()),
+                comment(&why)
+            )),
+        }
+    }
+}
+
 /// The suggested rules, each controller's after a comment line saying what
 /// it was seen doing: the lines (unindented) and the rules they hold. A rule
 /// that would not read back as written is left a comment.
@@ -120,21 +146,7 @@ fn rules_block(s: &Suggestions, taken: &mut BTreeSet<String>) -> (Vec<String>, V
             activity.when(),
             counts.join(", ")
         ));
-        for rule in suggested {
-            let name = rule_name(identity, taken);
-            match rule_lines(&rule, &name) {
-                Ok((text, read)) => {
-                    lines.push(format!("# {}", comment(rule.reach.why())));
-                    lines.extend(text);
-                    rules.push(read);
-                }
-                Err(why) => lines.push(format!(
-                    "# not suggested for {}: {}",
-                    comment(&identity.username()),
-                    comment(&why)
-                )),
-            }
-        }
+        push_rules(suggested, taken, &mut lines, &mut rules);
     }
     (lines, rules)
 }
@@ -185,12 +197,17 @@ pub fn people_comments(s: &Suggestions) -> String {
 
 /// The first line `render` writes.
 const HEADER: &str = "# finalizer-guard policy suggest:";
-const NOT_SUGGESTED: &str =
+const NOT_SUGGESTED: &str = "# Not suggested (denials anyone can produce, finalizers of Kubernetes' own controllers, names cut in the evidence):";
+/// What [`NOT_SUGGESTED`] read before names cut in the evidence were noted
+/// there: recognized, so that an older header is replaced too.
+const NOT_SUGGESTED_BEFORE: &str =
     "# Not suggested (denials anyone can produce, finalizers of Kubernetes' own controllers):";
 const PEOPLE: &str = "# People seen removing finalizers no rule allows (never made rules: an override, with its reason, is how a person releases an object):";
 const LEFT_OUT: &str = "# Left out: removals no rule is suggested for (a finalizer, resource or namespace no rule can name, or a cluster-wide rule the evidence does not support):";
 /// The header's line above the widened rules.
-const WIDENED: &str = "# Widened: rules of this policy the evidence shows their controller outside of (a rule scoped to namespaces breaks on the next one):";
+const WIDENED: &str = "# Widened: rules of this policy the evidence shows their controller outside of (a rule scoped to namespaces breaks on the next one), as far as the evidence shows and no further:";
+/// What [`WIDENED`] read before widening was held to the evidence.
+const WIDENED_BEFORE: &str = "# Widened: rules of this policy the evidence shows their controller outside of (a rule scoped to namespaces breaks on the next one):";
 
 /// `text` without the comments an earlier `policy suggest` wrote at its top,
 /// so that merging again does not pile them up.
@@ -206,7 +223,9 @@ fn without_old_header(text: &str) -> &str {
             || line == PEOPLE
             || line == LEFT_OUT
             || line == WIDENED
+            || line == WIDENED_BEFORE
             || line == NOT_SUGGESTED
+            || line == NOT_SUGGESTED_BEFORE
             || line.starts_with("# not merged:");
         if !ours {
             break;
@@ -225,7 +244,7 @@ pub fn render(s: &Suggestions, base: Option<(&str, &Policy)>) -> String {
     let mut taken: BTreeSet<String> = base
         .map(|(_, p)| p.rules.iter().map(|r| r.label.clone()).collect())
         .unwrap_or_default();
-    let (lines, rules) = rules_block(s, &mut taken);
+    let (mut lines, mut rules) = rules_block(s, &mut taken);
     let mut header = header(s, rules.len());
     let empty;
     let (text, policy) = match base {
@@ -239,6 +258,13 @@ pub fn render(s: &Suggestions, base: Option<(&str, &Policy)>) -> String {
         },
     };
     let widening = widened(s, text, policy);
+    // What a rule could not be widened to in place: rules of their own.
+    push_rules(
+        widening.beside.iter().cloned(),
+        &mut taken,
+        &mut lines,
+        &mut rules,
+    );
     if !widening.why.is_empty() {
         header.push_str(WIDENED);
         header.push('\n');

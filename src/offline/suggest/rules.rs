@@ -10,7 +10,9 @@ use super::evidence::{Seen, object_namespace, resource_name, target};
 use super::identities::Identity;
 use super::reach::{Reach, not_widened, reach, widenable};
 use super::yaml::{writable, writable_finalizer, writable_resource};
+use crate::admission::audit;
 use crate::policy::config::Rule;
+use crate::policy::text::CUT_MARK;
 use crate::policy::{self, Change, FinalizerField, FinalizerLists, Policy, Requester};
 
 /// What one identity was seen doing.
@@ -132,12 +134,20 @@ pub struct Widening {
     pub namespaces: BTreeSet<String>,
     /// `resource` or `resource.group`, where it was seen there.
     pub resources: BTreeSet<String>,
+    /// Each finalizer removed outside the rule's namespaces, on which
+    /// resource, in which namespace: all the widening may allow.
+    pub places: BTreeSet<Place>,
     pub would_deny: usize,
     pub denied: usize,
 }
 
 /// Whether `policy` already lets `seen`'s requester remove `finalizer` there.
-fn covered(policy: &Policy, seen: &Seen, finalizer: &str, field: FinalizerField) -> bool {
+pub(super) fn covered(
+    policy: &Policy,
+    seen: &Seen,
+    finalizer: &str,
+    field: FinalizerField,
+) -> bool {
     let old = [Cow::Borrowed(finalizer)];
     let groups: Vec<Cow<str>> = seen
         .groups
@@ -200,12 +210,13 @@ pub fn suggest_with(seen: &[Seen], base: Option<&Policy>, bindings: Bindings) ->
             continue;
         }
         let finalizers = out.without_builtin(finalizers);
+        let finalizers = out.without_cut(s, finalizers);
         if finalizers.is_empty() {
             continue;
         }
         let widen = base.and_then(|p| out.rule_to_widen(p, &identity, s, &finalizers));
         if let (Some(i), Some(p), Some(ns)) = (widen, base, object_namespace(s)) {
-            out.widen(&p.rules[i], i, identity, s, ns);
+            out.widen(&p.rules[i], i, identity, s, ns, &finalizers);
             continue;
         }
         if s.denied {
@@ -239,6 +250,32 @@ impl Suggestions {
         finalizers
     }
 
+    /// `finalizers` but the names the evidence holds cut ([`cut`]): a rule
+    /// for the part of a name left would name another finalizer, or none.
+    /// Each left out is noted, with where to read the name in full.
+    fn without_cut(
+        &mut self,
+        s: &Seen,
+        finalizers: Vec<(String, FinalizerField)>,
+    ) -> Vec<(String, FinalizerField)> {
+        let (cut_names, finalizers): (Vec<_>, Vec<_>) =
+            finalizers.into_iter().partition(|(f, _)| cut(f));
+        for (finalizer, _) in cut_names {
+            let place = Place {
+                finalizer,
+                resource: resource_name(s),
+                namespace: object_namespace(s),
+            };
+            self.not_suggested.insert(format!(
+                "{}: the name was cut in the evidence (it ends with {CUT_MARK}, as the webhook cuts an audit annotation's value past {} characters and a name in its audit record past {}): no rule is suggested for a name not known in full; the webhook's own audit record of the request (its standard output) holds every name Kubernetes allows whole: give it too",
+                place.describe(),
+                audit::MAX_AUDIT_VALUE_CHARS,
+                audit::MAX_AUDITED_CHARS,
+            ));
+        }
+        finalizers
+    }
+
     /// The index of a rule of `base` for this controller alone, scoped to
     /// other namespaces, to widen rather than repeat, when it may be; why
     /// not is noted.
@@ -261,12 +298,27 @@ impl Suggestions {
         }
     }
 
-    /// Records `s` as evidence for widening `rule` (the `index`th of the
-    /// base) to namespace `ns`.
-    fn widen(&mut self, rule: &Rule, index: usize, identity: Identity, s: &Seen, ns: String) {
+    /// Records `s`, removing `finalizers`, as evidence for widening `rule`
+    /// (the `index`th of the base) to namespace `ns`.
+    fn widen(
+        &mut self,
+        rule: &Rule,
+        index: usize,
+        identity: Identity,
+        s: &Seen,
+        ns: String,
+        finalizers: &[(String, FinalizerField)],
+    ) {
         let w = self.widenings.entry(index).or_default();
         w.rule.clone_from(&rule.label);
         w.identity = Some(identity);
+        for (finalizer, _) in finalizers {
+            w.places.insert(Place {
+                finalizer: finalizer.clone(),
+                resource: resource_name(s),
+                namespace: Some(ns.clone()),
+            });
+        }
         w.namespaces.insert(ns);
         w.resources.insert(resource_name(s));
         if s.denied {
@@ -323,6 +375,16 @@ impl Activity {
             self.add(s, &written);
         }
     }
+}
+
+/// Whether a finalizer name read from the evidence was cut by the webhook
+/// ([`truncate`](crate::policy::text::truncate): an audit annotation's value
+/// past [`audit::MAX_AUDIT_VALUE_CHARS`], a record's name past
+/// [`audit::MAX_AUDITED_CHARS`]), which marks the cut with [`CUT_MARK`]. No
+/// finalizer Kubernetes stores ends so: a qualified name ends with a letter
+/// or a digit.
+fn cut(finalizer: &str) -> bool {
+    finalizer.ends_with(CUT_MARK)
 }
 
 /// Domains whose finalizers belong to Kubernetes itself: never widened to a prefix.
@@ -728,6 +790,90 @@ mod tests {
             yaml.contains("  # seen only in its own namespace team-a\n"),
             "{yaml}"
         );
+    }
+
+    /// kube-apiserver's audit event of a review the webhook answered: its
+    /// audit annotations as the webhook wrote them, under the webhook's name.
+    fn answered(policy: &Policy, review: &[u8], id: &str) -> String {
+        let reviewed = crate::admission::review(policy, review).unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&reviewed.body).unwrap();
+        let mut annotations = serde_json::Map::new();
+        for (key, value) in body["response"]["auditAnnotations"].as_object().unwrap() {
+            let key = format!("{}/{key}", crate::admission::WEBHOOK_NAME);
+            annotations.insert(key, value.clone());
+        }
+        let mut event: serde_json::Value =
+            serde_json::from_str(&apiserver(id, CONTROLLER, "would-deny", "")).unwrap();
+        event["annotations"] = annotations.into();
+        event["objectRef"] = serde_json::json!({"resource": "pods", "namespace": "team-a", "name": "web-0", "apiVersion": "v1"});
+        event.to_string()
+    }
+
+    /// A name the webhook cut to fit an audit annotation (`...` at its end)
+    /// is not the finalizer's name: no rule names it, nor a prefix of it,
+    /// and a note says where the name is whole.
+    #[test]
+    fn a_name_cut_in_the_evidence_makes_no_rule() {
+        let warn = Policy::from_yaml("mode: warn\nrules: []\n").unwrap();
+        let long = format!("a.example.com/{}", "x".repeat(250));
+        let review = |finalizers: serde_json::Value| {
+            crate::admission::ReviewBuilder::pod_update(CONTROLLER)
+                .finalizers(finalizers, serde_json::json!([]))
+                .to_vec()
+        };
+        // Cut mid-name, after a whole one; and two names of one domain cut.
+        let lines = [
+            answered(
+                &warn,
+                &review(serde_json::json!(["example.com/a", long])),
+                "1",
+            ),
+            answered(
+                &warn,
+                &review(serde_json::json!([
+                    "a.example.com/b",
+                    long,
+                    "a.example.com/c"
+                ])),
+                "2",
+            ),
+        ];
+        let e = evidence(&lines);
+        let cut: Vec<&str> = e
+            .seen
+            .iter()
+            .flat_map(|s| s.finalizers.iter().map(|(f, _)| f.as_str()))
+            .filter(|f| f.ends_with("..."))
+            .collect();
+        assert_eq!(cut.len(), 2, "{:?}", e.seen);
+        assert!(
+            cut.iter()
+                .all(|f| long.starts_with(f.trim_end_matches("...")))
+        );
+        let s = suggest(&e.seen, None);
+        let yaml = render(&s, None);
+        let policy = Policy::from_yaml(&yaml).unwrap();
+        let named: Vec<String> = policy
+            .rules
+            .iter()
+            .flat_map(|r| r.finalizers.iter().map(ToString::to_string))
+            .collect();
+        assert_eq!(named, ["a.example.com/b", "example.com/a"], "{yaml}");
+        for f in &cut {
+            let note = format!(
+                "{f} on pods in team-a: the name was cut in the evidence (it ends with ..., as the webhook cuts an audit annotation's value past 256 characters and a name in its audit record past 512): no rule is suggested for a name not known in full; the webhook's own audit record of the request (its standard output) holds every name Kubernetes allows whole: give it too"
+            );
+            assert!(s.notes().contains(&note), "{:?}", s.notes());
+            assert!(yaml.contains(&format!("#   {note}\n")), "{yaml}");
+        }
+        // The whole name, from the webhook's own record: its rule.
+        let reviewed = crate::admission::review(&warn, &review(serde_json::json!([long]))).unwrap();
+        let mut record = reviewed.audit.unwrap();
+        record.set_authenticated(true);
+        let e = evidence(&[record.line_at(jiff::Timestamp::UNIX_EPOCH)]);
+        let s = suggest(&e.seen, None);
+        let policy = Policy::from_yaml(&render(&s, None)).unwrap();
+        assert_eq!(policy.rules[0].finalizers, [FinalizerPattern::Exact(long)]);
     }
 
     /// No rule, new or widened, for a finalizer Kubernetes' own
