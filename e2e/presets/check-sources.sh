@@ -4,7 +4,7 @@
 # through the module proxy (into the Go module cache, outside the
 # repository: a warm run downloads nothing) and the file must hold the
 # string verbatim. A module whose go directive is newer than this Go (Argo
-# CD 3.6 asks for 1.27) is downloaded and verified but not unpacked by `go
+# CD 3.6 and Flux's 1.10 controllers ask for 1.27) is downloaded and verified but not unpacked by `go
 # mod download`: its file is read from the module's zip file
 # (e2e/presets/complete reads it). Entries read from GitHub (modules the proxy refuses) are
 # checked against raw.githubusercontent.com when it can be reached, and

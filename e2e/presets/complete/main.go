@@ -274,7 +274,7 @@ func checkPreset(p preset, out io.Writer) presetResult {
 	for _, name := range ordered {
 		where := describeSites(found[name])
 		if comp := coveringComponent(p, name); comp != "" {
-			coveredLines = append(coveredLines, fmt.Sprintf("    %s  [%s/%s]  %s", name, p.Name, comp, where))
+			coveredLines = append(coveredLines, fmt.Sprintf("    %s  [%s]  %s", name, comp, where))
 			res.covered++
 		} else if reason := leftOutReason(p, name); reason != "" {
 			leftLines = append(leftLines, fmt.Sprintf("    %s  -- %s  %s", name, reason, where))
@@ -294,21 +294,27 @@ func checkPreset(p preset, out io.Writer) presetResult {
 			fmt.Fprintf(out, "  note: left out %s is no longer found in the modules read\n", l.Finalizer)
 		}
 	}
-	var explained, unexplainedSites []string
-	seenKey := map[string]bool{}
+	var explained, unexplainedSites, keys []string
+	seenKey := map[string][]siteRef{}
 	for _, rt := range runtime {
-		seenKey[rt.Key] = true
-		if builds := runTimeReason(p, rt.Key); builds != "" {
-			explained = append(explained, fmt.Sprintf("    %s  -- %s  (%s)", rt.Key, builds, rt.Where))
+		if _, ok := seenKey[rt.Key]; !ok {
+			keys = append(keys, rt.Key)
+		}
+		seenKey[rt.Key] = append(seenKey[rt.Key], rt.Where)
+	}
+	for _, key := range keys {
+		where := describeSites(seenKey[key])
+		if builds := runTimeReason(p, key); builds != "" {
+			explained = append(explained, fmt.Sprintf("    %s  -- %s  %s", key, builds, where))
 		} else {
-			unexplainedSites = append(unexplainedSites, fmt.Sprintf("    %s  (%s)", rt.Key, rt.Where))
+			unexplainedSites = append(unexplainedSites, fmt.Sprintf("    %s  %s", key, where))
 			res.unexplained++
 		}
 	}
 	printBlock(out, "  finalizers held in a variable, with what the catalog says reaches them:", explained)
 	printBlock(out, "  UNEXPLAINED finalizers held in a variable (add the site to builtAtRunTime, with what reaches it):", unexplainedSites)
 	for _, rt := range p.RunTime {
-		if !seenKey[rt.Site] && len(mods) > len(res.refused) {
+		if _, ok := seenKey[rt.Site]; !ok && len(mods) > len(res.refused) {
 			fmt.Fprintf(out, "  note: builtAtRunTime %s is no longer found in the modules read\n", rt.Site)
 		}
 	}
@@ -346,7 +352,7 @@ func coveringComponent(p preset, name string) string {
 	for _, c := range p.Components {
 		for _, f := range c.Finalizers {
 			if matches(f, name) {
-				comps = append(comps, c.Name)
+				comps = append(comps, "preset:"+p.Name+"/"+c.Name)
 				break
 			}
 		}
