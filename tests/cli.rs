@@ -2352,6 +2352,33 @@ fn the_presets_suite_passes_and_covers_the_whole_catalog() {
     );
 }
 
+/// Argo CD under `presets: [argocd]` in enforce mode
+/// (examples/presets/argocd/suite.yaml): the hook finalizer on a Job, a Pod
+/// and a custom resource in application namespaces, and the pre-delete
+/// finalizers on an Application, are the application controller's to take
+/// off and nobody else's.
+#[test]
+fn argo_cds_hooks_and_pre_delete_finalizers_pass_under_the_argocd_preset() {
+    let o = run(&["test", "examples/presets/argocd/suite.yaml"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    for line in [
+        "ok   the application controller takes the hook finalizer off a finished PreSync Job in an app namespace: authorized",
+        "ok   the application controller takes the hook finalizer off a PostSync Pod in an app namespace: authorized",
+        "ok   the application controller takes the hook finalizer off a custom resource hook in another app namespace: authorized",
+        "ok   the application controller takes the hook finalizer off finalizer-guard's own policy-check Job: authorized",
+        "ok   a person may not take the hook finalizer off a hook Job: denied",
+        "ok   the Argo CD server may not take the hook finalizer off a hook Pod: denied",
+        "ok   the app namespace's own ServiceAccount may not take the hook finalizer off a hook custom resource: denied",
+        "ok   the application controller takes pre-delete-finalizer.argocd.argoproj.io off an Application once its pre-delete hooks ran: authorized",
+        "ok   the application controller takes pre-delete-finalizer.argocd.argoproj.io/cleanup off an Application once its pre-delete hooks ran: authorized",
+        "ok   the ApplicationSet controller may not take pre-delete-finalizer.argocd.argoproj.io/cleanup off an Application: denied",
+    ] {
+        assert!(out.lines().any(|l| l == line), "no line {line:?}:\n{out}");
+    }
+    assert!(out.ends_with("31 passed, 0 failed\n"), "{out}");
+}
+
 /// The example override review, removing `finalizers` with the override `value`.
 fn override_review(dir: &Path, name: &str, finalizers: &[&str], value: &str) -> String {
     let text =

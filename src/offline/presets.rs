@@ -39,6 +39,14 @@ impl Report for Catalog {
             for s in &p.sources {
                 writeln!(out, "  source: {} {}", s.origin(), s.file)?;
             }
+            for l in &p.left_out {
+                writeln!(
+                    out,
+                    "  left out: {}: {}",
+                    escape(&l.finalizer),
+                    escape(&l.reason)
+                )?;
+            }
         }
         Ok(())
     }

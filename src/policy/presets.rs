@@ -42,6 +42,48 @@ pub struct Preset {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub composed: BTreeMap<String, Vec<String>>,
     pub sources: Vec<Source>,
+    /// Finalizer names the upstream code holds that no component trusts,
+    /// each with why (e2e/presets/check-complete.sh reads them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
+    /// Places where the upstream passes a finalizer held in a variable, and
+    /// what names reach them (e2e/presets/check-complete.sh reads them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub built_at_run_time: Vec<RunTimeSite>,
+    /// Module versions read for completeness only, beyond those `sources` cite.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<ReadModule>,
+}
+
+/// A finalizer name found upstream that the preset does not trust, and why.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeftOut {
+    /// An exact name, or a prefix ending in `*`.
+    pub finalizer: String,
+    pub reason: String,
+}
+
+/// `FILE: EXPRESSION` (FILE inside its module), and what it builds.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunTimeSite {
+    pub site: String,
+    pub builds: String,
+}
+
+/// A module version e2e/presets/check-complete.sh reads beside the cited ones.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReadModule {
+    pub module: String,
+    pub version: String,
+    /// Why the module proxy refuses it, when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// Where it was read by hand instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_at: Option<String>,
 }
 
 /// One controller of a project: one rule.
@@ -365,6 +407,125 @@ mod tests {
         }
     }
 
+    /// What check-complete.sh reads beside the rules: each left-out name has a
+    /// reason and is trusted by no component of its preset (a name both
+    /// covered and left out says two things); each run-time site names a
+    /// file and an expression, and what reaches it; each module read by hand
+    /// says why the module proxy refuses it.
+    #[test]
+    fn left_out_names_run_time_sites_and_read_modules_are_explained() {
+        for p in catalog() {
+            for l in &p.left_out {
+                assert!(
+                    !l.reason.trim().is_empty(),
+                    "{}: {} has no reason",
+                    p.name,
+                    l.finalizer
+                );
+                let covered = p.components.iter().any(|c| {
+                    c.finalizers.iter().any(|f| {
+                        pattern(f).matches(&l.finalizer) || pattern(&l.finalizer).matches(f)
+                    })
+                });
+                assert!(
+                    !covered,
+                    "{}: {} is both trusted and left out",
+                    p.name, l.finalizer
+                );
+            }
+            for r in &p.built_at_run_time {
+                let (file, expr) = r.site.split_once(": ").unwrap_or_else(|| {
+                    panic!(
+                        "{}: builtAtRunTime {:?} is not FILE: EXPRESSION",
+                        p.name, r.site
+                    )
+                });
+                assert!(
+                    file.ends_with(".go") && !expr.is_empty(),
+                    "{}: {:?}",
+                    p.name,
+                    r.site
+                );
+                assert!(
+                    !r.builds.trim().is_empty(),
+                    "{}: {} says nothing",
+                    p.name,
+                    r.site
+                );
+            }
+            for m in &p.read {
+                assert!(
+                    m.read_at.is_none() || m.refused.is_some(),
+                    "{}: {}@{} is read by hand but not said to be refused",
+                    p.name,
+                    m.module,
+                    m.version
+                );
+                assert!(m.version.starts_with('v'), "{}: {}", p.name, m.version);
+            }
+        }
+    }
+
+    /// Argo CD's hook finalizer sits on every kind of object, in whatever
+    /// namespace an application deploys to: only the application
+    /// controller takes it off. Its pre-delete finalizers are the
+    /// controller's alone too.
+    #[test]
+    fn argo_cds_hook_and_pre_delete_finalizers_are_its_application_controllers() {
+        let policy = Policy::from_yaml("mode: enforce\npresets: [argocd]\n").unwrap();
+        let controller = "system:serviceaccount:argocd:argocd-application-controller";
+        let groups = ["system:serviceaccounts", "system:serviceaccounts:argocd"];
+        let hook = "argocd.argoproj.io/hook-finalizer";
+        for target in [
+            ("batch", "jobs"),
+            ("", "pods"),
+            ("", "configmaps"),
+            ("example.org", "widgets"),
+        ] {
+            for namespace in ["shop", "finalizer-guard", "team-created-after-enforce"] {
+                assert!(
+                    removal(&policy, controller, &groups, target, namespace, hook).allowed(),
+                    "{target:?} in {namespace}"
+                );
+                for other in [
+                    "system:serviceaccount:argocd:argocd-server",
+                    "system:serviceaccount:argocd:argocd-applicationset-controller",
+                    "system:serviceaccount:shop:default",
+                    "system:serviceaccount:shop:argocd-application-controller",
+                ] {
+                    assert!(
+                        !removal(&policy, other, &groups, target, namespace, hook).allowed(),
+                        "{other} {target:?}"
+                    );
+                }
+            }
+        }
+        let app = ("argoproj.io", "applications");
+        for f in [
+            "pre-delete-finalizer.argocd.argoproj.io",
+            "pre-delete-finalizer.argocd.argoproj.io/cleanup",
+        ] {
+            assert!(
+                removal(&policy, controller, &groups, app, "argocd", f).allowed(),
+                "{f}"
+            );
+            for other in [
+                "system:serviceaccount:argocd:argocd-server",
+                "system:serviceaccount:argocd:argocd-applicationset-controller",
+            ] {
+                assert!(
+                    !removal(&policy, other, &groups, app, "argocd", f).allowed(),
+                    "{other} {f}"
+                );
+            }
+            // Only on Applications.
+            assert!(
+                !removal(&policy, controller, &groups, ("batch", "jobs"), "shop", f).allowed(),
+                "{f} on a Job"
+            );
+        }
+    }
+
     /// The catalog's values are valid in a policy: the rules they expand to
     /// parse as a policy written by hand would.
     #[test]
@@ -580,7 +741,9 @@ mod tests {
             labels,
             [
                 "preset:argocd/application-controller",
+                "preset:argocd/hooks",
                 "preset:argocd/applicationset-controller",
+                "preset:argocd/server",
                 "preset:flux/helm-controller"
             ]
         );
