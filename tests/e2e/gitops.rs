@@ -642,6 +642,33 @@ fn journey(env: &mut Env, registry: &str, records_from: usize, apiserver_from: u
         "no authenticated denial record of alice's strip"
     );
 
+    // And keeps it: the webhook made to fail open by hand is put back at the
+    // next reconcile (what `flux reconcile kustomization` asks for at once).
+    let phase = Instant::now();
+    c.admin(&[
+        "patch",
+        "validatingwebhookconfiguration",
+        CONFIG,
+        "--type=json",
+        "-p",
+        r#"[{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}]"#,
+    ])
+    .ok();
+    request_reconcile(env, KUSTOMIZATIONS, "finalizer-guard");
+    let failure_policy = || {
+        c.get(&["validatingwebhookconfiguration", CONFIG])
+            .map(|config| config["webhooks"][0]["failurePolicy"].clone())
+    };
+    wait_until(
+        "kustomize-controller to put failurePolicy: Fail back",
+        60,
+        || failure_policy() == Some(json!("Fail")),
+    );
+    println!(
+        "failurePolicy changed by hand to Ignore, put back to Fail by kustomize-controller in {:.1} s",
+        phase.elapsed().as_secs_f64()
+    );
+
     // The team's application, delivered under the guard.
     c.apply(&oci_repository(
         "team-app",
