@@ -8,11 +8,13 @@
 #   # $DIR/crds/*.yaml         its CRDs, from the module (config/crd/bases)
 #   # $DIR/rbac/role.yaml      its ClusterRole, from the module (config/rbac)
 #
+#   DIR=$(e2e/controllers/build.sh kustomize-controller)   # Flux's kustomize-controller, the same way
+#   # $DIR/rbac/cluster_role_binding.yaml   also: the cluster-admin binding Flux installs it with
 #   DIR=$(e2e/controllers/build.sh cluster-api)   # Cluster API's core manager, the same way
-#   e2e/controllers/build.sh all                  # both, one after the other
+#   e2e/controllers/build.sh all                  # all three, one after the other
 #
-# tests/e2e/controllers.rs runs them as processes against the real control
-# plane of e2e/cluster.sh. Keyed by the pinned version, as ../helm/build.sh:
+# tests/e2e/controllers.rs and tests/e2e/gitops.rs run them as processes
+# against the real control plane of e2e/cluster.sh. Keyed by the pinned version, as ../helm/build.sh:
 # a warm run reuses the folder, a version bump builds anew. FG_E2E_CACHE
 # moves the cache (default: ${XDG_CACHE_HOME:-~/.cache}/finalizer-guard-e2e).
 set -euo pipefail
@@ -28,6 +30,11 @@ case "$name" in
           source.toolkit.fluxcd.io_ocirepositories source.toolkit.fluxcd.io_helmcharts
           source.toolkit.fluxcd.io_buckets source.toolkit.fluxcd.io_externalartifacts)
     ;;
+  kustomize-controller)
+    module=github.com/fluxcd/kustomize-controller
+    package=$module
+    crds=(kustomize.toolkit.fluxcd.io_kustomizations)
+    ;;
   cluster-api)
     module=sigs.k8s.io/cluster-api
     package=$module
@@ -39,11 +46,11 @@ case "$name" in
           runtime.cluster.x-k8s.io_extensionconfigs)
     ;;
   all)
-    for each in source-controller cluster-api; do "$0" "$each"; done
+    for each in source-controller kustomize-controller cluster-api; do "$0" "$each"; done
     exit 0
     ;;
   *)
-    echo "usage: $0 source-controller|cluster-api|all" >&2
+    echo "usage: $0 source-controller|kustomize-controller|cluster-api|all" >&2
     exit 2
     ;;
 esac
@@ -75,6 +82,11 @@ rm -rf "$out/crds" "$out/rbac"
 mkdir -p "$out/crds" "$out/rbac"
 for crd in "${crds[@]}"; do cp "$dir/config/crd/bases/$crd.yaml" "$out/crds/"; done
 cp "$dir/config/rbac/role.yaml" "$out/rbac/role.yaml"
+# Flux binds kustomize-controller to cluster-admin: it applies whatever a
+# Kustomization holds.
+if [ "$name" = kustomize-controller ]; then
+  cp "$dir/config/rbac/cluster_role_binding.yaml" "$out/rbac/cluster_role_binding.yaml"
+fi
 chmod -R u+w "$out/crds" "$out/rbac"
 mv "$out/$name.tmp" "$out/$name"
 echo "built $name $version in $(( $(date +%s) - start )) s into $out" >&2

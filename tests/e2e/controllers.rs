@@ -30,19 +30,19 @@ const AFTER: &str = "team-c";
 const DELETE_BOUND: Duration = Duration::from_secs(60);
 
 /// A controller from the catalog, as its upstream installer names it.
-struct Upstream {
+pub(super) struct Upstream {
     /// `e2e/controllers/build.sh NAME`, and the binary in the folder it prints.
-    name: &'static str,
+    pub(super) name: &'static str,
     /// The namespace and ServiceAccount its installer runs it as.
-    namespace: &'static str,
-    account: &'static str,
-    finalizer: &'static str,
+    pub(super) namespace: &'static str,
+    pub(super) account: &'static str,
+    pub(super) finalizer: &'static str,
     /// The kinds it puts its finalizer on that the journey uses, as
     /// `kubectl` names them.
-    kinds: &'static [&'static str],
+    pub(super) kinds: &'static [&'static str],
 }
 
-const FLUX: Upstream = Upstream {
+pub(super) const FLUX: Upstream = Upstream {
     name: "source-controller",
     namespace: "flux-system",
     account: "source-controller",
@@ -52,6 +52,16 @@ const FLUX: Upstream = Upstream {
         "ocirepositories.source.toolkit.fluxcd.io",
         "gitrepositories.source.toolkit.fluxcd.io",
     ],
+};
+
+/// Flux's kustomize-controller (tests/e2e/gitops.rs): it applies whatever
+/// a Kustomization holds, so Flux binds it to cluster-admin.
+pub(super) const KUSTOMIZE: Upstream = Upstream {
+    name: "kustomize-controller",
+    namespace: "flux-system",
+    account: "kustomize-controller",
+    finalizer: "finalizers.fluxcd.io",
+    kinds: &["kustomizations.kustomize.toolkit.fluxcd.io"],
 };
 
 const CAPI: Upstream = Upstream {
@@ -65,7 +75,7 @@ const CAPI: Upstream = Upstream {
 const UPSTREAMS: [&Upstream; 2] = [&FLUX, &CAPI];
 
 impl Upstream {
-    fn username(&self) -> String {
+    pub(super) fn username(&self) -> String {
         format!("system:serviceaccount:{}:{}", self.namespace, self.account)
     }
 }
@@ -90,8 +100,8 @@ fn in_mode(policy: &str, mode: &str) -> String {
 }
 
 /// The folder `e2e/controllers/build.sh NAME` prints: at once when the
-/// pinned version is cached (`.ci/run` builds both while cargo builds).
-fn built(name: &str) -> PathBuf {
+/// pinned version is cached (`.ci/run` builds them while cargo builds).
+pub(super) fn built(name: &str) -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/controllers/build.sh");
     let out = Command::new(&script)
         .arg(name)
@@ -112,10 +122,10 @@ fn built(name: &str) -> PathBuf {
 }
 
 /// A controller process; stopped when dropped.
-struct Running(Option<Child>);
+pub(super) struct Running(Option<Child>);
 
 impl Running {
-    fn stop(&mut self) {
+    pub(super) fn stop(&mut self) {
         if let Some(mut child) = self.0.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -130,9 +140,10 @@ impl Drop for Running {
 }
 
 /// Installs the controller as its installer would (its CRDs, namespace,
-/// ServiceAccount, the module's ClusterRole bound to it), and returns a
+/// ServiceAccount, the module's ClusterRole bound to it, and the
+/// cluster-admin binding where the module ships one), and returns a
 /// kubeconfig holding a token of that ServiceAccount.
-fn install(env: &Env, up: &Upstream, dir: &Path) -> PathBuf {
+pub(super) fn install(env: &Env, up: &Upstream, dir: &Path) -> PathBuf {
     let c = &env.cluster;
     c.admin(&[
         "apply",
@@ -167,6 +178,17 @@ fn install(env: &Env, up: &Upstream, dir: &Path) -> PathBuf {
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
         "subjects": [{"kind": "ServiceAccount", "name": up.account, "namespace": up.namespace}],
     }));
+    // kustomize-controller's `cluster-reconciler`: cluster-admin, as Flux installs it.
+    let admin_binding = dir.join("rbac/cluster_role_binding.yaml");
+    if admin_binding.is_file() {
+        let mut binding: Value =
+            serde_yaml_ng::from_str(&fs::read_to_string(&admin_binding).unwrap()).unwrap();
+        assert_eq!(binding["roleRef"]["name"], "cluster-admin", "{binding}");
+        binding["metadata"] = json!({"name": format!("e2e-{}-cluster-reconciler", up.name)});
+        binding["subjects"] =
+            json!([{"kind": "ServiceAccount", "name": up.account, "namespace": up.namespace}]);
+        c.apply(&binding);
+    }
     c.token_kubeconfig(
         up.account,
         up.namespace,
@@ -215,7 +237,7 @@ fn people_edit(env: &Env) {
 
 /// Starts the controller with its ServiceAccount's kubeconfig, its ports on
 /// 127.0.0.1, its log in the webhook's work folder.
-fn start(env: &Env, up: &Upstream, dir: &Path, kubeconfig: &Path) -> Running {
+pub(super) fn start(env: &Env, up: &Upstream, dir: &Path, kubeconfig: &Path) -> Running {
     let work = env.work.join(up.name);
     fs::create_dir_all(&work).unwrap();
     let log = fs::OpenOptions::new()
@@ -238,6 +260,14 @@ fn start(env: &Env, up: &Upstream, dir: &Path, kubeconfig: &Path) -> Running {
                 .arg(format!("--storage-path={}", work.join("storage").display()))
                 .arg(format!("--storage-addr={storage}"))
                 .arg(format!("--storage-adv-addr={storage}"))
+                .arg(format!("--metrics-addr={}", addr()))
+                .arg(format!("--health-addr={}", addr()))
+                .arg("--enable-leader-election=false");
+        }
+        "kustomize-controller" => {
+            // It fetches the artifacts from source-controller's storage, at
+            // the address source-controller advertises (127.0.0.1).
+            cmd.env("RUNTIME_NAMESPACE", up.namespace)
                 .arg(format!("--metrics-addr={}", addr()))
                 .arg(format!("--health-addr={}", addr()))
                 .arg("--enable-leader-election=false");

@@ -321,6 +321,33 @@ impl Env {
         for f in ["ca.crt", "tls.crt", "tls.key"] {
             fs::copy(certs.join(f), overlay.join(f)).unwrap();
         }
+        // The scenarios enforce, so the webhook fails closed: the overlay
+        // docs/deployment.md shows for enforcing, over the self-managed one
+        // (the policy itself is this harness's, set below).
+        let enforce = manifests.join("enforce");
+        fs::create_dir_all(&enforce).unwrap();
+        fs::write(enforce.join("kustomization.yaml"), ENFORCE_OVERLAY).unwrap();
+
+        let mut env = Env {
+            cluster,
+            work,
+            shipped_policy: String::new(),
+            server: None,
+            port: free_port(),
+            admin_port: free_port(),
+            conditions: Conditions::Shipped,
+            removed_condition: None,
+        };
+        env.apply_installation();
+        env
+    }
+
+    /// `kubectl apply --server-side -k` of the enforce overlay, the server's
+    /// credentials and policy, and the clientConfig pointed at the local
+    /// server: what [`Env::install`] does in the cluster, again after a
+    /// scenario took the installation away ([`Env::uninstall`]).
+    fn apply_installation(&mut self) {
+        let cluster = &self.cluster;
         // A cluster an earlier run installed into is installed afresh: its
         // configuration points at a server that is gone.
         cluster
@@ -331,12 +358,7 @@ impl Env {
                 "--ignore-not-found",
             ])
             .ok();
-        // The scenarios enforce, so the webhook fails closed: the overlay
-        // docs/deployment.md shows for enforcing, over the self-managed one
-        // (the policy itself is this harness's, set below).
-        let enforce = manifests.join("enforce");
-        fs::create_dir_all(&enforce).unwrap();
-        fs::write(enforce.join("kustomization.yaml"), ENFORCE_OVERLAY).unwrap();
+        let enforce = self.work.join("manifests/enforce");
         cluster
             .admin(&[
                 "apply",
@@ -360,8 +382,33 @@ impl Env {
             .ok()
             .stdout;
         assert!(shipped_policy.contains("mode: warn"), "{shipped_policy}");
+        self.shipped_policy = shipped_policy;
+        self.write_credentials();
 
-        // The server's credentials: a token of the ServiceAccount the manifests install.
+        // The installed ConfigMap holds the shipped policy again: say what
+        // the server serves, as set_policy does.
+        let policy = self.policy(Policy::default());
+        if let Ok(serving) = fs::read_to_string(self.work.join("policy.yaml")) {
+            self.sync_policy_configmap(&serving);
+        }
+        self.set_policy(&policy);
+
+        // Only the clientConfig changes: a url for the local server.
+        let url = self.webhook_url();
+        self.patch_config(&json!([
+            {"op": "test", "path": "/webhooks/0/name", "value": WEBHOOK},
+            {"op": "remove", "path": "/webhooks/0/clientConfig/service"},
+            {"op": "add", "path": "/webhooks/0/clientConfig/url", "value": url},
+        ]));
+        // The matchConditions are the shipped ones again.
+        self.conditions = Conditions::Shipped;
+        self.removed_condition = None;
+    }
+
+    /// The server's credentials: a token of the ServiceAccount the
+    /// manifests install, in the kubeconfig the server reads at start.
+    fn write_credentials(&self) {
+        let cluster = &self.cluster;
         let token = cluster
             .admin(&[
                 "create",
@@ -382,7 +429,7 @@ impl Env {
             .as_str()
             .unwrap();
         fs::write(
-            work.join("webhook.kubeconfig"),
+            self.work.join("webhook.kubeconfig"),
             serde_json::to_string_pretty(&json!({
                 "apiVersion": "v1", "kind": "Config",
                 "clusters": [{"name": "e2e", "cluster": {"server": server, "certificate-authority": ca}}],
@@ -393,27 +440,45 @@ impl Env {
             .unwrap(),
         )
         .unwrap();
+    }
 
-        let mut env = Env {
-            cluster,
-            work,
-            shipped_policy,
-            server: None,
-            port: free_port(),
-            admin_port: free_port(),
-            conditions: Conditions::Shipped,
-            removed_condition: None,
-        };
-        env.set_policy(&env.policy(Policy::default()));
+    /// Restarts the server with a token of the webhook's ServiceAccount as
+    /// it is installed now: a pod started anew after the ServiceAccount was
+    /// made again (the old token names one that is gone).
+    pub fn renew_credentials(&mut self) {
+        self.write_credentials();
+        self.stop();
+        self.start();
+    }
 
-        // Only the clientConfig changes: a url for the local server.
-        let url = format!("https://127.0.0.1:{}/validate", env.port);
-        env.patch_config(&json!([
-            {"op": "test", "path": "/webhooks/0/name", "value": WEBHOOK},
-            {"op": "remove", "path": "/webhooks/0/clientConfig/service"},
-            {"op": "add", "path": "/webhooks/0/clientConfig/url", "value": url},
-        ]));
-        env
+    /// Deletes what [`Env::install`] applied (the enforce overlay's objects,
+    /// its namespace among them) and waits, at most 120 s, until they are
+    /// gone. The server keeps running; nothing calls it until a webhook
+    /// configuration names it again. [`Env::reinstall`] puts it all back.
+    pub fn uninstall(&self) {
+        let enforce = self.work.join("manifests/enforce");
+        self.cluster
+            .admin(&[
+                "delete",
+                "-k",
+                enforce.to_str().unwrap(),
+                "--ignore-not-found",
+                "--timeout=120s",
+            ])
+            .ok();
+    }
+
+    /// Installs the webhook again as [`Env::install`] did, after a scenario
+    /// took it away, and restarts the server with a token of the
+    /// ServiceAccount installed now.
+    pub fn reinstall(&mut self) {
+        self.apply_installation();
+        self.renew_credentials();
+    }
+
+    /// The `url:` the installed webhook configuration calls: the local server.
+    pub fn webhook_url(&self) -> String {
+        format!("https://127.0.0.1:{}/validate", self.port)
     }
 
     /// The shipped policy in `mode: enforce`, plus `extra`.
@@ -437,10 +502,31 @@ impl Env {
         if fs::read_to_string(&path).ok().as_deref() == Some(yaml) {
             return;
         }
-        let before = self.policy_reloads();
-        fs::write(&path, yaml).unwrap();
         // The installed ConfigMap says the same, as a kubelet would sync it
         // into the webhook's volume: `unstick` reads the policy from there.
+        self.sync_policy_configmap(yaml);
+        self.serve_policy(yaml);
+    }
+
+    /// Writes the server's policy file, and waits until the running server
+    /// has it, leaving the installed ConfigMap alone: what a kubelet does
+    /// when the mounted ConfigMap changed (a scenario whose ConfigMap
+    /// someone else writes plays that part with this).
+    pub fn serve_policy(&mut self, yaml: &str) {
+        let path = self.work.join("policy.yaml");
+        if fs::read_to_string(&path).ok().as_deref() == Some(yaml) {
+            return;
+        }
+        let before = self.policy_reloads();
+        fs::write(&path, yaml).unwrap();
+        if self.server.is_some() {
+            wait_until("the server to reload its policy", 30, || {
+                self.policy_reloads() > before
+            });
+        }
+    }
+
+    fn sync_policy_configmap(&self, yaml: &str) {
         let patch = json!({"data": {"policy.yaml": yaml}}).to_string();
         self.cluster
             .admin(&[
@@ -454,11 +540,6 @@ impl Env {
                 &patch,
             ])
             .ok();
-        if self.server.is_some() {
-            wait_until("the server to reload its policy", 30, || {
-                self.policy_reloads() > before
-            });
-        }
     }
 
     fn policy_reloads(&self) -> u64 {
@@ -720,7 +801,8 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
     super::common::live::http_get(("127.0.0.1", port), path)
 }
 
-fn copy_tree(from: &Path, to: &Path) {
+/// Copies a folder, leaving out certificates and keys (`*.crt`, `*.key`).
+pub fn copy_tree(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
     for entry in fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();

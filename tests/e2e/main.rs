@@ -17,6 +17,7 @@ mod certificates;
 #[path = "../common/mod.rs"]
 mod common;
 mod controllers;
+mod gitops;
 mod harness;
 mod helm;
 mod install;
