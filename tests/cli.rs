@@ -2727,6 +2727,33 @@ fn an_alias_bomb_is_refused_before_it_is_built() {
     assert!(stdout(&o).ends_with("3 passed, 0 failed\n"), "{o:?}");
 }
 
+/// A short case whose JSON patch would take quadratic work (each of 2,000
+/// insertions at the front of a 1,000-item array shifts it) is refused,
+/// naming the budget, before the work is done; it ran through before.
+#[test]
+fn a_json_patch_past_its_work_budget_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.yaml");
+    let ops = vec!["{op: add, path: /spec/items/0, value: 1}"; 2000].join(", ");
+    std::fs::write(
+        &suite,
+        format!(
+            "cases:\n  - object: {{kind: Pod, name: web-0, namespace: shop, finalizers: [a/b], spec: {{items: [{}]}}}}\n    requester: {{user: jane}}\n    jsonPatch: [{ops}]\n    expect: allowed\n",
+            vec!["0"; 1000].join(",")
+        ),
+    )
+    .unwrap();
+    let o = run_within(&["test", suite.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "ERROR {}: cases[0]: cases[0].jsonPatch[730]: the patch takes more than 1000000 units of work (nodes read, copied or visited, array items shifted), the most a case's patch may take: give fewer operations, or a smaller object\n0 passed, 0 failed, 1 unreadable\n",
+            suite.display()
+        )
+    );
+}
+
 /// Every other command that reads YAML from outside refuses the bomb as
 /// `policy validate` does: `policy suggest --merge`'s policy, the exports
 /// `policy validate --vap` and `--static` compare with the policy.
