@@ -11,6 +11,7 @@
 //! - [`flags`]: flags more than one command takes (`--policy`, durations).
 //! - [`vap`]: the policy as a ValidatingAdmissionPolicy (`policy export --vap`).
 //! - [`version`]: `version` and `--version`: commit, target, build date.
+//! - [`yaml`]: reading YAML from outside: what its aliases expand to bounded before it is built.
 #![forbid(unsafe_code)]
 
 pub mod admission;
@@ -26,3 +27,4 @@ pub mod queue;
 pub mod server;
 pub mod trail;
 pub mod version;
+pub mod yaml;

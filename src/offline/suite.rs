@@ -251,7 +251,7 @@ fn run_suite(
         Ok(text) => text,
         Err(e) => return out.push(unreadable(path, format!("cannot read suite: {e}"))),
     };
-    let suite: SuiteFile = match serde_yaml_ng::from_slice(&text) {
+    let suite: SuiteFile = match crate::yaml::from_slice(&text, &crate::yaml::SUITE) {
         Ok(suite) => suite,
         Err(e) => return out.push(unreadable(path, format!("not a suite file: {e}"))),
     };

@@ -140,7 +140,9 @@ impl Validation {
 
     /// `--vap FILE`: refused unless FILE is the policy's `policy export --vap`.
     fn check_vap(&mut self, policy: &Policy, file: &Path, vap: &Path) -> Result<()> {
-        let bytes = crate::error::read(vap)?;
+        // A regular file of a policy's size at most: a pull request may bring it.
+        let bytes = crate::files::read_regular(vap, crate::files::MAX_POLICY_BYTES)
+            .map_err(|e| Error::io(vap, e))?;
         let yaml = String::from_utf8_lossy(&bytes);
         if let Err(e) = vap::verify(policy, &yaml) {
             self.refuse(format!(

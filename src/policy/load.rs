@@ -50,7 +50,8 @@ impl Policy {
         {
             return Err(InvalidPolicy(vec![PolicyError::Empty]));
         }
-        let file: PolicyFile = serde_yaml_ng::from_str(text)
+        // Bounded before it is built: a policy comes from anyone ([`crate::yaml`]).
+        let file: PolicyFile = crate::yaml::from_str(text, &crate::yaml::POLICY)
             .map_err(|e| InvalidPolicy(vec![PolicyError::Syntax(e.to_string())]))?;
         assemble(file)
     }

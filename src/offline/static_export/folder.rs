@@ -192,7 +192,8 @@ pub fn read_dir(dir: &Path) -> Result<BTreeMap<String, Result<String, String>>, 
         if entry.ends_with('/') {
             continue;
         }
-        let text = std::fs::read(dir.join(&entry))
+        // Regular files of a policy's size at most: a pull request may bring them.
+        let text = crate::files::read_regular(&dir.join(&entry), crate::files::MAX_POLICY_BYTES)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .map_err(|e| e.to_string());
         out.insert(entry, text);
@@ -209,7 +210,6 @@ pub fn verify(
     options: &Options,
     found: &BTreeMap<String, Result<String, String>>,
 ) -> Result<(), VerifyError> {
-    use serde::Deserialize;
     let files = render(policy, options)?;
     for f in &files {
         let text = match found.get(f.path) {
@@ -222,17 +222,13 @@ pub fn verify(
             }
             Some(Ok(text)) => text,
         };
-        let mut objects = Vec::new();
-        for document in serde_yaml_ng::Deserializer::from_str(text) {
-            let value =
-                serde_json::Value::deserialize(document).map_err(|e| VerifyError::Yaml {
-                    file: f.path.into(),
-                    why: crate::output::without_values(&e.to_string()),
-                })?;
-            if !value.is_null() {
-                objects.push(value);
-            }
-        }
+        let documents: Vec<serde_json::Value> = crate::yaml::documents(text, &crate::yaml::POLICY)
+            .map_err(|e| VerifyError::Yaml {
+                file: f.path.into(),
+                why: crate::output::without_values(&e.to_string()),
+            })?;
+        let objects: Vec<serde_json::Value> =
+            documents.into_iter().filter(|v| !v.is_null()).collect();
         if objects.len() != f.objects.len() {
             return Err(VerifyError::Count {
                 file: f.path.into(),

@@ -88,9 +88,19 @@ pub fn run(args: Suggest) -> Result<i32> {
     Ok(0)
 }
 
-/// The policy to merge into: its text (comments kept) and its reading.
+/// The policy to merge into: its text (comments kept) and its reading. A
+/// regular file of a policy's size at most, as every policy file.
 fn read_base(path: &Path) -> Result<(String, Policy)> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let bytes = crate::files::read_regular(path, crate::files::MAX_POLICY_BYTES)
+        .map_err(|e| Error::io(path, e))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        Error::policy(
+            path,
+            LoadError::NotUtf8 {
+                valid_up_to: e.utf8_error().valid_up_to(),
+            },
+        )
+    })?;
     let policy =
         Policy::from_yaml(&text).map_err(|e| Error::policy(path, LoadError::Invalid(e)))?;
     Ok((text, policy))

@@ -389,7 +389,7 @@ fn widen_in_place(text: &str, edits: &[Edit]) -> Option<String> {
 /// The fallback: the policy re-serialized with each edited rule's
 /// `namespaces` rewritten (its comments are lost).
 fn widen_rewritten(text: &str, edits: &[Edit]) -> Option<String> {
-    let mut value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).ok()?;
+    let mut value: serde_yaml_ng::Value = crate::yaml::from_str(text, &crate::yaml::POLICY).ok()?;
     let rules = value.get_mut("rules")?.as_sequence_mut()?;
     for edit in edits {
         let rule = rules.get_mut(edit.index)?.as_mapping_mut()?;
@@ -459,7 +459,8 @@ fn insert_rules(text: &str, rules: &[String]) -> Option<String> {
 
 /// The fallback: the policy re-serialized with the rules added (its comments are lost).
 fn rewrite(text: &str, rules: &[String]) -> String {
-    let mut value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).unwrap_or_default();
+    let mut value: serde_yaml_ng::Value =
+        crate::yaml::from_str(text, &crate::yaml::POLICY).unwrap_or_default();
     let existing = value
         .get("rules")
         .cloned()

@@ -418,38 +418,7 @@ impl Short<'_> {
                     "{at}.jsonPatch: a list of operations, e.g. [{{op: remove, path: /metadata/finalizers/0}}]"
                 ));
             };
-            // Only `copy` can make the object grow past what the file held:
-            // count what each copies, and stop before it outgrows the limit.
-            let mut size = json_size(old);
-            for (i, op) in ops.iter().enumerate() {
-                let op: json_patch::PatchOperation = serde_json::from_value(op.clone())
-                    .map_err(|e| format!("{at}.jsonPatch[{i}]: {e}"))?;
-                if let json_patch::PatchOperation::Copy(copy) = &op
-                    && let Some(from) = new.pointer(copy.from.as_str())
-                {
-                    size = size.saturating_add(json_size(from));
-                    if size > limit {
-                        return Err(too_large(at, limit));
-                    }
-                }
-                json_patch::patch_unsafe(&mut new, std::slice::from_ref(&op)).map_err(|e| {
-                    let why = match e.kind {
-                        json_patch::PatchErrorKind::TestFailed => {
-                            "the test failed: the object holds another value there".to_string()
-                        }
-                        kind => kind.to_string(),
-                    };
-                    format!("{at}.jsonPatch[{i}]: at {:?}: {why}", e.path.as_str())
-                })?;
-                // `add` and `move` nest one level an operation, `copy` can
-                // double the depth: checked after each, the object never
-                // grows deeper than twice the bound before it is refused.
-                if deeper_than(&new, MAX_DEPTH) {
-                    return Err(format!(
-                        "{at}.jsonPatch[{i}]: nests the object deeper than {MAX_DEPTH} levels, which kube-apiserver would not store"
-                    ));
-                }
-            }
+            new = json_patch(at, old, ops, limit)?.0;
         }
         if !new.get("metadata").is_some_and(Value::is_object) {
             return Err(format!(
@@ -551,29 +520,167 @@ fn too_large(at: &str, limit: u64) -> String {
     )
 }
 
-/// How many bytes `value` takes as JSON, without writing them anywhere.
 /// How deep an object a short case may build: serde_json's own recursion
 /// limit, which a review kube-apiserver sends never reaches.
 const MAX_DEPTH: usize = 128;
 
-/// Whether `value` nests deeper than `limit` levels, found without recursion
-/// (a value built deep enough to overflow the stack must not do so here).
-fn deeper_than(value: &Value, limit: usize) -> bool {
-    let mut stack = vec![(value, 1_usize)];
-    while let Some((value, depth)) = stack.pop() {
+/// The most work a short case's JSON patch may take, in units: a node of
+/// an operation read (its value, what a `test` compares), a node copied, an
+/// array item shifted by an insertion or a removal, a node visited when the
+/// object's depth must be checked again. A patch of a real object takes a
+/// few hundred; a patch that would take more is refused before it is
+/// applied.
+pub const MAX_PATCH_WORK: u64 = 1_000_000;
+
+/// The work a patch has taken so far, against [`MAX_PATCH_WORK`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Work(u64);
+
+impl Work {
+    /// What is left of the budget.
+    fn left(self) -> u64 {
+        MAX_PATCH_WORK.saturating_sub(self.0)
+    }
+
+    /// Takes `units` more, or says why the case is refused.
+    fn spend(&mut self, units: u64, at: &str, i: usize) -> Result<(), String> {
+        self.0 = self.0.saturating_add(units);
+        if self.0 > MAX_PATCH_WORK {
+            return Err(format!(
+                "{at}.jsonPatch[{i}]: the patch takes more than {MAX_PATCH_WORK} units of work (nodes read, copied or visited, array items shifted), the most a case's patch may take: give fewer operations, or a smaller object"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `old` with the JSON patch `ops` applied, and the work it took: refused
+/// past [`MAX_PATCH_WORK`], past `limit` bytes (only `copy` grows the object
+/// past what the file held) or deeper than [`MAX_DEPTH`].
+///
+/// Each operation is paid for before it is applied, by what it costs: its
+/// own nodes, the array items it shifts, the nodes it copies. The object's
+/// depth is not walked after each operation; a bound on it is kept instead
+/// (an `add` nests its value under its path; a `move` or a `copy` nests
+/// what it moves as much deeper as its path is longer than its `from`), and
+/// the object is walked, and the walk paid for, only when that bound passes
+/// [`MAX_DEPTH`].
+fn json_patch(at: &str, old: &Value, ops: &[Value], limit: u64) -> Result<(Value, Work), String> {
+    use json_patch::PatchOperation as Op;
+    use serde::Deserialize as _;
+    let mut new = old.clone();
+    let mut work = Work::default();
+    let mut size = json_size(old);
+    let mut depth = measure(old, u64::MAX).depth;
+    for (i, op) in ops.iter().enumerate() {
+        work.spend(measure(op, work.left()).nodes, at, i)?;
+        let op = Op::deserialize(op).map_err(|e| format!("{at}.jsonPatch[{i}]: {e}"))?;
+        let (path, from) = match &op {
+            Op::Add(o) => (o.path.as_str(), ""),
+            Op::Remove(o) => (o.path.as_str(), ""),
+            Op::Replace(o) => (o.path.as_str(), ""),
+            Op::Move(o) => (o.path.as_str(), o.from.as_str()),
+            Op::Copy(o) => (o.path.as_str(), o.from.as_str()),
+            Op::Test(o) => (o.path.as_str(), ""),
+        };
+        // The array items an insertion at `path`, or a removal, shifts.
+        let shifts = match &op {
+            Op::Add(_) | Op::Copy(_) | Op::Remove(_) => shifted(&new, path),
+            Op::Move(_) => shifted(&new, from).saturating_add(shifted(&new, path)),
+            Op::Replace(_) | Op::Test(_) => 0,
+        };
+        work.spend(shifts, at, i)?;
+        if let Op::Copy(_) = &op
+            && let Some(source) = new.pointer(from)
+        {
+            work.spend(measure(source, work.left()).nodes, at, i)?;
+            size = size.saturating_add(json_size(source));
+            if size > limit {
+                return Err(too_large(at, limit));
+            }
+        }
+        json_patch::patch_unsafe(&mut new, std::slice::from_ref(&op)).map_err(|e| {
+            let why = match e.kind {
+                json_patch::PatchErrorKind::TestFailed => {
+                    "the test failed: the object holds another value there".to_string()
+                }
+                kind => kind.to_string(),
+            };
+            format!("{at}.jsonPatch[{i}]: at {:?}: {why}", e.path.as_str())
+        })?;
+        depth = match &op {
+            Op::Add(json_patch::AddOperation { value, .. })
+            | Op::Replace(json_patch::ReplaceOperation { value, .. }) => {
+                depth.max(segments(path) + measure(value, u64::MAX).depth)
+            }
+            Op::Move(_) | Op::Copy(_) => depth + segments(path).saturating_sub(segments(from)),
+            Op::Remove(_) | Op::Test(_) => depth,
+        };
+        if depth > MAX_DEPTH as u64 {
+            let walked = measure(&new, work.left());
+            work.spend(walked.nodes, at, i)?;
+            if walked.depth > MAX_DEPTH as u64 {
+                return Err(format!(
+                    "{at}.jsonPatch[{i}]: nests the object deeper than {MAX_DEPTH} levels, which kube-apiserver would not store"
+                ));
+            }
+            depth = walked.depth;
+        }
+    }
+    Ok((new, work))
+}
+
+/// The reference tokens of a JSON pointer (`/a/b`: 2).
+fn segments(pointer: &str) -> u64 {
+    pointer.matches('/').count() as u64
+}
+
+/// The array items an insertion at, or a removal from, `pointer` shifts:
+/// those from its index on (none at `-`, the end); none when what holds
+/// it is not an array.
+fn shifted(object: &Value, pointer: &str) -> u64 {
+    let Some((parent, last)) = pointer.rsplit_once('/') else {
+        return 0;
+    };
+    let Some(Value::Array(items)) = object.pointer(parent) else {
+        return 0;
+    };
+    let index = last.parse::<usize>().unwrap_or(items.len());
+    items.len().saturating_sub(index) as u64
+}
+
+/// A value's nodes (itself included), and how deep it nests arrays and
+/// objects (`{}`: 1, a scalar: 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Measure {
+    nodes: u64,
+    depth: u64,
+}
+
+/// The [`Measure`] of `value`, found without recursion (a value nested deep
+/// enough to overflow the stack must not do so here). The walk stops past
+/// `most` nodes, counting `most + 1`: the budget it is paid from bounds it.
+fn measure(value: &Value, most: u64) -> Measure {
+    let mut nodes = 0_u64;
+    let mut depth = 0_u64;
+    let mut stack = vec![(value, 1_u64)];
+    while let Some((value, level)) = stack.pop() {
+        nodes += 1;
+        if nodes > most {
+            break;
+        }
         let children: Box<dyn Iterator<Item = &Value>> = match value {
             Value::Array(items) => Box::new(items.iter()),
             Value::Object(map) => Box::new(map.values()),
             _ => continue,
         };
-        if depth > limit {
-            return true;
-        }
-        stack.extend(children.map(|child| (child, depth + 1)));
+        depth = depth.max(level);
+        stack.extend(children.map(|child| (child, level + 1)));
     }
-    false
+    Measure { nodes, depth }
 }
 
+/// How many bytes `value` takes as JSON, without writing them anywhere.
 fn json_size(value: &Value) -> u64 {
     struct Count(u64);
     impl io::Write for Count {
@@ -588,4 +695,123 @@ fn json_size(value: &Value) -> u64 {
     let mut count = Count(0);
     serde_json::to_writer(&mut count, value).expect("a JSON value serializes");
     count.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pod whose spec holds an array of `items` zeros.
+    fn pod(items: usize) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-0", "namespace": "shop", "finalizers": ["a/b"]},
+            "spec": {"items": vec![0; items]},
+        })
+    }
+
+    fn ops(op: Value, n: usize) -> Vec<Value> {
+        vec![op; n]
+    }
+
+    fn patched(old: &Value, ops: &[Value]) -> Result<(Value, Work), String> {
+        json_patch("cases[0]", old, ops, 64 << 20)
+    }
+
+    /// Why the patch is refused (the object is too large to print).
+    fn refused(old: &Value, ops: &[Value]) -> String {
+        match patched(old, ops) {
+            Ok((_, work)) => panic!("applied, with {work:?}"),
+            Err(why) => why,
+        }
+    }
+
+    /// Thousands of `test`s on an object holding a 100,000-item array: the
+    /// work is each operation's own (4 nodes), not a walk of the object
+    /// after each (400 million nodes, seconds, before).
+    #[test]
+    fn a_patch_costs_what_its_operations_do_not_the_object_s_size() {
+        let old = pod(100_000);
+        let tests = ops(
+            json!({"op": "test", "path": "/spec/items/5", "value": 0}),
+            4000,
+        );
+        let (new, work) = patched(&old, &tests).unwrap();
+        assert_eq!(new, old);
+        assert_eq!(work, Work(4000 * 4));
+        // Appending shifts nothing; a removal at the end neither.
+        let appends = ops(
+            json!({"op": "add", "path": "/spec/items/-", "value": 1}),
+            4000,
+        );
+        let (new, work) = patched(&old, &appends).unwrap();
+        assert_eq!(new["spec"]["items"].as_array().unwrap().len(), 104_000);
+        assert_eq!(work, Work(4000 * 4));
+        let removals = ops(json!({"op": "remove", "path": "/metadata/finalizers/0"}), 1);
+        assert_eq!(patched(&old, &removals).unwrap().1, Work(3 + 1));
+    }
+
+    /// Each insertion at the front of a long array shifts every item: paid
+    /// for, and refused past the budget before it is done.
+    #[test]
+    fn a_patch_past_its_work_budget_is_refused_naming_it() {
+        let old = pod(1000);
+        let inserts = ops(
+            json!({"op": "add", "path": "/spec/items/0", "value": 1}),
+            2000,
+        );
+        let why = refused(&old, &inserts);
+        assert_eq!(
+            why,
+            "cases[0].jsonPatch[730]: the patch takes more than 1000000 units of work (nodes read, copied or visited, array items shifted), the most a case's patch may take: give fewer operations, or a smaller object"
+        );
+        // Under it, the same operations apply.
+        let (new, work) = patched(&old, &inserts[..730]).unwrap();
+        assert_eq!(new["spec"]["items"].as_array().unwrap().len(), 1730);
+        assert_eq!(work.0, (0..730).map(|i| 4 + 1000 + i).sum::<u64>());
+        // What copies are paid for: the nodes copied.
+        let copies = ops(
+            json!({"op": "copy", "from": "/spec/items", "path": "/spec/copy"}),
+            1,
+        );
+        assert_eq!(patched(&old, &copies).unwrap().1, Work(4 + 1001));
+    }
+
+    /// The depth is not walked after each operation, only when a bound on
+    /// it passes the limit; a patch that makes that happen again and again
+    /// pays for each walk and is refused at the budget.
+    #[test]
+    fn the_object_is_walked_only_when_it_may_have_grown_too_deep() {
+        // The root, spec, and 126 levels under it: 128 deep, the most a
+        // case may build.
+        let mut deep = json!({});
+        for _ in 0..125 {
+            deep = json!({ "d": deep });
+        }
+        let mut old = pod(100_000);
+        old["spec"]["deep"] = deep;
+        old["spec"]["scalar"] = json!(1);
+        old["spec"]["a"] = json!({"b": {}});
+        assert_eq!(measure(&old, u64::MAX).depth, 128);
+        // A scalar moved two levels down and back: the bound passes 128
+        // each time it goes down, though the object grows no deeper.
+        let there = json!({"op": "move", "from": "/spec/scalar", "path": "/spec/a/b/scalar"});
+        let back = json!({"op": "move", "from": "/spec/a/b/scalar", "path": "/spec/scalar"});
+        let (_, work) = patched(&old, &[there.clone(), back.clone()]).unwrap();
+        let walk = measure(&old, u64::MAX).nodes;
+        assert_eq!(work, Work(2 * 4 + walk));
+        let bounce: Vec<Value> = (0..100)
+            .flat_map(|_| [there.clone(), back.clone()])
+            .collect();
+        let why = refused(&old, &bounce);
+        assert!(why.contains("more than 1000000 units of work"), "{why}");
+        // One level deeper than the limit is refused as before.
+        let innermost = format!("/spec/deep{}/x", "/d".repeat(125));
+        let deeper = ops(json!({"op": "add", "path": innermost, "value": {}}), 1);
+        let why = refused(&old, &deeper);
+        assert!(
+            why.contains("nests the object deeper than 128 levels"),
+            "{why}"
+        );
+    }
 }

@@ -220,20 +220,14 @@ pub enum VerifyError {
 /// exported again leaves kube-apiserver deciding the old one; this is how
 /// the chart's policy check (and a CI job over an overlay) catches that.
 pub fn verify(policy: &Policy, yaml: &str) -> Result<(), VerifyError> {
-    use serde::Deserialize;
     let export = export(policy)?;
     let want = [
         ("ValidatingAdmissionPolicy", to_json(&export.policy)),
         ("ValidatingAdmissionPolicyBinding", to_json(&export.binding)),
     ];
-    let mut found = Vec::new();
-    for document in serde_yaml_ng::Deserializer::from_str(yaml) {
-        let value = serde_json::Value::deserialize(document)
-            .map_err(|e| VerifyError::Yaml(e.to_string()))?;
-        if !value.is_null() {
-            found.push(value);
-        }
-    }
+    let documents: Vec<serde_json::Value> = crate::yaml::documents(yaml, &crate::yaml::POLICY)
+        .map_err(|e| VerifyError::Yaml(e.to_string()))?;
+    let found: Vec<serde_json::Value> = documents.into_iter().filter(|v| !v.is_null()).collect();
     if found.len() != want.len() {
         return Err(VerifyError::Count { found: found.len() });
     }
