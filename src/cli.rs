@@ -169,8 +169,8 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "FILE")]
     pub vap: Option<PathBuf>,
     /// Every warning fails the policy (exit 1): a rule that can match nothing,
-    /// one that switches the guard off for everyone, and, in warn mode, a
-    /// built-in controller enforce mode would block.
+    /// an identity too broad to trust (in a rule, a preset, an approver), and,
+    /// in warn mode, a built-in controller enforce mode would block.
     #[arg(long)]
     pub strict: bool,
     /// Also check that DIR is `policy export --static DIR` of the policy with the same

@@ -267,6 +267,99 @@ fn policy_validate_warns_of_rules_that_match_nothing() {
     assert!(!stdout(&clean).contains("warning"), "{}", stdout(&clean));
 }
 
+/// Identity lists too broad to trust fail `policy validate --strict`, each
+/// naming its list and why: approvers everyone is in are refused outright
+/// (by plain `validate` and by `serve`), a namespace's every ServiceAccount
+/// with every finalizer and a preset trusting every ServiceAccount of
+/// `default` are warnings.
+#[test]
+fn policy_validate_strict_refuses_identity_lists_too_broad_to_trust() {
+    let approval = |users: &str, groups: &str| {
+        format!(
+            "override:\n  approval:\n    users: {users}\n    groups: {groups}\n    maxAge: 2h\n"
+        )
+    };
+    let refused: [(String, &[&str]); 2] = [
+        (
+            approval("[sec-lead]", "[\"system:authenticated\"]"),
+            &[
+                r#"override.approval.groups: "system:authenticated" is every authenticated user: any of them could approve an override and any other one remove the finalizer, so it would take no second person"#,
+            ],
+        ),
+        (
+            approval(
+                "[\"system:anonymous\"]",
+                "[\"system:unauthenticated\", \"system:serviceaccounts\"]",
+            ),
+            &[
+                r#"override.approval.users: "system:anonymous" is every unauthenticated request: any of them could approve"#,
+                r#"override.approval.groups: "system:unauthenticated" is every unauthenticated request: any of them could approve"#,
+                r#"override.approval.groups: "system:serviceaccounts" is every ServiceAccount of every namespace: any of them could approve"#,
+            ],
+        ),
+    ];
+    for (text, says) in &refused {
+        let (_dir, path) = policy_file(text);
+        let path = path.to_str().unwrap();
+        for strict in [false, true] {
+            let args: &[&str] = if strict {
+                &["policy", "validate", "--strict", path]
+            } else {
+                &["policy", "validate", path]
+            };
+            let o = run(args);
+            assert_eq!(o.status.code(), Some(1), "{text}\n{o:?}");
+            for said in *says {
+                assert!(
+                    stdout(&o).contains(&format!("{path}: {said}")),
+                    "{}",
+                    stdout(&o)
+                );
+            }
+        }
+        let refusal = serve_refusal(Path::new(path));
+        assert!(refusal.contains(says[0]), "{refusal}");
+    }
+
+    let warned = [
+        (
+            "rules:\n  - finalizers: [\"*\"]\n    groups: [\"system:serviceaccounts:team-a\"]\n",
+            r#"rules[0]: groups "system:serviceaccounts:team-a" is every ServiceAccount of namespace team-a, so every pod there (its default ServiceAccount's too): each of them may remove every finalizer (finalizers "*"), so the guard is off for them"#,
+        ),
+        (
+            "presets:\n  - name: crossplane\n    namespace: default\n",
+            r#"presets[0].namespace "default": preset:crossplane/providers would trust group "system:serviceaccounts:default", every ServiceAccount of namespace default, where everything that names no namespace runs: each of them may remove "finalizer.managedresource.crossplane.io", "in-use.crossplane.io", so the guard is off for them"#,
+        ),
+    ];
+    for (text, says) in warned {
+        let (_dir, path) = policy_file(text);
+        let path = path.to_str().unwrap();
+        let lax = run(&["policy", "validate", path]);
+        assert_eq!(lax.status.code(), Some(0), "{text}\n{lax:?}");
+        assert!(
+            stdout(&lax).contains(&format!("{path}: warning: {says}")),
+            "{}",
+            stdout(&lax)
+        );
+        let strict = run(&["policy", "validate", "--strict", path]);
+        assert_eq!(strict.status.code(), Some(1), "{text}\n{strict:?}");
+        let out = stdout(&strict);
+        assert!(
+            out.starts_with(&format!(
+                "{path}: refused under --strict: 1 warning (each below)\n"
+            )),
+            "{out}"
+        );
+        assert!(out.contains(says), "{out}");
+    }
+    // The narrower forms, and the preset in its own namespace, pass.
+    let (_dir, path) = policy_file(
+        "presets: [crossplane]\nrules:\n  - finalizers: [\"example.com/*\"]\n    groups: [\"system:serviceaccounts:team-a\"]\n    namespaces: [team-a]\noverride:\n  approval:\n    groups: [security]\n    maxAge: 2h\n",
+    );
+    let o = run(&["policy", "validate", "--strict", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+}
+
 /// The policies of the issue that lock Argo CD out, or switch the guard off,
 /// are valid but warned of; `--strict` fails them, each warning still
 /// listed with its rule and fix. The shipped policies pass `--strict`.
