@@ -542,7 +542,7 @@ pub struct ServeArgs {
     /// Then give in-flight requests this long to finish.
     #[arg(long, env = "FINALIZER_GUARD_SHUTDOWN_TIMEOUT", default_value = "20s", value_parser = own_words(parse_duration))]
     pub shutdown_timeout: Duration,
-    /// Dev mode: folder the generated CA (ca.crt) is written to.
+    /// Dev mode: folder the generated CA (ca.crt) is written to: the user's own, writable by no one else.
     #[arg(long, env = "FINALIZER_GUARD_DEV_CERT_DIR")]
     pub dev_cert_dir: Option<PathBuf>,
     /// Record every judged finalizer removal into this folder, for `test` to replay.
