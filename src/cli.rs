@@ -170,8 +170,8 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "FILE")]
     pub vap: Option<PathBuf>,
     /// Every warning fails the policy (exit 1): a rule that can match nothing,
-    /// one that switches the guard off for everyone, and, in warn mode, a
-    /// built-in controller enforce mode would block.
+    /// an identity too broad to trust (in a rule, a preset, an approver), and,
+    /// in warn mode, a built-in controller enforce mode would block.
     #[arg(long)]
     pub strict: bool,
     /// Also check that DIR is `policy export --static DIR` of the policy with the same
@@ -543,7 +543,7 @@ pub struct ServeArgs {
     /// Then give in-flight requests this long to finish.
     #[arg(long, env = "FINALIZER_GUARD_SHUTDOWN_TIMEOUT", default_value = "20s", value_parser = own_words(parse_duration))]
     pub shutdown_timeout: Duration,
-    /// Dev mode: folder the generated CA (ca.crt) is written to.
+    /// Dev mode: folder the generated CA (ca.crt) is written to: the user's own, writable by no one else.
     #[arg(long, env = "FINALIZER_GUARD_DEV_CERT_DIR")]
     pub dev_cert_dir: Option<PathBuf>,
     /// Record every judged finalizer removal into this folder, for `test` to replay.

@@ -1,5 +1,13 @@
 //! Reading the files the offline commands are given (`check`, `test`,
-//! `policy suggest`, policy files): the one place they meet the file system.
+//! `policy suggest`, policy files), and writing every file the binary writes
+//! (keys, certificates, exports, recordings): the one place they meet the
+//! file system.
+//!
+//! A file is written as a new file beside its destination, then renamed over
+//! it ([`replace`]): never through what is already there. A key is created
+//! readable by its owner only, whatever the file it replaces allowed; a
+//! symlink at the destination is replaced, not followed, so the file it led
+//! to is untouched; a reader never sees half a file.
 //!
 //! The files come from anyone (a pull request to a suite folder, evidence
 //! copied off a cluster), so:
@@ -212,6 +220,186 @@ impl Walk<'_> {
     }
 }
 
+/// Who may read a file [`replace`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Its owner only (0600): a private key.
+    Owner,
+    /// Anyone (0644, less what the umask takes away): a certificate, an export.
+    Everyone,
+}
+
+/// How many names [`NewFile::write`] tries before it gives up: each is new
+/// and random, so only someone creating files under the same names could
+/// take them all.
+const NEW_NAME_ATTEMPTS: u32 = 64;
+
+/// A file written beside its destination, not yet in place:
+/// [`NewFile::commit`] renames it over the destination; dropped
+/// uncommitted, it is removed. For writing several files all or nothing.
+#[derive(Debug)]
+pub struct NewFile {
+    /// `None` once committed.
+    written: Option<PathBuf>,
+    destination: PathBuf,
+}
+
+impl NewFile {
+    /// Writes `bytes` to a new file in `destination`'s folder, created with
+    /// `access` (exclusively: never an existing file, never through a
+    /// symlink), and flushed to disk.
+    pub fn write(destination: &Path, bytes: &[u8], access: Access) -> io::Result<NewFile> {
+        use std::io::Write;
+        let name = destination
+            .file_name()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "names no file"))?
+            .to_string_lossy();
+        let folder = match destination.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let mut options = std::fs::OpenOptions::new();
+        // create_new: O_CREAT | O_EXCL, which fails on anything there, a
+        // symlink (even a dangling one) included.
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(match access {
+                Access::Owner => 0o600,
+                Access::Everyone => 0o644,
+            });
+        }
+        #[cfg(not(unix))]
+        let _ = access;
+        let mut attempt = 0;
+        let (path, mut file) = loop {
+            let path = folder.join(format!(".{name}.{:016x}.tmp", random()));
+            match options.open(&path) {
+                Ok(file) => break (path, file),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    attempt += 1;
+                    if attempt == NEW_NAME_ATTEMPTS {
+                        return Err(io::Error::new(
+                            io::ErrorKind::AlreadyExists,
+                            format!("{NEW_NAME_ATTEMPTS} new file names beside it were all taken"),
+                        ));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let new = NewFile {
+            written: Some(path),
+            destination: destination.to_path_buf(),
+        };
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        Ok(new)
+    }
+
+    /// Renames the file over its destination: a symlink there is replaced,
+    /// not followed.
+    pub fn commit(mut self) -> io::Result<()> {
+        let written = self.written.take().expect("a NewFile is committed once");
+        std::fs::rename(&written, &self.destination).inspect_err(|_| {
+            let _ = std::fs::remove_file(&written);
+        })
+    }
+}
+
+impl Drop for NewFile {
+    fn drop(&mut self) {
+        if let Some(written) = self.written.take() {
+            let _ = std::fs::remove_file(written);
+        }
+    }
+}
+
+/// Writes `bytes` to `path`: a new file beside it, readable as `access`
+/// says, renamed over it ([`NewFile`]).
+pub fn replace(path: &Path, bytes: &[u8], access: Access) -> io::Result<()> {
+    NewFile::write(path, bytes, access)?.commit()
+}
+
+/// 64 random bits: std's hasher keys, drawn from the system's randomness.
+fn random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    hasher.finish()
+}
+
+/// Why a folder is not one only its owner may write in.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotPrivate {
+    #[error("is a symlink: give a real folder, or remove the link")]
+    Symlink,
+    #[error("is not a folder")]
+    NotAFolder,
+    #[error(
+        "belongs to user {owner}, not to you (user {me}): anyone who owns it could change what is written there; remove it, or give another folder"
+    )]
+    NotMine { owner: u32, me: u32 },
+    #[error(
+        "is writable by {who} (mode {mode:04o}), who could change what is written there: chmod go-w it, or give another folder"
+    )]
+    Writable { who: &'static str, mode: u32 },
+}
+
+impl From<NotPrivate> for io::Error {
+    fn from(why: NotPrivate) -> io::Error {
+        io::Error::new(io::ErrorKind::PermissionDenied, why)
+    }
+}
+
+/// Makes sure `dir` is a folder only the current user may write in, as ssh
+/// wants `~/.ssh`: created (0700) when missing; refused when it is a
+/// symlink, not a folder, owned by another user, or writable by its group or
+/// others. For a folder of a shared place (`$TMPDIR`) where someone else
+/// may have made it first, to plant a symlink or a file of their own.
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    // A symlink to a folder passes here: the look below refuses it.
+    builder.create(dir)?;
+    let meta = std::fs::symlink_metadata(dir)?;
+    if meta.file_type().is_symlink() {
+        return Err(NotPrivate::Symlink.into());
+    }
+    if !meta.is_dir() {
+        return Err(NotPrivate::NotAFolder.into());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let me = rustix::process::geteuid().as_raw();
+        if meta.uid() != me {
+            return Err(NotPrivate::NotMine {
+                owner: meta.uid(),
+                me,
+            }
+            .into());
+        }
+        let mode = meta.mode() & 0o7777;
+        if mode & 0o022 != 0 {
+            let who = if mode & 0o002 != 0 {
+                "others"
+            } else {
+                "its group"
+            };
+            return Err(NotPrivate::Writable { who, mode }.into());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(unix)]
 fn identity(meta: &Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
@@ -232,6 +420,104 @@ mod tests {
 
     fn not_read(e: &io::Error) -> Option<NotRead> {
         e.get_ref()?.downcast_ref::<NotRead>().cloned()
+    }
+
+    fn mode(path: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::symlink_metadata(path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    }
+
+    /// A key replacing a file anyone could read is its owner's alone; a
+    /// symlink at the name is replaced, the file it led to untouched; a
+    /// file left uncommitted is removed.
+    #[test]
+    fn a_file_is_replaced_never_written_through() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("tls.key");
+        std::fs::write(&key, "old").unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        replace(&key, b"new", Access::Owner).unwrap();
+        assert_eq!(std::fs::read(&key).unwrap(), b"new");
+        assert_eq!(mode(&key), 0o600);
+
+        let outside = dir.path().join("outside");
+        std::fs::write(&outside, "keep").unwrap();
+        let cert = dir.path().join("tls.crt");
+        symlink(&outside, &cert).unwrap();
+        replace(&cert, b"cert", Access::Everyone).unwrap();
+        assert!(std::fs::symlink_metadata(&cert).unwrap().is_file());
+        assert_eq!(std::fs::read(&cert).unwrap(), b"cert");
+        assert_eq!(std::fs::read(&outside).unwrap(), b"keep");
+        assert_eq!(mode(&cert) & !0o644, 0);
+
+        let pending = NewFile::write(&dir.path().join("x"), b"x", Access::Owner).unwrap();
+        drop(pending);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["outside", "tls.crt", "tls.key"]);
+        // A folder where the file should be: refused, nothing left.
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        assert!(replace(&dir.path().join("d"), b"x", Access::Owner).is_err());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 4);
+    }
+
+    #[test]
+    fn a_private_folder_is_made_or_refused_with_why() {
+        use std::os::unix::fs::PermissionsExt;
+        let not_private = |e: io::Error| {
+            e.get_ref()
+                .and_then(|e| e.downcast_ref::<NotPrivate>())
+                .cloned()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let made = dir.path().join("a/b");
+        private_dir(&made).unwrap();
+        assert_eq!(mode(&made), 0o700);
+        assert_eq!(mode(&dir.path().join("a")), 0o700);
+        // Once made, taken as it is.
+        private_dir(&made).unwrap();
+        std::fs::set_permissions(&made, std::fs::Permissions::from_mode(0o755)).unwrap();
+        private_dir(&made).unwrap();
+
+        for (bits, who) in [(0o775, "its group"), (0o757, "others"), (0o1777, "others")] {
+            std::fs::set_permissions(&made, std::fs::Permissions::from_mode(bits)).unwrap();
+            let e = private_dir(&made).unwrap_err();
+            assert_eq!(
+                not_private(e),
+                Some(NotPrivate::Writable { who, mode: bits })
+            );
+        }
+        std::fs::set_permissions(&made, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let link = dir.path().join("link");
+        symlink(&made, &link).unwrap();
+        assert_eq!(
+            not_private(private_dir(&link).unwrap_err()),
+            Some(NotPrivate::Symlink)
+        );
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        assert!(private_dir(&file).is_err());
+
+        // Someone else's folder: only root can make one here to try.
+        let me = rustix::process::geteuid().as_raw();
+        if me == 0 {
+            let theirs = dir.path().join("theirs");
+            std::fs::create_dir(&theirs).unwrap();
+            std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+            assert_eq!(
+                not_private(private_dir(&theirs).unwrap_err()),
+                Some(NotPrivate::NotMine { owner: 65534, me })
+            );
+        }
     }
 
     #[test]

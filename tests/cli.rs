@@ -206,6 +206,188 @@ fn certs_writes_a_chain_with_service_sans_and_prints_the_ca_bundle() {
     assert_eq!(stdout(&again), stdout(&o));
 }
 
+/// `certs` writes each file as a new file renamed into place: a key is
+/// readable by its owner only even where the file it replaces was not, and
+/// a symlink at a file's name is replaced, the file it led to untouched.
+#[cfg(unix)]
+#[test]
+fn certs_never_keep_a_loose_mode_nor_write_through_a_symlink() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("certs");
+    std::fs::create_dir(&out).unwrap();
+    for key in ["tls.key", "client.key"] {
+        std::fs::write(out.join(key), "old key\n").unwrap();
+        std::fs::set_permissions(out.join(key), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let outside = dir.path().join("outside.pem");
+    std::fs::write(&outside, "not yours to write\n").unwrap();
+    symlink(&outside, out.join("tls.crt")).unwrap();
+    let dangling = dir.path().join("created-through-the-link");
+    symlink(&dangling, out.join("ca.key")).unwrap();
+
+    let o = run(&[
+        "certs",
+        "--out",
+        out.to_str().unwrap(),
+        "--client",
+        "kube-apiserver",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    for (file, mode) in [
+        ("ca.key", 0o600),
+        ("tls.key", 0o600),
+        ("client.key", 0o600),
+        ("ca.crt", 0o644),
+        ("tls.crt", 0o644),
+        ("client.crt", 0o644),
+    ] {
+        let meta = std::fs::symlink_metadata(out.join(file)).unwrap();
+        assert!(meta.file_type().is_file(), "{file} is not a regular file");
+        // A umask takes bits away, never adds them.
+        assert_eq!(
+            meta.permissions().mode() & 0o7777 & !mode,
+            0,
+            "{file}: {:o}",
+            meta.permissions().mode()
+        );
+        assert!(
+            std::fs::read_to_string(out.join(file))
+                .unwrap()
+                .starts_with("-----BEGIN"),
+            "{file}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&outside).unwrap(),
+        "not yours to write\n"
+    );
+    assert!(
+        !dangling.exists(),
+        "a key was written through a dangling symlink"
+    );
+    // Nothing left behind but the six files.
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "ca.crt",
+            "ca.key",
+            "client.crt",
+            "client.key",
+            "tls.crt",
+            "tls.key"
+        ]
+    );
+}
+
+/// `serve` in dev mode writes its CA into a folder of the user's own that
+/// no one else may write in: a folder that is a symlink, or that others
+/// may write in (where they could plant a symlink), is refused, saying why;
+/// in one of the user's own, a symlink at `ca.crt` is replaced, not followed.
+#[cfg(unix)]
+#[test]
+fn serve_dev_mode_refuses_a_folder_others_control_and_never_follows_a_symlink() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("victim");
+    std::fs::write(&outside, "keep me\n").unwrap();
+    let serve = |dev: &Path| {
+        let mut serve = bin();
+        serve
+            .args(["serve", "--dev-cert-dir"])
+            .arg(dev)
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .env_remove("FINALIZER_GUARD_POLICY")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        serve
+    };
+    // A refusal ends at once; a serve that does not refuse is stopped
+    // after 30 s, its status then `None`.
+    let refused = |dev: &Path| {
+        let mut child = serve(dev).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let o = child.wait_with_output().unwrap();
+        (o.status.code(), stderr(&o))
+    };
+
+    // A folder anyone may write in, with a symlink planted in it.
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    symlink(&outside, open.join("ca.crt")).unwrap();
+    let (code, err) = refused(&open);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("is writable by others (mode 0777)"), "{err}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me\n");
+    // Group-writable: the same.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let (code, err) = refused(&open);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("is writable by its group (mode 0770)"),
+        "{err}"
+    );
+
+    // The folder itself a symlink (to a folder of the user's own).
+    let mine = dir.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let link = dir.path().join("link");
+    symlink(&mine, &link).unwrap();
+    let (code, err) = refused(&link);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("is a symlink"), "{err}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me\n");
+    assert!(!mine.join("ca.crt").exists());
+
+    // A folder of the user's own holding a symlink: replaced, not followed.
+    symlink(&outside, mine.join("ca.crt")).unwrap();
+    let mut child = serve(&mine).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let written = loop {
+        let regular = std::fs::symlink_metadata(mine.join("ca.crt")).is_ok_and(|m| m.is_file());
+        if regular || Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            break regular;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let o = child.wait_with_output().unwrap();
+    assert!(written, "ca.crt never became a file of its own: {o:?}");
+    assert!(
+        std::fs::read_to_string(mine.join("ca.crt"))
+            .unwrap()
+            .starts_with("-----BEGIN CERTIFICATE-----")
+    );
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me\n");
+    // A folder it makes is the user's alone.
+    let made = dir.path().join("made/dev");
+    let mut child = serve(&made).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !made.join("ca.crt").exists()
+        && Instant::now() < deadline
+        && child.try_wait().unwrap().is_none()
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let o = child.wait_with_output().unwrap();
+    let mode = std::fs::metadata(&made).map(|m| m.permissions().mode() & 0o777);
+    assert!(matches!(mode, Ok(m) if m & 0o077 == 0), "{mode:?} {o:?}");
+}
+
 /// `certs` refuses a name no certificate check could match
 /// ([`a_bad_flag_value_is_repeated_escaped_and_cut_never_raw`] has each
 /// flag's words) before it writes anything, and takes a wildcard.
@@ -265,6 +447,99 @@ fn policy_validate_warns_of_rules_that_match_nothing() {
     );
     let clean = run(&["policy", "validate", "tests/fixtures/policy.yaml"]);
     assert!(!stdout(&clean).contains("warning"), "{}", stdout(&clean));
+}
+
+/// Identity lists too broad to trust fail `policy validate --strict`, each
+/// naming its list and why: approvers everyone is in are refused outright
+/// (by plain `validate` and by `serve`), a namespace's every ServiceAccount
+/// with every finalizer and a preset trusting every ServiceAccount of
+/// `default` are warnings.
+#[test]
+fn policy_validate_strict_refuses_identity_lists_too_broad_to_trust() {
+    let approval = |users: &str, groups: &str| {
+        format!(
+            "override:\n  approval:\n    users: {users}\n    groups: {groups}\n    maxAge: 2h\n"
+        )
+    };
+    let refused: [(String, &[&str]); 2] = [
+        (
+            approval("[sec-lead]", "[\"system:authenticated\"]"),
+            &[
+                r#"override.approval.groups: "system:authenticated" is every authenticated user: any of them could approve an override and any other one remove the finalizer, so it would take no second person"#,
+            ],
+        ),
+        (
+            approval(
+                "[\"system:anonymous\"]",
+                "[\"system:unauthenticated\", \"system:serviceaccounts\"]",
+            ),
+            &[
+                r#"override.approval.users: "system:anonymous" is every unauthenticated request: any of them could approve"#,
+                r#"override.approval.groups: "system:unauthenticated" is every unauthenticated request: any of them could approve"#,
+                r#"override.approval.groups: "system:serviceaccounts" is every ServiceAccount of every namespace: any of them could approve"#,
+            ],
+        ),
+    ];
+    for (text, says) in &refused {
+        let (_dir, path) = policy_file(text);
+        let path = path.to_str().unwrap();
+        for strict in [false, true] {
+            let args: &[&str] = if strict {
+                &["policy", "validate", "--strict", path]
+            } else {
+                &["policy", "validate", path]
+            };
+            let o = run(args);
+            assert_eq!(o.status.code(), Some(1), "{text}\n{o:?}");
+            for said in *says {
+                assert!(
+                    stdout(&o).contains(&format!("{path}: {said}")),
+                    "{}",
+                    stdout(&o)
+                );
+            }
+        }
+        let refusal = serve_refusal(Path::new(path));
+        assert!(refusal.contains(says[0]), "{refusal}");
+    }
+
+    let warned = [
+        (
+            "rules:\n  - finalizers: [\"*\"]\n    groups: [\"system:serviceaccounts:team-a\"]\n",
+            r#"rules[0]: groups "system:serviceaccounts:team-a" is every ServiceAccount of namespace team-a, so every pod there (its default ServiceAccount's too): each of them may remove every finalizer (finalizers "*"), so the guard is off for them"#,
+        ),
+        (
+            "presets:\n  - name: crossplane\n    namespace: default\n",
+            r#"presets[0].namespace "default": preset:crossplane/providers would trust group "system:serviceaccounts:default", every ServiceAccount of namespace default, where everything that names no namespace runs: each of them may remove "finalizer.managedresource.crossplane.io", "in-use.crossplane.io", so the guard is off for them"#,
+        ),
+    ];
+    for (text, says) in warned {
+        let (_dir, path) = policy_file(text);
+        let path = path.to_str().unwrap();
+        let lax = run(&["policy", "validate", path]);
+        assert_eq!(lax.status.code(), Some(0), "{text}\n{lax:?}");
+        assert!(
+            stdout(&lax).contains(&format!("{path}: warning: {says}")),
+            "{}",
+            stdout(&lax)
+        );
+        let strict = run(&["policy", "validate", "--strict", path]);
+        assert_eq!(strict.status.code(), Some(1), "{text}\n{strict:?}");
+        let out = stdout(&strict);
+        assert!(
+            out.starts_with(&format!(
+                "{path}: refused under --strict: 1 warning (each below)\n"
+            )),
+            "{out}"
+        );
+        assert!(out.contains(says), "{out}");
+    }
+    // The narrower forms, and the preset in its own namespace, pass.
+    let (_dir, path) = policy_file(
+        "presets: [crossplane]\nrules:\n  - finalizers: [\"example.com/*\"]\n    groups: [\"system:serviceaccounts:team-a\"]\n    namespaces: [team-a]\noverride:\n  approval:\n    groups: [security]\n    maxAge: 2h\n",
+    );
+    let o = run(&["policy", "validate", "--strict", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
 }
 
 /// The policies of the issue that lock Argo CD out, or switch the guard off,

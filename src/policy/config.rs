@@ -79,6 +79,20 @@ pub struct Rule {
     pub namespaces: Option<Vec<String>>,
     /// `None`: every resource.
     pub resources: Option<Vec<ResourceName>>,
+    /// The `presets:` entry the rule was expanded from; `None` for `rules:`.
+    pub preset: Option<PresetOrigin>,
+}
+
+/// The `presets:` entry a rule was expanded from, and what it renamed: how a
+/// warning names what the policy's author wrote rather than the catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresetOrigin {
+    /// `presets[index]`.
+    pub index: usize,
+    /// `namespace`, when the entry renames it.
+    pub namespace: Option<String>,
+    /// Whether the entry names its own `serviceAccounts`.
+    pub service_accounts: bool,
 }
 
 impl Rule {

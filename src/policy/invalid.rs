@@ -98,6 +98,16 @@ pub enum PolicyError {
     NoApprovers,
     #[error("override.approval.{field}: {value:?} is empty or contains whitespace")]
     BadApprover { field: &'static str, value: String },
+    /// An approver that is everyone, or nearly: the two-person rule would
+    /// need no second person ([`super::breadth`]).
+    #[error(
+        "override.approval.{field}: {value:?} is {who}: any of them could approve an override and any other one remove the finalizer, so it would take no second person; name the people who approve (users, or a group only they are in)"
+    )]
+    BroadApprover {
+        field: &'static str,
+        value: String,
+        who: String,
+    },
     #[error("override.approval.maxAge: {0:?} is not a positive duration like 30m or 2h")]
     BadMaxAge(String),
     #[error(

@@ -1,9 +1,12 @@
-//! Rules that parse but can match nothing: what `policy validate` warns about.
+//! Rules that parse but can match nothing, and identities too broad to
+//! trust ([`super::breadth`]) that a file may still hold: what `policy
+//! validate` warns about.
 //!
 //! A rule that matches nothing is not an error (the policy still guards
 //! everything), but its author meant something by it: the controller it
 //! was written for will be denied once the policy is enforced.
 
+use super::breadth::{Grant, Kind, too_broad};
 use super::config::{FinalizerPattern, Policy, ResourceName, Rule};
 use super::kinds;
 use super::schema::is_dns_label;
@@ -64,14 +67,36 @@ pub enum PolicyWarning {
         shape: UserShape,
         write: String,
     },
-    /// A group (or user) that is everyone, every authenticated user or every
-    /// ServiceAccount: the guard is off for them for the rule's finalizers.
+    /// An identity too broad to trust ([`super::breadth`]): everyone, or nearly, a
+    /// namespace's default ServiceAccount, or every ServiceAccount of a
+    /// namespace granted every finalizer (or of `default`, `kube-system`):
+    /// the guard is off for them for the rule's finalizers.
     GuardOff {
         rule: String,
         field: &'static str,
         value: String,
-        who: &'static str,
+        who: String,
         finalizers: String,
+    },
+    /// The same, in a rule a `presets:` entry expands to, through what the
+    /// entry renamed: `field` is its `namespace` or `serviceAccounts`,
+    /// `written` what it says there, `identity` what the rule then trusts.
+    PresetGuardOff {
+        index: usize,
+        field: &'static str,
+        written: String,
+        rule: String,
+        identity: String,
+        who: String,
+        finalizers: String,
+    },
+    /// An approver of the two-person rule that is a namespace's default
+    /// ServiceAccount, or every ServiceAccount of a namespace: whoever runs a
+    /// pod there approves. (Everyone, or nearly, is refused outright.)
+    BroadApprover {
+        field: &'static str,
+        value: String,
+        who: String,
     },
 }
 
@@ -175,6 +200,29 @@ impl std::fmt::Display for PolicyWarning {
                 f,
                 "{rule}: {field} {value:?} is {who}: each of them may remove {finalizers}, so the guard is off for them; name the controllers' serviceAccounts, or your people's groups, instead"
             ),
+            PolicyWarning::PresetGuardOff {
+                index,
+                field,
+                written,
+                rule,
+                identity,
+                who,
+                finalizers,
+            } => {
+                let fix = if *field == "namespace" {
+                    "name the namespace the preset's controllers run in, one of their own"
+                } else {
+                    "name the controllers' own ServiceAccounts"
+                };
+                write!(
+                    f,
+                    "presets[{index}].{field} {written:?}: {rule} would trust {identity}, {who}: each of them may remove {finalizers}, so the guard is off for them; {fix}"
+                )
+            }
+            PolicyWarning::BroadApprover { field, value, who } => write!(
+                f,
+                "override.approval.{field} {value:?} is {who}: each of them may approve an override of any finalizer, so the two-person rule's second person is whoever runs a pod there; name the people who approve (users, or a group only they are in)"
+            ),
         }
     }
 }
@@ -236,28 +284,36 @@ impl Policy {
                 None => "every built-in controller's finalizers".to_string(),
             };
             for user in &identity.users {
-                if let Some(who) = everyone("users", user).or_else(|| default_account(user)) {
+                if let Some(who) = too_broad(Kind::User, user, Grant::Named) {
                     out.push(PolicyWarning::GuardOff {
                         rule: format!("builtinIdentities[{i}]"),
                         field: "users",
                         value: user.clone(),
-                        who,
+                        who: who.to_string(),
                         finalizers: finalizers.clone(),
                     });
                 }
             }
         }
+        if let Some(approval) = &self.override_settings.approval {
+            for (field, kind, names) in [
+                ("users", Kind::User, &approval.users),
+                ("groups", Kind::Group, &approval.groups),
+            ] {
+                for name in names {
+                    // Everyone, or nearly, never gets this far: the schema refuses it.
+                    if let Some(who) = too_broad(kind, name, Grant::EveryFinalizer) {
+                        out.push(PolicyWarning::BroadApprover {
+                            field,
+                            value: name.clone(),
+                            who: who.to_string(),
+                        });
+                    }
+                }
+            }
+        }
         out
     }
-}
-
-/// A namespace's `default` ServiceAccount: every pod of the namespace that
-/// names no ServiceAccount of its own runs as it.
-fn default_account(user: &str) -> Option<&'static str> {
-    user.strip_prefix("system:serviceaccount:")
-        .and_then(|rest| rest.strip_suffix(":default"))
-        .filter(|ns| !ns.contains(':'))
-        .map(|_| "a namespace's default ServiceAccount, which every pod of the namespace that names no ServiceAccount runs as")
 }
 
 fn lint_rule(rule: &Rule, out: &mut Vec<PolicyWarning>) {
@@ -308,29 +364,64 @@ fn lint_requesters(rule: &Rule, out: &mut Vec<PolicyWarning>) {
             });
         }
     }
-    let default_accounts: Vec<String> = rule
-        .service_accounts
+    let grant = if rule
+        .finalizers
         .iter()
-        .filter(|u| default_account(u).is_some())
-        .cloned()
-        .collect();
-    for (field, values) in [
-        ("users", &rule.users),
-        ("groups", &rule.groups),
-        ("serviceAccounts", &default_accounts),
+        .any(|f| matches!(f, FinalizerPattern::Prefix(p) if p.is_empty()))
+    {
+        Grant::EveryFinalizer
+    } else {
+        Grant::Named
+    };
+    for (field, kind, values) in [
+        ("users", Kind::User, &rule.users),
+        ("groups", Kind::Group, &rule.groups),
+        ("serviceAccounts", Kind::User, &rule.service_accounts),
     ] {
         for value in values {
-            if let Some(who) = everyone(field, value).or_else(|| default_account(value)) {
-                out.push(PolicyWarning::GuardOff {
+            let Some(who) = too_broad(kind, value, grant) else {
+                continue;
+            };
+            let (who, finalizers) = (who.to_string(), finalizers_named(&rule.finalizers));
+            out.push(match preset_field(rule, field, value) {
+                Some((index, field, written)) => PolicyWarning::PresetGuardOff {
+                    index,
+                    field,
+                    written,
+                    rule: label(),
+                    identity: match kind {
+                        Kind::Group => format!("group {value:?}"),
+                        Kind::User => format!("{value:?}"),
+                    },
+                    who,
+                    finalizers,
+                },
+                None => PolicyWarning::GuardOff {
                     rule: label(),
                     field,
                     value: value.clone(),
                     who,
-                    finalizers: finalizers_named(&rule.finalizers),
-                });
-            }
+                    finalizers,
+                },
+            });
         }
     }
+}
+
+/// What a `presets:` entry wrote that put a rule's `field` there: its
+/// `serviceAccounts`, or its `namespace` (the one a preset's ServiceAccounts,
+/// and its every-ServiceAccount group, live in). `None` for a rule of
+/// `rules:`, and for the catalog's own values (tested sound).
+fn preset_field(rule: &Rule, field: &str, value: &str) -> Option<(usize, &'static str, String)> {
+    let origin = rule.preset.as_ref()?;
+    if field == "serviceAccounts" && origin.service_accounts {
+        let written = value
+            .strip_prefix("system:serviceaccount:")
+            .unwrap_or(value);
+        return Some((origin.index, "serviceAccounts", written.to_string()));
+    }
+    let namespace = origin.namespace.clone()?;
+    Some((origin.index, "namespace", namespace))
 }
 
 /// Namespaces that are no namespace's name, resources written so they match
@@ -393,19 +484,6 @@ fn lint_resource(rule: &str, resource: &ResourceName) -> Option<PolicyWarning> {
         }
     }
     None
-}
-
-/// Who a group (or user) is, when it is everyone or nearly: every
-/// authenticated user, every unauthenticated request, every ServiceAccount.
-/// (`*` is no name at all: [`PolicyWarning::Wildcard`].)
-fn everyone(field: &str, value: &str) -> Option<&'static str> {
-    match (field, value) {
-        ("groups", "system:authenticated") => Some("every authenticated user"),
-        ("groups", "system:unauthenticated") => Some("every unauthenticated request"),
-        ("users", "system:anonymous") => Some("every unauthenticated request"),
-        ("groups", "system:serviceaccounts") => Some("every ServiceAccount of every namespace"),
-        _ => None,
-    }
 }
 
 /// `every finalizer (finalizers "*")`, or the finalizers a rule names.
@@ -704,6 +782,72 @@ mod tests {
                 r#"rules[3]: serviceAccounts "*:*" matches nothing: a ServiceAccount is an exact NAMESPACE:NAME, and no name holds a '*'; list each ServiceAccount as NAMESPACE:NAME"#,
             ]
         );
+    }
+
+    /// One definition of too broad, in every identity list: a namespace's
+    /// every ServiceAccount granted every finalizer (its default one alone
+    /// already is), or trusted in `default` or `kube-system` through a
+    /// preset's namespace; a preset's own ServiceAccounts that are a
+    /// default one; approvers that are whoever runs a pod somewhere.
+    #[test]
+    fn too_broad_identities_are_named_in_every_list() {
+        let policy = Policy::from_yaml(
+            r#"
+rules:
+  - finalizers: ["*"]
+    groups: ["system:serviceaccounts:team-a"]
+  - finalizers: ["*"]
+    serviceAccounts: ["team-a:default"]
+  - finalizers: ["example.com/*"]
+    groups: ["system:serviceaccounts:team-a", "system:serviceaccounts:kube-system"]
+presets:
+  - name: crossplane
+    namespace: default
+  - name: flux/helm-controller
+    serviceAccounts: ["flux-system:helm-controller", "ops:default"]
+  - name: argocd
+    namespace: kube-system
+override:
+  approval:
+    users: ["sec-lead", "system:serviceaccount:ops:default"]
+    groups: ["security", "system:serviceaccounts:ops"]
+    maxAge: 1h
+"#,
+        )
+        .unwrap();
+        let got: Vec<String> = policy.warnings().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            got,
+            [
+                r#"rules[0]: groups "system:serviceaccounts:team-a" is every ServiceAccount of namespace team-a, so every pod there (its default ServiceAccount's too): each of them may remove every finalizer (finalizers "*"), so the guard is off for them; name the controllers' serviceAccounts, or your people's groups, instead"#,
+                r#"rules[1]: serviceAccounts "system:serviceaccount:team-a:default" is a namespace's default ServiceAccount, which every pod of the namespace that names no ServiceAccount runs as: each of them may remove every finalizer (finalizers "*"), so the guard is off for them; name the controllers' serviceAccounts, or your people's groups, instead"#,
+                r#"rules[2]: groups "system:serviceaccounts:kube-system" is every ServiceAccount of namespace kube-system, each of Kubernetes' own components and add-ons there: each of them may remove "example.com/*", so the guard is off for them; name the controllers' serviceAccounts, or your people's groups, instead"#,
+                r#"presets[0].namespace "default": preset:crossplane/providers would trust group "system:serviceaccounts:default", every ServiceAccount of namespace default, where everything that names no namespace runs: each of them may remove "finalizer.managedresource.crossplane.io", "in-use.crossplane.io", so the guard is off for them; name the namespace the preset's controllers run in, one of their own"#,
+                r#"presets[1].serviceAccounts "ops:default": preset:flux/helm-controller would trust "system:serviceaccount:ops:default", a namespace's default ServiceAccount, which every pod of the namespace that names no ServiceAccount runs as: each of them may remove "finalizers.fluxcd.io", so the guard is off for them; name the controllers' own ServiceAccounts"#,
+                r#"override.approval.users "system:serviceaccount:ops:default" is a namespace's default ServiceAccount, which every pod of the namespace that names no ServiceAccount runs as: each of them may approve an override of any finalizer, so the two-person rule's second person is whoever runs a pod there; name the people who approve (users, or a group only they are in)"#,
+                r#"override.approval.groups "system:serviceaccounts:ops" is every ServiceAccount of namespace ops, so every pod there (its default ServiceAccount's too): each of them may approve an override of any finalizer, so the two-person rule's second person is whoever runs a pod there; name the people who approve (users, or a group only they are in)"#,
+            ]
+        );
+    }
+
+    /// Every preset of the catalog, in its own namespace or renamed to
+    /// another of a project's own, trusts no identity too broad.
+    #[test]
+    fn the_catalog_in_its_namespaces_trusts_no_one_too_broad() {
+        for preset in super::super::presets::catalog() {
+            for namespace in ["", "platform"] {
+                let entry = if namespace.is_empty() {
+                    format!("presets: [{}]\n", preset.name)
+                } else {
+                    format!(
+                        "presets:\n  - name: {}\n    namespace: {namespace}\n",
+                        preset.name
+                    )
+                };
+                let warnings = Policy::from_yaml(&entry).unwrap().warnings();
+                assert!(warnings.is_empty(), "{entry}: {warnings:?}");
+            }
+        }
     }
 
     #[test]

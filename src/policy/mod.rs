@@ -5,12 +5,14 @@
 //! everything about *whether* a removal is allowed, and *why*, lives here.
 //!
 //! The files, bottom to top (each imports only those below it):
-//! `field`, `text`, `kinds`, `builtin`; `config` (the validated policy) and
+//! `field`, `text`, `kinds`, `builtin`, `breadth` (identities too broad to
+//! trust); `config` (the validated policy) and
 //! `invalid` (why one is refused); `presets`; `schema` (the file, checked);
 //! `load` (text to policy, presets expanded); `seal`; `change`; `overrides`;
 //! `approval`; `decision`; `message`; `decide`; `lint`; `servable`.
 
 pub mod approval;
+pub mod breadth;
 pub mod builtin;
 mod change;
 pub mod config;

@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{FinalizerPattern, ResourceName, Rule};
+use super::config::{FinalizerPattern, PresetOrigin, ResourceName, Rule};
 
 const CATALOG_YAML: &str = include_str!("presets.yaml");
 
@@ -161,6 +161,8 @@ pub fn known_names() -> String {
 /// A preset as a policy names it, with what the chart or installer let its user rename.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PresetRef {
+    /// Its place in `presets:`.
+    pub index: usize,
     /// `NAME` or `NAME/COMPONENT`.
     pub name: String,
     pub namespace: Option<String>,
@@ -239,6 +241,11 @@ fn component_rule(preset: &Preset, c: &Component, reference: &PresetRef) -> Rule
             .resources
             .as_ref()
             .map(|rs| rs.iter().map(|r| resource(r)).collect()),
+        preset: Some(PresetOrigin {
+            index: reference.index,
+            namespace: reference.namespace.clone(),
+            service_accounts: reference.service_accounts.is_some(),
+        }),
     }
 }
 

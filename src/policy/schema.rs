@@ -6,6 +6,7 @@
 
 use serde::Deserialize;
 
+use super::breadth::{Broad, Grant, Kind, too_broad};
 use super::builtin::BUILTIN_CONTROLLERS;
 use super::config::{
     Approval, BuiltinIdentity, DEFAULT_OVERRIDE_ANNOTATION, DEFAULT_OVERRIDE_REASONS,
@@ -297,6 +298,7 @@ impl RuleFile {
             service_accounts,
             namespaces: self.namespaces,
             resources,
+            preset: None,
         })
     }
 }
@@ -363,6 +365,7 @@ pub(super) fn preset_ref(
             .collect::<Vec<_>>()
     });
     Some(PresetRef {
+        index,
         name: file.name,
         namespace: file.namespace,
         service_accounts,
@@ -419,12 +422,27 @@ pub(super) fn validate_override(
         if a.users.is_empty() && a.groups.is_empty() {
             errors.push(PolicyError::NoApprovers);
         }
-        for (field, names) in [("users", &a.users), ("groups", &a.groups)] {
-            for name in names.iter().filter(|n| !is_word(n)) {
-                errors.push(PolicyError::BadApprover {
-                    field,
-                    value: name.clone(),
-                });
+        for (field, kind, names) in [
+            ("users", Kind::User, &a.users),
+            ("groups", Kind::Group, &a.groups),
+        ] {
+            for name in names {
+                if !is_word(name) {
+                    errors.push(PolicyError::BadApprover {
+                        field,
+                        value: name.clone(),
+                    });
+                } else if let Some(who) =
+                    too_broad(kind, name, Grant::EveryFinalizer).filter(Broad::is_everyone)
+                {
+                    // Refused, not warned of: no policy means it (the
+                    // narrower ones are `policy validate`'s warnings).
+                    errors.push(PolicyError::BroadApprover {
+                        field,
+                        value: name.clone(),
+                        who: who.to_string(),
+                    });
+                }
             }
         }
         match a.max_age.parse::<jiff::SignedDuration>() {
@@ -828,6 +846,46 @@ override:
             matches!(&e[0], PolicyError::Syntax(m) if m.contains("max_age")),
             "{e:?}"
         );
+    }
+
+    /// Approvers that are everyone, or nearly, are refused: any two
+    /// accounts would make a two-person override. Each is named, with why.
+    #[test]
+    fn approvers_everyone_is_in_are_refused() {
+        let e = errors(
+            "override:\n  approval:\n    users: [sec-lead, \"system:anonymous\"]\n    groups: [\"system:authenticated\", security, \"system:unauthenticated\", \"system:serviceaccounts\"]\n    maxAge: 1h\n",
+        );
+        let who = |field: &'static str, value: &str, who: &str| PolicyError::BroadApprover {
+            field,
+            value: value.into(),
+            who: who.into(),
+        };
+        assert_eq!(
+            e,
+            vec![
+                who("users", "system:anonymous", "every unauthenticated request"),
+                who("groups", "system:authenticated", "every authenticated user"),
+                who(
+                    "groups",
+                    "system:unauthenticated",
+                    "every unauthenticated request"
+                ),
+                who(
+                    "groups",
+                    "system:serviceaccounts",
+                    "every ServiceAccount of every namespace"
+                ),
+            ]
+        );
+        assert_eq!(
+            e[1].to_string(),
+            "override.approval.groups: \"system:authenticated\" is every authenticated user: any of them could approve an override and any other one remove the finalizer, so it would take no second person; name the people who approve (users, or a group only they are in)"
+        );
+        // A namespace's ServiceAccounts are `policy validate`'s warnings.
+        Policy::from_yaml(
+            "override:\n  approval:\n    groups: [\"system:serviceaccounts:ops\"]\n    maxAge: 1h\n",
+        )
+        .unwrap();
     }
 
     #[test]

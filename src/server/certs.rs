@@ -6,7 +6,6 @@
 //! a client uses must be a SAN.
 
 use std::fs;
-use std::io::Write;
 use std::net::IpAddr;
 use std::path::Path;
 
@@ -18,6 +17,7 @@ use rcgen::{
 use time::{Duration, OffsetDateTime};
 
 use crate::error::{Error, Result};
+use crate::files::{self, Access};
 
 /// PEM texts of a CA and a serving certificate it signed.
 #[derive(Debug, Clone)]
@@ -152,37 +152,30 @@ pub fn ca_bundle(ca_cert_pem: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(ca_cert_pem)
 }
 
-/// Writes `ca.crt`, `ca.key`, `tls.crt`, `tls.key` into `dir`; keys readable by the owner only.
+/// Writes `ca.crt`, `ca.key`, `tls.crt`, `tls.key` into `dir`, each a new
+/// file renamed into place ([`files::replace`]): the keys readable by the
+/// owner only, whatever a file they replace allowed; a symlink there is
+/// replaced, not written through.
 pub fn write(bundle: &Bundle, dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    write_file(&dir.join("ca.crt"), &bundle.ca_cert_pem, false)?;
-    write_file(&dir.join("ca.key"), &bundle.ca_key_pem, true)?;
-    write_file(&dir.join("tls.crt"), &bundle.cert_pem, false)?;
-    write_file(&dir.join("tls.key"), &bundle.key_pem, true)?;
+    write_file(&dir.join("ca.crt"), &bundle.ca_cert_pem, Access::Everyone)?;
+    write_file(&dir.join("ca.key"), &bundle.ca_key_pem, Access::Owner)?;
+    write_file(&dir.join("tls.crt"), &bundle.cert_pem, Access::Everyone)?;
+    write_file(&dir.join("tls.key"), &bundle.key_pem, Access::Owner)?;
     Ok(())
 }
 
-/// Writes a client certificate's `client.crt` and `client.key` into `dir`; the key readable by the owner only.
+/// Writes a client certificate's `client.crt` and `client.key` into `dir`
+/// as [`write`] does: the key readable by the owner only.
 pub fn write_client(bundle: &Bundle, dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    write_file(&dir.join("client.crt"), &bundle.cert_pem, false)?;
-    write_file(&dir.join("client.key"), &bundle.key_pem, true)?;
+    write_file(&dir.join("client.crt"), &bundle.cert_pem, Access::Everyone)?;
+    write_file(&dir.join("client.key"), &bundle.key_pem, Access::Owner)?;
     Ok(())
 }
 
-fn write_file(path: &Path, text: &str, secret: bool) -> Result<()> {
-    let mut options = fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    if secret {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    #[cfg(not(unix))]
-    let _ = secret;
-    let mut file = options.open(path).map_err(|e| Error::io(path, e))?;
-    file.write_all(text.as_bytes())
-        .map_err(|e| Error::io(path, e))
+fn write_file(path: &Path, text: &str, access: Access) -> Result<()> {
+    files::replace(path, text.as_bytes(), access).map_err(|e| Error::io(path, e))
 }
 
 #[cfg(test)]

@@ -481,9 +481,16 @@ fn dev_certificate(dir: &Path) -> Result<(rustls::sign::CertifiedKey, SealKey, P
         "::1".parse().expect("IPv6 loopback"),
     ];
     let bundle = ca.issue(&names, &ips, 30)?;
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    // Under $TMPDIR, someone else may have made the folder first: only one
+    // of the user's own, which no one else may write in, is written to.
+    crate::files::private_dir(dir).map_err(|e| Error::io(dir, e))?;
     let ca_path = dir.join("ca.crt");
-    std::fs::write(&ca_path, &bundle.ca_cert_pem).map_err(|e| Error::io(&ca_path, e))?;
+    crate::files::replace(
+        &ca_path,
+        bundle.ca_cert_pem.as_bytes(),
+        crate::files::Access::Everyone,
+    )
+    .map_err(|e| Error::io(&ca_path, e))?;
     tracing::warn!(
         ca = %ca_path.display(),
         "dev mode: serving a generated certificate (localhost, 127.0.0.1, finalizer-guard.finalizer-guard.svc); \

@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use kube_core::TypeMeta;
@@ -197,15 +196,11 @@ fn write(dir: &Path, recording: &Recording) -> std::io::Result<Entry> {
         .strftime("%Y%m%dT%H%M%S%.6fZ")
         .to_string();
     let name = format!("{stamp}-{uid}.json");
-    let bytes = serde_json::to_vec_pretty(recording).expect("a recording always serializes");
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let mut file = fs::File::create(&tmp)?;
-    file.write_all(&bytes)?;
-    file.write_all(b"\n")?;
-    file.sync_data()?;
+    let mut bytes = serde_json::to_vec_pretty(recording).expect("a recording always serializes");
+    bytes.push(b'\n');
     let path = dir.join(name);
-    fs::rename(&tmp, &path)?;
-    Ok((path, bytes.len() as u64 + 1))
+    crate::files::replace(&path, &bytes, crate::files::Access::Everyone)?;
+    Ok((path, bytes.len() as u64))
 }
 
 #[cfg(test)]

@@ -2351,7 +2351,8 @@ fn skip_condition(objects: &[Value]) -> Option<Value> {
 
 /// `webhook.skipIdentities`: a condition only when something is listed,
 /// every name a CEL string literal whatever it holds, the approval writes
-/// still sent; the schema refuses a group everyone is in.
+/// still sent; the schema refuses an identity too broad to trust
+/// (docs/policy.md#identities-too-broad-to-trust).
 #[test]
 #[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn skip_identities_render_a_condition_of_their_own() {
@@ -2407,6 +2408,19 @@ fn skip_identities_render_a_condition_of_their_own() {
         (
             "webhook.skipIdentities.groups={system:serviceaccounts}",
             "groups/0",
+        ),
+        (
+            "webhook.skipIdentities.groups={platform,system:serviceaccounts:team-a}",
+            "groups/1",
+        ),
+        ("webhook.skipIdentities.users={system:anonymous}", "users/0"),
+        (
+            "webhook.skipIdentities.users={system:serviceaccount:team-a:default}",
+            "users/0",
+        ),
+        (
+            "webhook.skipIdentities.serviceAccounts={team-a:default}",
+            "serviceAccounts/0",
         ),
         (
             "webhook.skipIdentities.serviceAccounts={cleanup-controller}",

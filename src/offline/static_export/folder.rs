@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::render::{File, KNOWN_FILES, Options, POLICIES, StaticError, WEBHOOKS, render};
+use crate::files::{Access, NewFile, replace};
 use crate::policy::config::Policy;
 
 /// Why a directory is not the export of a policy.
@@ -134,7 +135,7 @@ fn write_new(dir: &Path, files: &[File]) -> Result<(), WriteError> {
         }
         for f in files {
             let p = tmp.join(f.path);
-            std::fs::write(&p, &f.text).map_err(io(&p))?;
+            replace(&p, f.text.as_bytes(), Access::Everyone).map_err(io(&p))?;
         }
         std::fs::rename(&tmp, dir).map_err(io(dir))
     })();
@@ -145,33 +146,24 @@ fn write_new(dir: &Path, files: &[File]) -> Result<(), WriteError> {
 }
 
 fn replace_in_place(dir: &Path, files: &[File], entries: &[String]) -> Result<(), WriteError> {
-    let tmp_name = |f: &File| dir.join(format!("{}.tmp-{}", f.path, std::process::id()));
-    let mut written = Vec::new();
-    let result = (|| {
-        for sub in [POLICIES, WEBHOOKS] {
-            if files.iter().any(|f| f.path.starts_with(&format!("{sub}/"))) {
-                let p = dir.join(sub);
-                if !p.is_dir() {
-                    std::fs::create_dir(&p).map_err(io(&p))?;
-                }
+    for sub in [POLICIES, WEBHOOKS] {
+        if files.iter().any(|f| f.path.starts_with(&format!("{sub}/"))) {
+            let p = dir.join(sub);
+            if !p.is_dir() {
+                std::fs::create_dir(&p).map_err(io(&p))?;
             }
         }
-        for f in files {
-            let p = tmp_name(f);
-            std::fs::write(&p, &f.text).map_err(io(&p))?;
-            written.push(p);
-        }
-        Ok(())
-    })();
-    if let Err(e) = result {
-        for p in &written {
-            let _ = std::fs::remove_file(p);
-        }
-        return Err(e);
     }
+    // Every file written beside its destination first (dropped, each is
+    // removed), then each renamed over it: a symlink there is replaced.
+    let mut written = Vec::with_capacity(files.len());
     for f in files {
         let to = dir.join(f.path);
-        std::fs::rename(tmp_name(f), &to).map_err(io(&to))?;
+        written.push(NewFile::write(&to, f.text.as_bytes(), Access::Everyone).map_err(io(&to))?);
+    }
+    for (f, new) in files.iter().zip(written) {
+        let to = dir.join(f.path);
+        new.commit().map_err(io(&to))?;
     }
     for stale in entries
         .iter()
