@@ -400,6 +400,47 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes sure what is at `path` can be trusted as the current user's own,
+/// before a secret is read from it (a CA's key to be reused): not a
+/// symlink (a folder given may be one: it is followed), owned by the
+/// current user, and writable by no one else. Refused as [`private_dir`]
+/// refuses a folder.
+pub fn mine(path: &Path) -> io::Result<()> {
+    let meta = if path.is_dir() {
+        std::fs::metadata(path)?
+    } else {
+        let meta = std::fs::symlink_metadata(path)?;
+        if meta.file_type().is_symlink() {
+            return Err(NotPrivate::Symlink.into());
+        }
+        meta
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let me = rustix::process::geteuid().as_raw();
+        if meta.uid() != me {
+            return Err(NotPrivate::NotMine {
+                owner: meta.uid(),
+                me,
+            }
+            .into());
+        }
+        let mode = meta.mode() & 0o7777;
+        if mode & 0o022 != 0 {
+            let who = if mode & 0o002 != 0 {
+                "others"
+            } else {
+                "its group"
+            };
+            return Err(NotPrivate::Writable { who, mode }.into());
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = meta;
+    Ok(())
+}
+
 #[cfg(unix)]
 fn identity(meta: &Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;

@@ -86,6 +86,39 @@ pub enum Refused {
     ScalarBytes { limit: u64, at: String },
     #[error("holds more than {limit} aliases by {at}; a YAML document may hold at most {limit}")]
     Aliases { limit: u64, at: String },
+    #[error(
+        "nests `[` and `{{` more than {limit} deep by byte {at}; a YAML document may nest at most {limit} deep (and is read at most 128 deep)"
+    )]
+    FlowDepth { limit: usize, at: usize },
+}
+
+/// How deep `[` and `{` may nest in the text before it is parsed at all:
+/// the parser reads a flow collection's tokens ahead of its first event,
+/// in time that grows with the square of the nesting, and what is built
+/// from it is read at most 128 deep anyway. Counted on the bytes, quotes
+/// and comments included: a document holding this many unclosed brackets
+/// in its strings is refused too, which no policy or suite needs.
+const MAX_FLOW_DEPTH: usize = 256;
+
+/// `input`'s brackets nest at most [`MAX_FLOW_DEPTH`] deep.
+fn flow_depth(input: &[u8]) -> Result<(), Refused> {
+    let mut depth = 0usize;
+    for (at, byte) in input.iter().enumerate() {
+        match byte {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_FLOW_DEPTH {
+                    return Err(Refused::FlowDepth {
+                        limit: MAX_FLOW_DEPTH,
+                        at,
+                    });
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Why YAML could not be read: refused before it was built ([`scan`]), or
@@ -215,6 +248,7 @@ impl Scan<'_> {
 /// counts what its documents expand to: refused past `limits`, or if it is
 /// not YAML.
 pub fn scan(input: &[u8], limits: &Limits) -> Result<Expanded, Refused> {
+    flow_depth(input)?;
     let mut parser = Parser::new();
     parser.set_input(input);
     let mut scan = Scan {
@@ -414,6 +448,27 @@ mod tests {
             ));
         }
         assert!(matches!(refused(&text, &SUITE), Refused::Nodes { .. }));
+    }
+
+    #[test]
+    fn flow_collections_nested_past_the_limit_are_refused_before_parsing() {
+        let deep = |n: usize| format!("x: {}{}\n", "[".repeat(n), "]".repeat(n));
+        assert_eq!(
+            scan(deep(90_000).as_bytes(), &SUITE),
+            Err(Refused::FlowDepth {
+                limit: MAX_FLOW_DEPTH,
+                at: 3 + MAX_FLOW_DEPTH
+            })
+        );
+        let mappings = format!("{}{}", "{a: ".repeat(60_000), "}".repeat(60_000));
+        assert!(matches!(
+            scan(mappings.as_bytes(), &POLICY),
+            Err(Refused::FlowDepth { .. })
+        ));
+        // Side by side, however many, they nest no deeper.
+        let wide = format!("x: [{}]\n", "[], ".repeat(10_000));
+        assert!(scan(wide.as_bytes(), &SUITE).is_ok());
+        assert!(scan(deep(100).as_bytes(), &SUITE).is_ok());
     }
 
     #[test]

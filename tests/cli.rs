@@ -206,6 +206,43 @@ fn certs_writes_a_chain_with_service_sans_and_prints_the_ca_bundle() {
     assert_eq!(stdout(&again), stdout(&o));
 }
 
+#[cfg(unix)]
+#[test]
+fn certs_reuse_no_ca_that_someone_else_could_have_planted_or_can_change() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("certs");
+    let o = run(&["certs", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Its own CA, in its own folder: reused.
+    let o = run(&["certs", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("reusing the CA in"), "{}", stderr(&o));
+    // The folder writable by others: whoever could write there could have
+    // put their own CA (and key) in place.
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = run(&["certs", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is writable by others (mode 0777)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("not reusing the CA found there"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A CA key that is a symlink to a key elsewhere.
+    let elsewhere = dir.path().join("planted.key");
+    std::fs::rename(out.join("ca.key"), &elsewhere).unwrap();
+    symlink(&elsewhere, out.join("ca.key")).unwrap();
+    let o = run(&["certs", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is a symlink"), "{}", stderr(&o));
+}
+
 /// `certs` writes each file as a new file renamed into place: a key is
 /// readable by its owner only even where the file it replaces was not, and
 /// a symlink at a file's name is replaced, the file it led to untouched.

@@ -42,6 +42,16 @@ pub fn run(settings: Certs) -> Result<i32> {
     } = settings;
     let (ca_crt, ca_key) = (out.join("ca.crt"), out.join("ca.key"));
     let authority = if ca_crt.exists() && ca_key.exists() {
+        // A CA someone else could have planted, or can still change, would
+        // let them sign serving and client certificates this one trusts.
+        for path in [out.as_path(), ca_crt.as_path(), ca_key.as_path()] {
+            crate::files::mine(path).map_err(|e| {
+                Error::io(
+                    path,
+                    io::Error::new(e.kind(), format!("{e}; not reusing the CA found there")),
+                )
+            })?;
+        }
         let cert = std::fs::read_to_string(&ca_crt).map_err(|e| Error::io(&ca_crt, e))?;
         let key = std::fs::read_to_string(&ca_key).map_err(|e| Error::io(&ca_key, e))?;
         eprintln!("reusing the CA in {}", escape(&out.display().to_string()));

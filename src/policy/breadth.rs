@@ -15,7 +15,9 @@
 //!   `"*"`, an approver), or in a namespace no one project owns (`default`,
 //!   `kube-system`, `kube-public`, `kube-node-lease`). Narrowed to a project's
 //!   own finalizers in its own namespace, it is how a preset trusts
-//!   ServiceAccounts whose names the installer generates.
+//!   ServiceAccounts whose names the installer generates;
+//! - every node (`system:nodes`: any one node's credentials) or every
+//!   bootstrap token (`system:bootstrappers`), whatever the list grants.
 
 use std::fmt;
 
@@ -49,6 +51,10 @@ pub enum Broad {
     DefaultAccount { namespace: String },
     /// `system:serviceaccounts:NS`.
     Namespace { namespace: String },
+    /// `system:nodes`: every kubelet, so whoever holds one node's credentials.
+    Nodes,
+    /// `system:bootstrappers` (and `system:bootstrappers:*`): bootstrap tokens.
+    Bootstrappers,
 }
 
 impl Broad {
@@ -71,6 +77,12 @@ impl fmt::Display for Broad {
             Broad::DefaultAccount { .. } => f.write_str(
                 "a namespace's default ServiceAccount, which every pod of the namespace that names no ServiceAccount runs as",
             ),
+            Broad::Nodes => f.write_str(
+                "every node's kubelet, so whoever holds any one node's credentials",
+            ),
+            Broad::Bootstrappers => {
+                f.write_str("every bootstrap token, meant only to join a node to the cluster")
+            }
             Broad::Namespace { namespace } => match shared(namespace) {
                 Some(why) => write!(f, "every ServiceAccount of namespace {namespace}, {why}"),
                 None => write!(
@@ -101,6 +113,10 @@ fn who(kind: Kind, name: &str) -> Option<Broad> {
             "system:authenticated" => Some(Broad::Authenticated),
             "system:unauthenticated" => Some(Broad::Unauthenticated),
             "system:serviceaccounts" => Some(Broad::EveryServiceAccount),
+            "system:nodes" => Some(Broad::Nodes),
+            _ if name == "system:bootstrappers" || name.starts_with("system:bootstrappers:") => {
+                Some(Broad::Bootstrappers)
+            }
             _ => name
                 .strip_prefix("system:serviceaccounts:")
                 .filter(|ns| !ns.is_empty() && !ns.contains(':'))
@@ -156,6 +172,16 @@ mod tests {
                 broad(Group, "system:serviceaccounts", grant),
                 Some(Broad::EveryServiceAccount)
             );
+            assert_eq!(broad(Group, "system:nodes", grant), Some(Broad::Nodes));
+            assert_eq!(
+                broad(
+                    Group,
+                    "system:bootstrappers:kubeadm:default-node-token",
+                    grant
+                ),
+                Some(Broad::Bootstrappers)
+            );
+            assert_eq!(broad(User, "system:node:worker-7", grant), None);
             assert!(matches!(
                 broad(User, "system:serviceaccount:team-a:default", grant),
                 Some(Broad::DefaultAccount { namespace }) if namespace == "team-a"

@@ -364,11 +364,7 @@ fn lint_requesters(rule: &Rule, out: &mut Vec<PolicyWarning>) {
             });
         }
     }
-    let grant = if rule
-        .finalizers
-        .iter()
-        .any(|f| matches!(f, FinalizerPattern::Prefix(p) if p.is_empty()))
-    {
+    let grant = if rule.finalizers.iter().any(spans_domains) {
         Grant::EveryFinalizer
     } else {
         Grant::Named
@@ -486,6 +482,13 @@ fn lint_resource(rule: &str, resource: &ResourceName) -> Option<PolicyWarning> {
     None
 }
 
+/// Whether a pattern reaches finalizers of any domain: `"*"`, or a prefix
+/// that stops before its domain's `/` (`"a*"`: every domain starting with
+/// `a`; sixty-two such prefixes are every finalizer there is).
+fn spans_domains(pattern: &FinalizerPattern) -> bool {
+    matches!(pattern, FinalizerPattern::Prefix(p) if !p.contains('/'))
+}
+
 /// `every finalizer (finalizers "*")`, or the finalizers a rule names.
 fn finalizers_named(finalizers: &[FinalizerPattern]) -> String {
     if finalizers
@@ -501,6 +504,12 @@ fn finalizers_named(finalizers: &[FinalizerPattern]) -> String {
             FinalizerPattern::Prefix(prefix) => format!("{:?}", format!("{prefix}*")),
         })
         .collect();
+    if finalizers.iter().any(spans_domains) {
+        return format!(
+            "finalizers of every domain a prefix without a \"/\" reaches ({})",
+            named.join(", ")
+        );
+    }
     named.join(", ")
 }
 
@@ -827,6 +836,33 @@ override:
                 r#"override.approval.users "system:serviceaccount:ops:default" is a namespace's default ServiceAccount, which every pod of the namespace that names no ServiceAccount runs as: each of them may approve an override of any finalizer, so the two-person rule's second person is whoever runs a pod there; name the people who approve (users, or a group only they are in)"#,
                 r#"override.approval.groups "system:serviceaccounts:ops" is every ServiceAccount of namespace ops, so every pod there (its default ServiceAccount's too): each of them may approve an override of any finalizer, so the two-person rule's second person is whoever runs a pod there; name the people who approve (users, or a group only they are in)"#,
             ]
+        );
+    }
+
+    #[test]
+    fn prefixes_short_of_a_domain_and_every_node_are_too_broad_too() {
+        let every: Vec<String> = ('a'..='z')
+            .chain('A'..='Z')
+            .chain('0'..='9')
+            .map(|c| format!("\"{c}*\""))
+            .collect();
+        let policy = Policy::from_yaml(&format!(
+            "rules:\n  - finalizers: [{}]\n    groups: [\"system:serviceaccounts:team-a\"]\n  - finalizers: [\"*\"]\n    groups: [\"system:nodes\"]\n  - finalizers: [\"example.com/*\"]\n    groups: [\"system:serviceaccounts:team-a\"]\n",
+            every.join(", ")
+        ))
+        .unwrap();
+        let got: Vec<String> = policy.warnings().iter().map(ToString::to_string).collect();
+        assert_eq!(got.len(), 2, "{got:#?}");
+        assert!(got[0].starts_with(r#"rules[0]: groups "system:serviceaccounts:team-a" is every ServiceAccount of namespace team-a"#), "{}", got[0]);
+        assert!(
+            got[0].contains("finalizers of every domain a prefix without a \"/\" reaches"),
+            "{}",
+            got[0]
+        );
+        assert!(
+            got[1].starts_with(r#"rules[1]: groups "system:nodes" is every node's kubelet"#),
+            "{}",
+            got[1]
         );
     }
 
