@@ -413,10 +413,12 @@ async fn at_the_cap_the_longest_idle_connection_makes_room() {
     server.handle.shutdown().await;
 }
 
-/// At the connection cap, a connection with a request in flight is never
-/// closed to make room: a new one waits until one is idle.
+/// At the connection cap, a connection with a request in flight is not
+/// closed to make room within the body timeout (the most its request may
+/// take to arrive; here longer than the test): a new one waits until one
+/// is idle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn at_the_cap_a_connection_with_a_request_in_flight_is_not_closed() {
+async fn at_the_cap_a_connection_with_a_request_in_flight_is_not_closed_within_the_body_timeout() {
     const CAP: usize = 8;
     let server = start_with(None, |config, _| {
         config.limits.max_connections = CAP;
@@ -513,6 +515,228 @@ async fn idle_connections_do_not_starve_the_admin_port() {
         }
         idle = kept;
     }
+    server.handle.shutdown().await;
+}
+
+/// How an HTTP/2 client of [`slow_streams`] keeps its connection busy.
+#[derive(Clone, Copy)]
+enum Slowly {
+    /// Each request announces 1 KiB and sends one byte of it: each is
+    /// answered 408 at the body timeout.
+    TimedOut,
+    /// Each request sends one byte of a 2-byte body, then the other this
+    /// long after: each is answered in time, and never a 408.
+    JustInTime(Duration),
+}
+
+/// An HTTP/2 client on the webhook port that always has a slow request in
+/// flight: every `every`, it opens a stream and sends a `POST /validate`'s
+/// headers and the first byte of its body ([`Slowly`] says what comes
+/// next). Once its connection takes no more streams it opens another,
+/// keeping the old one and its streams for as long as the server does.
+/// Runs until `stop` (at most [`BOUND`], at most 100 connections); `up` is
+/// told once its first stream is open. Returns the connections it opened.
+async fn slow_streams(
+    addr: SocketAddr,
+    ca_pem: Vec<u8>,
+    (slowly, every): (Slowly, Duration),
+    up: tokio::sync::oneshot::Sender<()>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> usize {
+    let started = Instant::now();
+    let mut up = Some(up);
+    let mut connections = Vec::new();
+    let mut client: Option<h2::client::SendRequest<bytes::Bytes>> = None;
+    // Every stream opened, its body and its answer: dropped, a stream is reset.
+    let mut open: Vec<(Instant, bool, h2::SendStream<_>, h2::client::ResponseFuture)> = Vec::new();
+    while !*stop.borrow() && started.elapsed() < BOUND && connections.len() < 100 {
+        if let Slowly::JustInTime(after) = slowly {
+            for (opened, finished, body, _) in &mut open {
+                if !*finished && opened.elapsed() >= after {
+                    *finished = true;
+                    let _ = body.send_data(bytes::Bytes::from_static(b"}"), true);
+                }
+            }
+        }
+        let ready = match client.take() {
+            Some(taken) => tokio::time::timeout(every, taken.ready()).await.ok(),
+            None => None,
+        };
+        let Some(Ok(mut ready)) = ready else {
+            // No more streams on this one: another connection.
+            let connected = async {
+                let tcp = TcpStream::connect(addr).await.ok()?;
+                let tls = connector(&ca_pem, &[b"h2"]);
+                let io = tls.connect(service_name(), tcp).await.ok()?;
+                h2::client::handshake(io).await.ok()
+            };
+            if let Ok(Some((new, connection))) = tokio::time::timeout(BOUND, connected).await {
+                connections.push(tokio::spawn(connection));
+                client = Some(new);
+            } else {
+                tokio::time::sleep(every).await;
+            }
+            continue;
+        };
+        let length = match slowly {
+            Slowly::TimedOut => 1024,
+            Slowly::JustInTime(_) => 2,
+        };
+        let request = http::Request::post(format!("https://{}/validate", common::SERVICE_NAME))
+            .header("content-type", "application/json")
+            .header("content-length", length)
+            .body(())
+            .unwrap();
+        if let Ok((answer, mut body)) = ready.send_request(request, false)
+            && body
+                .send_data(bytes::Bytes::from_static(b"{"), false)
+                .is_ok()
+        {
+            open.push((Instant::now(), false, body, answer));
+            client = Some(ready);
+            if let Some(up) = up.take() {
+                let _ = up.send(());
+            }
+        }
+        // What is held stays bounded: the oldest streams have long been answered.
+        if open.len() > 256 {
+            open.drain(..128);
+        }
+        tokio::time::sleep(every).await;
+    }
+    for connection in &connections {
+        connection.abort();
+    }
+    connections.len()
+}
+
+/// At the connection cap, HTTP/2 clients that always keep a slow request in
+/// flight, each a new stream opened before the last one's answer, never
+/// idle, do not keep a new client out: of those holding every slot, one
+/// makes room within about the body timeout. `slowly` says how each
+/// request is slow.
+async fn slow_streams_do_not_keep_others_out(slowly: Slowly) {
+    const CAP: usize = 2;
+    let body_timeout = Duration::from_secs(1);
+    // How long a new client may wait for a slot: the body timeout, then
+    // the close of the one that makes room, with room to spare.
+    let fair = Duration::from_secs(10);
+    let server = start_with(None, |config, _| {
+        config.limits.max_connections = CAP;
+        config.limits.body_timeout = body_timeout;
+        config.limits.header_timeout = Duration::from_secs(2);
+    })
+    .await;
+    let full = budget_left(&server);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut clients = Vec::new();
+    let mut ups = Vec::new();
+    for _ in 0..CAP {
+        let (up, is_up) = tokio::sync::oneshot::channel();
+        ups.push(is_up);
+        clients.push(tokio::spawn(slow_streams(
+            server.handle.addr,
+            server.ca_pem.clone(),
+            (slowly, body_timeout / 4),
+            up,
+            stopped.clone(),
+        )));
+    }
+    for up in ups {
+        within("a slow client's first stream", up).await.unwrap();
+    }
+    // Both hold their slots: the server reads their bodies' first bytes.
+    wait_until("the slow streams to be read", BOUND, async || {
+        full - budget_left(&server) >= CAP
+    })
+    .await;
+
+    let body = seed_strip();
+    for round in 0..3 {
+        // A review, over a new connection, as kube-apiserver sends it.
+        let review = async {
+            let mut stream = tls_connect(&server, &[b"http/1.1"]).await;
+            exchange(&mut stream, &body).await
+        };
+        let (status, _, text) = tokio::time::timeout(fair, review).await.unwrap_or_else(|_| {
+            panic!("round {round}: a review on a new connection was not answered within {fair:?} while {CAP} HTTP/2 clients kept slow streams open")
+        });
+        assert_eq!(status, 200, "{text}");
+        assert!(text.contains(r#""allowed":false"#), "{text}");
+        // The kubelet's probe, on the admin port.
+        let probe = async {
+            let mut stream = TcpStream::connect(server.handle.admin_addr).await.unwrap();
+            stream
+                .write_all(b"GET /healthz HTTP/1.1\r\nhost: probe\r\nconnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            read_response(&mut stream).await.0
+        };
+        let status = tokio::time::timeout(fair, probe)
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: /healthz not answered within {fair:?}"));
+        assert_eq!(status, 200);
+    }
+    stop.send(true).unwrap();
+    for client in clients {
+        within("a slow client to stop", client).await.unwrap();
+    }
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
+
+/// Each slow request is answered 408 at the body timeout, the clients'
+/// connections never idle: the one whose request timed out makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_cap_http2_clients_that_always_have_a_slow_stream_do_not_keep_others_out() {
+    slow_streams_do_not_keep_others_out(Slowly::TimedOut).await;
+}
+
+/// Each slow request finishes just in time, so none times out: the busy
+/// connection that has held its slot past the body timeout makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_cap_http2_clients_whose_slow_streams_finish_in_time_do_not_keep_others_out() {
+    slow_streams_do_not_keep_others_out(Slowly::JustInTime(Duration::from_millis(600))).await;
+}
+
+/// An HTTP/2 request answered 408 at the body timeout ends its connection,
+/// as it ends an HTTP/1.1 one: the server sends GOAWAY, and the client's
+/// next stream goes on a new connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_timeout_closes_its_http2_connection() {
+    let body_timeout = Duration::from_secs(1);
+    let server = start_with(None, |config, _| {
+        config.limits.body_timeout = body_timeout;
+        // Idle, it would be closed after this: not before the test ends.
+        config.limits.header_timeout = Duration::from_secs(300);
+    })
+    .await;
+    let tcp = TcpStream::connect(server.handle.addr).await.unwrap();
+    let io = connector(&server.ca_pem, &[b"h2"])
+        .connect(service_name(), tcp)
+        .await
+        .unwrap();
+    let (client, connection) = h2::client::handshake(io).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let request = |length: usize| {
+        http::Request::post(format!("https://{}/validate", common::SERVICE_NAME))
+            .header("content-length", length)
+            .body(())
+            .unwrap()
+    };
+    let mut client = within("a stream", client.ready()).await.unwrap();
+    let (answer, mut body) = client.send_request(request(1024), false).unwrap();
+    body.send_data(bytes::Bytes::from_static(b"{"), false)
+        .unwrap();
+    let answer = within("the 408", answer).await.unwrap();
+    assert_eq!(answer.status(), 408);
+    // The server closes the connection: the client's connection task ends
+    // (a GOAWAY, then the close), without a new request being sent on it.
+    within("the connection to close", connection)
+        .await
+        .unwrap()
+        .unwrap();
+    keeps_serving(&server).await;
     server.handle.shutdown().await;
 }
 

@@ -1,6 +1,7 @@
-//! The connections of a port: accepted within a cap (the one idle the
-//! longest makes room), served HTTP/1.1 or HTTP/2 over TLS or plain, closed
-//! when idle, and drained when the server stops.
+//! The connections of a port: accepted within a cap (when every slot is
+//! taken, one makes room: see [`Registry::make_room`]), served HTTP/1.1 or
+//! HTTP/2 over TLS or plain, closed when idle or once a request's body
+//! timed out, and drained when the server stops.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -47,9 +48,17 @@ const H2_MAX_STREAMS: u32 = 8;
 /// Most answer bytes buffered per HTTP/2 stream ahead of the peer's window.
 const H2_SEND_BUFFER_BYTES: usize = 64 * 1024;
 
-/// At the connection cap, how often a new connection looks again for an
-/// idle one to take the place of, while every connection is busy.
+/// At the connection cap, how often a new connection looks again for one
+/// to take the place of, while none may be asked yet.
 const EVICT_RETRY: Duration = Duration::from_millis(50);
+
+/// At the connection cap, how long a new connection that has not begun a
+/// request yet (in its TLS handshake, or about to send its first headers)
+/// is left alone: the next newcomer must not take the place of one that
+/// has just taken its own, before it could send anything. Long enough for
+/// a handshake and a request's headers; short enough that connections
+/// opened and left silent give up their slots at once.
+const FIRST_REQUEST_GRACE: Duration = Duration::from_millis(250);
 
 /// How long a connection asked to close while idle may take to close (send
 /// its GOAWAY, flush) before it is dropped; one where a request raced in
@@ -59,10 +68,9 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// Accepts connections (TLS ones when `tls` is set) and serves HTTP/1.1 and
 /// HTTP/2 on them until stopped, then lets open connections finish (up to
 /// `drain`) and closes those left. At most `limits.max_connections` are open
-/// at once. A new connection that finds every slot taken makes the one idle
-/// the longest close (see [`Registry`]); when every one has a request in
-/// flight, it waits for a slot, and any further ones wait in the listen
-/// backlog, not in memory.
+/// at once. A new connection that finds every slot taken makes another one
+/// close ([`Registry::make_room`]); until one may be asked, it waits for a
+/// slot, and any further ones wait in the listen backlog, not in memory.
 pub(super) async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
@@ -81,10 +89,15 @@ pub(super) async fn serve(
         let Some((tcp, peer)) = accept(&listener, &mut stopped).await else {
             break;
         };
-        let Some(slot) = take_slot(&slots, &registry, &mut stopped).await else {
+        let Some(slot) = take_slot(&slots, &registry, limits.body_timeout, &mut stopped).await
+        else {
             break;
         };
         let activity = registry.register(limits.max_connections);
+        let slot = Slot {
+            permit: Some(slot),
+            activity: activity.clone(),
+        };
         let _ = tcp.set_nodelay(true);
         let connection = ServedConnection::new(
             builder.clone(),
@@ -155,19 +168,21 @@ async fn accept(
 }
 
 /// A slot for a new connection; `None` once the server is told to stop.
-/// At the cap, the connection idle the longest makes room: idle clients
-/// cannot keep the others out. One with a request in flight is never
-/// asked; when all are busy, this one waits for a slot.
+/// At the cap, another connection makes room ([`Registry::make_room`]):
+/// neither idle clients nor clients that always keep a slow request in
+/// flight can keep the others out. While none may be asked, this one
+/// waits for a slot.
 async fn take_slot(
     slots: &Arc<Semaphore>,
     registry: &Registry,
+    body_timeout: Duration,
     stopped: &mut watch::Receiver<bool>,
 ) -> Option<OwnedSemaphorePermit> {
     loop {
         if let Ok(slot) = slots.clone().try_acquire_owned() {
             return Some(slot);
         }
-        registry.evict_longest_idle();
+        registry.make_room(body_timeout);
         tokio::select! {
             slot = slots.clone().acquire_owned() => return slot.ok(),
             () = tokio::time::sleep(EVICT_RETRY) => {}
@@ -212,26 +227,63 @@ struct ServedConnection {
     activity: Arc<Activity>,
 }
 
+/// An answer's mark, set by the routes: its request's body did not arrive
+/// within the body timeout (408, or 503 when the body budget had no room
+/// for it in that time). The connection that carried it is closed, as an
+/// HTTP/1.1 one is by the answer's `connection: close`: an HTTP/2 one is
+/// sent GOAWAY, its other streams given the close timeout to finish. So a
+/// client cannot hold a connection with slow streams, one after the other,
+/// for longer than about twice the body timeout; and at the connection cap
+/// such a connection is the first to go ([`Registry::make_room`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyTimedOut;
+
 /// What a connection's requests are doing: whether one has begun, how many
-/// are in flight, and since when none is.
+/// are in flight, since when none is, and whether one timed out.
 struct Activity {
+    accepted: Instant,
     started: AtomicBool,
     in_flight: AtomicUsize,
+    /// When its last request was answered (its accept, before any was).
     since: Mutex<Instant>,
-    /// Set once the port asked the connection to make room.
-    evicted: AtomicBool,
-    /// Close now, to make room for a new connection.
+    /// When a request's body first timed out ([`BodyTimedOut`]).
+    timed_out: Mutex<Option<Instant>>,
+    /// How the port asked the connection to make room, once it has.
+    asked: Mutex<Option<Room>>,
+    /// Set once the connection has closed and given its slot back.
+    closed: AtomicBool,
+    /// Close gracefully: to make room, or because a request timed out.
     close: Notify,
+    /// Drop now, to make room.
+    cut: Notify,
+}
+
+/// How a connection was asked to make room for a new one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Room {
+    /// Idle: closed gracefully, and dropped if still open and idle
+    /// [`CLOSE_GRACE`] later.
+    Idle,
+    /// Busy, its slot held for longer than the body timeout: closed
+    /// gracefully, its requests in flight given the close timeout to finish.
+    Busy,
+    /// A request of it timed out: dropped at once.
+    Cut,
 }
 
 impl Activity {
     fn new() -> Activity {
+        let now = Instant::now();
         Activity {
+            accepted: now,
             started: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
-            since: Mutex::new(Instant::now()),
-            evicted: AtomicBool::new(false),
+            since: Mutex::new(now),
+            timed_out: Mutex::new(None),
+            asked: Mutex::new(None),
+            closed: AtomicBool::new(false),
             close: Notify::new(),
+            cut: Notify::new(),
         }
     }
 
@@ -244,15 +296,85 @@ impl Activity {
 
     /// When the connection went idle; `None` while a request is in flight.
     fn idle_since(&self) -> Option<Instant> {
-        let since = *self.since.lock().unwrap_or_else(PoisonError::into_inner);
+        let since = self.answered();
         (self.in_flight.load(Ordering::Acquire) == 0).then_some(since)
+    }
+
+    /// When its last request was answered, or it was accepted.
+    fn answered(&self) -> Instant {
+        *self.since.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A request's body timed out: the connection closes.
+    fn body_timed_out(&self) {
+        let mut timed_out = self
+            .timed_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if timed_out.is_none() {
+            *timed_out = Some(Instant::now());
+            self.close.notify_one();
+        }
+    }
+
+    fn timed_out(&self) -> Option<Instant> {
+        *self
+            .timed_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn asked(&self) -> Option<Room> {
+        *self.asked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Asks the connection to make room, as `room` says.
+    fn ask(&self, room: Room) {
+        *self.asked.lock().unwrap_or_else(PoisonError::into_inner) = Some(room);
+        match room {
+            Room::Idle | Room::Busy => self.close.notify_one(),
+            Room::Cut => self.cut.notify_one(),
+        }
     }
 }
 
-/// The open connections of a port, for the one to ask to close when a new
-/// connection finds every slot taken.
+/// A connection's slot, given back when the connection closes; its
+/// activity then no longer counts as open, whatever its requests' tasks
+/// still hold.
+struct Slot {
+    permit: Option<OwnedSemaphorePermit>,
+    activity: Arc<Activity>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        self.activity.closed.store(true, Ordering::Release);
+    }
+}
+
+/// The open connections of a port, for the one to ask to make room when a
+/// new connection finds every slot taken.
 #[derive(Default)]
 struct Registry(Mutex<Vec<Weak<Activity>>>);
+
+/// The connections that may make room, each the first of its kind (see
+/// [`Registry::make_room`]).
+#[derive(Default)]
+struct Candidates {
+    timed_out: Option<(Instant, Arc<Activity>)>,
+    idle: Option<(Instant, Arc<Activity>)>,
+    busy: Option<(Instant, Arc<Activity>)>,
+    /// A busy one was asked and is still finishing its requests.
+    busy_closing: bool,
+}
+
+/// Keeps in `slot` the one with the earliest instant.
+fn earliest(slot: &mut Option<(Instant, Arc<Activity>)>, at: Instant, activity: Arc<Activity>) {
+    if slot.as_ref().is_none_or(|(first, _)| at < *first) {
+        *slot = Some((at, activity));
+    }
+}
 
 impl Registry {
     /// A new connection's activity, tracked while the connection lives.
@@ -260,38 +382,83 @@ impl Registry {
         let activity = Arc::new(Activity::new());
         let mut open = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if open.len() >= max_connections.saturating_mul(2) {
-            open.retain(|weak| weak.strong_count() > 0);
+            open.retain(is_open);
         }
         open.push(Arc::downgrade(&activity));
         activity
     }
 
-    /// Asks the connection idle the longest (no request in flight; one that
-    /// never began a request counts from its accept) to close, unless one
-    /// asked before is still idle and closing. A connection with a request
-    /// in flight is never asked.
-    fn evict_longest_idle(&self) {
+    /// Asks one connection to make room for a new one, the first found of:
+    ///
+    /// 1. one a request of which timed out ([`BodyTimedOut`]), the earliest:
+    ///    already closing, and holding only what is slow; dropped at once;
+    /// 2. the one idle the longest (no request in flight), closed
+    ///    gracefully; one that never began a request counts from its accept,
+    ///    once [`FIRST_REQUEST_GRACE`] has passed, and is dropped;
+    /// 3. one with requests in flight that has held its slot for longer
+    ///    than `body_timeout` (the most any request may take to arrive),
+    ///    the one whose last answer is the oldest: closed gracefully (an
+    ///    HTTP/1.1 one after its answer, an HTTP/2 one with GOAWAY), its
+    ///    requests given the close timeout to finish. kube-apiserver's
+    ///    connections answer all the time and reconnect on GOAWAY; a client
+    ///    that always keeps a slow request in flight, finishing each just
+    ///    in time, is one of these.
+    ///
+    /// None is asked while one asked before is still on its way out: one
+    /// dropped, or one asked while idle and still idle (closing);
+    /// and no busy one while one asked while busy is still finishing.
+    fn make_room(&self, body_timeout: Duration) {
+        let now = Instant::now();
         let mut open = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        open.retain(|weak| weak.strong_count() > 0);
-        let live = open.iter().filter_map(Weak::upgrade);
-        let mut longest: Option<(Instant, Arc<Activity>)> = None;
-        for activity in live {
-            let Some(since) = activity.idle_since() else {
+        open.retain(is_open);
+        let mut candidates = Candidates::default();
+        for activity in open.iter().filter_map(Weak::upgrade) {
+            if activity.closed.load(Ordering::Acquire) {
                 continue;
-            };
-            if activity.evicted.load(Ordering::Relaxed) {
-                // Still closing: the slot it frees is on its way.
+            }
+            let asked = activity.asked();
+            if asked == Some(Room::Cut) {
+                // Its slot is on its way.
                 return;
             }
-            if longest.as_ref().is_none_or(|(oldest, _)| since < *oldest) {
-                longest = Some((since, activity));
+            if let Some(at) = activity.timed_out() {
+                earliest(&mut candidates.timed_out, at, activity);
+            } else if let Some(since) = activity.idle_since() {
+                if asked.is_some() {
+                    // Idle and closing: its slot is on its way.
+                    return;
+                }
+                let started = activity.started.load(Ordering::Relaxed);
+                if started || now >= activity.accepted + FIRST_REQUEST_GRACE {
+                    earliest(&mut candidates.idle, since, activity);
+                }
+            } else if asked.is_some() {
+                candidates.busy_closing = true;
+            } else if now >= activity.accepted + body_timeout {
+                earliest(&mut candidates.busy, activity.answered(), activity);
             }
         }
-        if let Some((_, activity)) = longest {
-            activity.evicted.store(true, Ordering::Relaxed);
-            activity.close.notify_one();
+        drop(open);
+        let Candidates {
+            timed_out,
+            idle,
+            busy,
+            busy_closing,
+        } = candidates;
+        if let Some((_, activity)) = timed_out {
+            activity.ask(Room::Cut);
+        } else if let Some((_, activity)) = idle {
+            activity.ask(Room::Idle);
+        } else if let Some((_, activity)) = busy.filter(|_| !busy_closing) {
+            activity.ask(Room::Busy);
         }
     }
+}
+
+/// Whether a tracked connection is still open.
+fn is_open(weak: &Weak<Activity>) -> bool {
+    weak.upgrade()
+        .is_some_and(|activity| !activity.closed.load(Ordering::Acquire))
 }
 
 /// A request in flight on its connection.
@@ -337,7 +504,7 @@ impl ServedConnection {
         tcp: WriteTimeout<TcpStream>,
         tls: Option<TlsAcceptor>,
         handshake_timeout: Duration,
-        slot: OwnedSemaphorePermit,
+        slot: Slot,
     ) {
         let _slot = slot;
         let Some(acceptor) = tls else {
@@ -394,6 +561,11 @@ impl ServedConnection {
                 let answer = router.clone().oneshot(request);
                 async move {
                     let answer = answer.await;
+                    if let Ok(response) = &answer
+                        && response.extensions().get::<BodyTimedOut>().is_some()
+                    {
+                        busy.0.body_timed_out();
+                    }
                     drop(busy);
                     answer
                 }
@@ -417,7 +589,11 @@ impl ServedConnection {
             let step = tokio::select! {
                 ended = connection.as_mut() => break ended,
                 () = check.as_mut(), if !watch.stopping => watch.checked(),
-                () = activity.close.notified(), if watch.closing.is_none() => watch.evicted(),
+                () = activity.close.notified(), if watch.closing.is_none() => watch.asked_to_close(),
+                () = activity.cut.notified() => {
+                    tracing::debug!(%peer, "connection cap reached; dropping a connection whose request timed out");
+                    return;
+                }
                 () = stopped_signal(&mut stopped), if watch.closing.is_none() => watch.stopped(),
             };
             match step {
@@ -450,7 +626,9 @@ enum Step {
 /// Closes a connection with no request in flight for the idle timeout: at
 /// once when it never began a request (silent after the handshake, or
 /// stopped inside the HTTP/2 preface), else gracefully (HTTP/2: GOAWAY, so
-/// the client retries elsewhere what it sent meanwhile).
+/// the client retries elsewhere what it sent meanwhile). Closes it too,
+/// gracefully, when asked: to make room, or because a request's body timed
+/// out.
 struct IdleWatch {
     peer: SocketAddr,
     idle_timeout: Duration,
@@ -492,14 +670,21 @@ impl IdleWatch {
         }
     }
 
-    /// The port asked this connection to make room for a new one.
-    fn evicted(&mut self) -> Step {
+    /// Asked to close: a request's body timed out, or the port needs room
+    /// for a new connection.
+    fn asked_to_close(&mut self) -> Step {
         let peer = self.peer;
         if !self.activity.started.load(Ordering::Relaxed) {
             tracing::debug!(%peer, "connection cap reached; dropping a connection that never began a request");
             return Step::Drop;
         }
-        tracing::debug!(%peer, "connection cap reached; closing the connection idle the longest");
+        if self.activity.timed_out().is_some() {
+            tracing::debug!(%peer, "a request's body timed out; closing its connection");
+        } else if self.activity.asked() == Some(Room::Busy) {
+            tracing::debug!(%peer, "connection cap reached; closing a connection busy for longer than the body timeout");
+        } else {
+            tracing::debug!(%peer, "connection cap reached; closing the connection idle the longest");
+        }
         let now = Instant::now();
         self.closing = Some(now + self.close_timeout);
         Step::Close(Some(now + CLOSE_GRACE))
@@ -511,5 +696,104 @@ impl IdleWatch {
         self.closing = Some(Instant::now());
         self.stopping = true;
         Step::Close(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// A tracked connection: accepted `age` ago, its last answer
+    /// `answered` ago (none: never began a request), `in_flight` requests.
+    fn connection(
+        registry: &Registry,
+        age: Duration,
+        answered: Option<Duration>,
+        in_flight: usize,
+    ) -> Arc<Activity> {
+        let now = Instant::now();
+        let activity = Arc::new(Activity {
+            accepted: now - age,
+            started: AtomicBool::new(answered.is_some() || in_flight > 0),
+            in_flight: AtomicUsize::new(in_flight),
+            since: Mutex::new(now - answered.unwrap_or(age)),
+            ..Activity::new()
+        });
+        registry.0.lock().unwrap().push(Arc::downgrade(&activity));
+        activity
+    }
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[tokio::test]
+    async fn a_connection_whose_request_timed_out_goes_first_and_at_once() {
+        let registry = Registry::default();
+        let idle = connection(&registry, secs(60), Some(secs(30)), 0);
+        let busy = connection(&registry, secs(60), Some(secs(50)), 1);
+        let slow = connection(&registry, secs(20), None, 2);
+        slow.body_timed_out();
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(slow.asked(), Some(Room::Cut));
+        assert_eq!((idle.asked(), busy.asked()), (None, None));
+        // Until it has closed, none other is asked.
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!((idle.asked(), busy.asked()), (None, None));
+        slow.closed.store(true, Ordering::Release);
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(idle.asked(), Some(Room::Idle));
+    }
+
+    #[tokio::test]
+    async fn the_one_idle_the_longest_goes_before_a_busy_one() {
+        let registry = Registry::default();
+        let busy = connection(&registry, secs(60), Some(secs(50)), 1);
+        let recent = connection(&registry, secs(60), Some(secs(1)), 0);
+        let longest = connection(&registry, secs(60), Some(secs(5)), 0);
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(longest.asked(), Some(Room::Idle));
+        assert_eq!((recent.asked(), busy.asked()), (None, None));
+        // While it is still idle and closing, none other is asked.
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!((recent.asked(), busy.asked()), (None, None));
+    }
+
+    #[tokio::test]
+    async fn a_new_connection_is_left_to_begin_its_first_request() {
+        let registry = Registry::default();
+        let new = connection(&registry, Duration::ZERO, None, 0);
+        let busy = connection(&registry, secs(1), Some(secs(1)), 1);
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!((new.asked(), busy.asked()), (None, None));
+        // Silent past the grace: it makes room.
+        let silent = connection(&registry, FIRST_REQUEST_GRACE * 2, None, 0);
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(silent.asked(), Some(Room::Idle));
+        assert_eq!((new.asked(), busy.asked()), (None, None));
+    }
+
+    #[tokio::test]
+    async fn a_busy_one_goes_once_it_held_its_slot_past_the_body_timeout() {
+        let registry = Registry::default();
+        // Busy, but within the time its first request may take.
+        let young = connection(&registry, BODY_TIMEOUT / 2, None, 1);
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(young.asked(), None);
+        // Of those past it, the one answered the longest ago.
+        let answering = connection(&registry, secs(60), Some(Duration::ZERO), 3);
+        let stalled = connection(&registry, secs(30), Some(secs(9)), 2);
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(stalled.asked(), Some(Room::Busy));
+        assert_eq!((young.asked(), answering.asked()), (None, None));
+        // One at a time: while it finishes its requests, no other busy one.
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(answering.asked(), None);
+        // Gone: the next.
+        stalled.closed.store(true, Ordering::Release);
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(answering.asked(), Some(Room::Busy));
     }
 }

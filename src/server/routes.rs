@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use super::connections::BodyTimedOut;
 use super::drain::DRAIN_FACTOR;
 use super::state::{AppState, kib};
 use crate::admission::{self, Reviewed, audit};
@@ -427,6 +428,15 @@ fn reject(state: &AppState, code: StatusCode, reason: String) -> Response {
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    if matches!(
+        code,
+        StatusCode::REQUEST_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE
+    ) {
+        // The body did not arrive within the body timeout (late, or no room
+        // in the budget for it): an HTTP/2 connection is closed too (GOAWAY),
+        // so one client cannot hold it with slow streams, one after another.
+        response.extensions_mut().insert(BodyTimedOut);
     }
     response
 }
