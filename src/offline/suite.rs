@@ -276,12 +276,13 @@ fn run_suite(
         }
         (None, None) => Arc::new(Policy::embedded_default()),
     };
+    let spent = std::cell::Cell::new(0);
     for (i, case) in suite.cases.iter().enumerate() {
         let name = case.name.clone().unwrap_or_else(|| match &case.review {
             Some(review) => base.join(review).display().to_string(),
             None => format!("{}: cases[{i}]", path.display()),
         });
-        let body = match case_body(base, case, i, limit) {
+        let body = match case_body(base, case, i, limit, &spent) {
             Ok(body) => body,
             Err(why) => {
                 out.push(Outcome {
@@ -322,6 +323,7 @@ fn case_body(
     case: &SuiteCase,
     index: usize,
     limit: u64,
+    spent: &std::cell::Cell<u64>,
 ) -> std::result::Result<Vec<u8>, String> {
     let at = format!("cases[{index}]");
     let short_fields = [
@@ -352,6 +354,7 @@ fn case_body(
             json_patch: case.json_patch.as_ref(),
             finalizers_after: case.finalizers_after.as_deref(),
             dry_run: case.dry_run,
+            spent,
         }
         .expand(limit),
         (Some(_), Some(_)) => Err(format!(
@@ -818,7 +821,7 @@ mod tests {
     /// The review a short case (one YAML mapping) expands to.
     fn expanded(case: &str) -> serde_json::Value {
         let case: SuiteCase = serde_yaml_ng::from_str(case).unwrap();
-        let body = case_body(Path::new("."), &case, 0, 1 << 20).unwrap();
+        let body = case_body(Path::new("."), &case, 0, 1 << 20, &std::cell::Cell::new(0)).unwrap();
         serde_json::from_slice(&body).unwrap()
     }
 
@@ -1081,9 +1084,56 @@ mod tests {
             ops.join(", ")
         );
         let case: SuiteCase = serde_yaml_ng::from_str(&case).unwrap();
-        let why = refused(case_body(Path::new("."), &case, 0, 64 << 20));
+        let why = refused(case_body(
+            Path::new("."),
+            &case,
+            0,
+            64 << 20,
+            &std::cell::Cell::new(0),
+        ));
         assert!(
             why.contains("nests the object deeper than 128 levels"),
+            "{why}"
+        );
+    }
+
+    /// Cases each within their patch's budget, reusing one costly patch,
+    /// are held to the suite's budget in all: once it is spent, the next
+    /// case's patch is refused before it is applied.
+    #[test]
+    fn the_cases_of_one_suite_are_held_to_a_budget_in_all() {
+        // 100 items, each `test` of the whole array: some 100 units an op.
+        let items: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+        let tests: Vec<String> = (0..4_000)
+            .map(|_| {
+                format!(
+                    "{{op: test, path: /spec/items, value: [{}]}}",
+                    items.join(", ")
+                )
+            })
+            .collect();
+        let case = format!(
+            "object: {{kind: Pod, name: web-0, namespace: shop, finalizers: [a/b], spec: {{items: [{}]}}}}\nrequester: {{user: jane}}\njsonPatch: [{}, {{op: remove, path: /metadata/finalizers/0}}]\nexpect: denied\n",
+            items.join(", "),
+            tests.join(", ")
+        );
+        let case: SuiteCase = serde_yaml_ng::from_str(&case).unwrap();
+        let spent = std::cell::Cell::new(0);
+        let mut ran = 0;
+        let why = loop {
+            match case_body(Path::new("."), &case, ran, 64 << 20, &spent) {
+                Ok(_) => ran += 1,
+                Err(why) => break why,
+            }
+            assert!(ran < 1_000, "never refused: {} units spent", spent.get());
+        };
+        let per_case = spent.get() / ran as u64;
+        assert!(per_case < short::MAX_PATCH_WORK, "{per_case}");
+        assert_eq!(ran as u64, short::MAX_SUITE_PATCH_WORK.div_ceil(per_case));
+        assert!(
+            why.starts_with(&format!(
+                "cases[{ran}].jsonPatch: the suite's patches have taken more than 20000000 units of work in all"
+            )),
             "{why}"
         );
     }
@@ -1105,7 +1155,13 @@ mod tests {
         );
         let case: SuiteCase = serde_yaml_ng::from_str(&case).unwrap();
         let started = std::time::Instant::now();
-        let why = refused(case_body(Path::new("."), &case, 0, 1 << 20));
+        let why = refused(case_body(
+            Path::new("."),
+            &case,
+            0,
+            1 << 20,
+            &std::cell::Cell::new(0),
+        ));
         assert!(
             why.starts_with("cases[0]: the review it expands to is larger than 1048576 bytes"),
             "{why}"
@@ -1117,8 +1173,14 @@ mod tests {
             "x".repeat(2000)
         );
         let case: SuiteCase = serde_yaml_ng::from_str(&big).unwrap();
-        assert!(case_body(Path::new("."), &case, 0, 1 << 20).is_ok());
-        let why = refused(case_body(Path::new("."), &case, 0, 3000));
+        assert!(case_body(Path::new("."), &case, 0, 1 << 20, &std::cell::Cell::new(0)).is_ok());
+        let why = refused(case_body(
+            Path::new("."),
+            &case,
+            0,
+            3000,
+            &std::cell::Cell::new(0),
+        ));
         assert!(why.contains("larger than 3000 bytes"), "{why}");
     }
 

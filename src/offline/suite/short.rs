@@ -80,6 +80,9 @@ pub struct Short<'a> {
     pub json_patch: Option<&'a Value>,
     pub finalizers_after: Option<&'a [String]>,
     pub dry_run: bool,
+    /// The work every case of the suite has taken so far, against
+    /// [`MAX_SUITE_PATCH_WORK`].
+    pub spent: &'a std::cell::Cell<u64>,
 }
 
 /// The uid an object gets when the case gives none: what a two-person
@@ -418,7 +421,18 @@ impl Short<'_> {
                     "{at}.jsonPatch: a list of operations, e.g. [{{op: remove, path: /metadata/finalizers/0}}]"
                 ));
             };
-            new = json_patch(at, old, ops, limit)?.0;
+            if self.spent.get() >= MAX_SUITE_PATCH_WORK {
+                return Err(format!(
+                    "{at}.jsonPatch: the suite's patches have taken more than {MAX_SUITE_PATCH_WORK} units of work in all, the most one suite's may take: split the suite, or give smaller objects"
+                ));
+            }
+            // A refused patch may have taken its whole budget.
+            let (patched, work) = json_patch(at, old, ops, limit).inspect_err(|_| {
+                self.spent
+                    .set(self.spent.get().saturating_add(MAX_PATCH_WORK));
+            })?;
+            self.spent.set(self.spent.get().saturating_add(work.0));
+            new = patched;
         }
         if !new.get("metadata").is_some_and(Value::is_object) {
             return Err(format!(
@@ -531,6 +545,11 @@ const MAX_DEPTH: usize = 128;
 /// few hundred; a patch that would take more is refused before it is
 /// applied.
 pub const MAX_PATCH_WORK: u64 = 1_000_000;
+
+/// The most work the patches of one suite's cases may take in all: each
+/// case within [`MAX_PATCH_WORK`], many cases reusing one costly patch by
+/// alias could otherwise take an hour. Some ten seconds of work.
+pub const MAX_SUITE_PATCH_WORK: u64 = 20 * MAX_PATCH_WORK;
 
 /// The work a patch has taken so far, against [`MAX_PATCH_WORK`].
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
