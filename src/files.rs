@@ -376,28 +376,7 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
     if !meta.is_dir() {
         return Err(NotPrivate::NotAFolder.into());
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let me = rustix::process::geteuid().as_raw();
-        if meta.uid() != me {
-            return Err(NotPrivate::NotMine {
-                owner: meta.uid(),
-                me,
-            }
-            .into());
-        }
-        let mode = meta.mode() & 0o7777;
-        if mode & 0o022 != 0 {
-            let who = if mode & 0o002 != 0 {
-                "others"
-            } else {
-                "its group"
-            };
-            return Err(NotPrivate::Writable { who, mode }.into());
-        }
-    }
-    Ok(())
+    owned_by_me_alone(&meta)
 }
 
 /// Makes sure what is at `path` can be trusted as the current user's own,
@@ -415,6 +394,11 @@ pub fn mine(path: &Path) -> io::Result<()> {
         }
         meta
     };
+    owned_by_me_alone(&meta)
+}
+
+/// `meta` is the current user's, and writable by no one else.
+fn owned_by_me_alone(meta: &Metadata) -> io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
