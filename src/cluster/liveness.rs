@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::object::{ObjectApi, segment};
 use super::owner::Owner;
 use super::read;
-use super::select::{self, Found, Resolver};
+use super::select::{self, FoundObject, Resolver};
 use crate::output::{chain, escape};
 
 /// Whether the owner looks alive, where the cluster can tell.
@@ -263,7 +263,7 @@ impl Probe {
     }
 
     /// Whether the owner of `finalizer` on `found` looks alive.
-    pub async fn owner_alive(&mut self, found: &Found, owner: &Owner) -> Liveness {
+    pub async fn owner_alive(&mut self, found: &FoundObject, owner: &Owner) -> Liveness {
         match owner {
             Owner::Builtin { runs_in, .. } if *runs_in == "kube-apiserver" => {
                 Liveness::Alive("kube-apiserver answers".into())
@@ -535,7 +535,7 @@ impl Contents {
 pub const NAMESPACE_FINALIZER: &str = "kubernetes";
 
 /// Why a namespace is stuck: its own conditions, and unavailable APIServices.
-pub async fn namespace_blockers(probe: &mut Probe, found: &Found) -> Vec<String> {
+pub async fn namespace_blockers(probe: &mut Probe, found: &FoundObject) -> Vec<String> {
     if !found.is_namespace() {
         return Vec::new();
     }

@@ -17,7 +17,7 @@ use crate::cluster::explain::{self};
 use crate::cluster::liveness::Probe;
 use crate::cluster::object::ObjectApi;
 use crate::cluster::report::ObjectReport;
-use crate::cluster::select::Found;
+use crate::cluster::select::FoundObject;
 use crate::cluster::session::SessionUser;
 use crate::output::escape;
 use crate::policy::Policy;
@@ -135,7 +135,7 @@ impl Announcer {
 
     /// The object as `unstick` reads it: whole, but for Secrets and
     /// ConfigMaps, whose metadata is all it reads.
-    async fn read(&self, d: &Due) -> Result<Option<Found>, String> {
+    async fn read(&self, d: &Due) -> Result<Option<FoundObject>, String> {
         let resource = &d.kind.resource;
         let namespace = d.namespace.as_deref().filter(|_| d.kind.namespaced);
         let api = ObjectApi::new(&self.client, resource, namespace);
@@ -156,7 +156,7 @@ impl Announcer {
         .map_err(|e| e.to_string())?;
         Ok(object
             .filter(|o| d.uid.is_none() || o.metadata.uid == d.uid)
-            .map(|object| Found {
+            .map(|object| FoundObject {
                 resource: resource.clone(),
                 namespaced: d.kind.namespaced,
                 object,
@@ -231,7 +231,7 @@ mod tests {
     /// The report `unstick` makes of the object `d` names, with what it
     /// explained.
     fn explained(d: &Due, leak: Ledger, blocked_by: Vec<String>) -> ObjectReport {
-        let found = Found {
+        let found = FoundObject {
             resource: d.kind.resource.clone(),
             namespaced: d.kind.namespaced,
             object: DynamicObject {

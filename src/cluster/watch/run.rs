@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 
 use super::announce::Announcer;
 use super::discovery::{Discoverer, FIRST_LISTS};
-use super::metrics::Metrics;
+use super::metrics::WatchMetrics;
 use super::tracker::Shared;
 use crate::cluster::install::{PolicySource, cluster_policy};
 use crate::cluster::session::{ClusterError, Connection, Session};
@@ -35,7 +35,7 @@ use crate::trail::events::EventSink;
 /// checked against it).
 pub fn exposition() -> String {
     let shared = Arc::new(Shared::new(Duration::from_secs(600), 1));
-    Metrics::new(shared).encode().unwrap_or_default()
+    WatchMetrics::new(shared).encode().unwrap_or_default()
 }
 
 /// The longest wait between two tries to reach the API server at start.
@@ -99,7 +99,7 @@ pub async fn run(config: Watch) -> Result<i32, ClusterError> {
     };
     let admin_addr = listener.local_addr().unwrap_or(admin_listen);
     let shared = Arc::new(Shared::new(stuck_after, max_finalizers));
-    let metrics = Arc::new(Metrics::new(shared.clone()));
+    let metrics = Arc::new(WatchMetrics::new(shared.clone()));
     let mut tasks = JoinSet::new();
     serve_admin(&mut tasks, listener, admin(shared.clone(), metrics.clone()));
     let (session, (initial, source)) = tokio::select! {
@@ -195,7 +195,7 @@ async fn connect(
 struct Workers {
     session: Session,
     shared: Arc<Shared>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<WatchMetrics>,
     policy: Arc<ArcSwap<crate::policy::Policy>>,
     policy_file: Option<PathBuf>,
     discovery_interval: Duration,
@@ -264,10 +264,10 @@ async fn wait_for_signal() {
 #[derive(Clone)]
 struct AdminState {
     shared: Arc<Shared>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<WatchMetrics>,
 }
 
-fn admin(shared: Arc<Shared>, metrics: Arc<Metrics>) -> Router {
+fn admin(shared: Arc<Shared>, metrics: Arc<WatchMetrics>) -> Router {
     Router::new()
         .route("/metrics", get(scrape))
         .route("/healthz", get(|| async { "ok\n" }))

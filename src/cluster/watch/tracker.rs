@@ -28,7 +28,7 @@ const RETRY_AFTER: SignedDuration = SignedDuration::from_secs(30);
 
 /// A type being watched.
 #[derive(Debug)]
-pub(super) struct Kind {
+pub(super) struct WatchedType {
     /// `pods`, `widgets.example.com`: the `resource` label, and the key.
     pub(super) name: String,
     pub(super) resource: ApiResource,
@@ -37,14 +37,14 @@ pub(super) struct Kind {
     pub(super) rediscover: bool,
 }
 
-impl Kind {
-    pub(super) fn new(resource: ApiResource, namespaced: bool) -> Kind {
+impl WatchedType {
+    pub(super) fn new(resource: ApiResource, namespaced: bool) -> WatchedType {
         let name = type_name(&resource);
         let rediscover = matches!(
             name.as_str(),
             "customresourcedefinitions.apiextensions.k8s.io" | "apiservices.apiregistration.k8s.io"
         );
-        Kind {
+        WatchedType {
             name,
             resource,
             namespaced,
@@ -86,7 +86,7 @@ pub(super) fn type_name(resource: &ApiResource) -> String {
 /// One object being deleted that still holds finalizers.
 #[derive(Debug)]
 pub(super) struct Tracked {
-    pub(super) kind: Arc<Kind>,
+    pub(super) kind: Arc<WatchedType>,
     pub(super) namespace: Option<String>,
     pub(super) name: String,
     pub(super) uid: Option<String>,
@@ -218,7 +218,7 @@ impl Observed for Namespace {
 
 /// The key an object is kept under: its uid (or, should the API server
 /// send none, its type, namespace and name).
-pub(super) fn key_of(kind: &Kind, meta: &ObjectMeta) -> String {
+pub(super) fn key_of(kind: &WatchedType, meta: &ObjectMeta) -> String {
     match meta.uid.as_deref().filter(|u| !u.is_empty()) {
         Some(uid) => uid.to_string(),
         None => format!(
@@ -251,7 +251,7 @@ impl Shared {
     /// and holds finalizers, forgotten otherwise. Returns its key when kept.
     pub(super) fn observe(
         &self,
-        kind: &Arc<Kind>,
+        kind: &Arc<WatchedType>,
         meta: &ObjectMeta,
         spec_finalizers: Vec<String>,
     ) -> Option<String> {
@@ -297,14 +297,14 @@ impl Shared {
         }
     }
 
-    pub(super) fn forget(&self, kind: &Kind, meta: &ObjectMeta) {
+    pub(super) fn forget(&self, kind: &WatchedType, meta: &ObjectMeta) {
         let gone = lock(&self.state).objects.remove(&key_of(kind, meta));
         released(gone);
     }
 
     /// A first list (or a list again) of `kind` ended: what it did not
     /// show is gone.
-    pub(super) fn listed(&self, kind: &Kind, seen: &HashSet<String>) {
+    pub(super) fn listed(&self, kind: &WatchedType, seen: &HashSet<String>) {
         let mut state = lock(&self.state);
         let mut gone = Vec::new();
         state.objects.retain(|key, t| {
@@ -324,7 +324,7 @@ impl Shared {
     }
 
     /// Returns whether this is news (the first failure, or another reason).
-    pub(super) fn failed(&self, kind: &Kind, why: String) -> bool {
+    pub(super) fn failed(&self, kind: &WatchedType, why: String) -> bool {
         let mut state = lock(&self.state);
         let type_state = state.types.entry(kind.name.clone()).or_default();
         let news = type_state
@@ -336,13 +336,13 @@ impl Shared {
     }
 
     /// An event came through after a failure: the watch works again.
-    pub(super) fn recovered(&self, kind: &Kind) {
+    pub(super) fn recovered(&self, kind: &WatchedType) {
         if let Some(t) = lock(&self.state).types.get_mut(&kind.name) {
             t.failing = None;
         }
     }
 
-    pub(super) fn watching(&self, kind: &Kind) {
+    pub(super) fn watching(&self, kind: &WatchedType) {
         lock(&self.state)
             .types
             .entry(kind.name.clone())
@@ -352,7 +352,7 @@ impl Shared {
     /// RBAC refuses to list `kind`: its objects and gauges go, it is
     /// neither failing nor waited for. True the first time (since it was
     /// last permitted): the time to say so.
-    pub(super) fn forbidden(&self, kind: &Kind) -> bool {
+    pub(super) fn forbidden(&self, kind: &WatchedType) -> bool {
         let mut state = lock(&self.state);
         let type_state = state.types.entry(kind.name.clone()).or_default();
         let news = !type_state.forbidden;
@@ -366,7 +366,7 @@ impl Shared {
     }
 
     /// An event came through for `kind`: whether it was forbidden until now.
-    pub(super) fn permitted(&self, kind: &Kind) -> bool {
+    pub(super) fn permitted(&self, kind: &WatchedType) -> bool {
         lock(&self.state)
             .types
             .get_mut(&kind.name)
@@ -537,7 +537,7 @@ pub(super) fn released(gone: Option<Tracked>) {
 #[derive(Debug, Clone)]
 pub(super) struct Due {
     pub(super) key: String,
-    pub(super) kind: Arc<Kind>,
+    pub(super) kind: Arc<WatchedType>,
     pub(super) namespace: Option<String>,
     pub(super) name: String,
     pub(super) uid: Option<String>,
