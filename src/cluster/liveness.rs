@@ -97,7 +97,7 @@ impl Probe {
             }
         };
         for resource in types {
-            let type_name = type_name(&resource);
+            let type_name = read::type_name(&resource);
             let api = &ObjectApi::new(&self.client, &resource, Some(ns));
             let mut count = 0;
             let listed = read::pages(
@@ -438,15 +438,6 @@ pub fn age(d: Duration) -> String {
         120..7200 => format!("{}m", s / 60),
         7200..172_800 => format!("{}h{}m", s / 3600, s % 3600 / 60),
         _ => format!("{}d{}h", s / 86_400, s % 86_400 / 3600),
-    }
-}
-
-/// `widgets.example.com`, `configmaps`: a type as `unstick` and kubectl take it.
-fn type_name(resource: &ApiResource) -> String {
-    if resource.group.is_empty() {
-        resource.plural.clone()
-    } else {
-        format!("{}.{}", resource.plural, resource.group)
     }
 }
 

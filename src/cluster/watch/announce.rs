@@ -11,7 +11,6 @@ use jiff::Timestamp;
 use kube::Client;
 use kube::api::{DynamicObject, TypeMeta};
 
-use super::run::{REASON, REPORTING_CONTROLLER};
 use super::tracker::{Announced, Due, Shared};
 use crate::cluster::explain::{self};
 use crate::cluster::liveness::Probe;
@@ -23,6 +22,10 @@ use crate::output::escape;
 use crate::policy::Policy;
 use crate::trail::events::{EventSink, MAX_NOTE_BYTES, Notice, Occurrence};
 
+/// The Events' reason.
+pub const REASON: &str = "FinalizerStuck";
+/// The Events' reportingController.
+pub const REPORTING_CONTROLLER: &str = "finalizer-guard.io/watch";
 /// How often stuck objects are looked for, to announce them.
 const TICK: Duration = Duration::from_secs(1);
 /// Objects explained and announced per tick: a cluster-wide outage that

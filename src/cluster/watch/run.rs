@@ -1,12 +1,5 @@
 //! The watch command: its flags, its admin port, its workers.
 
-/// The Events' reason.
-pub const REASON: &str = "FinalizerStuck";
-/// The Events' reportingController.
-pub const REPORTING_CONTROLLER: &str = "finalizer-guard.io/watch";
-/// The label value of the finalizers past `--max-finalizers`.
-pub const OTHER: &str = "other";
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;

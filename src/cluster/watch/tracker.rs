@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::run::OTHER;
+use crate::cluster::read::type_name;
 use crate::output::escape;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
@@ -16,6 +16,8 @@ use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::discovery::ApiResource;
 
+/// The label value of the finalizers past `--max-finalizers`.
+pub const OTHER: &str = "other";
 /// How often a stuck object's Event is repeated while it stays stuck: within
 /// the Event writer's six-minute series ([`crate::trail::events::SERIES_END`]), so a repeat is one more in the Event's
 /// series (its count and last-seen time), never a new Event; and the Event
@@ -71,15 +73,6 @@ impl WatchedType {
         } else {
             format!("{kind}.{}", self.resource.group)
         }
-    }
-}
-
-/// `pods`, `widgets.example.com`: as RBAC and the policy's `resources` name types.
-pub(super) fn type_name(resource: &ApiResource) -> String {
-    if resource.group.is_empty() {
-        resource.plural.clone()
-    } else {
-        format!("{}.{}", resource.plural, resource.group)
     }
 }
 
