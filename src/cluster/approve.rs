@@ -15,8 +15,8 @@ use serde::Serialize;
 use super::engine::{Engine, OverrideValue, Targets};
 use super::explain::refused_reason;
 use super::patch;
-use super::select::Found;
-use super::session::{ClusterError, SessionCluster, WriteError};
+use super::select::FoundObject;
+use super::session::{ClusterError, SessionCluster, WriteRefusal};
 use crate::output::{escape, quoted};
 use crate::policy::Approval;
 use crate::policy::approval::{self, APPROVED_BY, OVERRIDE_EXPIRES};
@@ -125,7 +125,7 @@ pub async fn run(config: Approve) -> Result<i32, ClusterError> {
 /// and says so.
 async fn approve_found(
     engine: &Engine,
-    found: &Found,
+    found: &FoundObject,
     value: &OverrideValue,
     expires: &str,
 ) -> Approved {
@@ -134,7 +134,7 @@ async fn approve_found(
         .into_iter()
         .chain(found.spec_finalizers())
         .collect();
-    let reach = Reach::of(&engine.policy.override_settings, &names, value.reason());
+    let reach = ApprovalReach::of(&engine.policy.override_settings, &names, value.reason());
     let why = if !names.is_empty() && reach.releases.is_empty() {
         Some(format!(
             "not attempted: the reason {} releases none of its finalizers: {}",
@@ -177,14 +177,14 @@ async fn approve_found(
 /// Which of an object's finalizers an approval with `reason` can release
 /// (`override.finalizers`), and why not the others, escaped for a terminal.
 #[derive(Debug, Default, PartialEq, Eq)]
-struct Reach {
+struct ApprovalReach {
     releases: Vec<String>,
     refused: Vec<String>,
 }
 
-impl Reach {
-    fn of(settings: &OverrideSettings, names: &[String], reason: &str) -> Reach {
-        let mut reach = Reach::default();
+impl ApprovalReach {
+    fn of(settings: &OverrideSettings, names: &[String], reason: &str) -> ApprovalReach {
+        let mut reach = ApprovalReach::default();
         for name in names {
             let accepts = settings.accepts(name);
             if accepts.reason(reason) {
@@ -222,7 +222,7 @@ fn expiry(for_: Duration, approval: &Approval) -> Result<String, ClusterError> {
 /// Writes the approval on one object; why not, when it is not written.
 async fn approve_one(
     engine: &Engine,
-    found: &Found,
+    found: &FoundObject,
     value: &OverrideValue,
     expires: &str,
 ) -> Result<(), String> {
@@ -250,7 +250,7 @@ async fn approve_one(
     // says the seal: write the same approval again, sealed. The refused
     // write changed nothing, so the object is still as read.
     let told = match &written {
-        Err(WriteError::Denied(m)) => approval::told_seal(m).map(String::from),
+        Err(WriteRefusal::Denied(m)) => approval::told_seal(m).map(String::from),
         _ => None,
     };
     if let Some(seal) = &told {
@@ -262,7 +262,7 @@ async fn approve_one(
         Err(e) => e,
     };
     let why = match &refusal {
-        WriteError::Conflict | WriteError::Unprocessable(_) => format!(
+        WriteRefusal::Conflict | WriteRefusal::Unprocessable(_) => format!(
             "{refusal}: nothing written, the object changed or another took its name since it was read; run again"
         ),
         _ => refusal.to_string(),
@@ -291,7 +291,7 @@ mod tests {
         .unwrap();
         let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let s = &p.override_settings;
-        let r = Reach::of(
+        let r = ApprovalReach::of(
             s,
             &names(&[
                 "kubernetes.io/pvc-protection",
@@ -308,7 +308,7 @@ mod tests {
                 "vault.io/a: no override releases it: only its rule or controller (override.finalizers[1])"
             ]
         );
-        let r = Reach::of(s, &names(&["kubernetes.io/pvc-protection"]), "node-lost");
+        let r = ApprovalReach::of(s, &names(&["kubernetes.io/pvc-protection"]), "node-lost");
         assert!(r.refused.is_empty());
     }
 

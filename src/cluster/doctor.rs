@@ -241,15 +241,6 @@ type Tallies = BTreeMap<(String, FinalizerField), Tally>;
 /// One type's listing: its tallies and object count, or why it could not be read.
 type Listed = Result<(Tallies, u64), Unreadable>;
 
-/// `pods`, `widgets.example.com`: as RBAC and the policy's `resources` name types.
-fn type_name(resource: &ApiResource) -> String {
-    if resource.group.is_empty() {
-        resource.plural.clone()
-    } else {
-        format!("{}.{}", resource.plural, resource.group)
-    }
-}
-
 /// Counts one object's finalizers of one list.
 fn count(
     tallies: &mut Tallies,
@@ -266,7 +257,7 @@ fn count(
         }
         let tally = tallies.entry((finalizer.clone(), field)).or_default();
         tally.objects += 1;
-        *tally.types.entry(type_name(resource)).or_default() += 1;
+        *tally.types.entry(read::type_name(resource)).or_default() += 1;
         if let Some(t) = &meta.deletion_timestamp {
             tally.terminating += 1;
             let t = t.0;
@@ -340,7 +331,7 @@ async fn list_type(client: kube::Client, resource: ApiResource, namespaced: bool
     match listed {
         Ok(()) => Ok((tallies, objects)),
         Err(e) => Err(Unreadable {
-            type_name: format!("{} ({})", type_name(&resource), resource.api_version),
+            type_name: format!("{} ({})", read::type_name(&resource), resource.api_version),
             why: chain(&e),
         }),
     }

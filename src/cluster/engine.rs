@@ -11,8 +11,8 @@ use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Pre
 
 use super::install::PolicySource;
 use super::object::ObjectApi;
-use super::select::{Found, Selected, Selection};
-use super::session::{ClusterError, Connection, DryRun, Session, WEBHOOK_DOWN_HELP, WriteError};
+use super::select::{FoundObject, Selected, Selection};
+use super::session::{ClusterError, Connection, DryRun, Session, WEBHOOK_DOWN_HELP, WriteRefusal};
 use crate::output::{Format, Printer, quoted};
 use crate::policy::Policy;
 use crate::policy::config::OverrideSettings;
@@ -123,7 +123,7 @@ impl Engine {
         api: &ObjectApi,
         name: &str,
         patch: json_patch::Patch,
-    ) -> Result<DynamicObject, WriteError> {
+    ) -> Result<DynamicObject, WriteRefusal> {
         let params = self.patch_params();
         let written = api.patch(name, &params, &Patch::Json::<()>(patch)).await;
         written.map_err(|e| self.refused(&e))
@@ -135,7 +135,7 @@ impl Engine {
         api: &ObjectApi,
         name: &str,
         body: &DynamicObject,
-    ) -> Result<DynamicObject, WriteError> {
+    ) -> Result<DynamicObject, WriteRefusal> {
         let params = PostParams {
             dry_run: self.dry_run,
             field_manager: Some(super::session::FIELD_MANAGER.into()),
@@ -148,7 +148,11 @@ impl Engine {
 
     /// Deletes `found` with grace period 0, only if it is still the object
     /// read (its uid): never a pod of the same name created since.
-    pub async fn delete_now(&self, api: &ObjectApi, found: &Found) -> Result<(), WriteError> {
+    pub async fn delete_now(
+        &self,
+        api: &ObjectApi,
+        found: &FoundObject,
+    ) -> Result<(), WriteRefusal> {
         let params = DeleteParams {
             grace_period_seconds: Some(0),
             dry_run: self.dry_run,
@@ -166,9 +170,9 @@ impl Engine {
 
     /// What a refusal means; the first that says the webhook cannot be
     /// called stops every later write.
-    fn refused(&self, e: &kube::Error) -> WriteError {
-        let refusal = WriteError::from_kube(e);
-        if let WriteError::WebhookUnreachable(_) = refusal {
+    fn refused(&self, e: &kube::Error) -> WriteRefusal {
+        let refusal = WriteRefusal::from_kube(e);
+        if let WriteRefusal::WebhookUnreachable(_) = refusal {
             self.webhook_down.store(true, Ordering::Relaxed);
         }
         refusal

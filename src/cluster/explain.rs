@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::liveness::{Liveness, NAMESPACE_FINALIZER, Probe};
 use super::owner::{Owner, owner, target_of};
-use super::select::Found;
+use super::select::FoundObject;
 use super::session::SessionUser;
 use crate::admission::lean::ledger_of;
 use crate::admission::ledger::Ledger;
@@ -109,7 +109,7 @@ impl FinalizerReport {
 
 /// A removal as the webhook will see it: decided by the webhook's own core.
 pub struct Proposed<'a> {
-    pub found: &'a Found,
+    pub found: &'a FoundObject,
     pub field: FinalizerField,
     pub remove: &'a [String],
     pub identity: &'a SessionUser,
@@ -163,7 +163,7 @@ impl Proposed<'_> {
 /// Whether you may remove `finalizer`, and how.
 pub fn removable(
     policy: &Policy,
-    found: &Found,
+    found: &FoundObject,
     finalizer: &str,
     field: FinalizerField,
     identity: &SessionUser,
@@ -313,7 +313,7 @@ pub fn approval_problem(problem: &OverrideProblem) -> String {
 pub async fn explain(
     probe: &mut Probe,
     policy: &Policy,
-    found: &Found,
+    found: &FoundObject,
     only: &[String],
     identity: &SessionUser,
 ) -> Vec<FinalizerReport> {
@@ -349,7 +349,7 @@ pub async fn explain(
 }
 
 /// What the object's finalizers were protecting.
-pub fn may_leak(found: &Found) -> Ledger {
+pub fn may_leak(found: &FoundObject) -> Ledger {
     let value = serde_json::to_value(&found.object).unwrap_or_default();
     ledger_of(&value)
 }
@@ -362,7 +362,7 @@ mod tests {
 
     use super::*;
 
-    fn pod(deleting: bool, annotations: serde_json::Value) -> Found {
+    fn pod(deleting: bool, annotations: serde_json::Value) -> FoundObject {
         let mut object = json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
@@ -375,7 +375,7 @@ mod tests {
         if deleting {
             object["metadata"]["deletionTimestamp"] = json!("2026-11-21T07:00:00Z");
         }
-        Found {
+        FoundObject {
             resource: ApiResource::erase::<Pod>(&()),
             namespaced: true,
             object: serde_json::from_value(object).unwrap(),
@@ -396,7 +396,7 @@ mod tests {
     const RULES: &str = "rules:\n  - name: cleanup\n    finalizers: [example.com/*]\n    users: [alice]\n    serviceAccounts: [ops:cleaner]\n";
     const TWO_PERSON: &str = "override:\n  approval:\n    users: [sec-lead]\n    maxAge: 2h\n";
 
-    fn may(policy: &Policy, found: &Found, user: &str) -> Removable {
+    fn may(policy: &Policy, found: &FoundObject, user: &str) -> Removable {
         removable(
             policy,
             found,
@@ -547,7 +547,7 @@ mod tests {
     #[test]
     fn a_rule_that_names_the_finalizer_elsewhere_is_named() {
         let gitrepo = |ns: &str| {
-            Found {
+            FoundObject {
             resource: ApiResource {
                 group: "source.toolkit.fluxcd.io".into(),
                 version: "v1".into(),

@@ -62,7 +62,7 @@ impl std::fmt::Display for Trouble {
 
 /// A policy an install serves, found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
+pub struct FoundPolicy {
     /// `validatingwebhookconfiguration/fg-finalizer-guard -> service/... -> deployment/...`
     pub via: String,
     /// `configmap NS/NAME`, or `embedded default`.
@@ -77,11 +77,11 @@ pub enum Located {
     /// Every install found serves this policy (one, or several alike);
     /// `others` says what could not be followed beside it.
     Policy {
-        found: Vec<Found>,
+        found: Vec<FoundPolicy>,
         others: Vec<String>,
     },
     /// Installs serving different policies: which.
-    Ambiguous(Vec<Found>),
+    Ambiguous(Vec<FoundPolicy>),
     /// Nothing found: why, said plainly.
     NotFound(String),
 }
@@ -272,7 +272,7 @@ async fn follow(
     client: &Client,
     configuration: &str,
     target: &Endpoint,
-) -> Result<Result<Vec<Found>, Trouble>, ClusterError> {
+) -> Result<Result<Vec<FoundPolicy>, Trouble>, ClusterError> {
     let (via, deployments) = match serving(client, configuration, target).await? {
         Ok(serving) => serving,
         Err(trouble) => return Ok(Err(trouble)),
@@ -286,7 +286,7 @@ async fn policies(
     client: &Client,
     via: &str,
     deployments: Vec<Deployment>,
-) -> Result<Result<Vec<Found>, Trouble>, ClusterError> {
+) -> Result<Result<Vec<FoundPolicy>, Trouble>, ClusterError> {
     let mut found = Vec::new();
     for deployment in deployments {
         let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
@@ -306,7 +306,7 @@ async fn policies(
         };
         let (config_map, key) = match served {
             Served::Embedded => {
-                found.push(Found {
+                found.push(FoundPolicy {
                     via,
                     name: "embedded default".into(),
                     text: None,
@@ -333,7 +333,7 @@ async fn policies(
         let Some(text) = text else {
             return Err(ClusterError::PolicyKeyMissing { name: shown, key });
         };
-        found.push(Found {
+        found.push(FoundPolicy {
             via,
             name: shown,
             text: Some(text),
@@ -382,7 +382,7 @@ async fn by_label(client: &Client, unlisted: Trouble) -> Result<Located, Cluster
 }
 
 /// One policy, several, or none.
-fn settle(found: Vec<Found>, others: Vec<String>) -> Located {
+fn settle(found: Vec<FoundPolicy>, others: Vec<String>) -> Located {
     let mut distinct: Vec<&Option<String>> = found.iter().map(|f| &f.text).collect();
     distinct.sort();
     distinct.dedup();
@@ -512,7 +512,7 @@ pub fn not_found_note(why: &str) -> String {
 }
 
 /// The error for installs serving different policies.
-pub fn ambiguous(found: &[Found]) -> ClusterError {
+pub fn ambiguous(found: &[FoundPolicy]) -> ClusterError {
     let each: Vec<String> = found
         .iter()
         .map(|f| format!("  {} serves {}", f.via, f.name))
@@ -795,7 +795,7 @@ mod tests {
 
     #[test]
     fn different_policies_are_refused_naming_each_install() {
-        let found = |via: &str, name: &str| Found {
+        let found = |via: &str, name: &str| FoundPolicy {
             via: via.into(),
             name: name.into(),
             text: Some(name.into()),

@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::object::{ObjectApi, segment};
 use super::owner::Owner;
 use super::read;
-use super::select::{self, Found, Resolver};
+use super::select::{self, FoundObject, Resolver};
 use crate::output::{chain, escape};
 
 /// Whether the owner looks alive, where the cluster can tell.
@@ -97,7 +97,7 @@ impl Probe {
             }
         };
         for resource in types {
-            let type_name = type_name(&resource);
+            let type_name = read::type_name(&resource);
             let api = &ObjectApi::new(&self.client, &resource, Some(ns));
             let mut count = 0;
             let listed = read::pages(
@@ -263,7 +263,7 @@ impl Probe {
     }
 
     /// Whether the owner of `finalizer` on `found` looks alive.
-    pub async fn owner_alive(&mut self, found: &Found, owner: &Owner) -> Liveness {
+    pub async fn owner_alive(&mut self, found: &FoundObject, owner: &Owner) -> Liveness {
         match owner {
             Owner::Builtin { runs_in, .. } if *runs_in == "kube-apiserver" => {
                 Liveness::Alive("kube-apiserver answers".into())
@@ -441,15 +441,6 @@ pub fn age(d: Duration) -> String {
     }
 }
 
-/// `widgets.example.com`, `configmaps`: a type as `unstick` and kubectl take it.
-fn type_name(resource: &ApiResource) -> String {
-    if resource.group.is_empty() {
-        resource.plural.clone()
-    } else {
-        format!("{}.{}", resource.plural, resource.group)
-    }
-}
-
 /// What is still inside a namespace being deleted: what removing its own
 /// `kubernetes` finalizer would orphan.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -535,7 +526,7 @@ impl Contents {
 pub const NAMESPACE_FINALIZER: &str = "kubernetes";
 
 /// Why a namespace is stuck: its own conditions, and unavailable APIServices.
-pub async fn namespace_blockers(probe: &mut Probe, found: &Found) -> Vec<String> {
+pub async fn namespace_blockers(probe: &mut Probe, found: &FoundObject) -> Vec<String> {
     if !found.is_namespace() {
         return Vec::new();
     }

@@ -25,5 +25,5 @@ pub mod watch;
 
 pub use engine::{Engine, OverrideValue, Targets};
 pub use install::{PolicySource, cluster_policy, webhook_installed};
-pub use select::{Found, Selection};
+pub use select::{FoundObject, Selection};
 pub use session::*;

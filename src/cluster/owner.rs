@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::select::Found;
+use super::select::FoundObject;
 use crate::policy::builtin::{self, BuiltinController};
 use crate::policy::{self, FinalizerField, Policy, Target};
 
@@ -126,7 +126,7 @@ impl std::fmt::Display for Owner {
 }
 
 /// The admission target a removal of `field` from `found` is written to.
-pub fn target_of(found: &Found, field: FinalizerField) -> Target<'_> {
+pub fn target_of(found: &FoundObject, field: FinalizerField) -> Target<'_> {
     Target {
         group: &found.resource.group,
         resource: &found.resource.plural,
@@ -141,7 +141,12 @@ pub fn target_of(found: &Found, field: FinalizerField) -> Target<'_> {
 }
 
 /// Who owns `finalizer` on `found`, by the built-in table and the policy.
-pub fn owner(policy: &Policy, found: &Found, finalizer: &str, field: FinalizerField) -> Owner {
+pub fn owner(
+    policy: &Policy,
+    found: &FoundObject,
+    finalizer: &str,
+    field: FinalizerField,
+) -> Owner {
     owner_at(policy, &target_of(found, field), finalizer, field)
 }
 

@@ -4,6 +4,18 @@
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::Client;
 use kube::api::{Api, ListParams, ObjectList};
+use kube::discovery::ApiResource;
+
+/// `pods`, `widgets.example.com`: a type as RBAC, the policy's `resources`,
+/// kubectl and `unstick` name it (the plural, then the group unless it is
+/// the core group).
+pub fn type_name(resource: &ApiResource) -> String {
+    if resource.group.is_empty() {
+        resource.plural.clone()
+    } else {
+        format!("{}.{}", resource.plural, resource.group)
+    }
+}
 
 /// Objects read per list request.
 pub const PAGE: u32 = 500;

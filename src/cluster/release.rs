@@ -19,8 +19,8 @@ use super::liveness::{Contents, Finish, Kubelet, Liveness, NAMESPACE_FINALIZER, 
 use super::object::{ObjectApi, ReadError};
 use super::patch;
 use super::report::{End, Left, ObjectReport, Orphaned};
-use super::select::Found;
-use super::session::WriteError;
+use super::select::FoundObject;
+use super::session::WriteRefusal;
 use crate::output::{escape, shell_word};
 use crate::policy::approval::{APPROVED_BY, OVERRIDE_EXPIRES};
 use crate::policy::config::OverrideSettings;
@@ -34,7 +34,7 @@ const ATTEMPTS: usize = 5;
 /// What authorizes a release: nothing more, the override this run writes
 /// (single-person), or the approval on the object (two-person rule).
 #[derive(Debug, Clone)]
-enum Authority {
+enum ReleaseAuthority {
     /// Every removal is authorized by a rule or a built-in controller.
     Authorized,
     /// The override annotation this run writes, `REASON: DETAIL`.
@@ -43,20 +43,20 @@ enum Authority {
     Approval(String),
 }
 
-impl Authority {
+impl ReleaseAuthority {
     /// What the report names: the override written, or the approval used.
     fn shown(&self) -> Option<String> {
         match self {
-            Authority::Authorized => None,
-            Authority::Write(v) => Some(v.to_string()),
-            Authority::Approval(v) => Some(v.clone()),
+            ReleaseAuthority::Authorized => None,
+            ReleaseAuthority::Write(v) => Some(v.to_string()),
+            ReleaseAuthority::Approval(v) => Some(v.clone()),
         }
     }
 
     /// The override annotation this run writes, if any.
     fn written(&self) -> Option<&str> {
         match self {
-            Authority::Write(v) => Some(v.as_str()),
+            ReleaseAuthority::Write(v) => Some(v.as_str()),
             _ => None,
         }
     }
@@ -202,7 +202,7 @@ enum Stopped {
     #[error("no --reason given")]
     NoReason,
     #[error("{0}")]
-    Refused(WriteError),
+    Refused(WriteRefusal),
     #[error("it kept changing: {ATTEMPTS} attempts each met a newer resourceVersion")]
     KeptChanging,
     #[error("read again, it is no longer being deleted: left alone")]
@@ -235,7 +235,11 @@ enum Wrote {
 impl Releaser<'_> {
     /// Releases one stuck object, explained in `report`: what this run
     /// removed, what others had, what it left, and what became of it.
-    pub async fn release(&mut self, mut found: Found, mut report: ObjectReport) -> ObjectReport {
+    pub async fn release(
+        &mut self,
+        mut found: FoundObject,
+        mut report: ObjectReport,
+    ) -> ObjectReport {
         let held = (!self.orphan_contents).then(|| orphan_refusal(report.contents.as_ref()));
         let mut plans = Plans::of(&report.finalizers, &self.named, held.as_deref());
         if let Some(value) = &self.override_value
@@ -281,10 +285,10 @@ impl Releaser<'_> {
     /// What authorizes the removal: decided by the webhook's own core.
     fn authority(
         &self,
-        found: &Found,
+        found: &FoundObject,
         plans: &Plans,
         report: &ObjectReport,
-    ) -> Result<Authority, Stopped> {
+    ) -> Result<ReleaseAuthority, Stopped> {
         let policy = &self.engine.policy;
         let settings = &policy.override_settings;
         let current = found.annotations();
@@ -299,11 +303,11 @@ impl Releaser<'_> {
             plan.is_empty() || proposed.decide(policy).outcome == Outcome::Authorized
         });
         if authorized {
-            return Ok(Authority::Authorized);
+            return Ok(ReleaseAuthority::Authorized);
         }
         if settings.approval.is_none() {
             return match &self.override_value {
-                Some(v) => Ok(Authority::Write(v.clone())),
+                Some(v) => Ok(ReleaseAuthority::Write(v.clone())),
                 None => Err(Stopped::NoReason),
             };
         }
@@ -337,7 +341,7 @@ impl Releaser<'_> {
         }
         let by = current.get(APPROVED_BY).cloned().unwrap_or_default();
         let value = current.get(&settings.annotation).cloned();
-        Ok(Authority::Approval(format!(
+        Ok(ReleaseAuthority::Approval(format!(
             "{} (approved by {by})",
             value.unwrap_or_default()
         )))
@@ -367,9 +371,9 @@ impl Releaser<'_> {
         &self,
         api: &ObjectApi,
         uid: &str,
-        found: &mut Found,
+        found: &mut FoundObject,
         plans: &Plans,
-        authority: &Authority,
+        authority: &ReleaseAuthority,
         report: &mut ObjectReport,
     ) -> End {
         let override_value = authority.written();
@@ -404,8 +408,8 @@ impl Releaser<'_> {
         &mut self,
         api: &ObjectApi,
         uid: &str,
-        found: &Found,
-        authority: &Authority,
+        found: &FoundObject,
+        authority: &ReleaseAuthority,
         mut report: ObjectReport,
     ) -> ObjectReport {
         report.kept = found
@@ -426,7 +430,7 @@ impl Releaser<'_> {
             }
         }
         // Override hygiene: an override left on an object that still exists is removed.
-        let used = !matches!(authority, Authority::Authorized);
+        let used = !matches!(authority, ReleaseAuthority::Authorized);
         if self.engine.dry_run || report.force_deleted || !used {
             return report;
         }
@@ -452,13 +456,13 @@ impl Releaser<'_> {
         &self,
         api: &ObjectApi,
         uid: &str,
-        found: &mut Found,
+        found: &mut FoundObject,
         plan: &[String],
         annotation: Option<&str>,
     ) -> Result<Wrote, Stopped> {
         let key = self.engine.policy.override_settings.annotation.as_str();
         let name = found.name().to_string();
-        retry(api, &name, uid, plan, found, async |found: &Found| {
+        retry(api, &name, uid, plan, found, async |found: &FoundObject| {
             let present = distinct(
                 found
                     .metadata_finalizers()
@@ -483,11 +487,11 @@ impl Releaser<'_> {
         &self,
         api: &ObjectApi,
         uid: &str,
-        found: &mut Found,
+        found: &mut FoundObject,
         plan: &[String],
     ) -> Result<Wrote, Stopped> {
         let name = found.name().to_string();
-        retry(api, &name, uid, plan, found, async |found: &Found| {
+        retry(api, &name, uid, plan, found, async |found: &FoundObject| {
             let (present, kept): (Vec<String>, Vec<String>) = found
                 .spec_finalizers()
                 .into_iter()
@@ -508,8 +512,8 @@ impl Releaser<'_> {
     pub async fn finish_pod(
         &mut self,
         api: &ObjectApi,
-        found: &Found,
-    ) -> Result<PodEnd, WriteError> {
+        found: &FoundObject,
+    ) -> Result<PodEnd, WriteRefusal> {
         let Some(node) = found.node().filter(|_| found.awaits_kubelet()) else {
             return Ok(PodEnd::KubeletFinishes);
         };
@@ -518,7 +522,7 @@ impl Releaser<'_> {
             None => Ok(PodEnd::KubeletFinishes),
             Some(Finish::Leave(why)) => Ok(PodEnd::Left(why)),
             Some(Finish::ForceDelete) => match self.engine.delete_now(api, found).await {
-                Ok(()) | Err(WriteError::NotFound) => Ok(PodEnd::ForceDeleted),
+                Ok(()) | Err(WriteRefusal::NotFound) => Ok(PodEnd::ForceDeleted),
                 Err(other) => Err(other),
             },
         }
@@ -532,7 +536,7 @@ impl Releaser<'_> {
         api: &ObjectApi,
         uid: &str,
         name: &str,
-        authority: &Authority,
+        authority: &ReleaseAuthority,
     ) -> Result<bool, Stopped> {
         let object = match api.get_opt(name).await {
             Ok(Some(o)) if o.metadata.uid.as_deref() == Some(uid) => o,
@@ -541,7 +545,7 @@ impl Releaser<'_> {
         };
         let key = self.engine.policy.override_settings.annotation.as_str();
         let keys: &[&str] = match authority {
-            Authority::Write(value) => {
+            ReleaseAuthority::Write(value) => {
                 let annotations = object.metadata.annotations.as_ref();
                 if annotations.and_then(|a| a.get(key)).map(String::as_str) != Some(value.as_str())
                 {
@@ -549,8 +553,8 @@ impl Releaser<'_> {
                 }
                 &[key]
             }
-            Authority::Approval(_) => &[key, APPROVED_BY, OVERRIDE_EXPIRES, APPROVAL_SEAL],
-            Authority::Authorized => return Ok(false),
+            ReleaseAuthority::Approval(_) => &[key, APPROVED_BY, OVERRIDE_EXPIRES, APPROVAL_SEAL],
+            ReleaseAuthority::Authorized => return Ok(false),
         };
         let Some(patch) = patch::clearing(uid, &object, keys) else {
             return Ok(false);
@@ -558,9 +562,9 @@ impl Releaser<'_> {
         match self.engine.patch(api, name, patch).await {
             Ok(_) => Ok(true),
             // Gone, changed or replaced since the read: left as it is.
-            Err(WriteError::NotFound | WriteError::Conflict | WriteError::Unprocessable(_)) => {
-                Ok(false)
-            }
+            Err(
+                WriteRefusal::NotFound | WriteRefusal::Conflict | WriteRefusal::Unprocessable(_),
+            ) => Ok(false),
             Err(other) => Err(Stopped::Refused(other)),
         }
     }
@@ -610,8 +614,10 @@ async fn retry(
     name: &str,
     uid: &str,
     plan: &[String],
-    found: &mut Found,
-    mut write: impl AsyncFnMut(&Found) -> (Vec<String>, Option<Result<DynamicObject, WriteError>>),
+    found: &mut FoundObject,
+    mut write: impl AsyncFnMut(
+        &FoundObject,
+    ) -> (Vec<String>, Option<Result<DynamicObject, WriteRefusal>>),
 ) -> Result<Wrote, Stopped> {
     for _ in 0..ATTEMPTS {
         let (present, written) = write(found).await;
@@ -664,14 +670,14 @@ async fn read_again(
     api: &ObjectApi,
     name: &str,
     uid: &str,
-    found: &mut Found,
-    error: WriteError,
+    found: &mut FoundObject,
+    error: WriteRefusal,
 ) -> Result<Reread, Stopped> {
     match error {
-        WriteError::Conflict | WriteError::Unprocessable(_) => {}
+        WriteRefusal::Conflict | WriteRefusal::Unprocessable(_) => {}
         // Not found, yet perhaps still stored: an object whose namespace
         // is gone (orphaned) is refused as not found. Read it to tell.
-        WriteError::NotFound => {
+        WriteRefusal::NotFound => {
             return match api.get_opt(name).await {
                 Ok(Some(o)) if o.metadata.uid.as_deref() == Some(uid) => {
                     Err(Stopped::Orphaned(o.metadata.namespace.unwrap_or_default()))

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::explain::{self, FinalizerReport};
 use super::install::PolicySource;
 use super::liveness::{Contents, Kubelet};
-use super::select::{self, Found, Missing};
+use super::select::{self, FoundObject, Missing};
 use super::session::{SessionCluster, SessionUser};
 use crate::admission::ledger::Ledger;
 use crate::output::{escape, quoted};
@@ -115,7 +115,7 @@ pub struct ObjectReport {
 }
 
 impl ObjectReport {
-    pub fn new(found: &Found) -> ObjectReport {
+    pub fn new(found: &FoundObject) -> ObjectReport {
         let meta = &found.object.metadata;
         let deleted = meta.deletion_timestamp.as_ref().map(|t| t.0);
         ObjectReport {
@@ -626,7 +626,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn report() -> ObjectReport {
-        let found = Found {
+        let found = FoundObject {
             resource: kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
             namespaced: true,
             object: serde_json::from_value(json!({

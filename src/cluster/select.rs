@@ -39,13 +39,13 @@ pub struct Selection {
 
 /// One object found, with the type it was read as.
 #[derive(Debug, Clone)]
-pub struct Found {
+pub struct FoundObject {
     pub resource: ApiResource,
     pub namespaced: bool,
     pub object: DynamicObject,
 }
 
-impl Found {
+impl FoundObject {
     /// `pod/web-0`, `widget.example.com/w1`: as kubectl names objects.
     pub fn display_name(&self) -> String {
         display_name(&self.resource, self.name())
@@ -178,7 +178,7 @@ pub struct Missing {
 /// there, and those that could not be read as the object named or listed.
 #[derive(Debug, Default)]
 pub struct Selected {
-    pub objects: Vec<Found>,
+    pub objects: Vec<FoundObject>,
     pub missing: Vec<Missing>,
     /// Each left alone, with why: the rest go on.
     pub unread: Vec<Missing>,
@@ -394,7 +394,7 @@ impl Selection {
         resource: ApiResource,
         namespaced: bool,
         name: &str,
-    ) -> Result<Result<Found, Missing>, ClusterError> {
+    ) -> Result<Result<FoundObject, Missing>, ClusterError> {
         if self.selector.is_some() {
             return Err(ClusterError::Usage(
                 "-l selects among listed objects: give a TYPE, not TYPE/NAME".into(),
@@ -417,7 +417,7 @@ impl Selection {
         }
         let api = ObjectApi::new(&session.client, &resource, namespaced.then_some(ns));
         match api.get_opt(name).await {
-            Ok(Some(object)) => Ok(Ok(Found {
+            Ok(Some(object)) => Ok(Ok(FoundObject {
                 resource,
                 namespaced,
                 object,
@@ -516,7 +516,7 @@ fn push_listed(
     namespaced: bool,
     object: DynamicObject,
 ) {
-    let found = Found {
+    let found = FoundObject {
         resource,
         namespaced,
         object,

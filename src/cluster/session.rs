@@ -159,7 +159,7 @@ async fn whoami(client: &Client, server: String) -> Result<SessionUser, ClusterE
 /// What a refused write means, in words an operator can act on: the one
 /// describer of refusals for `unstick` and `approve` (its Display).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WriteError {
+pub enum WriteRefusal {
     /// The webhook denied it: its message.
     Denied(String),
     /// The webhook could not be called: nothing guarded can be written now.
@@ -176,37 +176,37 @@ pub enum WriteError {
     Other(String),
 }
 
-impl WriteError {
-    pub fn from_kube(e: &kube::Error) -> WriteError {
+impl WriteRefusal {
+    pub fn from_kube(e: &kube::Error) -> WriteRefusal {
         let kube::Error::Api(status) = e else {
-            return WriteError::Other(crate::output::chain(e));
+            return WriteRefusal::Other(crate::output::chain(e));
         };
         let message = status.message.as_str();
         if message.contains("failed calling webhook") && message.contains(WEBHOOK_NAME) {
-            WriteError::WebhookUnreachable(message.to_string())
+            WriteRefusal::WebhookUnreachable(message.to_string())
         } else if message.contains("admission webhook") && message.contains("denied") {
-            WriteError::Denied(message.to_string())
+            WriteRefusal::Denied(message.to_string())
         } else if status.code == 409 {
-            WriteError::Conflict
+            WriteRefusal::Conflict
         } else if status.code == 422 {
-            WriteError::Unprocessable(message.to_string())
+            WriteRefusal::Unprocessable(message.to_string())
         } else if status.code == 404 {
-            WriteError::NotFound
+            WriteRefusal::NotFound
         } else {
-            WriteError::Other(api_status(status))
+            WriteRefusal::Other(api_status(status))
         }
     }
 }
 
-impl std::fmt::Display for WriteError {
+impl std::fmt::Display for WriteRefusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            WriteError::Denied(m) => write!(f, "denied: {m}"),
-            WriteError::WebhookUnreachable(m) => write!(f, "the webhook is unreachable: {m}"),
-            WriteError::Conflict => f.write_str("a conflicting change"),
-            WriteError::NotFound => f.write_str("gone"),
-            WriteError::Unprocessable(m) => write!(f, "{m} (422)"),
-            WriteError::Other(m) => f.write_str(m),
+            WriteRefusal::Denied(m) => write!(f, "denied: {m}"),
+            WriteRefusal::WebhookUnreachable(m) => write!(f, "the webhook is unreachable: {m}"),
+            WriteRefusal::Conflict => f.write_str("a conflicting change"),
+            WriteRefusal::NotFound => f.write_str("gone"),
+            WriteRefusal::Unprocessable(m) => write!(f, "{m} (422)"),
+            WriteRefusal::Other(m) => f.write_str(m),
         }
     }
 }
@@ -222,9 +222,9 @@ This command never deletes or disables the ValidatingWebhookConfiguration: if th
 mod tests {
     use super::*;
 
-    fn refused(code: u16, message: &str) -> WriteError {
+    fn refused(code: u16, message: &str) -> WriteRefusal {
         let status = kube::core::Status::failure(message, "").with_code(code);
-        WriteError::from_kube(&kube::Error::Api(status.boxed()))
+        WriteRefusal::from_kube(&kube::Error::Api(status.boxed()))
     }
 
     #[test]
@@ -233,7 +233,7 @@ mod tests {
             400,
             "admission webhook \"finalizers.finalizer-guard.io\" denied the request: no",
         );
-        assert!(matches!(denied, WriteError::Denied(_)));
+        assert!(matches!(denied, WriteRefusal::Denied(_)));
         assert!(denied.to_string().starts_with("denied: admission webhook"));
         let down = refused(
             500,
@@ -244,7 +244,7 @@ mod tests {
                 .starts_with("the webhook is unreachable: Internal error"),
             "{down}"
         );
-        assert_eq!(refused(409, "conflict"), WriteError::Conflict);
+        assert_eq!(refused(409, "conflict"), WriteRefusal::Conflict);
         assert_eq!(refused(404, "not found").to_string(), "gone");
         assert_eq!(refused(422, "test failed").to_string(), "test failed (422)");
         assert_eq!(

@@ -16,7 +16,7 @@ use super::explain::{self};
 use super::liveness::{Kubelet, Probe};
 use super::release::{PodEnd, Releaser};
 use super::report::{Fate, MissingReport, ObjectReport, Summary, UnstickReport};
-use super::select::Found;
+use super::select::FoundObject;
 use super::session::ClusterError;
 use crate::admission::WEBHOOK_NAME;
 
@@ -140,7 +140,7 @@ impl Run<'_> {
     /// cannot be told.
     async fn waiting_pod(
         &mut self,
-        found: Found,
+        found: FoundObject,
         mut report: ObjectReport,
     ) -> Option<ObjectReport> {
         let engine = self.releaser.engine;
@@ -195,7 +195,7 @@ impl Run<'_> {
 
     /// Explains one object and, when releasing, releases it; `None` for a
     /// listed object that holds none of the `--finalizer`s (not its business).
-    async fn one(&mut self, found: Found) -> Option<ObjectReport> {
+    async fn one(&mut self, found: FoundObject) -> Option<ObjectReport> {
         let engine = self.releaser.engine;
         let named = &self.releaser.named;
         let mut report = ObjectReport::new(&found);

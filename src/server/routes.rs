@@ -31,7 +31,7 @@ pub fn webhook(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/validate", post(validate))
         .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
+        .route("/readyz", get(readyz::<AppState>))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             close_while_draining,
@@ -65,40 +65,66 @@ async fn close_while_draining(
 
 /// The plain-HTTP admin port: `/metrics`, and the probes.
 pub fn admin(state: Arc<AppState>) -> Router {
+    admin_port(state)
+}
+
+/// What an admin port answers, the server's and `watch`'s alike: whether it
+/// is ready, and its metrics.
+pub(crate) trait AdminPort: Send + Sync + 'static {
+    /// `Err(line)`: not ready, and the line `/readyz` answers with its 503.
+    fn ready(&self) -> Result<(), String>;
+    /// The metrics, text exposition; `None` when they cannot be encoded (a 500).
+    fn metrics(&self) -> Option<String>;
+}
+
+/// An admin port (plain HTTP): `/metrics`, `/healthz`, `/readyz`.
+pub(crate) fn admin_port<P: AdminPort>(port: Arc<P>) -> Router {
     Router::new()
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(metrics::<P>))
         .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .with_state(state)
+        .route("/readyz", get(readyz::<P>))
+        .with_state(port)
+}
+
+impl AdminPort for AppState {
+    /// Ready while serving and not draining, and while the audit writer keeps
+    /// up: one that has held records without writing any for longer than
+    /// [`audit::STALL`] (standard output not read), or whose writes fail (for
+    /// [`audit::FAILED_UNREADY`] after each failure), makes it unready, so
+    /// kube-apiserver turns to another replica; ready again once it writes.
+    fn ready(&self) -> Result<(), String> {
+        if !self.ready.load(Ordering::Relaxed) {
+            return Err("not ready".into());
+        }
+        match self.audit.unready() {
+            None => Ok(()),
+            Some(reason) => Err(admission::one_line(format!("not ready: {reason}"))),
+        }
+    }
+
+    fn metrics(&self) -> Option<String> {
+        self.body_budget_on_record();
+        Some(self.metrics.encode())
+    }
 }
 
 async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// Ready while serving and not draining, and while the audit writer keeps
-/// up: one that has held records without writing any for longer than
-/// [`audit::STALL`] (standard output not read), or whose writes fail (for
-/// [`audit::FAILED_UNREADY`] after each failure), makes it unready, so
-/// kube-apiserver turns to another replica; ready again once it writes.
-async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    if !state.ready.load(Ordering::Relaxed) {
-        return (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response();
-    }
-    match state.audit.unready() {
-        None => "ok\n".into_response(),
-        Some(reason) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            admission::one_line(format!("not ready: {reason}")) + "\n",
-        )
-            .into_response(),
+async fn readyz<P: AdminPort>(State(port): State<Arc<P>>) -> Response {
+    match port.ready() {
+        Ok(()) => "ok\n".into_response(),
+        Err(line) => (StatusCode::SERVICE_UNAVAILABLE, line + "\n").into_response(),
     }
 }
 
-async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+async fn metrics<P: AdminPort>(State(port): State<Arc<P>>, headers: HeaderMap) -> Response {
+    let Some(text) = port.metrics() else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    state.body_budget_on_record();
-    let (content_type, body) = crate::trail::metrics::exposition(accept, state.metrics.encode());
+    let (content_type, body) = crate::trail::metrics::exposition(accept, text);
     let mut response = body.into_response();
     response
         .headers_mut()

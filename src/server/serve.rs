@@ -421,14 +421,22 @@ pub async fn run(config: ServeConfig) -> Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() {
+/// Returns at SIGTERM or Ctrl-C (`serve` and `watch`); at Ctrl-C alone where
+/// no SIGTERM handler can be set up.
+pub(crate) async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
     #[cfg(not(unix))]

@@ -11,18 +11,21 @@ use jiff::Timestamp;
 use kube::Client;
 use kube::api::{DynamicObject, TypeMeta};
 
-use super::run::{REASON, REPORTING_CONTROLLER};
 use super::tracker::{Announced, Due, Shared};
 use crate::cluster::explain::{self};
 use crate::cluster::liveness::Probe;
 use crate::cluster::object::ObjectApi;
 use crate::cluster::report::ObjectReport;
-use crate::cluster::select::Found;
+use crate::cluster::select::FoundObject;
 use crate::cluster::session::SessionUser;
 use crate::output::escape;
 use crate::policy::Policy;
 use crate::trail::events::{EventSink, MAX_NOTE_BYTES, Notice, Occurrence};
 
+/// The Events' reason.
+pub const REASON: &str = "FinalizerStuck";
+/// The Events' reportingController.
+pub const REPORTING_CONTROLLER: &str = "finalizer-guard.io/watch";
 /// How often stuck objects are looked for, to announce them.
 const TICK: Duration = Duration::from_secs(1);
 /// Objects explained and announced per tick: a cluster-wide outage that
@@ -135,7 +138,7 @@ impl Announcer {
 
     /// The object as `unstick` reads it: whole, but for Secrets and
     /// ConfigMaps, whose metadata is all it reads.
-    async fn read(&self, d: &Due) -> Result<Option<Found>, String> {
+    async fn read(&self, d: &Due) -> Result<Option<FoundObject>, String> {
         let resource = &d.kind.resource;
         let namespace = d.namespace.as_deref().filter(|_| d.kind.namespaced);
         let api = ObjectApi::new(&self.client, resource, namespace);
@@ -156,7 +159,7 @@ impl Announcer {
         .map_err(|e| e.to_string())?;
         Ok(object
             .filter(|o| d.uid.is_none() || o.metadata.uid == d.uid)
-            .map(|object| Found {
+            .map(|object| FoundObject {
                 resource: resource.clone(),
                 namespaced: d.kind.namespaced,
                 object,
@@ -231,7 +234,7 @@ mod tests {
     /// The report `unstick` makes of the object `d` names, with what it
     /// explained.
     fn explained(d: &Due, leak: Ledger, blocked_by: Vec<String>) -> ObjectReport {
-        let found = Found {
+        let found = FoundObject {
             resource: d.kind.resource.clone(),
             namespaced: d.kind.namespaced,
             object: DynamicObject {

@@ -19,8 +19,8 @@ use kube::runtime::watcher::{self, Event, watcher};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::metrics::{Metrics, OutcomeLabels, ResourceLabels};
-use super::tracker::{Kind, Observed, Shared};
+use super::metrics::{OutcomeLabels, ResourceLabels, WatchMetrics};
+use super::tracker::{Observed, Shared, WatchedType};
 use crate::cluster::select::Resolver;
 use crate::output::chain;
 use crate::output::escape;
@@ -45,7 +45,7 @@ const DISCOVERY_RETRY: Duration = Duration::from_secs(10);
 pub(super) struct Discoverer {
     pub(super) client: Client,
     pub(super) shared: Arc<Shared>,
-    pub(super) metrics: Arc<Metrics>,
+    pub(super) metrics: Arc<WatchMetrics>,
     pub(super) policy: Arc<ArcSwap<Policy>>,
     pub(super) policy_file: Option<PathBuf>,
     pub(super) interval: Duration,
@@ -110,7 +110,7 @@ impl Discoverer {
 
     pub(super) fn reconcile(
         &self,
-        wanted: Vec<Kind>,
+        wanted: Vec<WatchedType>,
         running: &mut HashMap<String, Running>,
         watches: &mut JoinSet<()>,
         rediscover: &Arc<Notify>,
@@ -184,22 +184,22 @@ pub(super) fn config() -> watcher::Config {
 /// The types to watch: one version of each, every type that can be listed
 /// and watched. `events.events.k8s.io` serves the core `events` again and is
 /// left out.
-pub(super) fn watchable(served: Vec<(ApiResource, ApiCapabilities)>) -> Vec<Kind> {
+pub(super) fn watchable(served: Vec<(ApiResource, ApiCapabilities)>) -> Vec<WatchedType> {
     served
         .into_iter()
         .filter(|(_, caps)| {
             caps.supports_operation(verbs::LIST) && caps.supports_operation(verbs::WATCH)
         })
         .filter(|(ar, _)| !(ar.group == "events.k8s.io" && ar.plural == "events"))
-        .map(|(ar, caps)| Kind::new(ar, caps.scope == Scope::Namespaced))
+        .map(|(ar, caps)| WatchedType::new(ar, caps.scope == Scope::Namespaced))
         .collect()
 }
 
 /// One type's watch: forever, with backoff after each error.
 pub(super) async fn watch_type<K: Observed>(
     shared: Arc<Shared>,
-    metrics: Arc<Metrics>,
-    kind: Arc<Kind>,
+    metrics: Arc<WatchMetrics>,
+    kind: Arc<WatchedType>,
     stream: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send,
     rediscover: Option<Arc<Notify>>,
     first_lists: Arc<Semaphore>,
@@ -272,7 +272,7 @@ pub(super) async fn watch_type<K: Observed>(
 /// and tried again quietly: soon the first time (a CRD's read rights often
 /// arrive a moment after it, through an aggregated ClusterRole), then
 /// rarely. Returns how long to wait.
-fn refused(shared: &Shared, kind: &Kind) -> Duration {
+fn refused(shared: &Shared, kind: &WatchedType) -> Duration {
     let first = shared.forbidden(kind);
     if first {
         tracing::info!(resource = %escape(&kind.name), "not permitted to list (RBAC): not watched; tried again every 5m");
@@ -284,7 +284,7 @@ fn refused(shared: &Shared, kind: &Kind) -> Duration {
 
 /// A list or watch of this type failed: counted, and said once until it
 /// works again (the watcher retries with backoff).
-fn failed(shared: &Shared, metrics: &Metrics, kind: &Kind, e: &watcher::Error) {
+fn failed(shared: &Shared, metrics: &WatchMetrics, kind: &WatchedType, e: &watcher::Error) {
     metrics
         .watch_errors
         .get_or_create(&ResourceLabels {
@@ -325,7 +325,7 @@ mod tests {
         events: Vec<Result<Event<PartialObjectMeta<DynamicObject>>, watcher::Error>>,
     ) -> (Option<(bool, bool)>, u64) {
         let shared = Arc::new(Shared::new(Duration::from_secs(600), 10));
-        let metrics = Arc::new(Metrics::new(shared.clone()));
+        let metrics = Arc::new(WatchMetrics::new(shared.clone()));
         let kind = super::super::fixtures::widgets();
         shared.watching(&kind);
         watch_type(
@@ -410,7 +410,7 @@ mod tests {
         ]);
         let names: Vec<&str> = kinds.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(names, ["pods"]);
-        let crds = Kind::new(
+        let crds = WatchedType::new(
             ApiResource::from_gvk_with_plural(
                 &kube::core::GroupVersionKind::gvk(
                     "apiextensions.k8s.io",
@@ -421,6 +421,8 @@ mod tests {
             ),
             false,
         );
-        assert!(crds.rediscover && !Kind::new(ApiResource::erase::<Pod>(&()), true).rediscover);
+        assert!(
+            crds.rediscover && !WatchedType::new(ApiResource::erase::<Pod>(&()), true).rediscover
+        );
     }
 }

@@ -7,23 +7,23 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::discovery::ApiResource;
 
-use super::tracker::Kind;
+use super::tracker::WatchedType;
 
-pub(super) fn kind_of(resource: ApiResource, namespaced: bool) -> Arc<Kind> {
-    Arc::new(Kind::new(resource, namespaced))
+pub(super) fn kind_of(resource: ApiResource, namespaced: bool) -> Arc<WatchedType> {
+    Arc::new(WatchedType::new(resource, namespaced))
 }
 
-pub(super) fn widgets() -> Arc<Kind> {
+pub(super) fn widgets() -> Arc<WatchedType> {
     let gvk = kube::core::GroupVersionKind::gvk("example.com", "v1", "Widget");
     kind_of(ApiResource::from_gvk_with_plural(&gvk, "widgets"), true)
 }
 
-pub(super) fn widgets_v2() -> Arc<Kind> {
+pub(super) fn widgets_v2() -> Arc<WatchedType> {
     let gvk = kube::core::GroupVersionKind::gvk("example.net", "v2", "Widget");
     kind_of(ApiResource::from_gvk_with_plural(&gvk, "widgets"), true)
 }
 
-pub(super) fn pods() -> Arc<Kind> {
+pub(super) fn pods() -> Arc<WatchedType> {
     kind_of(ApiResource::erase::<Pod>(&()), true)
 }
 

@@ -91,7 +91,7 @@ impl Collector for StuckCollector {
 }
 
 /// The admin port's metrics.
-pub(super) struct Metrics {
+pub(super) struct WatchMetrics {
     pub(super) registry: Registry,
     pub(super) events: Family<EventLabels, Counter>,
     pub(super) dropped_events: Counter,
@@ -99,8 +99,8 @@ pub(super) struct Metrics {
     pub(super) discoveries: Family<OutcomeLabels, Counter>,
 }
 
-impl Metrics {
-    pub(super) fn new(shared: Arc<Shared>) -> Metrics {
+impl WatchMetrics {
+    pub(super) fn new(shared: Arc<Shared>) -> WatchMetrics {
         let mut registry = Registry::with_prefix("finalizer_guard");
         registry.register_collector(Box::new(StuckCollector(shared)));
         // The webhook's names: one Event writer, one set of series.
@@ -121,7 +121,7 @@ impl Metrics {
             discoveries.clone(),
         );
         register_build_info(&mut registry);
-        Metrics {
+        WatchMetrics {
             registry,
             events,
             dropped_events,
@@ -149,7 +149,7 @@ mod tests {
         let mut m = meta("secret-name", "u-1", Some(T0), &["x.io/f\n# HELP evil"]);
         m.namespace = Some("secret-namespace".into());
         shared.observe(&w, &m, vec![]);
-        let metrics = Metrics::new(shared.clone());
+        let metrics = WatchMetrics::new(shared.clone());
         metrics
             .events
             .get_or_create(&EventLabels { decision: "sent" })

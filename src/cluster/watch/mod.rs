@@ -24,4 +24,6 @@ mod metrics;
 mod run;
 mod tracker;
 
+pub use announce::{REASON, REPORTING_CONTROLLER};
 pub use run::*;
+pub use tracker::OTHER;

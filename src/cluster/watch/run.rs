@@ -1,12 +1,5 @@
 //! The watch command: its flags, its admin port, its workers.
 
-/// The Events' reason.
-pub const REASON: &str = "FinalizerStuck";
-/// The Events' reportingController.
-pub const REPORTING_CONTROLLER: &str = "finalizer-guard.io/watch";
-/// The label value of the finalizers past `--max-finalizers`.
-pub const OTHER: &str = "other";
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,20 +7,18 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::announce::Announcer;
 use super::discovery::{Discoverer, FIRST_LISTS};
-use super::metrics::Metrics;
+use super::metrics::WatchMetrics;
 use super::tracker::Shared;
 use crate::cluster::install::{PolicySource, cluster_policy};
 use crate::cluster::session::{ClusterError, Connection, Session};
 use crate::output::escape;
+use crate::server::routes::{AdminPort, admin_port};
+use crate::server::wait_for_signal;
 use crate::trail::events::EventSink;
 
 /// What `watch`'s `/metrics` serves before it has seen anything: every
@@ -35,7 +26,7 @@ use crate::trail::events::EventSink;
 /// checked against it).
 pub fn exposition() -> String {
     let shared = Arc::new(Shared::new(Duration::from_secs(600), 1));
-    Metrics::new(shared).encode().unwrap_or_default()
+    WatchMetrics::new(shared).encode().unwrap_or_default()
 }
 
 /// The longest wait between two tries to reach the API server at start.
@@ -99,9 +90,13 @@ pub async fn run(config: Watch) -> Result<i32, ClusterError> {
     };
     let admin_addr = listener.local_addr().unwrap_or(admin_listen);
     let shared = Arc::new(Shared::new(stuck_after, max_finalizers));
-    let metrics = Arc::new(Metrics::new(shared.clone()));
+    let metrics = Arc::new(WatchMetrics::new(shared.clone()));
     let mut tasks = JoinSet::new();
-    serve_admin(&mut tasks, listener, admin(shared.clone(), metrics.clone()));
+    let admin = WatchAdmin {
+        shared: shared.clone(),
+        metrics: metrics.clone(),
+    };
+    serve_admin(&mut tasks, listener, admin_port(Arc::new(admin)));
     let (session, (initial, source)) = tokio::select! {
         started = connect(&connection, policy_file.as_deref(), &shared) => started?,
         () = wait_for_signal() => {
@@ -195,7 +190,7 @@ async fn connect(
 struct Workers {
     session: Session,
     shared: Arc<Shared>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<WatchMetrics>,
     policy: Arc<ArcSwap<crate::policy::Policy>>,
     policy_file: Option<PathBuf>,
     discovery_interval: Duration,
@@ -241,62 +236,20 @@ impl Workers {
     }
 }
 
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
-}
-
-#[derive(Clone)]
-struct AdminState {
+/// What `watch`'s admin port answers.
+struct WatchAdmin {
     shared: Arc<Shared>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<WatchMetrics>,
 }
 
-fn admin(shared: Arc<Shared>, metrics: Arc<Metrics>) -> Router {
-    Router::new()
-        .route("/metrics", get(scrape))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .with_state(AdminState { shared, metrics })
-}
-
-async fn scrape(State(state): State<AdminState>, headers: axum::http::HeaderMap) -> Response {
-    match state.metrics.encode() {
-        Ok(text) => {
-            let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-            let (content_type, body) = crate::trail::metrics::exposition(accept, text);
-            let mut response = body.into_response();
-            response
-                .headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-            response
-        }
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+impl AdminPort for WatchAdmin {
+    fn ready(&self) -> Result<(), String> {
+        self.shared
+            .ready()
+            .map_err(|why| format!("not ready: {why}"))
     }
-}
 
-async fn readyz(State(state): State<AdminState>) -> Response {
-    match state.shared.ready() {
-        Ok(()) => "ok\n".into_response(),
-        Err(why) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {why}\n"),
-        )
-            .into_response(),
+    fn metrics(&self) -> Option<String> {
+        self.metrics.encode().ok()
     }
 }

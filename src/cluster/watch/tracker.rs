@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::run::OTHER;
+use crate::cluster::read::type_name;
 use crate::output::escape;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
@@ -16,6 +16,8 @@ use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::discovery::ApiResource;
 
+/// The label value of the finalizers past `--max-finalizers`.
+pub const OTHER: &str = "other";
 /// How often a stuck object's Event is repeated while it stays stuck: within
 /// the Event writer's six-minute series ([`crate::trail::events::SERIES_END`]), so a repeat is one more in the Event's
 /// series (its count and last-seen time), never a new Event; and the Event
@@ -28,7 +30,7 @@ const RETRY_AFTER: SignedDuration = SignedDuration::from_secs(30);
 
 /// A type being watched.
 #[derive(Debug)]
-pub(super) struct Kind {
+pub(super) struct WatchedType {
     /// `pods`, `widgets.example.com`: the `resource` label, and the key.
     pub(super) name: String,
     pub(super) resource: ApiResource,
@@ -37,14 +39,14 @@ pub(super) struct Kind {
     pub(super) rediscover: bool,
 }
 
-impl Kind {
-    pub(super) fn new(resource: ApiResource, namespaced: bool) -> Kind {
+impl WatchedType {
+    pub(super) fn new(resource: ApiResource, namespaced: bool) -> WatchedType {
         let name = type_name(&resource);
         let rediscover = matches!(
             name.as_str(),
             "customresourcedefinitions.apiextensions.k8s.io" | "apiservices.apiregistration.k8s.io"
         );
-        Kind {
+        WatchedType {
             name,
             resource,
             namespaced,
@@ -74,19 +76,10 @@ impl Kind {
     }
 }
 
-/// `pods`, `widgets.example.com`: as RBAC and the policy's `resources` name types.
-pub(super) fn type_name(resource: &ApiResource) -> String {
-    if resource.group.is_empty() {
-        resource.plural.clone()
-    } else {
-        format!("{}.{}", resource.plural, resource.group)
-    }
-}
-
 /// One object being deleted that still holds finalizers.
 #[derive(Debug)]
 pub(super) struct Tracked {
-    pub(super) kind: Arc<Kind>,
+    pub(super) kind: Arc<WatchedType>,
     pub(super) namespace: Option<String>,
     pub(super) name: String,
     pub(super) uid: Option<String>,
@@ -218,7 +211,7 @@ impl Observed for Namespace {
 
 /// The key an object is kept under: its uid (or, should the API server
 /// send none, its type, namespace and name).
-pub(super) fn key_of(kind: &Kind, meta: &ObjectMeta) -> String {
+pub(super) fn key_of(kind: &WatchedType, meta: &ObjectMeta) -> String {
     match meta.uid.as_deref().filter(|u| !u.is_empty()) {
         Some(uid) => uid.to_string(),
         None => format!(
@@ -251,7 +244,7 @@ impl Shared {
     /// and holds finalizers, forgotten otherwise. Returns its key when kept.
     pub(super) fn observe(
         &self,
-        kind: &Arc<Kind>,
+        kind: &Arc<WatchedType>,
         meta: &ObjectMeta,
         spec_finalizers: Vec<String>,
     ) -> Option<String> {
@@ -297,14 +290,14 @@ impl Shared {
         }
     }
 
-    pub(super) fn forget(&self, kind: &Kind, meta: &ObjectMeta) {
+    pub(super) fn forget(&self, kind: &WatchedType, meta: &ObjectMeta) {
         let gone = lock(&self.state).objects.remove(&key_of(kind, meta));
         released(gone);
     }
 
     /// A first list (or a list again) of `kind` ended: what it did not
     /// show is gone.
-    pub(super) fn listed(&self, kind: &Kind, seen: &HashSet<String>) {
+    pub(super) fn listed(&self, kind: &WatchedType, seen: &HashSet<String>) {
         let mut state = lock(&self.state);
         let mut gone = Vec::new();
         state.objects.retain(|key, t| {
@@ -324,7 +317,7 @@ impl Shared {
     }
 
     /// Returns whether this is news (the first failure, or another reason).
-    pub(super) fn failed(&self, kind: &Kind, why: String) -> bool {
+    pub(super) fn failed(&self, kind: &WatchedType, why: String) -> bool {
         let mut state = lock(&self.state);
         let type_state = state.types.entry(kind.name.clone()).or_default();
         let news = type_state
@@ -336,13 +329,13 @@ impl Shared {
     }
 
     /// An event came through after a failure: the watch works again.
-    pub(super) fn recovered(&self, kind: &Kind) {
+    pub(super) fn recovered(&self, kind: &WatchedType) {
         if let Some(t) = lock(&self.state).types.get_mut(&kind.name) {
             t.failing = None;
         }
     }
 
-    pub(super) fn watching(&self, kind: &Kind) {
+    pub(super) fn watching(&self, kind: &WatchedType) {
         lock(&self.state)
             .types
             .entry(kind.name.clone())
@@ -352,7 +345,7 @@ impl Shared {
     /// RBAC refuses to list `kind`: its objects and gauges go, it is
     /// neither failing nor waited for. True the first time (since it was
     /// last permitted): the time to say so.
-    pub(super) fn forbidden(&self, kind: &Kind) -> bool {
+    pub(super) fn forbidden(&self, kind: &WatchedType) -> bool {
         let mut state = lock(&self.state);
         let type_state = state.types.entry(kind.name.clone()).or_default();
         let news = !type_state.forbidden;
@@ -366,7 +359,7 @@ impl Shared {
     }
 
     /// An event came through for `kind`: whether it was forbidden until now.
-    pub(super) fn permitted(&self, kind: &Kind) -> bool {
+    pub(super) fn permitted(&self, kind: &WatchedType) -> bool {
         lock(&self.state)
             .types
             .get_mut(&kind.name)
@@ -537,7 +530,7 @@ pub(super) fn released(gone: Option<Tracked>) {
 #[derive(Debug, Clone)]
 pub(super) struct Due {
     pub(super) key: String,
-    pub(super) kind: Arc<Kind>,
+    pub(super) kind: Arc<WatchedType>,
     pub(super) namespace: Option<String>,
     pub(super) name: String,
     pub(super) uid: Option<String>,
