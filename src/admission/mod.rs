@@ -13,6 +13,7 @@
 
 pub mod audit;
 mod builder;
+pub mod cut;
 pub(crate) mod json;
 pub mod lean;
 pub mod ledger;

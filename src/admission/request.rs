@@ -650,7 +650,7 @@ impl<'de> Deserialize<'de> for Extra {
                             .next_value::<Option<ExtraValues>>()?
                             .map(|v| v.0)
                             .unwrap_or_default();
-                        let key = super::audit::cut(&key.0).into_owned();
+                        let key = super::cut::cut(&key.0).into_owned();
                         kept.entry(key).or_insert(values);
                     } else {
                         map.next_value::<Option<Strings>>()?;
@@ -679,7 +679,7 @@ impl<'de> Deserialize<'de> for ExtraValues {
                 let mut kept = Vec::new();
                 while let Some(value) = seq.next_element::<Text<'de>>()? {
                     if kept.len() < MAX_EXTRA_VALUES {
-                        kept.push(super::audit::cut(&value.0).into_owned());
+                        kept.push(super::cut::cut(&value.0).into_owned());
                     }
                 }
                 Ok(ExtraValues(kept))
