@@ -44,6 +44,7 @@ use tokio::time::Instant;
 use crate::admission::audit::{self, Judged};
 use crate::admission::cut::cut;
 use crate::admission::ledger::Ledger;
+use crate::policy::is_dns_label;
 use crate::policy::text::truncate;
 use crate::policy::{Decision, Verdict};
 use crate::queue::{self, Queue, WhenFull};
@@ -318,18 +319,6 @@ fn what_happened(
         | Verdict::ApprovalRecorded
         | Verdict::ApprovalWouldDeny => return None,
     })
-}
-
-/// A namespace's name as Kubernetes validates it (RFC 1123 label).
-fn is_dns_label(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        && bytes[0] != b'-'
-        && bytes[bytes.len() - 1] != b'-'
 }
 
 /// `OBJECT.TIMESTAMP`, as Kubernetes' own event recorder names Events (the
