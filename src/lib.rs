@@ -2,6 +2,7 @@
 //!
 //! - [`policy`]: the pure decision core, `(change, policy) -> decision`.
 //! - [`admission`]: the wire layer, AdmissionReview bytes in and out.
+//! - [`trail`]: what a review leaves behind: the audit log's writer, Events, recordings, metrics.
 //! - [`server`]: TLS, routes, hot reload, graceful drain.
 //! - [`cli`]: `serve`, `certs`, `check`, `test`, `policy validate`, `policy suggest`, `doctor`.
 //! - [`cluster`]: `unstick`, `approve` and `doctor --cluster`, which talk to a cluster.

@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use finalizer_guard::admission::audit::{self, AuditRecord, MAX_AUDITED_FINALIZERS};
+use finalizer_guard::admission::cut::cut;
 use finalizer_guard::admission::ledger::MAX_LEDGER_ENTRIES;
 use finalizer_guard::admission::{self, ReviewBuilder, Reviewed};
 use finalizer_guard::policy::Policy;
@@ -273,12 +274,7 @@ fn what_events_and_the_span_take_from_the_review_is_what_the_record_says() {
         let decision = &reviewed.decision;
         assert_eq!(decision.verdict(), record.decision, "{name}");
         let listed: Vec<(String, bool)> = audit::listed(decision)
-            .map(|r| {
-                (
-                    audit::cut(&r.finalizer).into_owned(),
-                    r.authorized_by.is_some(),
-                )
-            })
+            .map(|r| (cut(&r.finalizer).into_owned(), r.authorized_by.is_some()))
             .collect();
         let recorded: Vec<(String, bool)> = record
             .removed_finalizers
@@ -288,12 +284,12 @@ fn what_events_and_the_span_take_from_the_review_is_what_the_record_says() {
         assert_eq!(listed, recorded, "{name}");
         let used = decision.override_used();
         assert_eq!(
-            used.map(|o| audit::cut(&o.reason).into_owned()),
+            used.map(|o| cut(&o.reason).into_owned()),
             record.override_reason,
             "{name}"
         );
         assert_eq!(
-            used.map(|o| audit::cut(&o.detail).into_owned()),
+            used.map(|o| cut(&o.detail).into_owned()),
             record.override_detail,
             "{name}"
         );
@@ -302,7 +298,7 @@ fn what_events_and_the_span_take_from_the_review_is_what_the_record_says() {
                 .evidence
                 .approved_by
                 .as_deref()
-                .map(|a| audit::cut(a).into_owned()),
+                .map(|a| cut(a).into_owned()),
             record.approved_by,
             "{name}"
         );

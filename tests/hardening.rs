@@ -1369,7 +1369,7 @@ fn large_record_review() -> Vec<u8> {
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stdout_nobody_reads_refuses_reviews_in_time_and_turns_unready_until_read() {
-    use finalizer_guard::admission::audit::AUDIT_WAIT;
+    use finalizer_guard::trail::audit_log::AUDIT_WAIT;
     let dir = tempfile::tempdir().unwrap();
     let mut child = spawn_serve_to(
         &["--dev-cert-dir", dir.path().to_str().unwrap()],

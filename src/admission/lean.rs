@@ -27,7 +27,7 @@ use serde_json::value::RawValue;
 use super::request::{
     IfList, IfObject, IfString, Object, Request, StringMap, deletion_timestamps, from_body,
 };
-use crate::admission::audit::cut;
+use crate::admission::cut::cut;
 use crate::admission::ledger::{Ledger, kept, push};
 
 /// An object as the webhook reads it: the metadata a decision needs and what

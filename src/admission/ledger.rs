@@ -13,11 +13,11 @@
 //! record is: each list keeps its first [`MAX_LEDGER_ENTRIES`] entries and
 //! counts the others (`podIpsOmitted`, `volumesOmitted`, ...), and each
 //! string taken from the object is cut as the record cuts every string
-//! from the request ([`crate::admission::audit::cut`], 512 characters).
+//! from the request ([`crate::admission::cut::cut`], 512 characters).
 
 use serde::{Deserialize, Serialize};
 
-use crate::admission::audit::cut;
+use crate::admission::cut::cut;
 
 /// How many entries of each list (pod IPs, volumes, load-balancer entries,
 /// owners) a ledger keeps: the first; the others are counted in the list's

@@ -10,9 +10,16 @@
 //! recording, [`parse_owned`] copies the same reading into kube-core's owned
 //! admission types ([`lean`]); the reason a body is refused is found by the
 //! same reading, tracking the path.
+//!
+//! The files, bottom to top (each imports only those below it): [`cut`]
+//! (how much of a request's string is kept), `json`, [`ledger`],
+//! [`request`], [`lean`], [`audit`] (the record's format), `builder`,
+//! `review`. What writes the audit record out is above, in
+//! `trail::audit_log`.
 
 pub mod audit;
 mod builder;
+pub mod cut;
 pub(crate) mod json;
 pub mod lean;
 pub mod ledger;

@@ -7,8 +7,10 @@ use std::time::Instant;
 use super::connections::BodyTimedOut;
 use super::drain::DRAIN_FACTOR;
 use super::state::{AppState, kib};
+use crate::admission::cut::cut;
 use crate::admission::{self, Reviewed, audit};
 use crate::policy::Policy;
+use crate::trail::audit_log;
 use crate::trail::events::Judgment;
 use crate::trail::metrics::RejectLabels;
 use axum::Router;
@@ -89,8 +91,8 @@ pub(crate) fn admin_port<P: AdminPort>(port: Arc<P>) -> Router {
 impl AdminPort for AppState {
     /// Ready while serving and not draining, and while the audit writer keeps
     /// up: one that has held records without writing any for longer than
-    /// [`audit::STALL`] (standard output not read), or whose writes fail (for
-    /// [`audit::FAILED_UNREADY`] after each failure), makes it unready, so
+    /// [`audit_log::STALL`] (standard output not read), or whose writes fail (for
+    /// [`audit_log::FAILED_UNREADY`] after each failure), makes it unready, so
     /// kube-apiserver turns to another replica; ready again once it writes.
     fn ready(&self) -> Result<(), String> {
         if !self.ready.load(Ordering::Relaxed) {
@@ -239,7 +241,7 @@ async fn decide(state: &AppState, body: &Bytes) -> Result<(Reviewed, Arc<Policy>
 
 /// What a review leaves behind: its span's fields, its audit record, its
 /// Event and its recording, each from the review itself. The audit record
-/// first: a review whose record cannot be queued ([`audit::Unwritten`]) is
+/// first: a review whose record cannot be queued ([`audit_log::Unwritten`]) is
 /// refused, and leaves no Event or recording of a decision never answered.
 async fn leave_trail(
     state: &AppState,
@@ -247,7 +249,7 @@ async fn leave_trail(
     body: &[u8],
     policy: &Policy,
     authenticated: bool,
-) -> Result<(), audit::Unwritten> {
+) -> Result<(), audit_log::Unwritten> {
     let span = tracing::Span::current();
     span.record("decision", reviewed.verdict().as_str());
     span.record("authenticated", authenticated);
@@ -297,7 +299,7 @@ fn describe(span: &tracing::Span, judgment: Judgment<'_>) {
     span.record("namespace", judged.namespace.as_deref().unwrap_or_default());
     span.record("name", judged.name.as_str());
     tracing::debug!(
-        finalizers = ?audit::listed(judgment.decision).map(|r| audit::cut(&r.finalizer)).collect::<Vec<_>>(),
+        finalizers = ?audit::listed(judgment.decision).map(|r| cut(&r.finalizer)).collect::<Vec<_>>(),
         dry_run = judged.dry_run,
         "judged finalizer removal"
     );

@@ -9,8 +9,8 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio::sync::{Semaphore, watch};
 
-use crate::admission::audit::AuditLog;
 use crate::policy::Policy;
+use crate::trail::audit_log::AuditLog;
 use crate::trail::events::EventSink;
 use crate::trail::metrics::Metrics;
 use crate::trail::recording::Recorder;

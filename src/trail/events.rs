@@ -42,7 +42,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::admission::audit::{self, Judged};
+use crate::admission::cut::cut;
 use crate::admission::ledger::Ledger;
+use crate::policy::is_dns_label;
 use crate::policy::text::truncate;
 use crate::policy::{Decision, Verdict};
 use crate::queue::{self, Queue, WhenFull};
@@ -263,7 +265,7 @@ fn what_happened(
     } = judgment;
     let finalizers: Vec<Cow<'_, str>> = audit::listed(decision)
         .filter(|r| r.authorized_by.is_none())
-        .map(|r| shown(&audit::cut(&r.finalizer)))
+        .map(|r| shown(&cut(&r.finalizer)))
         .collect();
     // What `kubectl describe` prints: a name's control, format and line
     // characters escaped, as every line the tools print is.
@@ -281,13 +283,13 @@ fn what_happened(
         Verdict::Override => {
             let (reason, detail) = decision
                 .override_used()
-                .map(|o| (shown(&audit::cut(&o.reason)), shown(&audit::cut(&o.detail))))
+                .map(|o| (shown(&cut(&o.reason)), shown(&cut(&o.detail))))
                 .unwrap_or_default();
             let approved = decision
                 .evidence
                 .approved_by
                 .as_deref()
-                .map(|a| format!(", approved by {}", shown(&audit::cut(a))))
+                .map(|a| format!(", approved by {}", shown(&cut(a))))
                 .unwrap_or_default();
             let protected = shown(
                 &ledger
@@ -317,18 +319,6 @@ fn what_happened(
         | Verdict::ApprovalRecorded
         | Verdict::ApprovalWouldDeny => return None,
     })
-}
-
-/// A namespace's name as Kubernetes validates it (RFC 1123 label).
-fn is_dns_label(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        && bytes[0] != b'-'
-        && bytes[bytes.len() - 1] != b'-'
 }
 
 /// `OBJECT.TIMESTAMP`, as Kubernetes' own event recorder names Events (the

@@ -225,24 +225,7 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("finalizer_guard");
-        let reviews = Family::<ReviewLabels, Counter>::default();
-        registry.register(
-            "reviews",
-            "AdmissionReviews answered, by operation, decision and API group (core; Kubernetes' own groups and those the policy names; the first 32 others; past them other)",
-            reviews.clone(),
-        );
-        let rejected = Family::<RejectLabels, Counter>::default();
-        registry.register(
-            "rejected_requests",
-            "Requests refused before a decision (malformed or oversized bodies), by HTTP status",
-            rejected.clone(),
-        );
-        let latency = Histogram::new(LATENCY_BUCKETS);
-        registry.register(
-            "review_duration_seconds",
-            "Time from the full body to the encoded answer",
-            latency.clone(),
-        );
+        let (reviews, rejected, latency) = register_reviews(&mut registry);
         let reloads = Family::<ReloadLabels, Counter>::default();
         registry.register(
             "reloads",
@@ -276,24 +259,8 @@ impl Metrics {
             "The policy in service (1): its mode, the sha256 of its file's bytes, and where it came from (embedded, file)",
             policy_info.clone(),
         );
-        let audit_refused = Counter::default();
-        registry.register(
-            "audit_refused_reviews",
-            "Reviews answered with an error (HTTP 503), undecided, because their audit record could not be written: no room in its queue within 1s, the writer stalled, or standard output failing",
-            audit_refused.clone(),
-        );
-        let body_bytes_in_flight = Gauge::default();
-        registry.register(
-            "request_body_bytes_in_flight",
-            "Request body bytes held in memory at the scrape, received and not yet answered; at request_body_budget_bytes a body waits for room, and is refused (503) if none frees within the body timeout",
-            body_bytes_in_flight.clone(),
-        );
-        let body_budget_bytes = Gauge::default();
-        registry.register(
-            "request_body_budget_bytes",
-            "Most request body bytes held at once (--max-inflight-body-bytes)",
-            body_budget_bytes.clone(),
-        );
+        let (audit_refused, body_bytes_in_flight, body_budget_bytes) =
+            register_held_back(&mut registry);
         let metrics = Metrics {
             registry,
             reviews,
@@ -616,6 +583,60 @@ fn is_finalizer_name(finalizer: &str) -> bool {
         && finalizer
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
+}
+
+/// The reviews answered, the requests refused before a decision, and how
+/// long a review took.
+fn register_reviews(
+    registry: &mut Registry,
+) -> (
+    Family<ReviewLabels, Counter>,
+    Family<RejectLabels, Counter>,
+    Histogram,
+) {
+    let reviews = Family::<ReviewLabels, Counter>::default();
+    registry.register(
+        "reviews",
+        "AdmissionReviews answered, by operation, decision and API group (core; Kubernetes' own groups and those the policy names; the first 32 others; past them other)",
+        reviews.clone(),
+    );
+    let rejected = Family::<RejectLabels, Counter>::default();
+    registry.register(
+        "rejected_requests",
+        "Requests refused before a decision (malformed or oversized bodies), by HTTP status",
+        rejected.clone(),
+    );
+    let latency = Histogram::new(LATENCY_BUCKETS);
+    registry.register(
+        "review_duration_seconds",
+        "Time from the full body to the encoded answer",
+        latency.clone(),
+    );
+    (reviews, rejected, latency)
+}
+
+/// What holds a review back: the reviews refused for want of a written
+/// audit record, and the request body bytes held against their budget.
+fn register_held_back(registry: &mut Registry) -> (Counter, Gauge, Gauge) {
+    let audit_refused = Counter::default();
+    registry.register(
+        "audit_refused_reviews",
+        "Reviews answered with an error (HTTP 503), undecided, because their audit record could not be written: no room in its queue within 1s, the writer stalled, or standard output failing",
+        audit_refused.clone(),
+    );
+    let body_bytes_in_flight = Gauge::default();
+    registry.register(
+        "request_body_bytes_in_flight",
+        "Request body bytes held in memory at the scrape, received and not yet answered; at request_body_budget_bytes a body waits for room, and is refused (503) if none frees within the body timeout",
+        body_bytes_in_flight.clone(),
+    );
+    let body_budget_bytes = Gauge::default();
+    registry.register(
+        "request_body_budget_bytes",
+        "Most request body bytes held at once (--max-inflight-body-bytes)",
+        body_budget_bytes.clone(),
+    );
+    (audit_refused, body_bytes_in_flight, body_budget_bytes)
 }
 
 /// The counters of denied and would-be-denied removals, by finalizer and

@@ -270,7 +270,7 @@ impl Suggestions {
                 "{}: the name was cut in the evidence (it ends with {CUT_MARK}, as the webhook cuts an audit annotation's value past {} characters and a name in its audit record past {}): no rule is suggested for a name not known in full; the webhook's own audit record of the request (its standard output) holds every name Kubernetes allows whole: give it too",
                 place.describe(),
                 audit::MAX_AUDIT_VALUE_CHARS,
-                audit::MAX_AUDITED_CHARS,
+                crate::admission::cut::MAX_AUDITED_CHARS,
             ));
         }
         finalizers
@@ -380,7 +380,7 @@ impl Activity {
 /// Whether a finalizer name read from the evidence was cut by the webhook
 /// ([`truncate`](crate::policy::text::truncate): an audit annotation's value
 /// past [`audit::MAX_AUDIT_VALUE_CHARS`], a record's name past
-/// [`audit::MAX_AUDITED_CHARS`]), which marks the cut with [`CUT_MARK`]. No
+/// [`crate::admission::cut::MAX_AUDITED_CHARS`]), which marks the cut with [`CUT_MARK`]. No
 /// finalizer Kubernetes stores ends so: a qualified name ends with a letter
 /// or a digit.
 fn cut(finalizer: &str) -> bool {
