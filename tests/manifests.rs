@@ -13,6 +13,8 @@
 //! - `kubectl kustomize` builds the base and both overlays (`#[ignore]`d:
 //!   it needs kubectl, `FG_KUBECTL`; `.ci/run` runs them with `--ignored`).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -20,6 +22,7 @@ use std::process::Command;
 
 use base64::Engine;
 use clap::{CommandFactory, Parser};
+use common::repository;
 use finalizer_guard::cli::{self, Cli};
 use finalizer_guard::policy::config::{DEFAULT_OVERRIDE_ANNOTATION, DEFAULT_OVERRIDE_REASONS};
 use finalizer_guard::policy::{Mode, Policy, approval, builtin};
@@ -46,7 +49,7 @@ const WEBHOOK: &str = "finalizers.finalizer-guard.io";
 const TLS_SECRET: &str = "finalizer-guard-tls";
 
 fn manifests() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests")
+    repository::path("manifests")
 }
 
 /// Every `.yaml`/`.yml` file under `dir`, sorted.
@@ -714,9 +717,7 @@ fn match_conditions_skip_exactly_the_builtin_controller_usernames() {
 /// let past the webhook: what an operator reads is what is skipped.
 #[test]
 fn deployment_guide_names_every_skipped_identity() {
-    let guide =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deployment.md"))
-            .unwrap();
+    let guide = std::fs::read_to_string(repository::path("docs/deployment.md")).unwrap();
     let section = guide
         .split("- `not-builtin-controller`:")
         .nth(1)
@@ -1410,9 +1411,7 @@ fn shell_words(line: &str) -> Vec<String> {
 /// binds is the one the manifests ship.
 #[test]
 fn the_runbook_commands_are_what_the_binary_takes() {
-    let runbook =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/runbook.md"))
-            .unwrap();
+    let runbook = std::fs::read_to_string(repository::path("docs/runbook.md")).unwrap();
     let mut commands = Vec::new();
     for block in runbook.split("```sh\n").skip(1) {
         let block = block.split("```").next().unwrap().replace("\\\n", " ");
@@ -1557,43 +1556,7 @@ fn write_certs(overlay: &Path) -> finalizer_guard::server::certs::Bundle {
 // ---------------------------------------------------------------------------
 // kubectl kustomize
 
-/// `FG_KUBECTL`, else `kubectl` on PATH, else the one `e2e/build.sh` caches.
-/// The tests that need it are `#[ignore]`d: run with `--ignored`, they fail
-/// without it rather than pass.
-fn kubectl() -> PathBuf {
-    if let Some(path) = std::env::var_os("FG_KUBECTL") {
-        let path = PathBuf::from(path);
-        assert!(
-            path.is_file(),
-            "FG_KUBECTL={} is not a file",
-            path.display()
-        );
-        return path;
-    }
-    let on_path = Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if on_path {
-        return PathBuf::from("kubectl");
-    }
-    let cache = std::env::var_os("FG_E2E_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("finalizer-guard-e2e"))
-        })
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/finalizer-guard-e2e"))
-        });
-    let cached = cache.and_then(|dir| {
-        std::fs::read_dir(dir)
-            .ok()?
-            .filter_map(|e| e.ok())
-            .map(|e| e.path().join("kubectl"))
-            .find(|p| p.is_file())
-    });
-    cached.expect("no kubectl: set FG_KUBECTL, put kubectl on PATH, or build it with e2e/build.sh (.ci/run does)")
-}
+use common::tools::kubectl;
 
 fn kustomize(kubectl: &Path, dir: &Path) -> Vec<Value> {
     let output = Command::new(kubectl)
@@ -1709,9 +1672,7 @@ fn kubectl_kustomize_builds_the_base_and_both_overlays() {
 
 /// The first YAML block of docs/deployment.md holding `needle`.
 fn deployment_guide_example(needle: &str) -> String {
-    let guide =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deployment.md"))
-            .unwrap();
+    let guide = std::fs::read_to_string(repository::path("docs/deployment.md")).unwrap();
     guide
         .split("```yaml\n")
         .skip(1)
@@ -1923,7 +1884,7 @@ fn backstop_overlays_install_the_export_of_their_policy_beside_a_webhook_failing
 
 #[test]
 fn gitignore_keeps_certificates_out_of_git() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repository::root();
     // `git check-ignore` exits 0 for an ignored path, 1 for a tracked one.
     let ignored = |path: &str| {
         let status = Command::new("git")
@@ -1965,7 +1926,7 @@ fn gitignore_keeps_certificates_out_of_git() {
 /// One licence, said the same in the crate, the chart and the image.
 #[test]
 fn the_licence_is_stated_wherever_the_product_ships() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repository::root();
     let licence = env!("CARGO_PKG_LICENSE");
     assert_eq!(licence, "Apache-2.0");
     let text = std::fs::read_to_string(root.join("LICENSE")).unwrap();
@@ -2000,7 +1961,7 @@ fn the_licence_is_stated_wherever_the_product_ships() {
 /// leaves, as are Cargo.toml, Cargo.lock and src/.
 #[test]
 fn the_image_build_context_holds_every_file_the_binary_embeds() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repository::root();
     let rules = DockerIgnore::read(&root.join(".dockerignore"));
     for always in ["Cargo.toml", "Cargo.lock", "src/main.rs", "src/lib.rs"] {
         assert!(!rules.ignores(always), ".dockerignore leaves out {always}");

@@ -208,7 +208,8 @@ fn backup_strip() -> Value {
 
 /// The recordings in `dir`, once there are `n` of them (5 s at most).
 async fn recordings(dir: &Path, n: usize) -> Vec<Value> {
-    for _ in 0..100 {
+    let what = format!("{n} recordings in {}", dir.display());
+    common::wait::wait_for(&what, Duration::from_secs(30), async || {
         let read: Vec<Value> = std::fs::read_dir(dir)
             .map(|entries| {
                 entries
@@ -218,12 +219,9 @@ async fn recordings(dir: &Path, n: usize) -> Vec<Value> {
                     .collect()
             })
             .unwrap_or_default();
-        if read.len() >= n {
-            return read;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("fewer than {n} recordings in {}", dir.display());
+        (read.len() >= n).then_some(read)
+    })
+    .await
 }
 
 fn record_into(config: &mut finalizer_guard::server::ServeConfig, dir: &Path) {

@@ -12,9 +12,13 @@
 //! - [`cel`]: a review bound for CEL as kube-apiserver binds it, and the
 //!   case files it is evaluated on.
 //! - [`reviews`]: generated AdmissionReviews of a given size.
-//! - [`run`]: a command run to its end, what it printed and its exit code.
+//! - [`run`]: a command run to its end, what it printed and its exit code,
+//!   its exit checked with all it printed shown when it is not the one expected.
 //! - [`shared`]: the corpus outside the repository (`../shared`), which a
 //!   test reading it requires unless `FG_NO_SHARED=1`.
+//! - [`repository`]: the repository's root, and paths and files under it.
+//! - [`tools`]: helm, kubectl, promtool and prometheus-operator's CRDs,
+//!   named by `FG_*` or cached by the build scripts of `e2e/`.
 //! - [`live`]: against a live cluster: a command's run, kubectl's words for
 //!   a denial, an admin port's GET.
 #![allow(dead_code, unused_imports)]
@@ -23,10 +27,12 @@ pub mod assert;
 pub mod cel;
 pub mod live;
 pub mod pod;
+pub mod repository;
 pub mod reviews;
 pub mod run;
 pub mod server;
 pub mod shared;
+pub mod tools;
 pub mod wait;
 
 pub use pod::{pod, strip, update};

@@ -16,32 +16,9 @@ use serde_json::Value;
 
 use crate::harness::{self, Cluster, env};
 
-pub(super) fn chart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/finalizer-guard")
-}
-
+pub(super) use crate::common::repository::chart;
 /// `FG_HELM`, else the binary `e2e/helm/build.sh` caches for the pinned version.
-pub(crate) fn helm_binary() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("FG_HELM") {
-        return Some(PathBuf::from(path));
-    }
-    let go_mod =
-        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/helm/go.mod")).ok()?;
-    let version = go_mod
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("require helm.sh/helm/v3 "))?
-        .trim();
-    let cache = std::env::var_os("FG_E2E_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("finalizer-guard-e2e"))
-        })
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/finalizer-guard-e2e"))
-        })?;
-    let cached = cache.join(format!("helm-{version}")).join("helm");
-    cached.is_file().then_some(cached)
-}
+pub(crate) use crate::common::tools::find_helm as helm_binary;
 
 /// `helm template finalizer-guard charts/finalizer-guard -n finalizer-guard
 /// --set policyCheck.enabled=false ARGS`: the chart's objects as manifests/

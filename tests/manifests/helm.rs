@@ -17,57 +17,8 @@ use finalizer_guard::policy::builtin::BUILTIN_CONTROLLERS;
 /// names of `manifests/`.
 pub(crate) const RELEASE: &str = "finalizer-guard";
 
-pub(crate) fn chart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/finalizer-guard")
-}
-
-/// The Helm version `e2e/helm/go.mod` pins.
-fn pinned_helm_version() -> String {
-    let go_mod =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/helm/go.mod"))
-            .unwrap();
-    go_mod
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("require helm.sh/helm/v3 "))
-        .or_else(|| {
-            go_mod
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("helm.sh/helm/v3 "))
-        })
-        .expect("e2e/helm/go.mod requires helm.sh/helm/v3")
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string()
-}
-
-/// `FG_HELM`, else the binary `e2e/helm/build.sh` caches. The tests that
-/// need it are `#[ignore]`d: run with `--ignored`, they fail without it.
-pub(crate) fn helm() -> PathBuf {
-    if let Some(path) = std::env::var_os("FG_HELM") {
-        let path = PathBuf::from(path);
-        assert!(path.is_file(), "FG_HELM={} is not a file", path.display());
-        return path;
-    }
-    let cache = std::env::var_os("FG_E2E_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("finalizer-guard-e2e"))
-        })
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/finalizer-guard-e2e"))
-        })
-        .expect("no HOME to find the helm cache under: set FG_HELM");
-    let cached = cache
-        .join(format!("helm-{}", pinned_helm_version()))
-        .join("helm");
-    assert!(
-        cached.is_file(),
-        "no helm at {}: set FG_HELM, or build it with e2e/helm/build.sh (.ci/run does)",
-        cached.display()
-    );
-    cached
-}
+pub(crate) use crate::common::repository::chart;
+pub(crate) use crate::common::tools::helm;
 
 /// What one helm run printed, and how it exited.
 pub(crate) struct HelmRun {
@@ -174,7 +125,7 @@ fn files_below(dir: &Path) -> BTreeSet<PathBuf> {
 #[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn manifests_are_what_the_chart_renders() {
     let helm = helm();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repository::root();
     let out = tempfile::tempdir().unwrap();
     let run = Command::new(root.join("scripts/render-manifests.sh"))
         .arg(out.path())
@@ -2461,7 +2412,7 @@ fn the_kustomize_example_skips_what_the_chart_skips() {
             "webhook.skipIdentities.serviceAccounts={storage-system:volume-cleaner}",
         ],
     );
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kustomize/skip-identities");
+    let example = repository::path("examples/kustomize/skip-identities");
     let built = kustomize(&kubectl, &example);
     assert!(skip_condition(&built).is_some());
     assert_same_objects(&chart, &built, &[], "examples/kustomize/skip-identities");

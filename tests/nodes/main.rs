@@ -43,6 +43,7 @@ use common::assert::assert_prints_on_stderr;
 use common::live::{
     Run, denied, http_get, policy_denial, run, wait_may_patch_configmaps, wait_until,
 };
+use common::wait::poll_for;
 
 /// The README's release name: the chart then names its objects
 /// `finalizer-guard`, as `manifests/` and the docs do.
@@ -790,17 +791,16 @@ impl WatchPod {
     fn first_seen_stuck(&self, count: u64, deadline: Instant) -> std::thread::JoinHandle<Instant> {
         let watch = self.clone();
         std::thread::spawn(move || {
-            loop {
-                if watch.stuck(CNI) == Some(count as f64) {
-                    return Instant::now();
-                }
-                assert!(
-                    Instant::now() < deadline,
+            let timeout = deadline.saturating_duration_since(Instant::now());
+            poll_for(timeout, Duration::from_millis(250), || {
+                (watch.stuck(CNI) == Some(count as f64)).then(Instant::now)
+            })
+            .unwrap_or_else(|| {
+                panic!(
                     "watch did not count {count} pods stuck on {CNI} in time: {:?}",
                     watch.stuck(CNI)
-                );
-                std::thread::sleep(Duration::from_millis(250));
-            }
+                )
+            })
         })
     }
 }
@@ -821,9 +821,7 @@ fn enforcing_in(ns: &str) -> Nodes {
     n
 }
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::repository::root as repo;
 
 #[test]
 #[ignore = "needs e2e/nodes.sh's nodes and the image: see .ci/run"]
@@ -1065,7 +1063,8 @@ fn helm_upgrade_checks_the_policy_rolls_the_pods_and_uninstall_leaves_nothing() 
     for record in cni_records() {
         assert_eq!(record["authenticated"], false, "{record}");
     }
-    // An Event would be sent within a second of its review.
+    // An Event would be sent within a second of its review: none in 3 s.
+    // The time is what is tested (nothing comes), not a wait for a condition.
     std::thread::sleep(Duration::from_secs(3));
     for reason in ["FinalizerRemovalDenied", "FinalizerOverride"] {
         let events = n.events(ns, "cni", reason);
@@ -1599,7 +1598,8 @@ fn under_writes(n: &Nodes, ns: &str, writers: usize, disrupt: impl FnOnce()) -> 
             })
         })
         .collect();
-    // Let the writers run before and after the disruption.
+    // Let the writers run before and after the disruption: the windows of
+    // writes are what is tested, not waits for a condition.
     std::thread::sleep(Duration::from_secs(3));
     disrupt();
     std::thread::sleep(Duration::from_secs(5));
@@ -2326,7 +2326,8 @@ fn seed_000_pods_of_a_dead_node_stay_guarded_and_unstick_releases_them() {
         ready.len() == 1 && ready[0].1 == alive
     });
 
-    // Terminating and staying so: no kubelet will confirm them.
+    // Terminating and staying so: no kubelet will confirm them. The 5 s
+    // are what is tested (they stay), not a wait for a condition.
     std::thread::sleep(Duration::from_secs(5));
     let pods = n.get(&["pods", "-n", ns]);
     let items = pods["items"].as_array().expect("items");
@@ -2592,7 +2593,17 @@ fn a_guarded_write_through_the_service_and_through_a_url() {
 
     let service =
         n.get(&["validatingwebhookconfiguration", FULLNAME])["webhooks"][0]["clientConfig"].clone();
+    // The url webhook's reviews answered, from its /metrics.
+    let url_reviews = || -> u64 {
+        http_get(("127.0.0.1", admin), "/metrics")
+            .expect("the url webhook's /metrics")
+            .lines()
+            .filter(|l| l.starts_with("finalizer_guard_reviews_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
     let point = |client: &Value| {
+        let to_url = client.get("url").is_some();
         let patch = json!([{"op": "replace", "path": "/webhooks/0/clientConfig", "value": client}]);
         n.admin(&[
             "patch",
@@ -2604,8 +2615,22 @@ fn a_guarded_write_through_the_service_and_through_a_url() {
             &patch.to_string(),
         ])
         .ok();
-        // The API server's webhook configuration cache catches up.
-        std::thread::sleep(Duration::from_secs(3));
+        // The API server's webhook configuration cache catches up: a
+        // guarded write reaches the webhook pointed at (the url one counts
+        // it), or no longer reaches the url one.
+        wait_until(
+            if to_url {
+                "kube-apiserver calling the url webhook"
+            } else {
+                "kube-apiserver calling the Service's webhook again"
+            },
+            60,
+            || {
+                let before = url_reviews();
+                timed_writes(&n, &url, STRIP, 1, 403);
+                (url_reviews() > before) == to_url
+            },
+        );
     };
     /// The Service clientConfig back, however the measurement ends.
     struct Restore<'a>(&'a Nodes, Value);

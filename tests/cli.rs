@@ -4,8 +4,10 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use common::assert::assert_contains_all;
+use common::wait::{LOCAL_POLL, exits_within, poll_blocking, poll_for};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
@@ -331,7 +333,6 @@ fn certs_never_keep_a_loose_mode_nor_write_through_a_symlink() {
 #[test]
 fn serve_dev_mode_refuses_a_folder_others_control_and_never_follows_a_symlink() {
     use std::os::unix::fs::{PermissionsExt, symlink};
-    use std::time::{Duration, Instant};
     let dir = tempfile::tempdir().unwrap();
     let outside = dir.path().join("victim");
     std::fs::write(&outside, "keep me\n").unwrap();
@@ -350,10 +351,7 @@ fn serve_dev_mode_refuses_a_folder_others_control_and_never_follows_a_symlink() 
     // after 30 s, its status then `None`.
     let refused = |dev: &Path| {
         let mut child = serve(dev).spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        exits_within(&mut child, Duration::from_secs(30));
         let _ = child.kill();
         let o = child.wait_with_output().unwrap();
         (o.status.code(), stderr(&o))
@@ -392,14 +390,11 @@ fn serve_dev_mode_refuses_a_folder_others_control_and_never_follows_a_symlink() 
     // A folder of the user's own holding a symlink: replaced, not followed.
     symlink(&outside, mine.join("ca.crt")).unwrap();
     let mut child = serve(&mine).spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let written = loop {
-        let regular = std::fs::symlink_metadata(mine.join("ca.crt")).is_ok_and(|m| m.is_file());
-        if regular || Instant::now() > deadline || child.try_wait().unwrap().is_some() {
-            break regular;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let regular = || std::fs::symlink_metadata(mine.join("ca.crt")).is_ok_and(|m| m.is_file());
+    poll_blocking(Duration::from_secs(30), LOCAL_POLL, || {
+        regular() || child.try_wait().unwrap().is_some()
+    });
+    let written = regular();
     let _ = child.kill();
     let o = child.wait_with_output().unwrap();
     assert!(written, "ca.crt never became a file of its own: {o:?}");
@@ -412,13 +407,9 @@ fn serve_dev_mode_refuses_a_folder_others_control_and_never_follows_a_symlink() 
     // A folder it makes is the user's alone.
     let made = dir.path().join("made/dev");
     let mut child = serve(&made).spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !made.join("ca.crt").exists()
-        && Instant::now() < deadline
-        && child.try_wait().unwrap().is_none()
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    poll_blocking(Duration::from_secs(30), LOCAL_POLL, || {
+        made.join("ca.crt").exists() || child.try_wait().unwrap().is_some()
+    });
     let _ = child.kill();
     let o = child.wait_with_output().unwrap();
     let mode = std::fs::metadata(&made).map(|m| m.permissions().mode() & 0o777);
@@ -828,18 +819,11 @@ fn watch_waits_unready_for_an_api_server_it_cannot_reach() {
         })
     };
     // Alive, unready, and saying why, past its first retries.
-    let mut readyz = None;
-    for _ in 0..100 {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        if let Some(answer) = get("/readyz")
-            && answer.1.contains("cannot reach the API server yet")
-        {
-            readyz = Some(answer);
-            break;
-        }
+    let readyz = poll_for(Duration::from_secs(30), Duration::from_millis(100), || {
         assert!(child.try_wait().unwrap().is_none(), "watch exited");
-    }
-    let readyz = readyz.expect("/readyz never said why it is not ready");
+        get("/readyz").filter(|answer| answer.1.contains("cannot reach the API server yet"))
+    })
+    .expect("/readyz never said why it is not ready within 30 s");
     assert_eq!(readyz.0, 503, "{readyz:?}");
     assert!(readyz.1.contains("https://127.0.0.1:1/"), "{readyz:?}");
     // Still running 2 s on, retrying: the time passing is what is under
@@ -2359,7 +2343,6 @@ fn command_pages_name_every_flag_the_commands_take() {
 /// The binary, killed and failed if it has not finished within 60 s: a
 /// command that would hang fails its test instead of stalling the run.
 fn run_within(args: &[&str]) -> Output {
-    use std::time::{Duration, Instant};
     let mut child = bin()
         .args(args)
         .env_remove("FINALIZER_GUARD_POLICY")
@@ -2367,14 +2350,10 @@ fn run_within(args: &[&str]) -> Output {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            let o = child.wait_with_output().unwrap();
-            panic!("{args:?} did not finish within 60 s: {o:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if !exits_within(&mut child, Duration::from_secs(60)) {
+        child.kill().unwrap();
+        let o = child.wait_with_output().unwrap();
+        panic!("{args:?} did not finish within 60 s: {o:?}");
     }
     child.wait_with_output().unwrap()
 }
