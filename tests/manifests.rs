@@ -1559,18 +1559,10 @@ fn write_certs(overlay: &Path) -> finalizer_guard::server::certs::Bundle {
 use common::tools::kubectl;
 
 fn kustomize(kubectl: &Path, dir: &Path) -> Vec<Value> {
-    let output = Command::new(kubectl)
-        .arg("kustomize")
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "kubectl kustomize {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let mut objects = documents(&String::from_utf8(output.stdout).unwrap()).unwrap();
+    let mut cmd = Command::new(kubectl);
+    cmd.arg("kustomize").arg(dir);
+    let built = common::run::run(cmd, None).ok();
+    let mut objects = documents(&built.stdout).unwrap();
     // kustomize folds long base64 values over several lines; Go's base64
     // decoder (and so kube-apiserver) skips the line breaks, k8s-openapi's
     // does not.

@@ -27,8 +27,8 @@ pub(crate) fn render(work: &Path, args: &[&str]) -> Vec<Value> {
     let helm = helm_binary()
         .expect("no helm: set FG_HELM, or build it with e2e/helm/build.sh (.ci/run does)");
     let home = work.join("render-helm-home");
-    let out = Command::new(helm)
-        .args(["template", "finalizer-guard"])
+    let mut cmd = Command::new(helm);
+    cmd.args(["template", "finalizer-guard"])
         .arg(chart())
         .args(["--namespace", harness::NAMESPACE])
         .args(["--set", "policyCheck.enabled=false"])
@@ -36,15 +36,9 @@ pub(crate) fn render(work: &Path, args: &[&str]) -> Vec<Value> {
         .env("HELM_CONFIG_HOME", home.join("config"))
         .env("HELM_CACHE_HOME", home.join("cache"))
         .env("HELM_DATA_HOME", home.join("data"))
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("helm runs");
-    assert!(
-        out.status.success(),
-        "helm template {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_yaml_ng::Deserializer::from_str(&String::from_utf8_lossy(&out.stdout))
+        .env_remove("KUBECONFIG");
+    let out = harness::run(cmd, None).ok();
+    serde_yaml_ng::Deserializer::from_str(&out.stdout)
         .map(|doc| <Value as serde::Deserialize>::deserialize(doc).unwrap())
         .filter(|v| !v.is_null())
         .collect()

@@ -48,19 +48,18 @@ pub(crate) struct HelmRun {
 
 pub(crate) fn run_helm(helm: &Path, args: &[&str]) -> HelmRun {
     let home = tempfile::tempdir().unwrap();
-    let output = Command::new(helm)
-        .args(args)
+    let mut cmd = Command::new(helm);
+    cmd.args(args)
         // No user configuration or repositories leak in.
         .env("HELM_CONFIG_HOME", home.path().join("config"))
         .env("HELM_CACHE_HOME", home.path().join("cache"))
         .env("HELM_DATA_HOME", home.path().join("data"))
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap();
+        .env_remove("KUBECONFIG");
+    let run = crate::common::run::run(cmd, None);
     HelmRun {
-        ok: output.status.success(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        ok: run.code == 0,
+        stdout: run.stdout,
+        stderr: run.stderr,
     }
 }
 
