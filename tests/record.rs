@@ -28,9 +28,7 @@ fn test_command(policy: &Path, dir: &Path) -> (i32, String) {
 }
 
 fn example(name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/reviews")
-        .join(name);
+    let path = common::repository::path("examples/reviews").join(name);
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 

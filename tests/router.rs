@@ -401,10 +401,7 @@ async fn the_body_bytes_held_are_on_the_metrics_while_a_body_arrives() {
 /// Every series `serve` exports has its row in docs/metrics.md's table.
 #[test]
 fn every_metric_is_in_the_docs() {
-    let docs = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md"),
-    )
-    .unwrap();
+    let docs = std::fs::read_to_string(common::repository::path("docs/metrics.md")).unwrap();
     let serve = &docs[docs.find("\n## serve\n").unwrap()..docs.find("\n## watch\n").unwrap()];
     let rows: Vec<&str> = serve.lines().filter(|l| l.starts_with("| `")).collect();
     let exposition = Metrics::new().encode();

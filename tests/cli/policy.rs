@@ -210,7 +210,7 @@ fn policy_validate_strict_fails_on_every_warning() {
     );
 
     // What ships passes.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = common::repository::root();
     for shipped in [
         "examples/policy.yaml",
         "src/policy/default.yaml",

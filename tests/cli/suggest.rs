@@ -578,8 +578,8 @@ fn policy_suggest_scopes_each_rule_to_where_it_was_seen() {
 /// write it (tests/fixtures/suggest/flux): Flux's source-controller removing
 /// `finalizers.fluxcd.io` from GitRepositories in team-a and team-b in warn mode.
 fn flux(file: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/suggest/flux")
+    common::repository::fixtures()
+        .join("suggest/flux")
         .join(file)
 }
 
@@ -873,8 +873,8 @@ fn policy_suggest_writes_no_rule_for_a_name_cut_in_the_evidence() {
 }
 
 fn attack(file: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/suggest/attack")
+    common::repository::fixtures()
+        .join("suggest/attack")
         .join(file)
 }
 

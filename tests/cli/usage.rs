@@ -147,7 +147,7 @@ fn help_of(command: &[&str]) -> (Vec<String>, Vec<String>) {
 /// command group with no flag of its own (`policy`) needs no page.
 #[test]
 fn command_pages_name_every_flag_the_commands_take() {
-    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/commands");
+    let docs = common::repository::path("docs/commands");
     // `--flag`, not merely a longer `--flag-more`.
     let names = |page: &str, flag: &str| {
         page.match_indices(flag).any(|(at, _)| {
@@ -245,7 +245,7 @@ fn version_names_commit_target_and_build_date() {
     );
     assert_eq!(json["dirty"], commit.ends_with("-dirty"));
     // Built in this checkout (git is here): a commit, not `unknown`.
-    if Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.git")).exists() {
+    if common::repository::path(".git").exists() {
         let hash = commit.trim_end_matches("-dirty");
         assert!(
             hash.len() == 40 && hash.bytes().all(|b| b.is_ascii_hexdigit()),
