@@ -1,11 +1,14 @@
-//! What the test crates share, one theme a module. A crate of `tests/`
-//! takes it with `mod common;`; `tests/e2e` and `tests/nodes` with
+//! What the test crates share, one theme a module: a helper a second crate
+//! needs moves here rather than being copied. A crate of `tests/` takes it
+//! with `mod common;`; `tests/cli`, `tests/e2e` and `tests/nodes` with
 //! `#[path = "../common/mod.rs"] mod common;`; benches and examples include
 //! `reviews.rs` alone by `#[path]`. Each crate uses a part.
 //!
 //! - [`assert`]: what a command printed, checked line by line
 //!   ([`assert::assert_prints`]), every missing line named at once.
-//! - [`wait`]: polling for a condition, never a bare sleep in its place.
+//! - [`wait`]: every poll for a condition, bounded in time and naming what
+//!   it waited for when it gives up; never a bare sleep in its place (a
+//!   sleep stays only where the time itself is under test, saying so).
 //! - [`server`]: a server on loopback and HTTPS clients that trust it as
 //!   kube-apiserver does.
 //! - [`pod`]: the seed review (pod `web-0`, its finalizer stripped).
