@@ -263,6 +263,8 @@ impl EndpointWatch {
                             seen.push((Instant::now(), ready));
                         }
                     }
+                    // The sampling pace of a record of changes, kept until stopped: not
+                    // a wait for a condition.
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
                 seen
