@@ -3,12 +3,12 @@
 //! names one that exists, and a `#anchor` names a heading of that page (as
 //! GitHub makes anchors from headings).
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use common::repository::root;
 
 /// The pages checked: README.md, DEVELOPMENT.md and every `.md` under docs/.
 fn pages() -> Vec<PathBuf> {

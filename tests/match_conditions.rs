@@ -35,9 +35,7 @@ mod common;
 use common::cel::{bind_request, json_files, review_in};
 use common::shared::shared_folder;
 
-fn crate_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use common::repository::root as crate_root;
 
 /// The compiled matchConditions of the one webhook in manifests/base/webhook.yaml.
 struct Conditions(Vec<(String, Program)>);

@@ -28,9 +28,7 @@ fn test_command(policy: &Path, dir: &Path) -> (i32, String) {
 }
 
 fn example(name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/reviews")
-        .join(name);
+    let path = common::repository::path("examples/reviews").join(name);
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
@@ -208,7 +206,8 @@ fn backup_strip() -> Value {
 
 /// The recordings in `dir`, once there are `n` of them (5 s at most).
 async fn recordings(dir: &Path, n: usize) -> Vec<Value> {
-    for _ in 0..100 {
+    let what = format!("{n} recordings in {}", dir.display());
+    common::wait::wait_for(&what, Duration::from_secs(30), async || {
         let read: Vec<Value> = std::fs::read_dir(dir)
             .map(|entries| {
                 entries
@@ -218,12 +217,9 @@ async fn recordings(dir: &Path, n: usize) -> Vec<Value> {
                     .collect()
             })
             .unwrap_or_default();
-        if read.len() >= n {
-            return read;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("fewer than {n} recordings in {}", dir.display());
+        (read.len() >= n).then_some(read)
+    })
+    .await
 }
 
 fn record_into(config: &mut finalizer_guard::server::ServeConfig, dir: &Path) {

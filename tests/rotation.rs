@@ -178,25 +178,23 @@ async fn reload_count(admin: &str, outcome: &str) -> u64 {
 /// Waits until the reload counter for `outcome` passes `before`; returns
 /// the count and when it was seen. From then on the change is in service.
 async fn reloaded(admin: &str, outcome: &str, before: u64) -> (u64, Instant) {
-    let give_up = Instant::now() + HANG;
-    loop {
+    let what = format!("a {outcome} reload counted");
+    common::wait::wait_for(&what, HANG, async || {
         let count = reload_count(admin, outcome).await;
-        if count > before {
-            return (count, Instant::now());
-        }
-        assert!(Instant::now() < give_up, "no {outcome} reload counted");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        (count > before).then(|| (count, Instant::now()))
+    })
+    .await
 }
 
 /// Waits until `PER_PHASE` more requests on new connections have completed.
 async fn serve_a_phase(fresh_done: &AtomicUsize) {
     let want = fresh_done.load(Ordering::Relaxed) + PER_PHASE;
-    let give_up = Instant::now() + HANG;
-    while fresh_done.load(Ordering::Relaxed) < want {
-        assert!(Instant::now() < give_up, "the clients stopped sending");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::wait::wait_until(
+        "the clients to complete a phase's requests",
+        HANG,
+        async || fresh_done.load(Ordering::Relaxed) >= want,
+    )
+    .await;
 }
 
 /// Requests on new connections that started within `window`.

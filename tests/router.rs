@@ -375,13 +375,12 @@ async fn the_body_bytes_held_are_on_the_metrics_while_a_body_arrives() {
     use futures::SinkExt as _;
     send.send(Ok(vec![b' '; 600 * 1024])).await.unwrap();
     let mut held = String::new();
-    for _ in 0..500 {
+    // Shown in full below when it never comes.
+    common::wait::poll_until(Duration::from_secs(30), async || {
         held = metrics_of(&state).await;
-        if held.contains("\nfinalizer_guard_request_body_bytes_in_flight 614400\n") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        held.contains("\nfinalizer_guard_request_body_bytes_in_flight 614400\n")
+    })
+    .await;
     assert_contains_all(
         "the metrics while a body arrives",
         &held,
@@ -402,10 +401,7 @@ async fn the_body_bytes_held_are_on_the_metrics_while_a_body_arrives() {
 /// Every series `serve` exports has its row in docs/metrics.md's table.
 #[test]
 fn every_metric_is_in_the_docs() {
-    let docs = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md"),
-    )
-    .unwrap();
+    let docs = std::fs::read_to_string(common::repository::path("docs/metrics.md")).unwrap();
     let serve = &docs[docs.find("\n## serve\n").unwrap()..docs.find("\n## watch\n").unwrap()];
     let rows: Vec<&str> = serve.lines().filter(|l| l.starts_with("| `")).collect();
     let exposition = Metrics::new().encode();

@@ -16,7 +16,6 @@
 //! real control plane (tests/e2e/vap.rs).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 use std::sync::Arc;
 
 use cel::{Context, Env, Program, Value as Cel, extensions};
@@ -34,9 +33,7 @@ use serde_json::{Value, json};
 mod common;
 use common::cel::{bind_request, json_files, review_in};
 
-fn crate_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use common::repository::root as crate_root;
 
 fn fixture_policy(file: &str) -> Policy {
     finalizer_guard::policy::load(&crate_root().join("tests/fixtures").join(file)).unwrap()

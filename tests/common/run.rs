@@ -1,7 +1,8 @@
-//! A command run to its end: what it printed, and how it exited.
+//! A command run to its end: what it printed, and how it exited; its exit
+//! checked with everything it printed shown when it is not the one expected.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
@@ -13,10 +14,28 @@ pub struct Run {
     pub stderr: String,
 }
 
+impl From<Output> for Run {
+    fn from(out: Output) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
 impl Run {
     #[track_caller]
     pub fn ok(self) -> Run {
         assert_eq!(self.code, 0, "expected success: {self:#?}");
+        self
+    }
+
+    /// Exited `code` (-1: killed by a signal), or the test fails showing
+    /// all it printed.
+    #[track_caller]
+    pub fn exits(self, code: i32) -> Run {
+        assert_eq!(self.code, code, "expected exit {code}: {self:#?}");
         self
     }
 
@@ -56,10 +75,5 @@ pub fn run(mut cmd: Command, stdin: Option<&str>) -> Run {
             .write_all(text.as_bytes())
             .expect("stdin written");
     }
-    let out = child.wait_with_output().expect("the command ends");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(child.wait_with_output().expect("the command ends"))
 }

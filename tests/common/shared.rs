@@ -13,7 +13,7 @@ pub const SKIP: &str = "FG_NO_SHARED";
 pub fn shared_dir() -> PathBuf {
     match std::env::var_os("SHARED_DIR") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
+        _ => super::repository::path("../shared"),
     }
 }
 

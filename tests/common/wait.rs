@@ -39,6 +39,26 @@ pub async fn poll_until(timeout: Duration, mut done: impl AsyncFnMut() -> bool) 
     true
 }
 
+/// Polls `ready` (async) every [`LOCAL_POLL`] until it gives a value, and
+/// returns it; fails the test after `timeout`, naming `what` it waited for.
+#[track_caller]
+pub fn wait_for<'a, T: 'a>(
+    what: &'a str,
+    timeout: Duration,
+    mut ready: impl AsyncFnMut() -> Option<T> + 'a,
+) -> impl Future<Output = T> + 'a {
+    let caller = std::panic::Location::caller();
+    async move {
+        let mut found = None;
+        poll_until(timeout, async || {
+            found = ready().await;
+            found.is_some()
+        })
+        .await;
+        found.unwrap_or_else(|| panic!("gave up after {timeout:?} waiting for {what} ({caller})"))
+    }
+}
+
 /// Polls `done` every `every` until it holds, blocking the thread: whether
 /// it held within `timeout`.
 pub fn poll_blocking(timeout: Duration, every: Duration, mut done: impl FnMut() -> bool) -> bool {
@@ -59,4 +79,27 @@ pub fn wait_until_blocking(what: &str, timeout: Duration, done: impl FnMut() -> 
         poll_blocking(timeout, LOCAL_POLL, done),
         "gave up after {timeout:?} waiting for {what}"
     );
+}
+
+/// Polls `ready` every `every` until it gives a value, blocking the
+/// thread: the value, or `None` once `timeout` has passed without one.
+pub fn poll_for<T>(
+    timeout: Duration,
+    every: Duration,
+    mut ready: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    let mut found = None;
+    poll_blocking(timeout, every, || {
+        found = ready();
+        found.is_some()
+    });
+    found
+}
+
+/// Whether `child` exits within `timeout`, polled every [`LOCAL_POLL`];
+/// one still running then is left running for the caller to kill.
+pub fn exits_within(child: &mut std::process::Child, timeout: Duration) -> bool {
+    poll_blocking(timeout, LOCAL_POLL, || {
+        child.try_wait().expect("the child's status").is_some()
+    })
 }

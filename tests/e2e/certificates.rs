@@ -443,7 +443,8 @@ fn self_managed_certificates_rotate_under_load_with_no_refused_write() {
     });
     drop(a);
     c.admin(&["delete", "secret", SECRET, "-n", NS]).ok();
-    // Six of its reload intervals.
+    // Six of its reload intervals: the window in which nothing may
+    // re-create the Secret is what is checked, not a wait for a condition.
     std::thread::sleep(Duration::from_secs(3));
     assert!(
         secret_data(c).is_none(),

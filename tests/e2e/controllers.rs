@@ -102,7 +102,7 @@ fn in_mode(policy: &str, mode: &str) -> String {
 /// The folder `e2e/controllers/build.sh NAME` prints: at once when the
 /// pinned version is cached (`.ci/run` builds them while cargo builds).
 pub(super) fn built(name: &str) -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/controllers/build.sh");
+    let script = crate::common::repository::path("e2e/controllers/build.sh");
     let out = Command::new(&script)
         .arg(name)
         .stderr(Stdio::inherit())

@@ -89,7 +89,7 @@ impl Drop for Registry {
 /// Starts the registry the release's proof runs (`scripts/release-tools.sh
 /// registry`: at once when cached, `.ci/run` builds it before this step).
 fn registry(env: &Env) -> Registry {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/release-tools.sh");
+    let script = crate::common::repository::path("scripts/release-tools.sh");
     let out = Command::new(&script)
         .arg("registry")
         .stderr(Stdio::inherit())
@@ -250,10 +250,7 @@ fn fleet(env: &Env, version: &str, policy: &str, next: bool) -> PathBuf {
     let root = env.work.join(format!("gitops/fleet-{version}"));
     let _ = fs::remove_dir_all(&root);
     let release = root.join("finalizer-guard");
-    super::harness::copy_tree(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests"),
-        &release,
-    );
+    super::harness::copy_tree(&crate::common::repository::path("manifests"), &release);
     if next {
         let base = release.join("base/kustomization.yaml");
         let kustomization = fs::read_to_string(&base).unwrap();

@@ -313,10 +313,7 @@ impl Env {
         // the three files copied in as the overlay says, on a copy of the
         // tree so the checkout stays clean.
         let manifests = work.join("manifests");
-        copy_tree(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests"),
-            &manifests,
-        );
+        copy_tree(&crate::common::repository::path("manifests"), &manifests);
         let overlay = manifests.join("overlays/self-managed");
         for f in ["ca.crt", "tls.crt", "tls.key"] {
             fs::copy(certs.join(f), overlay.join(f)).unwrap();

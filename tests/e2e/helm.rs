@@ -16,32 +16,9 @@ use serde_json::Value;
 
 use crate::harness::{self, Cluster, env};
 
-pub(super) fn chart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/finalizer-guard")
-}
-
+pub(super) use crate::common::repository::chart;
 /// `FG_HELM`, else the binary `e2e/helm/build.sh` caches for the pinned version.
-pub(crate) fn helm_binary() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("FG_HELM") {
-        return Some(PathBuf::from(path));
-    }
-    let go_mod =
-        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/helm/go.mod")).ok()?;
-    let version = go_mod
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("require helm.sh/helm/v3 "))?
-        .trim();
-    let cache = std::env::var_os("FG_E2E_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("finalizer-guard-e2e"))
-        })
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/finalizer-guard-e2e"))
-        })?;
-    let cached = cache.join(format!("helm-{version}")).join("helm");
-    cached.is_file().then_some(cached)
-}
+pub(crate) use crate::common::tools::find_helm as helm_binary;
 
 /// `helm template finalizer-guard charts/finalizer-guard -n finalizer-guard
 /// --set policyCheck.enabled=false ARGS`: the chart's objects as manifests/
@@ -50,8 +27,8 @@ pub(crate) fn render(work: &Path, args: &[&str]) -> Vec<Value> {
     let helm = helm_binary()
         .expect("no helm: set FG_HELM, or build it with e2e/helm/build.sh (.ci/run does)");
     let home = work.join("render-helm-home");
-    let out = Command::new(helm)
-        .args(["template", "finalizer-guard"])
+    let mut cmd = Command::new(helm);
+    cmd.args(["template", "finalizer-guard"])
         .arg(chart())
         .args(["--namespace", harness::NAMESPACE])
         .args(["--set", "policyCheck.enabled=false"])
@@ -59,15 +36,9 @@ pub(crate) fn render(work: &Path, args: &[&str]) -> Vec<Value> {
         .env("HELM_CONFIG_HOME", home.join("config"))
         .env("HELM_CACHE_HOME", home.join("cache"))
         .env("HELM_DATA_HOME", home.join("data"))
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("helm runs");
-    assert!(
-        out.status.success(),
-        "helm template {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_yaml_ng::Deserializer::from_str(&String::from_utf8_lossy(&out.stdout))
+        .env_remove("KUBECONFIG");
+    let out = harness::run(cmd, None).ok();
+    serde_yaml_ng::Deserializer::from_str(&out.stdout)
         .map(|doc| <Value as serde::Deserialize>::deserialize(doc).unwrap())
         .filter(|v| !v.is_null())
         .collect()

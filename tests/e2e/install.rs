@@ -229,8 +229,9 @@ struct Skipping<'a>(&'a Cluster);
 
 impl<'a> Skipping<'a> {
     fn new(c: &'a Cluster) -> Skipping<'a> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("examples/kustomize/skip-identities/skip-identities.yaml");
+        let path = crate::common::repository::path(
+            "examples/kustomize/skip-identities/skip-identities.yaml",
+        );
         let ops: Value = serde_yaml_ng::from_str(&fs::read_to_string(path).unwrap()).unwrap();
         c.admin(&[
             "patch",

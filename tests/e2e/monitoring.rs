@@ -7,29 +7,11 @@
 //! and read back; the dashboard's ConfigMap too. An object the schema
 //! refuses is refused, so the check can fail.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use serde_json::Value;
 
 use super::harness::{NAMESPACE, env, wait_until};
 
-/// `FG_PROMETHEUS_CRDS`, else the folder `e2e/monitoring/build.sh crds` caches.
-fn crds() -> PathBuf {
-    if let Some(dir) = std::env::var_os("FG_PROMETHEUS_CRDS") {
-        return PathBuf::from(dir);
-    }
-    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/monitoring/build.sh"))
-        .arg("crds")
-        .output()
-        .expect("e2e/monitoring/build.sh runs");
-    assert!(
-        out.status.success(),
-        "e2e/monitoring/build.sh crds: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
+use crate::common::tools::prometheus_crds as crds;
 
 #[test]
 #[ignore = "needs a cluster (FG_E2E_DIR) and helm: see .ci/run"]

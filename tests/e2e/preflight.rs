@@ -49,7 +49,7 @@ fn controller_binary() -> PathBuf {
     }
     build
         .args(["build", "--locked", "--example", "widget_controller"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(crate::common::repository::root())
         .env("CARGO_TARGET_DIR", target);
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         build.arg("--release");

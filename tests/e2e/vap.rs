@@ -65,7 +65,7 @@ const EXCLUDED: &[(&str, &str)] = &[
 ];
 
 fn fixtures() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"))
+    crate::common::repository::fixtures()
 }
 
 /// One replayable case file.

@@ -8,7 +8,7 @@ use super::helm::{chart, find, helm, template};
 use super::*;
 
 fn doc(path: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+    std::fs::read_to_string(repository::path(path)).unwrap()
 }
 
 /// The text of the section under `heading` (a whole `## ...` line), up to
@@ -243,7 +243,7 @@ fn the_security_guide_lists_every_rule_of_every_role_the_chart_renders() {
 
 /// Every Markdown file of the docs, the READMEs and the chart's README.
 fn all_docs() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repository::root();
     let mut files = vec![
         root.join("README.md"),
         root.join("DEVELOPMENT.md"),
@@ -410,7 +410,7 @@ fn the_image_is_described_the_same_in_values_docs_and_a_releases_chart() {
     let released = copy.path().join("finalizer-guard");
     copy_dir(&chart(), &released);
     let run = Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/release/chart.py"))
+        .arg(repository::path("scripts/release/chart.py"))
         .args([
             released.to_str().unwrap(),
             "0.1.0",
@@ -584,7 +584,7 @@ fn every_alert_has_a_runbook_url_whose_section_exists() {
 #[ignore = "needs helm (FG_HELM) and python3: see .ci/run"]
 fn the_charts_readme_lists_every_value_as_the_schema_describes_it() {
     let helm = helm();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repository::root();
     let run = Command::new("python3")
         .arg(root.join("scripts/chart-readme.py"))
         .arg("--check")
@@ -805,7 +805,7 @@ fn every_alert_the_docs_name_is_one_the_chart_renders() {
         .flat_map(|g| g["rules"].as_array().unwrap())
         .map(|r| r["alert"].as_str().unwrap().to_string())
         .collect();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repository::root();
     let mut files = vec![
         root.join("README.md"),
         root.join("CHANGELOG.md"),
@@ -851,7 +851,7 @@ fn every_alert_the_docs_name_is_one_the_chart_renders() {
 /// Events, nothing else" of it.
 #[test]
 fn no_doc_says_the_webhook_only_creates_events() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repository::root();
     let mut files = vec![root.join("README.md"), root.join("DEVELOPMENT.md")];
     files.extend(files_under(&root.join("docs")));
     for file in files {

@@ -12,33 +12,14 @@
 //! plane) is `tests/e2e/monitoring.rs`.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
 use super::helm::{helm, template};
 
-fn chart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/finalizer-guard")
-}
-
-/// `FG_PROMTOOL`, else the binary `e2e/monitoring/build.sh promtool` caches.
-fn promtool() -> PathBuf {
-    if let Some(path) = std::env::var_os("FG_PROMTOOL") {
-        return PathBuf::from(path);
-    }
-    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/monitoring/build.sh"))
-        .arg("promtool")
-        .output()
-        .expect("e2e/monitoring/build.sh runs");
-    assert!(
-        out.status.success(),
-        "e2e/monitoring/build.sh promtool: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
+use crate::common::repository::{self, chart};
+use crate::common::tools::promtool;
 
 /// The metric names a `/metrics` text exports, from its `# TYPE` lines: a
 /// counter `x` as `x_total`, a histogram as `x_bucket`, `x_sum`, `x_count`.
@@ -234,7 +215,7 @@ fn the_query_reader_finds_metrics_and_nothing_else() {
 
 #[test]
 fn the_dashboard_queries_only_metrics_the_binaries_export() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repository::root();
     let source = |file: &str| std::fs::read_to_string(root.join(file)).unwrap();
     let mut names = exported(&finalizer_guard::trail::metrics::Metrics::new().encode());
     names.extend(registered(&source("src/trail/metrics.rs")));
@@ -401,7 +382,7 @@ fn every_alert_passes_its_promtool_unit_tests() {
         .flat_map(|g| g["rules"].as_array().unwrap())
         .map(|r| r["alert"].as_str().unwrap().to_string())
         .collect();
-    let tests_file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/monitoring/rules.test.yaml");
+    let tests_file = repository::path("tests/monitoring/rules.test.yaml");
     let tests: Value =
         serde_yaml_ng::from_str(&std::fs::read_to_string(&tests_file).unwrap()).unwrap();
     let tested: BTreeSet<String> = tests["tests"]
