@@ -820,7 +820,7 @@ impl SelfManagedFlags {
     /// The loop's settings, when `--certificates-secret` is given.
     pub fn settings(self, interval: Duration) -> Option<Settings> {
         let (namespace, secret) = self.certificates_secret?;
-        let mut dns = crate::server::certs::service_names(&self.service, &namespace);
+        let mut dns = crate::pki::certificates::service_names(&self.service, &namespace);
         dns.extend(self.certificate_dns);
         Some(Settings {
             namespace,

@@ -22,6 +22,7 @@ pub mod files;
 pub mod flags;
 pub mod offline;
 pub mod output;
+pub mod pki;
 pub mod policy;
 pub mod queue;
 pub mod server;

@@ -1461,7 +1461,7 @@ fn check_cert_manager_overlay(objects: &[Value]) {
     let names: Vec<String> = serde_json::from_value(serving["spec"]["dnsNames"].clone()).unwrap();
     assert_eq!(
         names,
-        finalizer_guard::server::certs::service_names(SERVICE, NAMESPACE)
+        finalizer_guard::pki::certificates::service_names(SERVICE, NAMESPACE)
     );
     let issuer = text(serving, "/spec/issuerRef/name");
     let ca_issuer = find("Issuer", issuer);
@@ -1486,7 +1486,7 @@ fn check_cert_manager_overlay(objects: &[Value]) {
 
 /// The self-managed overlay's output: the Secret holds the serving pair and
 /// the CA, and the caBundle is the CA.
-fn check_self_managed(objects: &[Value], bundle: &finalizer_guard::server::certs::Bundle) {
+fn check_self_managed(objects: &[Value], bundle: &finalizer_guard::pki::certificates::Bundle) {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let secret = objects
         .iter()
@@ -1511,7 +1511,7 @@ fn check_self_managed(objects: &[Value], bundle: &finalizer_guard::server::certs
         .unwrap();
     assert_eq!(
         text(webhook, "/webhooks/0/clientConfig/caBundle"),
-        finalizer_guard::server::certs::ca_bundle(&bundle.ca_cert_pem),
+        finalizer_guard::pki::certificates::ca_bundle(&bundle.ca_cert_pem),
         "the caBundle `finalizer-guard certs` prints"
     );
     let all = serde_json::to_string(objects).unwrap();
@@ -1537,17 +1537,17 @@ fn copy_manifests() -> tempfile::TempDir {
 
 /// What the self-managed overlay's instructions do: `finalizer-guard certs`
 /// into certs/, then ca.crt, tls.crt and tls.key copied into the overlay.
-fn write_certs(overlay: &Path) -> finalizer_guard::server::certs::Bundle {
+fn write_certs(overlay: &Path) -> finalizer_guard::pki::certificates::Bundle {
     let certs_dir = overlay.join("../../../certs");
-    let authority = finalizer_guard::server::certs::Authority::generate(30).unwrap();
+    let authority = finalizer_guard::pki::certificates::CertificateAuthority::generate(30).unwrap();
     let bundle = authority
         .issue(
-            &finalizer_guard::server::certs::service_names(SERVICE, NAMESPACE),
+            &finalizer_guard::pki::certificates::service_names(SERVICE, NAMESPACE),
             &[],
             30,
         )
         .unwrap();
-    finalizer_guard::server::certs::write(&bundle, &certs_dir).unwrap();
+    finalizer_guard::pki::certificates::write(&bundle, &certs_dir).unwrap();
     for file in ["ca.crt", "tls.crt", "tls.key"] {
         std::fs::copy(certs_dir.join(file), overlay.join(file)).unwrap();
     }

@@ -25,7 +25,7 @@
 //! serving certificate of the new CA is served; then the old CA leaves.
 //!
 //! A serving renewal keeps the serving key, so the approval seal derived
-//! from it ([`super::tls::seal_key`]) and approvals sealed under it survive
+//! from it ([`crate::pki::keys::seal_key`]) and approvals sealed under it survive
 //! the renewal; a new CA comes with a new serving key. Every replica serves
 //! the Secret's one key, so every replica seals alike (within a reload
 //! interval of a change).
@@ -56,6 +56,7 @@ use tokio::sync::watch;
 
 use super::state::{AppState, stopped_signal};
 use super::tls::{self, CertStore};
+use crate::pki::keys;
 
 /// The one webhook the chart's configuration names.
 pub const DEFAULT_WEBHOOK: &str = "finalizers.finalizer-guard.io";
@@ -348,7 +349,7 @@ impl Stored {
         let serving = match (&ca, &self.serving) {
             (Some(ca), Some(serving)) => parse(&serving.cert).map(|leaf| {
                 let fits = leaf_fits(&leaf.der, &ca.der, names)
-                    && tls::certified_key(serving.cert.as_bytes(), serving.key.as_bytes()).is_ok();
+                    && keys::certified_key(serving.cert.as_bytes(), serving.key.as_bytes()).is_ok();
                 (leaf.not_after, fits)
             }),
             _ => None,
@@ -536,7 +537,7 @@ fn new_ca(now: i64, validity: i64) -> Result<Pair> {
     let key = KeyPair::generate()?;
     let made =
         jiff::Timestamp::from_second(now).map_or_else(|_| now.to_string(), |t| t.to_string());
-    let mut params = super::certs::ca_named(format!("finalizer-guard CA {made}"));
+    let mut params = crate::pki::certificates::ca_named(format!("finalizer-guard CA {made}"));
     params.not_before = at(now - BACKDATE_SECONDS);
     params.not_after = at(now + validity);
     let cert = params.self_signed(&key)?;
@@ -775,7 +776,7 @@ impl Manager {
                     // is due well before the end).
                     let read = Stored::from_secret(existing.as_ref().unwrap_or(&secret));
                     let serving = read.serving.as_ref().filter(|s| {
-                        tls::certified_key(s.cert.as_bytes(), s.key.as_bytes()).is_ok()
+                        keys::certified_key(s.cert.as_bytes(), s.key.as_bytes()).is_ok()
                     });
                     return match serving {
                         Some(_) => Ok((read, Some(refused))),
@@ -839,7 +840,7 @@ impl Manager {
             ops.push(json!({
                 "op": "add",
                 "path": format!("/webhooks/{index}/clientConfig/caBundle"),
-                "value": super::certs::ca_bundle(bundle),
+                "value": crate::pki::certificates::ca_bundle(bundle),
             }));
         }
         if ops.len() == 1 {
@@ -864,8 +865,8 @@ impl Manager {
         if self.serving.as_ref() == Some(&pair) {
             return Ok(false);
         }
-        let certified = tls::certified_key(pair.cert.as_bytes(), pair.key.as_bytes())?;
-        let seal = tls::seal_key(pair.key.as_bytes())?;
+        let certified = keys::certified_key(pair.cert.as_bytes(), pair.key.as_bytes())?;
+        let seal = keys::seal_key(pair.key.as_bytes())?;
         store.replace(certified, seal);
         if let (Some(state), Some(expiry)) = (state, store.expiry()) {
             state.metrics.certificate_expires("serving", expiry);
@@ -880,8 +881,8 @@ impl Manager {
         for e in failed {
             tracing::error!(error = %e, "certificates not kept current; serving the Secret's certificate, trying again every interval");
         }
-        let certified = tls::certified_key(pair.cert.as_bytes(), pair.key.as_bytes())?;
-        let seal = tls::seal_key(pair.key.as_bytes())?;
+        let certified = keys::certified_key(pair.cert.as_bytes(), pair.key.as_bytes())?;
+        let seal = keys::seal_key(pair.key.as_bytes())?;
         tracing::info!(object = %self.secret_name(), "serving the certificate of the certificates Secret");
         self.serving = Some(pair);
         Ok((certified, seal))
