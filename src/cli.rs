@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::offline::suggest::command::Suggest;
-use crate::server::self_managed::{DEFAULT_WEBHOOK, Names, Settings, Timing};
+use crate::server::self_managed::{DEFAULT_WEBHOOK, ServingNames, Settings, Timing};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::cluster::approve::Approve;
@@ -827,7 +827,7 @@ impl SelfManagedFlags {
             secret,
             webhook_configuration: self.webhook_configuration,
             webhook_names: self.webhook_names,
-            names: Names {
+            names: ServingNames {
                 dns,
                 ips: self.certificate_ip,
             },
