@@ -48,9 +48,9 @@ pub trait Reloadable: Send + Sync + 'static {
 }
 
 /// The policy file.
-pub struct PolicyFile(pub PathBuf);
+pub struct WatchedPolicyFile(pub PathBuf);
 
-impl Reloadable for PolicyFile {
+impl Reloadable for WatchedPolicyFile {
     fn kind(&self) -> &'static str {
         "policy"
     }

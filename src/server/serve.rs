@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use super::connections::serve;
-use super::reload::{CertificateFiles, ClientCaFile, PolicyFile, Reloadable, doctor_allows};
+use super::reload::{CertificateFiles, ClientCaFile, Reloadable, WatchedPolicyFile, doctor_allows};
 use super::state::{AppState, EventsTarget, Limits, RecordConfig};
 use crate::admission::audit::AuditLog;
 use crate::error::{Error, Result};
@@ -178,7 +178,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     );
     let mut watched = serving.reloadables();
     if let Some(path) = policy {
-        watched.push((Arc::new(PolicyFile(path)), policy_bytes));
+        watched.push((Arc::new(WatchedPolicyFile(path)), policy_bytes));
     }
     let (draining, draining_told) = watch::channel(false);
     if let Some(manager) = manager {
