@@ -12,8 +12,6 @@ mod command;
 mod offline;
 mod policy;
 mod serve;
-#[cfg(test)]
-mod tests;
 
 pub use cluster::{ApproveArgs, UnstickArgs, WatchArgs, WriteFlags};
 pub use command::{Cli, Command, VersionArgs};

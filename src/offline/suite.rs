@@ -18,8 +18,6 @@ mod outcome;
 mod report;
 mod run;
 mod short;
-#[cfg(test)]
-mod tests;
 
 pub use file::{Expected, SuiteCase, SuiteFile};
 pub use outcome::CaseOutcome;

@@ -42,8 +42,6 @@ mod manager;
 mod rotation;
 mod secret;
 mod stored;
-#[cfg(test)]
-mod tests;
 
 pub use error::{CertificatesError, CertificatesResult};
 pub use manager::{DEFAULT_WEBHOOK, Initial, Manager, Settings, start};
