@@ -28,7 +28,7 @@ use serde::de::DeserializeOwned;
 
 /// What one YAML input may expand to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct YamlLimits {
     /// Nodes (scalars, sequences, mappings), counted once per repetition.
     pub nodes: u64,
     /// Bytes of the scalars, counted once per repetition.
@@ -41,7 +41,7 @@ pub struct Limits {
 /// and `--static`): a policy of a thousand rules is some 20,000 nodes.
 /// Built, this much takes some 20 MiB, well within the 64 MiB the chart
 /// gives its policy check; as many bytes as the largest policy file read.
-pub const POLICY: Limits = Limits {
+pub const POLICY: YamlLimits = YamlLimits {
     nodes: 100_000,
     scalar_bytes: crate::files::MAX_POLICY_BYTES,
     aliases: 10_000,
@@ -50,7 +50,7 @@ pub const POLICY: Limits = Limits {
 /// A suite file: thousands of cases, each of a few dozen nodes and an
 /// object reused by alias (5,000 cases reusing an object of 150 nodes
 /// are some 900,000). Built, this much takes about 50 MiB.
-pub const SUITE: Limits = Limits {
+pub const SUITE: YamlLimits = YamlLimits {
     nodes: 1_000_000,
     scalar_bytes: 32 * 1024 * 1024,
     aliases: 100_000,
@@ -124,7 +124,7 @@ fn flow_depth(input: &[u8]) -> Result<(), Refused> {
 /// Why YAML could not be read: refused before it was built ([`scan`]), or
 /// not of the shape wanted.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum YamlError {
     #[error(transparent)]
     Refused(#[from] Refused),
     #[error(transparent)]
@@ -132,20 +132,23 @@ pub enum Error {
 }
 
 /// `serde_yaml_ng::from_str`, once [`scan`] has found `text` within `limits`.
-pub fn from_str<T: DeserializeOwned>(text: &str, limits: &Limits) -> Result<T, Error> {
+pub fn from_str<T: DeserializeOwned>(text: &str, limits: &YamlLimits) -> Result<T, YamlError> {
     scan(text.as_bytes(), limits)?;
     Ok(serde_yaml_ng::from_str(text)?)
 }
 
 /// `serde_yaml_ng::from_slice`, once [`scan`] has found `bytes` within `limits`.
-pub fn from_slice<T: DeserializeOwned>(bytes: &[u8], limits: &Limits) -> Result<T, Error> {
+pub fn from_slice<T: DeserializeOwned>(bytes: &[u8], limits: &YamlLimits) -> Result<T, YamlError> {
     scan(bytes, limits)?;
     Ok(serde_yaml_ng::from_slice(bytes)?)
 }
 
 /// Each document of `text` (`---` between them), once [`scan`] has found
 /// the whole of it within `limits`.
-pub fn documents<T: DeserializeOwned>(text: &str, limits: &Limits) -> Result<Vec<T>, Error> {
+pub fn documents<T: DeserializeOwned>(
+    text: &str,
+    limits: &YamlLimits,
+) -> Result<Vec<T>, YamlError> {
     scan(text.as_bytes(), limits)?;
     let mut out = Vec::new();
     for document in serde_yaml_ng::Deserializer::from_str(text) {
@@ -178,7 +181,7 @@ struct Open {
 
 /// The state of one [`scan`].
 struct Scan<'l> {
-    limits: &'l Limits,
+    limits: &'l YamlLimits,
     counted: Expanded,
     /// Each anchor of the current document by name: the latest one so
     /// named, as an alias refers to it (an index into `anchors`).
@@ -247,7 +250,7 @@ impl Scan<'_> {
 /// Reads `input`'s events, without building anything from them, and
 /// counts what its documents expand to: refused past `limits`, or if it is
 /// not YAML.
-pub fn scan(input: &[u8], limits: &Limits) -> Result<Expanded, Refused> {
+pub fn scan(input: &[u8], limits: &YamlLimits) -> Result<Expanded, Refused> {
     flow_depth(input)?;
     let mut parser = Parser::new();
     parser.set_input(input);
@@ -341,7 +344,7 @@ mod tests {
         scan(text.as_bytes(), &SUITE).unwrap_or_else(|e| panic!("{text}: {e}"))
     }
 
-    fn refused(text: &str, limits: &Limits) -> Refused {
+    fn refused(text: &str, limits: &YamlLimits) -> Refused {
         scan(text.as_bytes(), limits).expect_err(text)
     }
 
@@ -411,12 +414,18 @@ mod tests {
         assert!(matches!(e, Refused::Nodes { limit: 100_000, .. }), "{e:?}");
         // Through every reader: the same refusal, not a built value.
         let e = from_str::<serde_yaml_ng::Value>(&text, &SUITE).unwrap_err();
-        assert!(matches!(e, Error::Refused(Refused::Nodes { .. })), "{e}");
+        assert!(
+            matches!(e, YamlError::Refused(Refused::Nodes { .. })),
+            "{e}"
+        );
         let e = documents::<Value>(&text, &SUITE).unwrap_err();
-        assert!(matches!(e, Error::Refused(Refused::Nodes { .. })), "{e}");
+        assert!(
+            matches!(e, YamlError::Refused(Refused::Nodes { .. })),
+            "{e}"
+        );
 
         // The scalars' bytes, and the aliases, have limits of their own.
-        let small = Limits {
+        let small = YamlLimits {
             nodes: 1_000_000,
             scalar_bytes: 10_000,
             aliases: 100,

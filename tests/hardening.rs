@@ -18,8 +18,8 @@ use clap::Parser;
 use common::wait::wait_until;
 use common::{Running, start, start_with, strip, update};
 use finalizer_guard::cli::{Cli, Command};
+use finalizer_guard::pki::certificates::CertificateAuthority;
 use finalizer_guard::server;
-use finalizer_guard::server::certs::Authority;
 use rustls_pki_types::ServerName;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -1788,7 +1788,7 @@ async fn with_a_client_ca_only_its_client_certificates_are_served() {
     // Refused at the handshake: no certificate; one from another CA; and
     // one from the right CA that is not for client authentication (the
     // serving certificate itself).
-    let other = Authority::generate(1)
+    let other = CertificateAuthority::generate(1)
         .unwrap()
         .issue_client("kube-apiserver", 1)
         .unwrap();
@@ -1881,12 +1881,12 @@ async fn a_client_ca_that_cannot_be_read_is_a_startup_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_ca_is_reloaded_while_serving() {
-    let first = Authority::generate(1)
+    let first = CertificateAuthority::generate(1)
         .unwrap()
         .issue_client("kube-apiserver", 1)
         .unwrap();
     // The second CA outlives the first by days: the expiry gauge moves.
-    let second = Authority::generate(5)
+    let second = CertificateAuthority::generate(5)
         .unwrap()
         .issue_client("kube-apiserver", 1)
         .unwrap();
@@ -1899,7 +1899,7 @@ async fn the_client_ca_is_reloaded_while_serving() {
     })
     .await;
     let ca_file = ca_file.into_inner().unwrap();
-    let served = |identity: &finalizer_guard::server::certs::Bundle| {
+    let served = |identity: &finalizer_guard::pki::certificates::Bundle| {
         // A new client each time: a new connection, a full handshake.
         let client = common::client_as(
             &server.ca_pem,

@@ -393,17 +393,17 @@ fn copy_manifests() -> tempfile::TempDir {
 
 /// What the self-managed overlay's instructions do: `finalizer-guard certs`
 /// into certs/, then ca.crt, tls.crt and tls.key copied into the overlay.
-fn write_certs(overlay: &Path) -> finalizer_guard::server::certs::Bundle {
+fn write_certs(overlay: &Path) -> finalizer_guard::pki::certificates::Bundle {
     let certs_dir = overlay.join("../../../certs");
-    let authority = finalizer_guard::server::certs::Authority::generate(30).unwrap();
+    let authority = finalizer_guard::pki::certificates::CertificateAuthority::generate(30).unwrap();
     let bundle = authority
         .issue(
-            &finalizer_guard::server::certs::service_names(SERVICE, NAMESPACE),
+            &finalizer_guard::pki::certificates::service_names(SERVICE, NAMESPACE),
             &[],
             30,
         )
         .unwrap();
-    finalizer_guard::server::certs::write(&bundle, &certs_dir).unwrap();
+    finalizer_guard::pki::certificates::write(&bundle, &certs_dir).unwrap();
     for file in ["ca.crt", "tls.crt", "tls.key"] {
         std::fs::copy(certs_dir.join(file), overlay.join(file)).unwrap();
     }

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use finalizer_guard::pki::certificates::{self as certs, Bundle, CertificateAuthority};
 use finalizer_guard::server;
-use finalizer_guard::server::certs::{self, Authority, Bundle};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use serde_json::{Value, json};
@@ -210,8 +210,8 @@ async fn secret_volume_swap_under_load_keeps_serving_and_refuses_broken_pairs() 
     common::install_provider();
     let names = certs::service_names("finalizer-guard", "finalizer-guard");
     let loopback = ["127.0.0.1".parse().unwrap()];
-    let old_ca = Authority::generate(1).unwrap();
-    let new_ca = Authority::generate(1).unwrap();
+    let old_ca = CertificateAuthority::generate(1).unwrap();
+    let new_ca = CertificateAuthority::generate(1).unwrap();
     let old: Bundle = old_ca.issue(&names, &loopback, 1).unwrap();
     let new: Bundle = new_ca.issue(&names, &loopback, 1).unwrap();
     let third: Bundle = new_ca.issue(&names, &loopback, 1).unwrap();

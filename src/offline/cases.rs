@@ -262,7 +262,7 @@ impl Answered {
         if !allowed && message.trim().is_empty() {
             problems.push("denied without explanation (empty status.message)".to_string());
         }
-        // CONTRACT.md, Decision 6: a denial is an HTTP-style 403.
+        // docs/policy.md, the decision rules, Rule 6: a denial is an HTTP-style 403.
         if !allowed && *code != 403 {
             problems.push(format!("denied with status.code {code}, want 403"));
         }

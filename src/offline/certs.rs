@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::output::escape;
-use crate::server::certs;
+use crate::pki::certificates as certs;
 
 /// `certs`' settings, from the command line.
 #[derive(Debug)]
@@ -55,9 +55,9 @@ pub fn run(settings: Certs) -> Result<i32> {
         let cert = std::fs::read_to_string(&ca_crt).map_err(|e| Error::io(&ca_crt, e))?;
         let key = std::fs::read_to_string(&ca_key).map_err(|e| Error::io(&ca_key, e))?;
         eprintln!("reusing the CA in {}", escape(&out.display().to_string()));
-        certs::Authority::from_pem(&cert, &key)?
+        certs::CertificateAuthority::from_pem(&cert, &key)?
     } else {
-        certs::Authority::generate(ca_days)?
+        certs::CertificateAuthority::generate(ca_days)?
     };
     let mut names = certs::service_names(&service, &namespace);
     names.extend(dns);

@@ -9,9 +9,9 @@ use serde::Serialize;
 use crate::admission;
 use crate::error::{Error, Result, TlsError};
 use crate::output::{Format, Printer, Report, escape};
+use crate::pki::keys;
 use crate::policy::seal::SealKey;
 use crate::policy::{self, Policy, Verdict};
-use crate::server;
 
 /// `check`'s settings, from the command line.
 #[derive(Debug)]
@@ -139,7 +139,7 @@ pub fn check_file(
 /// The webhook's serving key, to verify approvals' seals as it does.
 fn seal_key(path: &Path) -> Result<SealKey> {
     let pem = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let key = server::tls::seal_key(&pem).map_err(|e| TlsError::InFile {
+    let key = keys::seal_key(&pem).map_err(|e| TlsError::InFile {
         path: path.to_path_buf(),
         source: Box::new(e),
     })?;

@@ -9,6 +9,7 @@
 pub mod cases;
 pub mod certs;
 pub mod check;
+pub mod difference;
 pub mod doctor;
 pub mod export;
 pub mod presets;

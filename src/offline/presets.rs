@@ -12,11 +12,11 @@ use crate::policy::presets::{self, Preset, PresetRef};
 
 /// The catalog as printed.
 #[derive(Debug, Serialize)]
-pub struct Catalog {
+pub struct CatalogReport {
     pub presets: &'static [Preset],
 }
 
-impl Report for Catalog {
+impl Report for CatalogReport {
     fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
         for (i, p) in self.presets.iter().enumerate() {
             if i > 0 {
@@ -54,7 +54,7 @@ impl Report for Catalog {
 
 /// `policy presets`: exit 0.
 pub fn run(output: OutputFlag, sources: bool) -> Result<i32> {
-    let catalog = Catalog {
+    let catalog = CatalogReport {
         presets: presets::catalog(),
     };
     if sources {

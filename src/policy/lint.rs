@@ -22,6 +22,21 @@ pub enum UserShape {
     Group,
 }
 
+impl UserShape {
+    /// Why a user written in this shape matches nothing.
+    fn why(self) -> &'static str {
+        match self {
+            UserShape::ServiceAccount => {
+                "matches nothing if it is a ServiceAccount, which is sent as system:serviceaccount:NAMESPACE:NAME"
+            }
+            UserShape::Component => {
+                "matches nothing: Kubernetes' components are sent as system:NAME"
+            }
+            UserShape::Group => "matches nothing: it is a group's name, never a user's",
+        }
+    }
+}
+
 /// Why (part of) a rule can match nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PolicyWarning {
@@ -138,58 +153,16 @@ impl std::fmt::Display for PolicyWarning {
                 rule,
                 value,
                 groups,
-            } => {
-                write!(
-                    f,
-                    "{rule}: resources {value:?} matches nothing: with no group it names the core group, which has no {value}; "
-                )?;
-                match groups.as_slice() {
-                    [] => write!(
-                        f,
-                        "write it with its API group, as RESOURCE.GROUP (e.g. {:?})",
-                        format!("{value}.example.com")
-                    ),
-                    [group] => write!(f, "write {:?}", format!("{value}.{group}")),
-                    groups => {
-                        let all: Vec<String> = groups
-                            .iter()
-                            .map(|g| format!("{:?}", format!("{value}.{g}")))
-                            .collect();
-                        write!(f, "write the one you mean: {}", all.join(", "))
-                    }
-                }
-            }
+            } => write_no_group(f, rule, value, groups),
             PolicyWarning::ServiceAccountWildcard { rule, value } => {
-                write!(
-                    f,
-                    "{rule}: serviceAccounts {value:?} matches nothing: a ServiceAccount is an exact NAMESPACE:NAME, and no name holds a '*'; "
-                )?;
-                match value.split_once(':') {
-                    Some((ns, "*")) if !ns.contains('*') => write!(
-                        f,
-                        "for every ServiceAccount of namespace {ns}, write groups: [{:?}]",
-                        format!("system:serviceaccounts:{ns}")
-                    ),
-                    _ => f.write_str("list each ServiceAccount as NAMESPACE:NAME"),
-                }
+                write_service_account_wildcard(f, rule, value)
             }
             PolicyWarning::NotAUser {
                 rule,
                 value,
                 shape,
                 write,
-            } => {
-                let why = match shape {
-                    UserShape::ServiceAccount => {
-                        "matches nothing if it is a ServiceAccount, which is sent as system:serviceaccount:NAMESPACE:NAME"
-                    }
-                    UserShape::Component => {
-                        "matches nothing: Kubernetes' components are sent as system:NAME"
-                    }
-                    UserShape::Group => "matches nothing: it is a group's name, never a user's",
-                };
-                write!(f, "{rule}: users {value:?} {why}; write {write}")
-            }
+            } => write!(f, "{rule}: users {value:?} {}; write {write}", shape.why()),
             PolicyWarning::GuardOff {
                 rule,
                 field,
@@ -208,22 +181,74 @@ impl std::fmt::Display for PolicyWarning {
                 identity,
                 who,
                 finalizers,
-            } => {
-                let fix = if *field == "namespace" {
-                    "name the namespace the preset's controllers run in, one of their own"
-                } else {
-                    "name the controllers' own ServiceAccounts"
-                };
-                write!(
-                    f,
-                    "presets[{index}].{field} {written:?}: {rule} would trust {identity}, {who}: each of them may remove {finalizers}, so the guard is off for them; {fix}"
-                )
-            }
+            } => write!(
+                f,
+                "presets[{index}].{field} {written:?}: {rule} would trust {identity}, {who}: each of them may remove {finalizers}, so the guard is off for them; {}",
+                preset_fix(field)
+            ),
             PolicyWarning::BroadApprover { field, value, who } => write!(
                 f,
                 "override.approval.{field} {value:?} is {who}: each of them may approve an override of any finalizer, so the two-person rule's second person is whoever runs a pod there; name the people who approve (users, or a group only they are in)"
             ),
         }
+    }
+}
+
+/// [`PolicyWarning::NoGroup`]: a resource with no group, and the groups
+/// that do have it.
+fn write_no_group(
+    f: &mut std::fmt::Formatter<'_>,
+    rule: &str,
+    value: &str,
+    groups: &[&str],
+) -> std::fmt::Result {
+    write!(
+        f,
+        "{rule}: resources {value:?} matches nothing: with no group it names the core group, which has no {value}; "
+    )?;
+    match groups {
+        [] => write!(
+            f,
+            "write it with its API group, as RESOURCE.GROUP (e.g. {:?})",
+            format!("{value}.example.com")
+        ),
+        [group] => write!(f, "write {:?}", format!("{value}.{group}")),
+        groups => {
+            let all: Vec<String> = groups
+                .iter()
+                .map(|g| format!("{:?}", format!("{value}.{g}")))
+                .collect();
+            write!(f, "write the one you mean: {}", all.join(", "))
+        }
+    }
+}
+
+/// [`PolicyWarning::ServiceAccountWildcard`]: what to write instead.
+fn write_service_account_wildcard(
+    f: &mut std::fmt::Formatter<'_>,
+    rule: &str,
+    value: &str,
+) -> std::fmt::Result {
+    write!(
+        f,
+        "{rule}: serviceAccounts {value:?} matches nothing: a ServiceAccount is an exact NAMESPACE:NAME, and no name holds a '*'; "
+    )?;
+    match value.split_once(':') {
+        Some((ns, "*")) if !ns.contains('*') => write!(
+            f,
+            "for every ServiceAccount of namespace {ns}, write groups: [{:?}]",
+            format!("system:serviceaccounts:{ns}")
+        ),
+        _ => f.write_str("list each ServiceAccount as NAMESPACE:NAME"),
+    }
+}
+
+/// [`PolicyWarning::PresetGuardOff`]: what to name instead.
+fn preset_fix(field: &str) -> &'static str {
+    if field == "namespace" {
+        "name the namespace the preset's controllers run in, one of their own"
+    } else {
+        "name the controllers' own ServiceAccounts"
     }
 }
 

@@ -400,7 +400,22 @@ pub(super) fn validate_override(
     if !is_annotation_key(&annotation) {
         errors.push(PolicyError::BadAnnotationKey(annotation.clone()));
     }
-    let reasons = file.reasons.unwrap_or_else(|| {
+    let reasons = validate_reasons(file.reasons, errors);
+    let approval = file.approval.and_then(|a| validate_approval(a, errors));
+    let finalizers = validate_entries(file.finalizers, &reasons, approval.is_some(), errors);
+    OverrideSettings {
+        annotation,
+        reasons,
+        approval,
+        require_deletion: file.require_deletion,
+        finalizers,
+    }
+}
+
+/// `override.reasons`: the defaults when absent; none empty, each lowercase
+/// letters, digits and dashes.
+fn validate_reasons(reasons: Option<Vec<String>>, errors: &mut Vec<PolicyError>) -> Vec<String> {
+    let reasons = reasons.unwrap_or_else(|| {
         DEFAULT_OVERRIDE_REASONS
             .iter()
             .map(|r| r.to_string())
@@ -418,52 +433,48 @@ pub(super) fn validate_override(
             errors.push(PolicyError::BadReason(reason.clone()));
         }
     }
-    let approval = file.approval.and_then(|a| {
-        if a.users.is_empty() && a.groups.is_empty() {
-            errors.push(PolicyError::NoApprovers);
-        }
-        for (field, kind, names) in [
-            ("users", Kind::User, &a.users),
-            ("groups", Kind::Group, &a.groups),
-        ] {
-            for name in names {
-                if !is_word(name) {
-                    errors.push(PolicyError::BadApprover {
-                        field,
-                        value: name.clone(),
-                    });
-                } else if let Some(who) =
-                    too_broad(kind, name, Grant::EveryFinalizer).filter(Broad::is_everyone)
-                {
-                    // Refused, not warned of: no policy means it (the
-                    // narrower ones are `policy validate`'s warnings).
-                    errors.push(PolicyError::BroadApprover {
-                        field,
-                        value: name.clone(),
-                        who: who.to_string(),
-                    });
-                }
+    reasons
+}
+
+/// `override.approval`: someone named, no one too broad to trust, a
+/// positive `maxAge`.
+fn validate_approval(a: ApprovalFile, errors: &mut Vec<PolicyError>) -> Option<Approval> {
+    if a.users.is_empty() && a.groups.is_empty() {
+        errors.push(PolicyError::NoApprovers);
+    }
+    for (field, kind, names) in [
+        ("users", Kind::User, &a.users),
+        ("groups", Kind::Group, &a.groups),
+    ] {
+        for name in names {
+            if !is_word(name) {
+                errors.push(PolicyError::BadApprover {
+                    field,
+                    value: name.clone(),
+                });
+            } else if let Some(who) =
+                too_broad(kind, name, Grant::EveryFinalizer).filter(Broad::is_everyone)
+            {
+                // Refused, not warned of: no policy means it (the
+                // narrower ones are `policy validate`'s warnings).
+                errors.push(PolicyError::BroadApprover {
+                    field,
+                    value: name.clone(),
+                    who: who.to_string(),
+                });
             }
         }
-        match a.max_age.parse::<jiff::SignedDuration>() {
-            Ok(d) if d.is_positive() => Some(Approval {
-                users: a.users,
-                groups: a.groups,
-                max_age: d,
-            }),
-            _ => {
-                errors.push(PolicyError::BadMaxAge(a.max_age));
-                None
-            }
+    }
+    match a.max_age.parse::<jiff::SignedDuration>() {
+        Ok(d) if d.is_positive() => Some(Approval {
+            users: a.users,
+            groups: a.groups,
+            max_age: d,
+        }),
+        _ => {
+            errors.push(PolicyError::BadMaxAge(a.max_age));
+            None
         }
-    });
-    let finalizers = validate_entries(file.finalizers, &reasons, approval.is_some(), errors);
-    OverrideSettings {
-        annotation,
-        reasons,
-        approval,
-        require_deletion: file.require_deletion,
-        finalizers,
     }
 }
 

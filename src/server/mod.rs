@@ -1,6 +1,5 @@
 //! The server: TLS webhook port, plain admin port, hot reload, graceful drain.
 
-pub mod certs;
 mod connections;
 mod drain;
 pub mod reload;

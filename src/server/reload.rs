@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use super::state::{AppState, stopped_signal};
 use super::tls::{self, CertStore, ClientCaStore, TlsError};
 use crate::error::{IoError, list};
+use crate::pki::keys;
 use crate::policy::servable::{self, Blocked};
 use crate::policy::{self, LoadError, Policy};
 
@@ -47,9 +48,9 @@ pub trait Reloadable: Send + Sync + 'static {
 }
 
 /// The policy file.
-pub struct PolicyFile(pub PathBuf);
+pub struct WatchedPolicyFile(pub PathBuf);
 
-impl Reloadable for PolicyFile {
+impl Reloadable for WatchedPolicyFile {
     fn kind(&self) -> &'static str {
         "policy"
     }
@@ -85,14 +86,14 @@ impl Reloadable for CertificateFiles {
         &self.cert
     }
     fn read(&self) -> Result<Vec<u8>, ReloadError> {
-        let (cert_pem, key_pem) = tls::read_pair(&self.cert, &self.key)?;
-        Ok(tls::fingerprint(&cert_pem, &key_pem))
+        let (cert_pem, key_pem) = keys::read_pair(&self.cert, &self.key)?;
+        Ok(keys::fingerprint(&cert_pem, &key_pem))
     }
     fn apply(&self, bytes: &[u8], state: &AppState) -> Result<(), ReloadError> {
-        let (cert_pem, key_pem) = tls::split_fingerprint(bytes);
+        let (cert_pem, key_pem) = keys::split_fingerprint(bytes);
         self.store.replace(
-            tls::certified_key(cert_pem, key_pem)?,
-            tls::seal_key(key_pem)?,
+            keys::certified_key(cert_pem, key_pem)?,
+            keys::seal_key(key_pem)?,
         );
         if let Some(expiry) = self.store.expiry() {
             state.metrics.certificate_expires("serving", expiry);
@@ -117,7 +118,7 @@ impl Reloadable for ClientCaFile {
     }
     fn apply(&self, bytes: &[u8], state: &AppState) -> Result<(), ReloadError> {
         self.store.replace(tls::client_verifier(bytes)?);
-        if let Some(expiry) = tls::bundle_expiry(bytes) {
+        if let Some(expiry) = keys::bundle_expiry(bytes) {
             state.metrics.certificate_expires("client-ca", expiry);
         }
         tracing::info!("client CA reloaded");

@@ -12,12 +12,12 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use super::connections::serve;
-use super::reload::{CertificateFiles, ClientCaFile, PolicyFile, Reloadable, doctor_allows};
+use super::reload::{CertificateFiles, ClientCaFile, Reloadable, WatchedPolicyFile, doctor_allows};
 use super::state::{AppState, EventsTarget, Limits, RecordConfig};
 use crate::error::{Error, Result};
+use crate::pki::certificates as certs;
 use crate::policy::seal::SealKey;
 use crate::policy::{self, Mode, Policy};
-use crate::server::certs;
 use crate::trail::audit_log::AuditLog;
 use crate::trail::events::EventSink;
 use crate::trail::metrics::Metrics;
@@ -178,7 +178,7 @@ pub async fn start(config: ServeConfig) -> Result<Handle> {
     );
     let mut watched = serving.reloadables();
     if let Some(path) = policy {
-        watched.push((Arc::new(PolicyFile(path)), policy_bytes));
+        watched.push((Arc::new(WatchedPolicyFile(path)), policy_bytes));
     }
     let (draining, draining_told) = watch::channel(false);
     if let Some(manager) = manager {
@@ -310,7 +310,8 @@ impl ServingTls {
             metrics.certificate_expires("serving", expiry);
         }
         let client_ca = self.client_ca.as_ref();
-        if let Some(expiry) = client_ca.and_then(|(_, _, pem)| super::tls::bundle_expiry(pem)) {
+        if let Some(expiry) = client_ca.and_then(|(_, _, pem)| crate::pki::keys::bundle_expiry(pem))
+        {
             metrics.certificate_expires("client-ca", expiry);
         }
     }
@@ -339,7 +340,7 @@ fn serving_tls(
     let (certified, seal, files, dev_ca) = match files {
         Some(Err((certified, seal))) => (certified, seal, None, None),
         Some(Ok((cert, key))) => {
-            let (certified, seal, fingerprint) = super::tls::load_files(&cert, &key)?;
+            let (certified, seal, fingerprint) = crate::pki::keys::load_files(&cert, &key)?;
             tracing::info!(cert = %cert.display(), key = %key.display(), "serving certificate loaded");
             (certified, seal, Some(((cert, key), fingerprint)), None)
         }
@@ -481,7 +482,7 @@ fn log_policy(policy: &Policy, source: Option<String>) {
 /// Dev mode: a CA and a serving certificate for localhost and the default
 /// Service names, generated at start; the CA is written where clients can find it.
 fn dev_certificate(dir: &Path) -> Result<(rustls::sign::CertifiedKey, SealKey, PathBuf)> {
-    let ca = certs::Authority::generate(30)?;
+    let ca = certs::CertificateAuthority::generate(30)?;
     let mut names = vec!["localhost".to_string()];
     names.extend(certs::service_names("finalizer-guard", "finalizer-guard"));
     let ips = [
@@ -505,7 +506,7 @@ fn dev_certificate(dir: &Path) -> Result<(rustls::sign::CertifiedKey, SealKey, P
          pass --tls-cert and --tls-key in a cluster"
     );
     let certified =
-        super::tls::certified_key(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes())?;
-    let seal = super::tls::seal_key(bundle.key_pem.as_bytes())?;
+        crate::pki::keys::certified_key(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes())?;
+    let seal = crate::pki::keys::seal_key(bundle.key_pem.as_bytes())?;
     Ok((certified, seal, ca_path))
 }

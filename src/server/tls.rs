@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use rustls::client::danger::HandshakeSignatureValid;
-use rustls::crypto::CryptoProvider;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
@@ -20,56 +19,12 @@ use rustls::{
     DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme,
 };
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls_pki_types::{CertificateDer, UnixTime};
 
 pub use crate::error::TlsError;
 use crate::policy::seal::SealKey;
 
-type Result<T, E = TlsError> = std::result::Result<T, E>;
-
-pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// Parses a PEM certificate chain and private key into a key rustls can serve,
-/// refusing a key that does not belong to the certificate.
-pub fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey> {
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
-        .collect::<Result<_, _>>()
-        .map_err(TlsError::Certificate)?;
-    if chain.is_empty() {
-        return Err(TlsError::NoCertificate);
-    }
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(TlsError::PrivateKey)?;
-    CertifiedKey::from_der(chain, key, &provider()).map_err(TlsError::KeyMismatch)
-}
-
-/// The key two-person approvals are sealed with, derived from the serving
-/// private key: every replica serving the same Secret seals alike, and a new
-/// serving key voids the approvals sealed with the old one.
-pub fn seal_key(key_pem: &[u8]) -> Result<SealKey> {
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(TlsError::PrivateKey)?;
-    Ok(SealKey::derive(key.secret_der()))
-}
-
-/// When the leaf certificate expires, in seconds since the Unix epoch.
-pub fn expiry(key: &CertifiedKey) -> Option<i64> {
-    let leaf = key.cert.first()?;
-    let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
-    Some(cert.validity().not_after.timestamp())
-}
-
-/// When the first certificate of a PEM bundle to expire expires, in seconds
-/// since the Unix epoch: `None` when it holds none that parses.
-pub fn bundle_expiry(pem: &[u8]) -> Option<i64> {
-    CertificateDer::pem_slice_iter(pem)
-        .filter_map(|cert| {
-            let cert = cert.ok()?;
-            let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
-            Some(parsed.validity().not_after.timestamp())
-        })
-        .min()
-}
+use crate::pki::keys::{TlsResult, expiry, provider};
 
 /// The serving certificate, swapped atomically: handshakes in flight keep
 /// the one they started with, new ones get the new one. The approval seal
@@ -120,7 +75,7 @@ impl ResolvesServerCert for CertStore {
 pub fn server_config(
     store: Arc<CertStore>,
     client_ca: Option<Arc<ClientCaStore>>,
-) -> Result<ServerConfig> {
+) -> TlsResult<ServerConfig> {
     let builder = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(TlsError::Protocol)?;
@@ -142,7 +97,7 @@ pub fn server_config(
 
 /// A verifier of client certificates: they must chain to a certificate in
 /// `ca_pem` (one or more PEM blocks) and be meant for client authentication.
-pub fn client_verifier(ca_pem: &[u8]) -> Result<Arc<dyn ClientCertVerifier>> {
+pub fn client_verifier(ca_pem: &[u8]) -> TlsResult<Arc<dyn ClientCertVerifier>> {
     let mut roots = RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem) {
         let cert = cert.map_err(TlsError::ClientCaPem)?;
@@ -157,7 +112,7 @@ pub fn client_verifier(ca_pem: &[u8]) -> Result<Arc<dyn ClientCertVerifier>> {
 }
 
 /// Reads a client CA bundle: its verifier, and the file's bytes to compare reads by.
-pub fn load_client_ca(path: &Path) -> Result<(Arc<dyn ClientCertVerifier>, Vec<u8>)> {
+pub fn load_client_ca(path: &Path) -> TlsResult<(Arc<dyn ClientCertVerifier>, Vec<u8>)> {
     let pem = crate::error::read(path)?;
     let verifier = client_verifier(&pem).map_err(|e| TlsError::InFile {
         path: path.to_path_buf(),
@@ -264,33 +219,4 @@ impl ClientCert {
     pub fn verified(self) -> bool {
         self == ClientCert::Verified
     }
-}
-
-/// Reads a certificate and key from files.
-pub fn read_pair(cert: &Path, key: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
-    Ok((crate::error::read(cert)?, crate::error::read(key)?))
-}
-
-/// One byte string standing for a certificate and key pair, to compare reads by.
-pub fn fingerprint(cert_pem: &[u8], key_pem: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + cert_pem.len() + key_pem.len());
-    out.extend_from_slice(&(cert_pem.len() as u64).to_be_bytes());
-    out.extend_from_slice(cert_pem);
-    out.extend_from_slice(key_pem);
-    out
-}
-
-/// The certificate and key a [`fingerprint`] was made of.
-pub fn split_fingerprint(fingerprint: &[u8]) -> (&[u8], &[u8]) {
-    let (len, rest) = fingerprint.split_at(8.min(fingerprint.len()));
-    let len = u64::from_be_bytes(len.try_into().unwrap_or([0; 8])) as usize;
-    rest.split_at(len.min(rest.len()))
-}
-
-/// Reads a certificate and key from files: the key rustls serves, and the pair's fingerprint.
-pub fn load_files(cert: &Path, key: &Path) -> Result<(CertifiedKey, SealKey, Vec<u8>)> {
-    let (cert_pem, key_pem) = read_pair(cert, key)?;
-    let certified = certified_key(&cert_pem, &key_pem)?;
-    let seal = seal_key(&key_pem)?;
-    Ok((certified, seal, fingerprint(&cert_pem, &key_pem)))
 }

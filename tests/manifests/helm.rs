@@ -257,7 +257,7 @@ fn each_overlay_installs_what_the_chart_installs_for_its_certificates() {
     let bundle = write_certs(&overlay);
     let ca_bundle = format!(
         "certificates.external.caBundle={}",
-        finalizer_guard::server::certs::ca_bundle(&bundle.ca_cert_pem)
+        finalizer_guard::pki::certificates::ca_bundle(&bundle.ca_cert_pem)
     );
     let mut args = off.to_vec();
     args.extend(["--set", "certificates.source=external", "--set", &ca_bundle]);

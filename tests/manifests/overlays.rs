@@ -18,7 +18,7 @@ fn check_cert_manager_overlay(objects: &[Value]) {
     let names: Vec<String> = serde_json::from_value(serving["spec"]["dnsNames"].clone()).unwrap();
     assert_eq!(
         names,
-        finalizer_guard::server::certs::service_names(SERVICE, NAMESPACE)
+        finalizer_guard::pki::certificates::service_names(SERVICE, NAMESPACE)
     );
     let issuer = text(serving, "/spec/issuerRef/name");
     let ca_issuer = find("Issuer", issuer);
@@ -43,7 +43,7 @@ fn check_cert_manager_overlay(objects: &[Value]) {
 
 /// The self-managed overlay's output: the Secret holds the serving pair and
 /// the CA, and the caBundle is the CA.
-fn check_self_managed(objects: &[Value], bundle: &finalizer_guard::server::certs::Bundle) {
+fn check_self_managed(objects: &[Value], bundle: &finalizer_guard::pki::certificates::Bundle) {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let secret = objects
         .iter()
@@ -68,7 +68,7 @@ fn check_self_managed(objects: &[Value], bundle: &finalizer_guard::server::certs
         .unwrap();
     assert_eq!(
         text(webhook, "/webhooks/0/clientConfig/caBundle"),
-        finalizer_guard::server::certs::ca_bundle(&bundle.ca_cert_pem),
+        finalizer_guard::pki::certificates::ca_bundle(&bundle.ca_cert_pem),
         "the caBundle `finalizer-guard certs` prints"
     );
     let all = serde_json::to_string(objects).unwrap();

@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 
 use super::render::{File, KNOWN_FILES, Options, POLICIES, StaticError, WEBHOOKS, render};
 use crate::files::{Access, NewFile, replace};
+use crate::offline::difference::{MissingKey, first_difference};
 use crate::policy::config::Policy;
 
 /// Why a directory is not the export of a policy.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum VerifyError {
+pub enum StaticVerifyError {
     #[error("{0}")]
     Export(#[from] StaticError),
     #[error("{0}: missing")]
@@ -38,7 +39,7 @@ pub enum VerifyError {
 
 /// Why the export was not written.
 #[derive(Debug, thiserror::Error)]
-pub enum WriteError {
+pub enum StaticWriteError {
     #[error(
         "{dir}: holds {what}, which `policy export --static` did not write: choose an empty or new folder"
     )]
@@ -51,8 +52,8 @@ pub enum WriteError {
     },
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError + '_ {
-    move |source| WriteError::Io {
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StaticWriteError + '_ {
+    move |source| StaticWriteError::Io {
         path: crate::output::escape(&path.display().to_string()).into_owned(),
         source,
     }
@@ -93,17 +94,17 @@ fn is_ours(entry: &str) -> bool {
 /// all are written, so a folder mounted into kube-apiserver's pod stays the
 /// same folder; files of the previous export this one does not have are
 /// removed last.
-pub fn write(dir: &Path, files: &[File]) -> Result<(), WriteError> {
+pub fn write(dir: &Path, files: &[File]) -> Result<(), StaticWriteError> {
     let shown = || crate::output::escape(&dir.display().to_string()).into_owned();
     match std::fs::metadata(dir) {
-        Ok(m) if !m.is_dir() => Err(WriteError::Foreign {
+        Ok(m) if !m.is_dir() => Err(StaticWriteError::Foreign {
             dir: shown(),
             what: "a file, not a folder".into(),
         }),
         Ok(_) => {
             let entries = listing(dir).map_err(io(dir))?;
             if let Some(foreign) = entries.iter().find(|e| !is_ours(e)) {
-                return Err(WriteError::Foreign {
+                return Err(StaticWriteError::Foreign {
                     dir: shown(),
                     what: crate::output::quoted(foreign),
                 });
@@ -115,7 +116,7 @@ pub fn write(dir: &Path, files: &[File]) -> Result<(), WriteError> {
     }
 }
 
-fn write_new(dir: &Path, files: &[File]) -> Result<(), WriteError> {
+fn write_new(dir: &Path, files: &[File]) -> Result<(), StaticWriteError> {
     let parent = match dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -145,7 +146,11 @@ fn write_new(dir: &Path, files: &[File]) -> Result<(), WriteError> {
     result
 }
 
-fn replace_in_place(dir: &Path, files: &[File], entries: &[String]) -> Result<(), WriteError> {
+fn replace_in_place(
+    dir: &Path,
+    files: &[File],
+    entries: &[String],
+) -> Result<(), StaticWriteError> {
     for sub in [POLICIES, WEBHOOKS] {
         if files.iter().any(|f| f.path.starts_with(&format!("{sub}/"))) {
             let p = dir.join(sub);
@@ -201,13 +206,13 @@ pub fn verify(
     policy: &Policy,
     options: &Options,
     found: &BTreeMap<String, Result<String, String>>,
-) -> Result<(), VerifyError> {
+) -> Result<(), StaticVerifyError> {
     let files = render(policy, options)?;
     for f in &files {
         let text = match found.get(f.path) {
-            None => return Err(VerifyError::Missing(f.path.into())),
+            None => return Err(StaticVerifyError::Missing(f.path.into())),
             Some(Err(why)) => {
-                return Err(VerifyError::Unreadable {
+                return Err(StaticVerifyError::Unreadable {
                     file: f.path.into(),
                     why: why.clone(),
                 });
@@ -215,27 +220,27 @@ pub fn verify(
             Some(Ok(text)) => text,
         };
         let documents: Vec<serde_json::Value> = crate::yaml::documents(text, &crate::yaml::POLICY)
-            .map_err(|e| VerifyError::Yaml {
+            .map_err(|e| StaticVerifyError::Yaml {
                 file: f.path.into(),
                 why: crate::output::without_values(&e.to_string()),
             })?;
         let objects: Vec<serde_json::Value> =
             documents.into_iter().filter(|v| !v.is_null()).collect();
         if objects.len() != f.objects.len() {
-            return Err(VerifyError::Count {
+            return Err(StaticVerifyError::Count {
                 file: f.path.into(),
                 found: objects.len(),
                 want: f.objects.len(),
             });
         }
         for ((kind, want), got) in f.objects.iter().zip(&objects) {
-            if let Some(at) = first_difference(want, got, "") {
+            if let Some(at) = first_difference(want, got, "", MissingKey::Escaped) {
                 let name = want
                     .pointer("/metadata/name")
                     .and_then(|n| n.as_str())
                     .map(|n| format!(" {n}"))
                     .unwrap_or_default();
-                return Err(VerifyError::Differs {
+                return Err(StaticVerifyError::Differs {
                     file: f.path.into(),
                     object: format!("{kind}{name}"),
                     at: if at.is_empty() { "the top".into() } else { at },
@@ -244,41 +249,9 @@ pub fn verify(
         }
     }
     if let Some(extra) = found.keys().find(|k| !files.iter().any(|f| f.path == *k)) {
-        return Err(VerifyError::Extra(
+        return Err(StaticVerifyError::Extra(
             crate::output::escape(extra).into_owned(),
         ));
     }
     Ok(())
-}
-
-/// The path of the first field where `a` and `b` differ (`spec.variables[3].expression`).
-fn first_difference(a: &serde_json::Value, b: &serde_json::Value, at: &str) -> Option<String> {
-    use serde_json::Value;
-    let join = |key: &str| {
-        if at.is_empty() {
-            key.to_string()
-        } else {
-            format!("{at}.{key}")
-        }
-    };
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
-            keys.into_iter().find_map(|k| match (x.get(k), y.get(k)) {
-                (Some(p), Some(q)) => first_difference(p, q, &join(k)),
-                _ => Some(join(&crate::output::escape(k))),
-            })
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            if x.len() != y.len() {
-                return Some(at.to_string());
-            }
-            x.iter()
-                .zip(y)
-                .enumerate()
-                .find_map(|(i, (p, q))| first_difference(p, q, &format!("{at}[{i}]")))
-        }
-        _ if a == b => None,
-        _ => Some(at.to_string()),
-    }
 }

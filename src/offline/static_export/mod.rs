@@ -42,7 +42,7 @@
 mod folder;
 mod render;
 
-pub use folder::{VerifyError, WriteError, read_dir, verify, write};
+pub use folder::{StaticVerifyError, StaticWriteError, read_dir, verify, write};
 pub use render::{
     ADMISSION_CONFIG, BACKSTOP, File, KNOWN_FILES, Options, POLICIES, PROTECT, SUFFIX, StaticError,
     WEBHOOK, WEBHOOKS, Webhook, render,

@@ -640,7 +640,7 @@ fn admission_config_file(options: &Options, common: &str) -> File {
 
 #[cfg(test)]
 mod tests {
-    use super::super::folder::{VerifyError, WriteError, read_dir, verify, write};
+    use super::super::folder::{StaticVerifyError, StaticWriteError, read_dir, verify, write};
     use super::*;
 
     fn options() -> Options {
@@ -800,14 +800,14 @@ mod tests {
         let warn = Policy::from_yaml("mode: warn\n").unwrap();
         assert!(matches!(
             verify(&warn, &options(), &found),
-            Err(VerifyError::Differs { ref file, ref object, .. })
+            Err(StaticVerifyError::Differs { ref file, ref object, .. })
                 if file == BACKSTOP_FILE && object == "ValidatingAdmissionPolicy finalizer-guard.static.k8s.io"
         ));
         let mut bob = options();
         bob.operator_users = vec!["bob".into()];
         assert_eq!(
             verify(&enforce(), &bob, &found),
-            Err(VerifyError::Differs {
+            Err(StaticVerifyError::Differs {
                 file: PROTECT_FILE.into(),
                 object: format!("ValidatingAdmissionPolicy {PROTECT}"),
                 at: "spec.validations[0].expression".into(),
@@ -816,12 +816,12 @@ mod tests {
         found.insert("policies/extra.yaml".into(), Ok(String::new()));
         assert_eq!(
             verify(&enforce(), &options(), &found),
-            Err(VerifyError::Extra("policies/extra.yaml".into()))
+            Err(StaticVerifyError::Extra("policies/extra.yaml".into()))
         );
         found.remove(PROTECT_FILE);
         assert_eq!(
             verify(&enforce(), &options(), &found),
-            Err(VerifyError::Missing(PROTECT_FILE.into()))
+            Err(StaticVerifyError::Missing(PROTECT_FILE.into()))
         );
     }
 
@@ -857,7 +857,7 @@ mod tests {
         std::fs::write(&file, "").unwrap();
         assert!(matches!(
             write(&file, &files),
-            Err(WriteError::Foreign { .. })
+            Err(StaticWriteError::Foreign { .. })
         ));
     }
 }

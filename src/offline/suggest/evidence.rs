@@ -11,18 +11,18 @@ use crate::policy::{FinalizerField, Policy, Target};
 
 /// The kinds of evidence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Source {
+pub enum EvidenceSource {
     WebhookAudit,
     Recording,
     ApiserverAudit,
 }
 
-impl Source {
+impl EvidenceSource {
     pub fn describe(self) -> &'static str {
         match self {
-            Source::WebhookAudit => "webhook audit records",
-            Source::Recording => "recordings",
-            Source::ApiserverAudit => "kube-apiserver audit events",
+            EvidenceSource::WebhookAudit => "webhook audit records",
+            EvidenceSource::Recording => "recordings",
+            EvidenceSource::ApiserverAudit => "kube-apiserver audit events",
         }
     }
 }
@@ -42,7 +42,7 @@ pub struct Seen {
     /// kube-apiserver's audit ID: its events repeat per stage.
     pub audit_id: Option<String>,
     /// Which kind of evidence this came from.
-    pub source: Source,
+    pub source: EvidenceSource,
     /// The webhook's records and recordings: whether the review's caller
     /// presented a client certificate verified against `serve --client-ca`
     /// (`None`: the record does not say, as older versions wrote them).
@@ -58,11 +58,11 @@ pub struct Seen {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Parsed {
     /// Evidence of a kind this command reads, `Some` when it is a `would-deny`.
-    Evidence(Source, Option<Box<Seen>>),
+    Evidence(EvidenceSource, Option<Box<Seen>>),
     /// A `would-deny` removal that never happened ([`Skip`]): evidence read,
     /// no rule made from it. kube-apiserver's audit ID, when it has one: its
     /// other stages are the same request.
-    Skipped(Source, Skip, Option<String>),
+    Skipped(EvidenceSource, Skip, Option<String>),
     /// Not evidence.
     Other,
 }
@@ -89,7 +89,7 @@ impl Skip {
 }
 
 /// `seen`, unless its request was a dry run or failed.
-fn judged(source: Source, seen: Option<Seen>, skip: Option<Skip>) -> Parsed {
+fn judged(source: EvidenceSource, seen: Option<Seen>, skip: Option<Skip>) -> Parsed {
     match (seen, skip) {
         (Some(seen), Some(why)) => Parsed::Skipped(source, why, seen.audit_id),
         (seen, _) => Parsed::Evidence(source, seen.map(Box::new)),
@@ -142,7 +142,7 @@ pub fn parse_line(line: &str) -> Parsed {
     };
     if value["kind"] == "FinalizerRemoval" && value.get("decision").is_some() {
         let dry = (value["dryRun"] == true).then_some(Skip::DryRun);
-        return judged(Source::WebhookAudit, webhook_record(&value), dry);
+        return judged(EvidenceSource::WebhookAudit, webhook_record(&value), dry);
     }
     if value["kind"] == "Event"
         && value["apiVersion"]
@@ -162,7 +162,7 @@ pub fn parse_line(line: &str) -> Parsed {
         } else {
             failed.then_some(Skip::Failed)
         };
-        return judged(Source::ApiserverAudit, seen, skip);
+        return judged(EvidenceSource::ApiserverAudit, seen, skip);
     }
     Parsed::Other
 }
@@ -211,7 +211,7 @@ fn webhook_record(value: &Value) -> Option<Seen> {
         name: text(&value["name"]),
         time: time(&value["time"]),
         audit_id: None,
-        source: Source::WebhookAudit,
+        source: EvidenceSource::WebhookAudit,
         authenticated: value["authenticated"].as_bool(),
         denied,
     })
@@ -255,7 +255,7 @@ fn apiserver_event(value: &Value) -> Option<Seen> {
         name: text(&object["name"]),
         time: time(&value["requestReceivedTimestamp"]),
         audit_id: value["auditID"].as_str().map(String::from),
-        source: Source::ApiserverAudit,
+        source: EvidenceSource::ApiserverAudit,
         authenticated: Some(true),
         denied,
     })
@@ -269,7 +269,7 @@ pub fn parse_recording(value: &Value) -> Parsed {
         return Parsed::Other;
     }
     let dry = (value["review"]["request"]["dryRun"] == true).then_some(Skip::DryRun);
-    judged(Source::Recording, recording(value), dry)
+    judged(EvidenceSource::Recording, recording(value), dry)
 }
 
 /// A recording names the removed finalizers, not which were unauthorized:
@@ -318,7 +318,7 @@ fn recording(value: &Value) -> Option<Seen> {
         name: text(&request["name"]),
         time: time(&value["recordedAt"]),
         audit_id: None,
-        source: Source::Recording,
+        source: EvidenceSource::Recording,
         authenticated: value["authenticated"].as_bool(),
         denied,
     })
@@ -329,7 +329,7 @@ fn recording(value: &Value) -> Option<Seen> {
 pub struct Evidence {
     pub seen: Vec<Seen>,
     /// Evidence entries read, per kind (would-deny or not).
-    pub read: BTreeMap<Source, usize>,
+    pub read: BTreeMap<EvidenceSource, usize>,
     /// Would-deny removals that never happened, by why.
     pub skipped: BTreeMap<Skip, usize>,
     audit_ids: HashSet<String>,
@@ -418,20 +418,20 @@ mod tests {
 
     #[test]
     fn lines_are_told_apart_by_content() {
-        let table: Vec<(String, Option<Source>, bool)> = vec![
+        let table: Vec<(String, Option<EvidenceSource>, bool)> = vec![
             (
                 apiserver("1", CONTROLLER, "would-deny", "example.com/a"),
-                Some(Source::ApiserverAudit),
+                Some(EvidenceSource::ApiserverAudit),
                 true,
             ),
             (
                 apiserver("2", CONTROLLER, "authorized", ""),
-                Some(Source::ApiserverAudit),
+                Some(EvidenceSource::ApiserverAudit),
                 false,
             ),
             (
                 json!({"kind": "Event", "apiVersion": "audit.k8s.io/v1", "annotations": {"authorization.k8s.io/decision": "allow"}}).to_string(),
-                Some(Source::ApiserverAudit),
+                Some(EvidenceSource::ApiserverAudit),
                 false,
             ),
             (
@@ -440,12 +440,12 @@ mod tests {
                     "removedFinalizers": [{"finalizer": "example.com/x", "field": "metadata.finalizers"},
                                           {"finalizer": "example.com/y", "field": "metadata.finalizers", "authorizedBy": "rule r"}],
                     "decision": "would-deny", "mode": "warn", "dryRun": false}).to_string(),
-                Some(Source::WebhookAudit),
+                Some(EvidenceSource::WebhookAudit),
                 true,
             ),
             (
                 json!({"kind": "FinalizerRemoval", "decision": "override", "removedFinalizers": []}).to_string(),
-                Some(Source::WebhookAudit),
+                Some(EvidenceSource::WebhookAudit),
                 false,
             ),
             ("not json".into(), None, false),
@@ -489,7 +489,8 @@ mod tests {
                 "oldObject": {"metadata": {"name": "team-a", "finalizers": ["a.example.com/x"]}, "spec": {"finalizers": ["kubernetes", "example.com/ns"]}},
             }},
         });
-        let Parsed::Evidence(Source::Recording, Some(seen)) = parse_recording(&value) else {
+        let Parsed::Evidence(EvidenceSource::Recording, Some(seen)) = parse_recording(&value)
+        else {
             panic!()
         };
         assert_eq!(
@@ -612,7 +613,7 @@ mod tests {
             "oldObject": {"metadata": {"finalizers": ["example.com/a"]}}, "object": {"metadata": {}}}}});
         assert!(matches!(
             parse_recording(&value),
-            Parsed::Skipped(Source::Recording, Skip::DryRun, None)
+            Parsed::Skipped(EvidenceSource::Recording, Skip::DryRun, None)
         ));
     }
 
@@ -642,7 +643,8 @@ mod tests {
         let record = json!({"kind": "FinalizerRemoval", "user": CONTROLLER, "resource": "widgets.example.com", "namespace": "team-c",
             "removedFinalizers": [{"finalizer": "example.com/a", "field": "metadata.finalizers"}],
             "decision": "denied", "mode": "enforce", "dryRun": false, "authenticated": true});
-        let Parsed::Evidence(Source::WebhookAudit, Some(seen)) = parse_line(&record.to_string())
+        let Parsed::Evidence(EvidenceSource::WebhookAudit, Some(seen)) =
+            parse_line(&record.to_string())
         else {
             panic!()
         };

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::evidence::{Evidence, Seen, Source, parse_line};
+use super::evidence::{Evidence, EvidenceSource, Seen, parse_line};
 use crate::policy::FinalizerField;
 
 pub(super) const CONTROLLER: &str = "system:serviceaccount:widgets:widget-controller";
@@ -36,7 +36,7 @@ pub(super) fn seen_at(resource: &str, namespace: Option<&str>, finalizer: &str) 
         name: "o".into(),
         time: None,
         audit_id: None,
-        source: Source::ApiserverAudit,
+        source: EvidenceSource::ApiserverAudit,
         authenticated: Some(true),
         denied: false,
     }

@@ -295,16 +295,9 @@ fn rule_items(lines: &[&str]) -> Option<(usize, Vec<(usize, usize)>)> {
         .collect();
     let mut items = Vec::new();
     for (n, &start) in starts.iter().enumerate() {
-        let mut stop = starts.get(n + 1).copied().unwrap_or(end);
         // Comments and blank lines before the next item belong to it.
-        while stop > start + 1 {
-            let t = lines[stop - 1].trim_start();
-            if t.is_empty() || t.starts_with('#') {
-                stop -= 1;
-            } else {
-                break;
-            }
-        }
+        let stop =
+            before_trailing_comments(lines, starts.get(n + 1).copied().unwrap_or(end), start);
         items.push((start, stop));
     }
     Some((indent, items))
@@ -436,19 +429,11 @@ fn insert_rules(text: &str, rules: &[String]) -> Option<String> {
     }
     let indent = indent.unwrap_or_else(|| "  ".into());
     // After the last item line, before trailing comments and blank lines.
-    let mut insert = end;
-    if !empty {
-        while insert > at + 1 {
-            let l = lines[insert - 1].trim_start();
-            if l.is_empty() || l.starts_with('#') {
-                insert -= 1;
-            } else {
-                break;
-            }
-        }
+    let insert = if empty {
+        at + 1
     } else {
-        insert = at + 1;
-    }
+        before_trailing_comments(&lines, end, at)
+    };
     let mut out: Vec<String> = lines[..at].iter().map(|l| l.to_string()).collect();
     out.push("rules:".into());
     out.extend(lines[at + 1..insert].iter().map(|l| l.to_string()));
@@ -483,6 +468,20 @@ fn rewrite(text: &str, rules: &[String]) -> String {
     }
     out.push_str(&indented(rules, "  "));
     out
+}
+
+/// `stop`, moved back over the comment and blank lines that end
+/// `lines[..stop]`, never to `floor` or before it.
+fn before_trailing_comments(lines: &[&str], mut stop: usize, floor: usize) -> usize {
+    while stop > floor + 1 {
+        let t = lines[stop - 1].trim_start();
+        if t.is_empty() || t.starts_with('#') {
+            stop -= 1;
+        } else {
+            break;
+        }
+    }
+    stop
 }
 
 #[cfg(test)]
@@ -654,13 +653,20 @@ mod tests {
         let base = Policy::from_yaml(text).unwrap();
         let e = evidence(&[denial("1", CONTROLLER, "team-c", 403)]);
         let merged = render(&suggest(&e.seen, Some(&base)), Some((text, &base)));
-        let policy = Policy::from_yaml(&merged).unwrap();
+        one_rule_for_team_a_and_team_c(&merged);
+    }
+
+    /// The policy `merged` holds, after checking it has one rule, for
+    /// namespaces team-a and team-c.
+    fn one_rule_for_team_a_and_team_c(merged: &str) -> Policy {
+        let policy = Policy::from_yaml(merged).unwrap();
         assert_eq!(policy.rules.len(), 1, "{merged}");
         assert_eq!(
             policy.rules[0].namespaces,
             Some(vec!["team-a".into(), "team-c".into()]),
             "{merged}"
         );
+        policy
     }
 
     /// Whether `policy` lets `user` remove `finalizer` from a `resource`
@@ -767,6 +773,10 @@ mod tests {
         };
         let widgets = "widgets.example.com";
         let gadgets = "gadgets.example.com";
+        let one_finalizer_two_resources = rule(
+            "[example.com/a]",
+            "[widgets.example.com, gadgets.example.com]",
+        );
         // (rule, evidence, the rule's namespaces after, removals allowed
         // after, removals still denied)
         type Case<'a> = (
@@ -787,10 +797,7 @@ mod tests {
             ),
             // A resource not seen in team-c.
             (
-                rule(
-                    "[example.com/a]",
-                    "[widgets.example.com, gadgets.example.com]",
-                ),
+                one_finalizer_two_resources.clone(),
                 vec![seen("team-c", widgets, "example.com/a")],
                 &["team-a", "team-b"],
                 vec![("team-c", widgets, "example.com/a")],
@@ -799,10 +806,7 @@ mod tests {
             // Both seen in team-c, one in team-d alone: in place for
             // team-c, beside it for team-d, which gets no more than it showed.
             (
-                rule(
-                    "[example.com/a]",
-                    "[widgets.example.com, gadgets.example.com]",
-                ),
+                one_finalizer_two_resources.clone(),
                 vec![
                     seen("team-c", widgets, "example.com/a"),
                     seen("team-c", gadgets, "example.com/a"),
@@ -861,13 +865,7 @@ mod tests {
         let e = evidence(&[removal("1", OP, "team-c", "example.com/a", true)]);
         let s = suggest_with(&e.seen, Some(&base), rbac);
         let merged = render(&s, Some((text, &base)));
-        let policy = Policy::from_yaml(&merged).unwrap();
-        assert_eq!(policy.rules.len(), 1, "{merged}");
-        assert_eq!(
-            policy.rules[0].namespaces,
-            Some(vec!["team-a".into(), "team-c".into()]),
-            "{merged}"
-        );
+        let policy = one_rule_for_team_a_and_team_c(&merged);
         assert!(
             merged.contains(": team-c added (bound by ClusterRoleBinding b, yet widened only as far as the evidence shows); its namespaces now team-a (the rule's) and team-c (seen in the evidence)"),
             "{merged}"

@@ -92,13 +92,14 @@ mod trust;
 mod yaml;
 
 pub use bindings::Bindings;
-pub use evidence::{Evidence, Parsed, Seen, Skip, Source, parse_line, parse_recording};
+pub use evidence::{Evidence, EvidenceSource, Parsed, Seen, Skip, parse_line, parse_recording};
 pub use identities::Identity;
 pub use reach::{Reach, reach};
 pub use read::read_path;
 pub use render::{people_comments, render};
 pub use rules::{
-    Activity, Place, Suggested, Suggestions, Widening, patterns, removals, suggest, suggest_with,
+    IdentityActivity, Place, Suggested, Suggestions, Widening, patterns, removals, suggest,
+    suggest_with,
 };
 pub use trust::{SetAside, trusted};
 

@@ -17,7 +17,7 @@ use crate::policy::{self, Change, FinalizerField, FinalizerLists, Policy, Reques
 
 /// What one identity was seen doing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Activity {
+pub struct IdentityActivity {
     /// Removals (requests).
     pub count: usize,
     /// Of those, the ones enforce mode denied.
@@ -57,7 +57,7 @@ impl Place {
     }
 }
 
-impl Activity {
+impl IdentityActivity {
     fn add(&mut self, seen: &Seen, finalizers: &[(String, FinalizerField)]) {
         self.count += 1;
         self.denied += usize::from(seen.denied);
@@ -102,9 +102,9 @@ pub fn removals(would_deny: usize, denied: usize) -> String {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Suggestions {
     /// Software: rules.
-    pub controllers: BTreeMap<Identity, Activity>,
+    pub controllers: BTreeMap<Identity, IdentityActivity>,
     /// Everyone else: comment lines, never rules.
-    pub people: BTreeMap<Identity, Activity>,
+    pub people: BTreeMap<Identity, IdentityActivity>,
     /// Removals (would-deny or denied) the `--merge` policy already allows.
     pub already_covered: usize,
     /// Of those, the ones enforce mode denied.
@@ -329,7 +329,7 @@ impl Suggestions {
     }
 }
 
-impl Activity {
+impl IdentityActivity {
     /// Records where `s` removed `finalizers`: each place a rule can name,
     /// or, left out, why not. A resource seen in a namespace elsewhere
     /// (`namespaced`) gets no cluster-wide rule from a removal without one.
@@ -431,7 +431,7 @@ pub struct Suggested<'a> {
 }
 
 impl Suggestions {
-    /// The rules, in order: each controller's ([`Activity::rules`]).
+    /// The rules, in order: each controller's ([`IdentityActivity::rules`]).
     pub fn rules(&self) -> Vec<Suggested<'_>> {
         self.controllers
             .iter()
@@ -440,7 +440,7 @@ impl Suggestions {
     }
 }
 
-impl Activity {
+impl IdentityActivity {
     /// `identity`'s rules. A rule covers the finalizers and resources it was
     /// seen removing, and reaches as far as [`reach`] decides from where
     /// `identity` was seen removing each finalizer (and its

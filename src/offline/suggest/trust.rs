@@ -4,16 +4,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::evidence::{Seen, Source, object_namespace};
+use super::evidence::{EvidenceSource, Seen, object_namespace};
 
 /// The would-deny removals set aside by [`trusted`], by source: those of
 /// reviews marked unauthenticated, and those whose record does not say.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct SetAside {
     /// Marked `"authenticated": false`.
-    pub unauthenticated: BTreeMap<Source, usize>,
+    pub unauthenticated: BTreeMap<EvidenceSource, usize>,
     /// Not marked at all (written by a version before the mark).
-    pub unmarked: BTreeMap<Source, usize>,
+    pub unmarked: BTreeMap<EvidenceSource, usize>,
     /// Unauthenticated or unmarked, kept: kube-apiserver's audit log shows the same removal.
     pub confirmed: usize,
     /// Authenticated records of a removal kube-apiserver's audit log shows
@@ -29,7 +29,7 @@ impl SetAside {
     /// One line per reason, for standard error.
     pub fn lines(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let counts = |by: &BTreeMap<Source, usize>| {
+        let counts = |by: &BTreeMap<EvidenceSource, usize>| {
             let each: Vec<String> = by
                 .iter()
                 .map(|(source, n)| format!("{n} from {}", source.describe()))
@@ -80,7 +80,7 @@ fn confirms(by: &Seen, seen: &Seen) -> bool {
     fn groups(s: &Seen) -> BTreeSet<&str> {
         s.groups.iter().map(String::as_str).collect()
     }
-    by.source == Source::ApiserverAudit
+    by.source == EvidenceSource::ApiserverAudit
         && by.username == seen.username
         && groups(by) == groups(seen)
         && by.group == seen.group
@@ -112,7 +112,7 @@ pub fn trusted(seen: Vec<Seen>, trust_unauthenticated: bool) -> (Vec<Seen>, SetA
     let mut aside = SetAside::default();
     let (events, records): (Vec<Seen>, Vec<Seen>) = seen
         .into_iter()
-        .partition(|s| s.source == Source::ApiserverAudit);
+        .partition(|s| s.source == EvidenceSource::ApiserverAudit);
     // The authenticated records first: a forged one must not take their event.
     let (authenticated, others): (Vec<Seen>, Vec<Seen>) = records
         .into_iter()
@@ -160,7 +160,7 @@ mod tests {
     #[test]
     fn unauthenticated_evidence_counts_only_when_confirmed_or_trusted() {
         let webhook = |authenticated: Option<bool>, finalizer: &str| Seen {
-            source: Source::WebhookAudit,
+            source: EvidenceSource::WebhookAudit,
             authenticated,
             namespace: Some("team-a".into()),
             ..seen_at("widgets.example.com", Some("team-a"), finalizer)
@@ -170,7 +170,7 @@ mod tests {
             webhook(Some(false), "example.com/b"),
             webhook(None, "example.com/c"),
             Seen {
-                source: Source::Recording,
+                source: EvidenceSource::Recording,
                 ..webhook(Some(false), "example.com/d")
             },
         ];
@@ -178,9 +178,15 @@ mod tests {
         assert_eq!(kept, seen[..1]);
         assert_eq!(
             aside.unauthenticated,
-            BTreeMap::from([(Source::WebhookAudit, 1), (Source::Recording, 1)])
+            BTreeMap::from([
+                (EvidenceSource::WebhookAudit, 1),
+                (EvidenceSource::Recording, 1)
+            ])
         );
-        assert_eq!(aside.unmarked, BTreeMap::from([(Source::WebhookAudit, 1)]));
+        assert_eq!(
+            aside.unmarked,
+            BTreeMap::from([(EvidenceSource::WebhookAudit, 1)])
+        );
         assert_eq!(aside.lines().len(), 2);
         assert!(
             aside.lines()[0].starts_with(
@@ -211,9 +217,12 @@ mod tests {
         assert_eq!(aside.confirmed, 1);
         assert_eq!(
             aside.unauthenticated,
-            BTreeMap::from([(Source::Recording, 1)])
+            BTreeMap::from([(EvidenceSource::Recording, 1)])
         );
-        assert_eq!(aside.unmarked, BTreeMap::from([(Source::WebhookAudit, 1)]));
+        assert_eq!(
+            aside.unmarked,
+            BTreeMap::from([(EvidenceSource::WebhookAudit, 1)])
+        );
 
         // What differs confirms nothing: the user, a group, the object, the finalizer.
         let differing = [
@@ -260,7 +269,7 @@ mod tests {
             ..seen_at("widgets.example.com", Some("team-a"), "example.com/a")
         };
         let record = |authenticated: Option<bool>, time: &str| Seen {
-            source: Source::WebhookAudit,
+            source: EvidenceSource::WebhookAudit,
             authenticated,
             time: at(time),
             ..event.clone()
@@ -274,7 +283,7 @@ mod tests {
         assert_eq!(aside.confirmed, 1);
         assert_eq!(
             aside.unauthenticated,
-            BTreeMap::from([(Source::WebhookAudit, 49)])
+            BTreeMap::from([(EvidenceSource::WebhookAudit, 49)])
         );
 
         // The record and the event of one request: counted once; the
@@ -291,7 +300,7 @@ mod tests {
         assert_eq!((aside.same, aside.confirmed), (1, 0));
         assert_eq!(
             aside.unauthenticated,
-            BTreeMap::from([(Source::WebhookAudit, 1)])
+            BTreeMap::from([(EvidenceSource::WebhookAudit, 1)])
         );
         let (kept, aside) = trusted(
             vec![record(None, "2026-11-23T19:00:00Z"), event.clone()],

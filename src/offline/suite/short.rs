@@ -34,7 +34,7 @@ use crate::policy::kinds::{self, KnownType};
 /// `requester`: who writes.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Requester {
+pub struct CaseRequester {
     /// A user name, exactly as the authenticator gives it.
     #[serde(default)]
     pub user: Option<String>,
@@ -75,7 +75,7 @@ pub struct Short<'a> {
     pub at: String,
     pub object: &'a Value,
     pub resource: Option<&'a str>,
-    pub requester: Option<&'a Requester>,
+    pub requester: Option<&'a CaseRequester>,
     pub merge_patch: Option<&'a Value>,
     pub json_patch: Option<&'a Value>,
     pub finalizers_after: Option<&'a [String]>,

@@ -16,6 +16,7 @@ use super::cel::{
     CHANGES_FINALIZERS, MAX_FINALIZERS, NAME, audit_annotations, denied_word, how_to_override, lit,
     message_expression, variables,
 };
+use crate::offline::difference::{MissingKey, first_difference};
 use crate::policy::config::{FinalizerPattern, Mode, Policy, Rule};
 use crate::policy::servable;
 
@@ -232,7 +233,7 @@ pub fn verify(policy: &Policy, yaml: &str) -> Result<(), VerifyError> {
         return Err(VerifyError::Count { found: found.len() });
     }
     for ((kind, want), found) in want.iter().zip(&found) {
-        if let Some(at) = first_difference(want, found, "") {
+        if let Some(at) = first_difference(want, found, "", MissingKey::AsIs) {
             return Err(VerifyError::Differs {
                 object: format!("{kind} {NAME}"),
                 at: if at.is_empty() { "the top".into() } else { at },
@@ -244,33 +245,6 @@ pub fn verify(policy: &Policy, yaml: &str) -> Result<(), VerifyError> {
 
 fn to_json<T: serde::Serialize>(object: &T) -> serde_json::Value {
     serde_json::to_value(object).expect("Kubernetes objects serialize")
-}
-
-/// The path of the first field where `a` and `b` differ (`spec.variables[3].expression`).
-fn first_difference(a: &serde_json::Value, b: &serde_json::Value, at: &str) -> Option<String> {
-    use serde_json::Value;
-    match (a, b) {
-        (Value::Object(a), Value::Object(b)) => {
-            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-            keys.into_iter().find_map(|k| {
-                let path = if at.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{at}.{k}")
-                };
-                match (a.get(k), b.get(k)) {
-                    (Some(x), Some(y)) => first_difference(x, y, &path),
-                    _ => Some(path),
-                }
-            })
-        }
-        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
-            .iter()
-            .zip(b)
-            .enumerate()
-            .find_map(|(i, (x, y))| first_difference(x, y, &format!("{at}[{i}]"))),
-        _ => (a != b).then(|| at.to_string()),
-    }
 }
 
 /// The worst case of the most expensive expression: every removed

@@ -63,14 +63,14 @@ fn generated_certificates_name_the_service_and_fill_the_ca_bundle() {
     }
     assert_eq!(
         dns,
-        finalizer_guard::server::certs::service_names(SERVICE, NAMESPACE)
+        finalizer_guard::pki::certificates::service_names(SERVICE, NAMESPACE)
     );
     assert_eq!(ips, [vec![127u8, 0, 0, 1]]);
 
     let webhook = find(&rendered, "ValidatingWebhookConfiguration finalizer-guard").unwrap();
     assert_eq!(
         text(webhook, "/webhooks/0/clientConfig/caBundle"),
-        finalizer_guard::server::certs::ca_bundle(&ca_pem),
+        finalizer_guard::pki::certificates::ca_bundle(&ca_pem),
         "the caBundle is the CA that issued the serving certificate"
     );
     assert_eq!(
@@ -199,7 +199,7 @@ fn self_managed_certificates_render_the_same_bytes_and_the_least_rbac() {
     );
     assert_eq!(settings.webhook_configuration, "finalizer-guard");
     assert_eq!(settings.webhook_names, [text(webhook, "/webhooks/0/name")]);
-    let mut names = finalizer_guard::server::certs::service_names(SERVICE, NAMESPACE);
+    let mut names = finalizer_guard::pki::certificates::service_names(SERVICE, NAMESPACE);
     names.sort();
     let mut dns = settings.names.dns.clone();
     dns.sort();

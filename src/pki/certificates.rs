@@ -39,19 +39,19 @@ pub fn service_names(service: &str, namespace: &str) -> Vec<String> {
 }
 
 /// A CA able to sign serving certificates.
-pub struct Authority {
+pub struct CertificateAuthority {
     cert_pem: String,
     key_pem: String,
     issuer: Issuer<'static, KeyPair>,
 }
 
-impl Authority {
+impl CertificateAuthority {
     /// A new self-signed CA valid for `days`.
-    pub fn generate(days: u32) -> Result<Authority> {
+    pub fn generate(days: u32) -> Result<CertificateAuthority> {
         let key = KeyPair::generate()?;
         let params = ca_params(days);
         let cert = params.self_signed(&key)?;
-        Ok(Authority {
+        Ok(CertificateAuthority {
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),
             issuer: Issuer::new(params, key),
@@ -59,10 +59,10 @@ impl Authority {
     }
 
     /// An existing CA, from its PEM certificate and key.
-    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Authority> {
+    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<CertificateAuthority> {
         let key = KeyPair::from_pem(key_pem)?;
         let issuer = Issuer::from_ca_cert_pem(cert_pem, key)?;
-        Ok(Authority {
+        Ok(CertificateAuthority {
             cert_pem: cert_pem.to_string(),
             key_pem: key_pem.to_string(),
             issuer,
@@ -84,7 +84,7 @@ impl Authority {
     }
 }
 
-impl Authority {
+impl CertificateAuthority {
     /// A client certificate for `name` (its Common Name), valid for `days`:
     /// what kube-apiserver presents to a webhook started with `--client-ca`.
     pub fn issue_client(&self, name: &str, days: u32) -> Result<Bundle> {
@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn issues_a_chain_with_sans() {
-        let ca = Authority::generate(30).unwrap();
+        let ca = CertificateAuthority::generate(30).unwrap();
         let names = service_names("finalizer-guard", "finalizer-guard");
         assert_eq!(
             names[3],
@@ -195,7 +195,8 @@ mod tests {
             .unwrap();
         assert!(bundle.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(bundle.key_pem.contains("PRIVATE KEY"));
-        let again = Authority::from_pem(&bundle.ca_cert_pem, &bundle.ca_key_pem).unwrap();
+        let again =
+            CertificateAuthority::from_pem(&bundle.ca_cert_pem, &bundle.ca_key_pem).unwrap();
         let second = again.issue(&names, &[], 30).unwrap();
         assert_eq!(second.ca_cert_pem, bundle.ca_cert_pem);
         use base64::Engine;
