@@ -213,3 +213,36 @@ fn a_compressed_export_is_named() {
         "{o:?}"
     );
 }
+
+/// GKE entries none of which carries the webhook's decision (labels
+/// stripped on the way, or an audit policy that drops them): said, not an
+/// empty suggestion passed off as a week with nothing refused.
+#[test]
+fn gke_entries_without_the_webhooks_labels_are_said_to_be() {
+    let text = std::fs::read_to_string(fixture("gke-logging-read.json")).unwrap();
+    let mut entries: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for entry in entries.as_array_mut().unwrap() {
+        entry["labels"]
+            .as_object_mut()
+            .unwrap()
+            .retain(|k, _| k.starts_with("authorization.k8s.io/"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gke.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&entries).unwrap()).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
+        .args(["policy", "suggest"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_contains_all(
+        "gke without labels",
+        &stderr(&o),
+        &[
+            "read 6 Cloud Audit Logs entries (GKE); 0 would-deny removal(s)\n",
+            "warning: none of the 6 Cloud Audit Logs entries (GKE) carries the webhook's decision (labels finalizers.finalizer-guard.io/decision: would-deny or denied",
+        ],
+    );
+    assert!(stdout(&o).contains("0 rule(s) for controllers"), "{o:?}");
+}
