@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::offline::suggest::Format as EvidenceFormat;
 use crate::offline::suggest::command::Suggest;
 use clap::{Args, Subcommand};
 
@@ -70,8 +71,16 @@ pub struct SuggestArgs {
     /// rule of `--merge` widened still gets only the namespaces seen).
     #[arg(long, value_name = "FILE")]
     pub bindings: Option<PathBuf>,
+    /// How kube-apiserver's audit events are given: as a cluster you run writes them
+    /// (kube-apiserver), as a managed control plane delivers them (eks: CloudWatch Logs,
+    /// gke: Cloud Audit Logs, aks: Azure Monitor's kube-audit), or auto, each line or
+    /// document told by its content. Audit events delivered otherwise are not read; the
+    /// webhook's records and recordings always are.
+    #[arg(long, value_enum, default_value_t = EvidenceFormat::Auto)]
+    pub format: EvidenceFormat,
     /// The webhook's JSON audit records, recordings (files or a --record-dir folder),
-    /// or kube-apiserver's audit log: told apart by their content.
+    /// or kube-apiserver's audit log, as written or as EKS, GKE or AKS deliver it: told
+    /// apart by their content.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 }
@@ -82,6 +91,7 @@ impl SuggestArgs {
             merge: self.merge,
             trust_unauthenticated: self.trust_unauthenticated,
             bindings: self.bindings,
+            format: self.format,
             paths: self.paths,
         }
     }

@@ -3,11 +3,14 @@
 //! policy) on standard output.
 
 use super::bindings::Bindings;
-use super::evidence::Evidence;
+use super::evidence::Format;
+use super::evidence::{Evidence, EvidenceSource};
+use super::managed::lacks;
 use super::read::read_path;
 use super::render;
 use super::rules::{removals, suggest_with};
 use super::trust::trusted;
+use crate::admission::WEBHOOK_NAME;
 use crate::error::{Error, Result};
 use crate::output::escape;
 use crate::policy::{LoadError, Policy};
@@ -21,6 +24,8 @@ pub struct Suggest {
     pub trust_unauthenticated: bool,
     /// ClusterRoles and ClusterRoleBindings (`--bindings`).
     pub bindings: Option<PathBuf>,
+    /// How kube-apiserver's audit events are given (`--format`).
+    pub format: Format,
     /// The evidence: files and folders.
     pub paths: Vec<PathBuf>,
 }
@@ -31,6 +36,7 @@ pub fn run(args: Suggest) -> Result<i32> {
         merge,
         trust_unauthenticated,
         bindings,
+        format,
         paths,
     } = args;
     let base = match &merge {
@@ -55,7 +61,7 @@ pub fn run(args: Suggest) -> Result<i32> {
             ))
         );
     }
-    let Some(evidence) = read_evidence(&paths) else {
+    let Some(evidence) = read_evidence(&paths, format) else {
         return Ok(2);
     };
     let (seen, aside) = trusted(evidence.seen, trust_unauthenticated);
@@ -108,8 +114,9 @@ fn read_base(path: &Path) -> Result<(String, Policy)> {
 
 /// Reads every path's evidence and says what was read and skipped; `None`
 /// (after saying why) when one cannot be read.
-fn read_evidence(paths: &[PathBuf]) -> Option<Evidence> {
+fn read_evidence(paths: &[PathBuf], format: Format) -> Option<Evidence> {
     let mut evidence = Evidence::default();
+    evidence.format = format;
     for path in paths {
         if let Err(e) = read_path(path, &mut evidence) {
             eprintln!("error: {}", escape(&e));
@@ -130,7 +137,34 @@ fn read_evidence(paths: &[PathBuf]) -> Option<Evidence> {
     for (why, n) in &evidence.skipped {
         eprintln!("skipped {n} would-deny removal(s) {}", why.describe());
     }
+    for line in incomplete(&evidence) {
+        eprintln!("warning: {}", escape(&line));
+    }
     Some(evidence)
+}
+
+/// What the evidence read does not hold that the rules rest on: per
+/// delivery of kube-apiserver's audit events read, each thing it leaves
+/// out and what that means ([`lacks`]), and Cloud Audit Logs entries none
+/// of which carries the webhook's decision.
+fn incomplete(evidence: &Evidence) -> Vec<String> {
+    let mut out = Vec::new();
+    for (&source, &n) in &evidence.read {
+        let refused = evidence.refused.get(&source).copied().unwrap_or(0);
+        for lack in lacks(source) {
+            out.push(format!(
+                "{} ({n} read, {refused} with a removal no rule allowed) are not whole audit events: {lack}",
+                source.describe()
+            ));
+        }
+        if source == EvidenceSource::CloudAuditLogs && refused == 0 {
+            out.push(format!(
+                "none of the {n} {} carries the webhook's decision (labels {WEBHOOK_NAME}/decision: would-deny or denied, where GKE puts kube-apiserver's audit annotations): no rule comes from them; check that the audit policy logs update and patch, and that the entries were read with their labels",
+                source.describe()
+            ));
+        }
+    }
+    out
 }
 
 fn read_bindings(path: &Path) -> std::result::Result<Bindings, String> {

@@ -9,12 +9,24 @@ use serde_json::Value;
 use crate::admission::WEBHOOK_NAME;
 use crate::policy::{FinalizerField, Policy, Target};
 
-/// The kinds of evidence.
+/// The kinds of evidence: the webhook's own, and kube-apiserver's audit
+/// events as a cluster you run writes them or as a managed control plane
+/// delivers them ([`managed`](super::managed)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum EvidenceSource {
     WebhookAudit,
     Recording,
     ApiserverAudit,
+    /// EKS: CloudWatch Logs events (`aws logs filter-log-events`, or an
+    /// export to S3), each message a whole audit event.
+    CloudWatch,
+    /// GKE: Cloud Audit Logs entries (`gcloud logging read --format=json`).
+    CloudAuditLogs,
+    /// AKS: the `kube-audit` category as Azure Monitor delivers it whole
+    /// (`AzureDiagnostics.log_s`, a storage account, an Event Hub).
+    AzureDiagnostics,
+    /// AKS: rows of the resource-specific `AKSAudit` or `AKSAuditAdmin` table.
+    AksAuditTable,
 }
 
 impl EvidenceSource {
@@ -23,6 +35,55 @@ impl EvidenceSource {
             EvidenceSource::WebhookAudit => "webhook audit records",
             EvidenceSource::Recording => "recordings",
             EvidenceSource::ApiserverAudit => "kube-apiserver audit events",
+            EvidenceSource::CloudWatch => "kube-apiserver audit events from CloudWatch Logs (EKS)",
+            EvidenceSource::CloudAuditLogs => "Cloud Audit Logs entries (GKE)",
+            EvidenceSource::AzureDiagnostics => {
+                "kube-apiserver audit events from Azure Monitor (AKS kube-audit)"
+            }
+            EvidenceSource::AksAuditTable => "AKSAudit rows (AKS)",
+        }
+    }
+
+    /// kube-apiserver's own audit events, however delivered: the API
+    /// server authenticated the user, so they are evidence by nature.
+    pub fn is_apiserver(self) -> bool {
+        !matches!(
+            self,
+            EvidenceSource::WebhookAudit | EvidenceSource::Recording
+        )
+    }
+}
+
+/// How kube-apiserver's audit events are given (`--format`): the webhook's
+/// own records and recordings are read whatever it says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Each line or document told by its content.
+    #[default]
+    Auto,
+    /// audit.k8s.io Events, as kube-apiserver writes them (JSON lines).
+    KubeApiserver,
+    /// CloudWatch Logs: `aws logs filter-log-events --output json`, or an export to S3 (gunzipped).
+    Eks,
+    /// Cloud Audit Logs: `gcloud logging read --format=json`.
+    Gke,
+    /// Azure Monitor's kube-audit: AzureDiagnostics or AKSAudit rows, storage or Event Hub records.
+    Aks,
+}
+
+impl Format {
+    /// Whether evidence of `source` is read under this format.
+    pub fn reads(self, source: EvidenceSource) -> bool {
+        match self {
+            _ if !source.is_apiserver() => true,
+            Format::Auto => true,
+            Format::KubeApiserver => source == EvidenceSource::ApiserverAudit,
+            Format::Eks => source == EvidenceSource::CloudWatch,
+            Format::Gke => source == EvidenceSource::CloudAuditLogs,
+            Format::Aks => matches!(
+                source,
+                EvidenceSource::AzureDiagnostics | EvidenceSource::AksAuditTable
+            ),
         }
     }
 }
@@ -140,16 +201,21 @@ pub fn parse_line(line: &str) -> Parsed {
     let Ok(value) = serde_json::from_str::<Value>(line) else {
         return Parsed::Other;
     };
+    parse_value(&value)
+}
+
+/// One JSON value: a webhook audit record, a kube-apiserver audit event, or neither.
+pub(super) fn parse_value(value: &Value) -> Parsed {
     if value["kind"] == "FinalizerRemoval" && value.get("decision").is_some() {
         let dry = (value["dryRun"] == true).then_some(Skip::DryRun);
-        return judged(EvidenceSource::WebhookAudit, webhook_record(&value), dry);
+        return judged(EvidenceSource::WebhookAudit, webhook_record(value), dry);
     }
     if value["kind"] == "Event"
         && value["apiVersion"]
             .as_str()
             .is_some_and(|v| v.starts_with("audit.k8s.io/"))
     {
-        let seen = apiserver_event(&value);
+        let seen = apiserver_event(value);
         // The webhook's denial is kube-apiserver's 403, with the webhook's
         // audit annotations: what enforce refused, not a failure of its own.
         let denial = seen.as_ref().is_some_and(|s| s.denied);
@@ -327,9 +393,14 @@ fn recording(value: &Value) -> Option<Seen> {
 /// What was read from the paths.
 #[derive(Debug, Default)]
 pub struct Evidence {
+    /// How kube-apiserver's audit events are expected (`--format`): those
+    /// delivered otherwise are not read.
+    pub format: Format,
     pub seen: Vec<Seen>,
     /// Evidence entries read, per kind (would-deny or not).
     pub read: BTreeMap<EvidenceSource, usize>,
+    /// Entries carrying a removal no rule allowed (counted or skipped), per kind.
+    pub refused: BTreeMap<EvidenceSource, usize>,
     /// Would-deny removals that never happened, by why.
     pub skipped: BTreeMap<Skip, usize>,
     audit_ids: HashSet<String>,
@@ -342,8 +413,14 @@ impl Evidence {
     pub fn add(&mut self, parsed: Parsed) -> bool {
         match parsed {
             Parsed::Other => false,
+            Parsed::Skipped(source, ..) | Parsed::Evidence(source, _)
+                if !self.format.reads(source) =>
+            {
+                false
+            }
             Parsed::Skipped(source, why, audit_id) => {
                 *self.read.entry(source).or_default() += 1;
+                *self.refused.entry(source).or_default() += 1;
                 let first = match audit_id {
                     // A stage read before (RequestReceived) counted the request: no longer.
                     Some(id) => {
@@ -360,6 +437,9 @@ impl Evidence {
             }
             Parsed::Evidence(source, seen) => {
                 *self.read.entry(source).or_default() += 1;
+                if seen.is_some() {
+                    *self.refused.entry(source).or_default() += 1;
+                }
                 if let Some(seen) = seen.filter(|s| {
                     s.audit_id
                         .as_ref()

@@ -6,7 +6,9 @@
 //! - the webhook's own audit records (`kind: FinalizerRemoval`, one JSON line each);
 //! - recordings written by `serve --record-dir` (`kind: Recording`, one per file);
 //! - kube-apiserver's audit log (`audit.k8s.io/v1` Events), whose
-//!   `finalizers.finalizer-guard.io/*` annotations say what was decided.
+//!   `finalizers.finalizer-guard.io/*` annotations say what was decided,
+//!   as a cluster writes it or as EKS, GKE and AKS deliver it ([`managed`]:
+//!   what a delivery leaves out is said, never assumed).
 //!
 //! The identity is always the one the webhook judged: an event's
 //! `impersonatedUser` (username and groups) when there is one, else its
@@ -71,8 +73,9 @@
 //! Parsing ([`parse_line`], [`parse_recording`]) and suggesting ([`suggest`],
 //! [`render`]) are pure; only [`read_path`] touches files.
 //!
-//! One job per file: `evidence` (what a line or a file is), `read` (files
-//! and folders), `trust` (which evidence counts), `identities` (controller
+//! One job per file: `evidence` (what a line or a file is), `managed`
+//! (kube-apiserver's audit events as managed control planes deliver them),
+//! `read` (files, folders and JSON documents, entry by entry), `trust` (which evidence counts), `identities` (controller
 //! or not), `rules` (what each identity was seen doing, and its rules),
 //! `reach` (how far a rule reaches, and which rule of `--merge` is
 //! widened), `bindings` (`--bindings`), `render` (the YAML printed), `merge`
@@ -83,6 +86,7 @@ mod bindings;
 pub mod command;
 mod evidence;
 mod identities;
+pub mod managed;
 mod merge;
 mod reach;
 mod read;
@@ -92,6 +96,7 @@ mod trust;
 mod yaml;
 
 pub use bindings::Bindings;
+pub use evidence::Format;
 pub use evidence::{Evidence, EvidenceSource, Parsed, Seen, Skip, parse_line, parse_recording};
 pub use identities::Identity;
 pub use reach::{Reach, reach};

@@ -80,7 +80,7 @@ fn confirms(by: &Seen, seen: &Seen) -> bool {
     fn groups(s: &Seen) -> BTreeSet<&str> {
         s.groups.iter().map(String::as_str).collect()
     }
-    by.source == EvidenceSource::ApiserverAudit
+    by.source.is_apiserver()
         && by.username == seen.username
         && groups(by) == groups(seen)
         && by.group == seen.group
@@ -110,9 +110,8 @@ fn confirms(by: &Seen, seen: &Seen) -> bool {
 /// removal are one confirmed removal and forty-nine set aside.
 pub fn trusted(seen: Vec<Seen>, trust_unauthenticated: bool) -> (Vec<Seen>, SetAside) {
     let mut aside = SetAside::default();
-    let (events, records): (Vec<Seen>, Vec<Seen>) = seen
-        .into_iter()
-        .partition(|s| s.source == EvidenceSource::ApiserverAudit);
+    let (events, records): (Vec<Seen>, Vec<Seen>) =
+        seen.into_iter().partition(|s| s.source.is_apiserver());
     // The authenticated records first: a forged one must not take their event.
     let (authenticated, others): (Vec<Seen>, Vec<Seen>) = records
         .into_iter()

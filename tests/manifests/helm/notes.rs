@@ -47,6 +47,7 @@ fn install_notes_say_where_the_image_comes_from_and_how_to_enforce() {
         "fails open (failurePolicy Ignore)",
         "WARN mode",
         "finalizer-guard policy suggest --merge policy.yaml finalizer-guard-audit.jsonl",
+        "On a managed control plane (EKS, GKE, AKS), where kube-apiserver can be",
         "finalizer-guard doctor --cluster --policy merged.yaml",
         "kubectl -n finalizer-guard get configmap finalizer-guard-policy",
         "--set policy.mode=enforce",
