@@ -2186,3 +2186,6 @@ mod fleet;
 
 #[path = "manifests/docs.rs"]
 mod docs;
+
+#[path = "manifests/managed.rs"]
+mod managed;
