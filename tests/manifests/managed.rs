@@ -342,6 +342,9 @@ fn default_notes_list_events_off_and_the_managed_value_that_turns_them_on() {
         assert!(events.contains(words), "{words}: {events}");
     }
     assert!(off_paragraph(&default, "A NetworkPolicy").is_some());
+    // No FinalizerStuck Events to point at without watch's.
+    let quiet = off_paragraph(&notes(&["--set", "watch.events=false"]), "Events").unwrap();
+    assert!(!quiet.contains("FinalizerStuck"), "{quiet}");
     assert!(!default.contains("Managed control plane ("), "{default}");
 
     for args in [

@@ -25,8 +25,9 @@ nothing off without saying so.
   FinalizerOverride) only for reviews from a caller it trusts, and with
   these values it trusts none: finalizer_guard_events_total{decision="unauthenticated"}
   counts those skipped. Denials and overrides are in the audit records (the
-  pods' logs: kubectl -n {{ $ns }} logs -l {{ $selector }} --tail=-1 | grep '"decision":"denied"'),
-  and objects left stuck get watch's FinalizerStuck Events. On: on EKS, GKE
+  pods' logs: kubectl -n {{ $ns }} logs -l {{ $selector }} --tail=-1 | grep '"decision":"denied"')
+  {{- if and (dig "enabled" true $watch) (dig "events" true $watch) }},
+  and objects left stuck get watch's FinalizerStuck Events{{ end }}. On: on EKS, GKE
   or AKS, managed.platform=eks|gke|aks with where its kube-apiserver calls
   from (networkPolicy.webhookFrom, or managed.konnectivity=true on GKE and
   AKS; a NetworkPolicy then admits the webhook port from there alone:
