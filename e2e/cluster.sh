@@ -36,6 +36,10 @@
 # webhook plugin's client certificate). Both folders are created empty when
 # missing: kube-apiserver needs them to exist, and loads what is written
 # into them later (tests/e2e/static.rs).
+# FG_E2E_MANAGED=1 configures kube-apiserver as a managed control plane
+# (EKS, GKE, AKS) is: it presents no client certificate to any webhook
+# (its webhook kubeconfig has no users), so `serve --client-ca` refuses
+# its calls; tests/e2e/managed.rs runs there.
 # There is no kubelet and no scheduler: pods stay Pending unless a test binds
 # them to a Node object itself, and a webhook runs as a local process reached
 # by a `url:` clientConfig. `e2e/nodes.sh up DIR` adds two real nodes and
@@ -209,7 +213,11 @@ admission() {
       kind: ValidatingAdmissionPolicyConfiguration
       staticManifestsDir: $folder/policies"
   fi
-  cat > "$1" <<EOF
+  if [ -n "${FG_E2E_MANAGED:-}" ]; then
+    # A managed control plane: no client certificate for any webhook.
+    printf 'apiVersion: v1\nkind: Config\nusers: []\n' > "$1"
+  else
+    cat > "$1" <<EOF
 apiVersion: v1
 kind: Config
 users:
@@ -218,6 +226,7 @@ users:
       client-certificate: $dir/pki/webhook-client.crt
       client-key: $dir/pki/webhook-client.key
 EOF
+  fi
   cat > "$2" <<EOF
 apiVersion: apiserver.config.k8s.io/v1
 kind: AdmissionConfiguration

@@ -477,3 +477,6 @@ mod fleet;
 
 #[path = "manifests/docs.rs"]
 mod docs;
+
+#[path = "manifests/managed.rs"]
+mod managed;

@@ -21,6 +21,7 @@ mod gitops;
 mod harness;
 mod helm;
 mod install;
+mod managed;
 mod monitoring;
 mod names;
 mod oncall;

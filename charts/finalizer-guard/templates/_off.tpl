@@ -19,18 +19,22 @@ nothing off without saying so.
 - Events: none on denied or overridden objects (events.enabled=false); the
   audit records say the same. On: events.enabled=true (the pods then mount a
   token that may create and patch Events).
-{{- else if and (not (dig "unauthenticated" false $events)) (not $clientCA) }}
+{{- else if not (include "finalizer-guard.eventsWritten" .) }}
 
 - Events: none yet. The webhook writes Events (FinalizerRemovalDenied,
-  FinalizerOverride) only for reviews from a verified caller, and without
-  --client-ca none is verified: finalizer_guard_events_total{decision="unauthenticated"}
+  FinalizerOverride) only for reviews from a caller it trusts, and with
+  these values it trusts none: finalizer_guard_events_total{decision="unauthenticated"}
   counts those skipped. Denials and overrides are in the audit records (the
-  pods' logs: kubectl -n {{ $ns }} logs -l {{ $selector }} --tail=-1 | grep '"decision":"denied"').
-  On: extraArgs --client-ca=/etc/finalizer-guard/tls/ca.crt once kube-apiserver
-  presents a client certificate (docs/deployment.md; most managed control
-  planes cannot), or events.unauthenticated=true (then whoever reaches the
-  webhook port can write Events about any object: pair it with
-  networkPolicy.webhookFrom naming kube-apiserver's addresses alone).
+  pods' logs: kubectl -n {{ $ns }} logs -l {{ $selector }} --tail=-1 | grep '"decision":"denied"')
+  {{- if and (dig "enabled" true $watch) (dig "events" true $watch) }},
+  and objects left stuck get watch's FinalizerStuck Events{{ end }}. On: on EKS, GKE
+  or AKS, managed.platform=eks|gke|aks with where its kube-apiserver calls
+  from (networkPolicy.webhookFrom, or managed.konnectivity=true on GKE and
+  AKS; a NetworkPolicy then admits the webhook port from there alone:
+  docs/security.md, "Managed control planes"). Where you run kube-apiserver:
+  extraArgs --client-ca=/etc/finalizer-guard/tls/ca.crt once it presents a
+  client certificate (docs/deployment.md). events.unauthenticated=true
+  alone lets whoever reaches the webhook port write Events about any object.
 {{- end }}
 {{- if not $clientCA }}
 
@@ -61,7 +65,7 @@ nothing off without saying so.
   must scrape the pods by other means). On: monitoring.serviceMonitor.enabled=true
   or monitoring.podMonitor.enabled=true.
 {{- end }}
-{{- if and (not (dig "enabled" false (.Values.networkPolicy | default dict))) (not .Values.hostNetwork) }}
+{{- if and (not (dig "enabled" false (.Values.networkPolicy | default dict))) (not .Values.hostNetwork) (not (include "finalizer-guard.managedSources" .)) }}
 
 - A NetworkPolicy: none, so anything in the cluster can reach the webhook
   port and post reviews (networkPolicy.enabled=false). On:

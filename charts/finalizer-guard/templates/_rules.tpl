@@ -12,11 +12,18 @@ alert is scoped to the release's namespace, where its pods are scraped.
 {{- /* Each alert's runbook: its section of docs/runbook.md, as at the chart's release. */}}
 {{- $runbook := $r.runbookUrl | default (printf "https://github.com/finalizer-guard/finalizer-guard/blob/v%s/docs/runbook.md" .Chart.AppVersion) -}}
 {{- /*
-Who was denied or released, without Events: the webhook's audit records,
-JSON lines among its pods' logs. Events need a verified caller.
+Who was denied or released: the webhook's audit records, JSON lines among
+its pods' logs, whatever the values. Its Events only where these values
+write them (a caller it trusts: --client-ca, events.unauthenticated, the
+managed mode); otherwise the alerts say so, and never send on-call to
+Events alone.
 */}}
 {{- $records := printf "kubectl -n %s logs -l app.kubernetes.io/instance=%s,app.kubernetes.io/component=webhook --tail=-1" $ns .Release.Name -}}
-{{- $eventsNeed := "only for reviews whose caller presented a verified client certificate (serve --client-ca), or with events.unauthenticated=true" -}}
+{{- $eventsOn := include "finalizer-guard.eventsWritten" . -}}
+{{- $noEvents := "With these values the webhook writes no Events (no caller it trusts, or events.enabled=false; NOTES.txt names the value that turns them on): read the audit records." -}}
+{{- $denialEvents := ternary "The same, beside each object: kubectl get events -A --field-selector reason=FinalizerRemovalDenied." $noEvents (eq $eventsOn "true") -}}
+{{- $overrideEvents := ternary "The same, beside each object: kubectl get events -A --field-selector reason=FinalizerOverride." $noEvents (eq $eventsOn "true") -}}
+{{- $stuck := ternary " The objects it leaves Terminating: kubectl get events -A --field-selector reason=FinalizerStuck (finalizer-guard watch)." "" (and .Values.watch.enabled .Values.watch.events) -}}
 - name: finalizer-guard.webhook
   rules:
     - alert: FinalizerGuardWebhookDown
@@ -78,7 +85,7 @@ JSON lines among its pods' logs. Events need a verified caller.
       annotations:
         runbook_url: "{{ $runbook }}#finalizerguardoverrideused"
         summary: "A finalizer was removed by override ({{`{{ $labels.reason }}`}})."
-        description: "Someone used the emergency override. Who, on what, with which detail, and what to clean up by hand (protected, the leak ledger): the webhook's audit records, {{ $records }} | grep '\"decision\":\"override\"' (or kube-apiserver's audit log). FinalizerOverride Events (kubectl get events -A --field-selector reason=FinalizerOverride) are written {{ $eventsNeed }}."
+        description: "Someone used the emergency override. Who, on what, with which detail, and what to clean up by hand (protected, the leak ledger): the webhook's audit records, {{ $records }} | grep '\"decision\":\"override\"' (or kube-apiserver's audit log). {{ $overrideEvents }}"
     - alert: FinalizerGuardDenialSurge
       expr: sum(rate(finalizer_guard_unauthorized_removals_total{namespace="{{ $ns }}", decision="denied"}[10m])) > {{ $r.denialsPerSecond }}
       for: 10m
@@ -87,7 +94,7 @@ JSON lines among its pods' logs. Events need a verified caller.
       annotations:
         runbook_url: "{{ $runbook }}#finalizerguarddenialsurge"
         summary: "finalizer-guard denies {{`{{ $value | humanize }}`}} finalizer removals a second."
-        description: "A controller the policy does not name is retrying, or someone is trying to strip finalizers. Who, and on what: the webhook's audit records, {{ $records }} | grep '\"decision\":\"denied\"' (or kube-apiserver's audit log, annotation finalizers.finalizer-guard.io/decision: denied). FinalizerRemovalDenied Events are written {{ $eventsNeed }}. finalizer-guard policy suggest writes the rules a controller needs."
+        description: "A controller the policy does not name is retrying, or someone is trying to strip finalizers. Who, and on what: the webhook's audit records, {{ $records }} | grep '\"decision\":\"denied\"' (or kube-apiserver's audit log, annotation finalizers.finalizer-guard.io/decision: denied). {{ $denialEvents }} finalizer-guard policy suggest writes the rules a controller needs."
     - alert: FinalizerGuardCertificateExpiring
       expr: min by (namespace, pod, kind) (finalizer_guard_certificate_expiry_timestamp_seconds{namespace="{{ $ns }}"} > 0) - time() < {{ mul (int ($r.certificateExpiryDays | default 14)) 86400 }}
       for: 1h
@@ -112,7 +119,7 @@ JSON lines among its pods' logs. Events need a verified caller.
       annotations:
         runbook_url: "{{ $runbook }}#finalizerguardserviceaccountdenied"
         summary: "finalizer-guard denied a ServiceAccount {{`{{ $value | humanize }}`}} finalizer removals in 10 minutes: a controller may be locked out."
-        description: "A controller the policy does not name cannot remove its own finalizers, and the objects it finalizes stay Terminating. Its name: the webhook's audit records, {{ $records }} | grep '\"decision\":\"denied\"' (user system:serviceaccount:...). FinalizerRemovalDenied Events are written {{ $eventsNeed }}. finalizer-guard policy suggest writes its rule."
+        description: "A controller the policy does not name cannot remove its own finalizers, and the objects it finalizes stay Terminating. Its name: the webhook's audit records, {{ $records }} | grep '\"decision\":\"denied\"' (user system:serviceaccount:...). {{ $denialEvents }}{{ $stuck }} finalizer-guard policy suggest writes its rule."
     - alert: FinalizerGuardModeDrift
       expr: count by (cluster, namespace) (count by (cluster, namespace, mode) (finalizer_guard_policy_info{namespace="{{ $ns }}"})) > 1
       for: 15m
@@ -142,6 +149,6 @@ JSON lines among its pods' logs. Events need a verified caller.
       annotations:
         runbook_url: "{{ $runbook }}#finalizerstuck"
         summary: "{{`{{ $value }}`}} {{`{{ $labels.resource }}`}} stuck on finalizer {{`{{ $labels.finalizer }}`}}."
-        description: "Objects of {{`{{ $labels.resource }}`}} have been deleting with finalizer {{`{{ $labels.finalizer }}`}} for longer than watch's --stuck-after, for {{ $r.stuckFor }}. Each has a FinalizerStuck Event naming the owner and the command to run: kubectl get events -A --field-selector reason=FinalizerStuck."
+        description: "Objects of {{`{{ $labels.resource }}`}} have been deleting with finalizer {{`{{ $labels.finalizer }}`}} for longer than watch's --stuck-after, for {{ $r.stuckFor }}. {{ if .Values.watch.events }}Each has a FinalizerStuck Event naming the owner and the command to run: kubectl get events -A --field-selector reason=FinalizerStuck.{{ else }}watch writes no FinalizerStuck Events (watch.events=false): finalizer-guard unstick -A explains each stuck object, its owner and the command to run.{{ end }}"
 {{- end }}
 {{- end -}}
