@@ -81,7 +81,7 @@ const BACKDATE_SECONDS: i64 = 300;
 #[derive(Debug, thiserror::Error)]
 pub enum CertificatesError {
     #[error(
-        "forbidden: the webhook's ServiceAccount may not {verb} {object} (grant it: docs/deployment.md, \"Self-managed certificates\"): {message}"
+        "forbidden: the webhook's ServiceAccount may not {verb} {object} (grant it: docs/install.md, \"Self-managed certificates\"): {message}"
     )]
     Forbidden {
         verb: &'static str,

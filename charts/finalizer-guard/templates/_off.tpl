@@ -27,7 +27,7 @@ nothing off without saying so.
   counts those skipped. Denials and overrides are in the audit records (the
   pods' logs: kubectl -n {{ $ns }} logs -l {{ $selector }} --tail=-1 | grep '"decision":"denied"').
   On: extraArgs --client-ca=/etc/finalizer-guard/tls/ca.crt once kube-apiserver
-  presents a client certificate (docs/deployment.md; most managed control
+  presents a client certificate (docs/security.md; most managed control
   planes cannot), or events.unauthenticated=true (then whoever reaches the
   webhook port can write Events about any object: pair it with
   networkPolicy.webhookFrom naming kube-apiserver's addresses alone).
