@@ -5,11 +5,11 @@
 //! - [`server`]: TLS, routes, hot reload, graceful drain.
 //! - [`cli`]: `serve`, `certs`, `check`, `test`, `policy validate`, `policy suggest`, `doctor`.
 //! - [`cluster`]: `unstick`, `approve` and `doctor --cluster`, which talk to a cluster.
-//! - [`suggest`]: rules from warn mode's `would-deny` evidence and enforce's denials.
+//! - `suggest`: rules from warn mode's `would-deny` evidence and enforce's denials.
 //! - [`output`]: one `-o text|json` vocabulary and printer for every command's report.
 //! - [`files`]: reading the files the offline commands are given: regular files only, bounded, no folder twice.
 //! - [`flags`]: flags more than one command takes (`--policy`, durations).
-//! - [`vap`]: the policy as a ValidatingAdmissionPolicy (`policy export --vap`).
+//! - `vap`: the policy as a ValidatingAdmissionPolicy (`policy export --vap`).
 //! - [`version`]: `version` and `--version`: commit, target, build date.
 //! - [`yaml`]: reading YAML from outside: what its aliases expand to bounded before it is built.
 #![forbid(unsafe_code)]

@@ -230,7 +230,7 @@ pub struct Annotations {
 
 impl Annotations {
     /// Refuses one of them sent twice in an object, as a duplicated field a
-    /// decision reads is refused ([`request`]).
+    /// decision reads is refused (`request`).
     pub fn read(request: &Request<'_>, policy: &Policy) -> Result<Annotations, ReviewError> {
         let wanted = |k: &str| approval::is_approval_key(&policy.override_settings, k);
         let of = |object: Option<&Object<'_>>, field: &'static str| match object {
