@@ -194,7 +194,7 @@ certificates() {
 
 # admission WEBHOOK_KUBECONFIG CONFIG: the AdmissionConfiguration that gives
 # kube-apiserver its client certificate for every admission webhook, as
-# docs/deployment.md's "Only kube-apiserver may call" does for the Service.
+# docs/security.md's "Only kube-apiserver may call" does for the Service.
 # The users entry `*` matches every webhook host: a `url:` webhook's
 # 127.0.0.1:PORT, a Service's NAME.NS.svc:PORT. A webhook server that asks
 # for no certificate is sent none.

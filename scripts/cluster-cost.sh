@@ -487,7 +487,7 @@ if all(s in present for s in STATES):
 out.append("")
 guards = ("finalizer-guard", "vap", "backstop")
 if any((w, "vap") in m for w in WRITES):
-    out.append("The guard in kube-apiserver against the webhook (docs/deployment.md, \"Three ways to run the guard\"): what each adds over no guard at all (removed), paired within each round; medians of the rounds, their range in brackets. finalizer-guard: the webhook alone; vap: the ValidatingAdmissionPolicy alone; backstop: both.\n")
+    out.append("The guard in kube-apiserver against the webhook (docs/security.md, \"Three ways to run the guard\"): what each adds over no guard at all (removed), paired within each round; medians of the rounds, their range in brackets. finalizer-guard: the webhook alone; vap: the ValidatingAdmissionPolicy alone; backstop: both.\n")
     out.append("| write | added p50 ms, webhook | added p50 ms, vap | added p50 ms, backstop | added p99 ms, webhook | added p99 ms, vap | added p99 ms, backstop | added API server + etcd CPU µs per write, webhook / vap / backstop |")
     out.append("|---|---|---|---|---|---|---|---|")
     for write in WRITES:

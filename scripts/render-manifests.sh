@@ -76,7 +76,7 @@ done
 # finalizer-guard: the kustomize base, everything but the serving certificate.
 # Written by scripts/render-manifests.sh from charts/finalizer-guard (all but
 # namespace.yaml, which is kept by hand). Install it through an overlay,
-# which adds the certificate (docs/deployment.md):
+# which adds the certificate (docs/install.md):
 #   kubectl apply --server-side -k manifests/overlays/cert-manager   # cert-manager issues and renews it
 #   kubectl apply --server-side -k manifests/overlays/self-managed   # from `finalizer-guard certs`
 # It holds no Secret and no key material. The image is finalizer-guard at

@@ -105,7 +105,7 @@ pub(crate) fn shown_value(s: &str) -> String {
 }
 
 /// A value parser whose error is only what `parse` says, the value quoted,
-/// escaped and cut there ([`shown_value`]): clap's own `invalid value '...'`
+/// escaped and cut there (`shown_value`): clap's own `invalid value '...'`
 /// repeats the value raw and whole (a newline, a terminal's escape sequence,
 /// 100,000 characters) before it.
 pub fn own_words<T, F>(parse: F) -> OwnWords<F>

@@ -1,5 +1,7 @@
 """Artifact Hub's `artifacthub.io/changes` from CHANGELOG.md: the first
-section's entries (its top-level bullets, first sentence), kind by heading.
+`## ` section that has entries (an empty `## [Unreleased]` is passed over),
+its top-level bullets, first sentence (after a `**Breaking:**` mark, which
+is kept, and those entries first), kind by heading.
 
     python3 changes.py CHANGELOG.md
 """
@@ -8,7 +10,7 @@ import sys
 
 text = open(sys.argv[1]).read()
 sections = re.split(r"(?m)^## ", text)[1:]
-section = sections[0] if sections else ""
+section = next((s for s in sections if re.search(r"(?m)^- ", s)), "")
 kind = "changed"
 kinds = {"upgrade": "changed", "added": "added", "fixed": "fixed", "security": "security",
          "removed": "removed", "deprecated": "deprecated", "changed": "changed"}
@@ -21,10 +23,15 @@ for chunk in re.split(r"(?m)^(?=### |- )", section):
     if not chunk.startswith("- "):
         continue
     entry = " ".join(chunk[2:].split())
+    mark = ""
+    if entry.startswith("**Breaking:** "):
+        mark, entry = "Breaking: ", entry[len("**Breaking:** "):]
     bold = re.match(r"\*\*(.+?)\*\*", entry)
-    first = bold.group(1) if bold else re.split(r"(?<=\.)\s", entry, maxsplit=1)[0]
-    first = re.sub(r"\*\*|`", "", first).rstrip(".:")
+    first = bold.group(1) if bold else re.split(r"(?<!e\.g\.)(?<!i\.e\.)(?<=\.)\s", entry, maxsplit=1)[0]
+    first = mark + re.sub(r"\*\*|`", "", first).rstrip(".:")
     entries.append((kind, first[:200]))
+# What users must act on first: at most 40 entries are shown.
+entries.sort(key=lambda e: not e[1].startswith("Breaking: "))
 for kind, desc in entries[:40]:
     desc = desc.replace("\\", "\\\\").replace('"', '\\"')
     print(f'- kind: {kind}\n  description: "{desc}"')

@@ -4,7 +4,7 @@
 //! Every type the API server serves is listed, metadata only
 //! (`PartialObjectMetadataList`), a page at a time; only per-finalizer
 //! aggregates are kept, never the objects. Each finalizer found is judged by
-//! the policy core ([`crate::cluster::owner::owner_at`]) for every type and namespace
+//! the policy core (`crate::cluster::owner::owner_at`) for every type and namespace
 //! it lives in: a built-in controller, a rule, or nobody but an override.
 
 use std::collections::{BTreeMap, BTreeSet};

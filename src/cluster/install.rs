@@ -541,7 +541,7 @@ pub struct PolicySource {
     pub note: Option<String>,
 }
 
-/// The policy the installed webhook serves ([`locate`]), or `--policy FILE`.
+/// The policy the installed webhook serves (`locate`), or `--policy FILE`.
 pub async fn cluster_policy(
     client: &Client,
     file: Option<&Path>,

@@ -2,10 +2,10 @@
 //! them through the webhook.
 //!
 //! Without `--reason` it only reads. With it, each stuck object is released
-//! by [`super::release`]: one patch held to the object explained, a concurrent
+//! by `super::release`: one patch held to the object explained, a concurrent
 //! change read again and never overwritten. Objects are printed one line
 //! each as they are done, as `kubectl drain` prints them; the report
-//! ([`super::report`]) closes the run.
+//! (`super::report`) closes the run.
 
 use std::time::Duration;
 

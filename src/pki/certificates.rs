@@ -166,7 +166,7 @@ pub fn write(bundle: &Bundle, dir: &Path) -> Result<()> {
 }
 
 /// Writes a client certificate's `client.crt` and `client.key` into `dir`
-/// as [`write`] does: the key readable by the owner only.
+/// as `write` does: the key readable by the owner only.
 pub fn write_client(bundle: &Bundle, dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     write_file(&dir.join("client.crt"), &bundle.cert_pem, Access::Everyone)?;

@@ -171,7 +171,7 @@ pub struct Change<'a> {
 }
 
 /// The most names a review reads in one finalizer list: past it, what an
-/// UPDATE removes cannot be told ([`Outcome::TooManyNames`]).
+/// UPDATE removes cannot be told (`Outcome::TooManyNames`).
 pub const MAX_LIST_NAMES: usize = 16_384;
 
 /// No annotations: what a [`Change::removing`] carries unless told otherwise.

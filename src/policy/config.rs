@@ -1,7 +1,7 @@
 //! The validated policy: what [`crate::policy::decide`] reads.
 //!
 //! The file it comes from, and how each of its keys is checked, is
-//! [`super::schema`]; [`Policy::from_yaml`] (in [`super::load`]) turns one into
+//! `super::schema`; [`Policy::from_yaml`] (in [`super::load`]) turns one into
 //! the other.
 
 use std::fmt;

@@ -42,7 +42,7 @@ pub fn from_bytes(bytes: &[u8]) -> Result<Policy, LoadError> {
 
 impl Policy {
     /// Parses and validates a policy file's text: each section checked
-    /// ([`super::schema`]), its presets expanded from the catalog.
+    /// (`super::schema`), its presets expanded from the catalog.
     pub fn from_yaml(text: &str) -> Result<Policy, InvalidPolicy> {
         if text
             .lines()

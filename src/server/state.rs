@@ -75,7 +75,7 @@ pub struct AppState {
     pub audit: AuditLog,
     /// `limits.max_inflight_body_bytes`, in KiB permits.
     pub body_budget: Arc<Semaphore>,
-    /// Reviews of large bodies decided at once ([`super::routes::OFFLOAD_BYTES`]):
+    /// Reviews of large bodies decided at once (`super::routes::OFFLOAD_BYTES`):
     /// their working memory, on top of the bodies, stays that of a few.
     pub large_reviews: Arc<Semaphore>,
     /// This replica's name, for Events' reportingInstance.

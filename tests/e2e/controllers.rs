@@ -7,7 +7,7 @@
 //! `system:serviceaccount:flux-system:source-controller` and
 //! `system:serviceaccount:capi-system:capi-manager` as it would their pods.
 //!
-//! The journey of docs/deployment.md: warn mode, a policy that covers the
+//! The journey of docs/install.md: warn mode, a policy that covers the
 //! controllers, enforce, a tenant namespace created after the switch, every
 //! deletion finishing, a person's strip refused, and `unstick` releasing an
 //! object while its controller is stopped.

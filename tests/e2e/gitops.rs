@@ -9,7 +9,7 @@
 //! under the config type `application/vnd.cncf.flux.config.v1+json`. The
 //! folder is a fleet repository as a Flux user keeps one: `finalizer-guard/`,
 //! the project's `manifests/` as a release ships them, and
-//! `my-finalizer-guard/`, the overlay docs/deployment.md shows for enforcing
+//! `my-finalizer-guard/`, the overlay docs/install.md shows for enforcing
 //! (the user's policy, `failurePolicy: Fail`). distribution's registry
 //! (`scripts/release-tools.sh registry`, as the release's proof runs it)
 //! serves it on a loopback port.
@@ -51,7 +51,7 @@ const RECONCILE_BOUND: u64 = 120;
 /// What the second version of the release no longer ships: pruned.
 const DROPPED: (&str, &str) = ("resourcequota", "finalizer-guard-critical-pods");
 
-/// The user's overlay (docs/deployment.md, "The first weeks"), on the
+/// The user's overlay (docs/install.md, "The first weeks"), on the
 /// release's base: the serving certificate is this cluster's own (here, the
 /// local server's), as with `certificates.source: external`.
 const OVERLAY: &str = r#"apiVersion: kustomize.config.k8s.io/v1beta1
@@ -285,7 +285,7 @@ fn team_app(env: &Env) -> PathBuf {
 }
 
 /// The user's policy: the shipped one in enforce mode with `presets: [flux]`
-/// and `rules`, checked with `policy validate` as docs/deployment.md says.
+/// and `rules`, checked with `policy validate` as docs/install.md says.
 fn fleet_policy(env: &Env, rules: Vec<Value>) -> String {
     let policy = env.policy(Policy {
         rules,

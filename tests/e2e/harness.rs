@@ -4,11 +4,11 @@
 //! The webhook runs as a local `finalizer-guard serve` (there is no kubelet
 //! to run its pod): the installed ValidatingWebhookConfiguration keeps its
 //! rules, matchConditions and timeouts exactly as shipped, fails closed as
-//! docs/deployment.md's enforce overlay makes it (the scenarios enforce), and
+//! docs/install.md's enforce overlay makes it (the scenarios enforce), and
 //! only its `clientConfig` is pointed at the local server's `url:`. The
 //! server sends its Events with the token of the ServiceAccount the manifests
 //! install, so their RBAC is what is tested. It runs with `--client-ca`, as
-//! docs/deployment.md's "Only kube-apiserver may call" sets it up: the
+//! docs/security.md's "Only kube-apiserver may call" sets it up: the
 //! client certificate kube-apiserver presents (cluster.sh's admission
 //! configuration) is the only one it serves.
 
@@ -239,7 +239,7 @@ pub struct Env {
 
 static ENV: OnceLock<Mutex<Env>> = OnceLock::new();
 
-/// docs/deployment.md's overlay for enforcing, but for its policy: the
+/// docs/install.md's overlay for enforcing, but for its policy: the
 /// webhook fails closed.
 const ENFORCE_OVERLAY: &str = r#"apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
@@ -319,7 +319,7 @@ impl Env {
             fs::copy(certs.join(f), overlay.join(f)).unwrap();
         }
         // The scenarios enforce, so the webhook fails closed: the overlay
-        // docs/deployment.md shows for enforcing, over the self-managed one
+        // docs/install.md shows for enforcing, over the self-managed one
         // (the policy itself is this harness's, set below).
         let enforce = manifests.join("enforce");
         fs::create_dir_all(&enforce).unwrap();
@@ -589,7 +589,7 @@ impl Env {
             .args(["--admin-listen", &format!("127.0.0.1:{}", self.admin_port)])
             .arg("--record-dir")
             .arg(self.work.join("recordings"))
-            // Only kube-apiserver may call, as docs/deployment.md sets it up:
+            // Only kube-apiserver may call, as docs/security.md sets it up:
             // cluster.sh gives it a client certificate for every webhook
             // (its admission configuration), so its reviews are
             // authenticated and write their Events; anything else is

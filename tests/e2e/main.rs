@@ -282,7 +282,7 @@ fn dead_node_pods_are_released_only_with_an_override() {
     assert!(run.stdout.contains("FinalizerRemovalDenied"), "{run:#?}");
 }
 
-/// docs/deployment.md's "Only kube-apiserver may call", with the real
+/// docs/security.md's "Only kube-apiserver may call", with the real
 /// kube-apiserver: the server runs with `--client-ca`, and kube-apiserver's
 /// admission configuration gives it a client certificate for webhooks
 /// (e2e/cluster.sh). Its reviews are authenticated: their audit records and

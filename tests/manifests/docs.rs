@@ -1,6 +1,6 @@
 //! The docs say what the chart renders: docs/security.md's table of the
-//! ClusterRoles, docs/deployment.md's manual uninstall and its list of the
-//! approval annotations, and every alert name the docs and values mention.
+//! ClusterRoles and list of the approval annotations, docs/install.md's manual
+//! uninstall, and every alert name the docs and values mention.
 //! Needs helm, as `helm.rs` (`FG_HELM`).
 
 use super::fleet::everything;
@@ -681,7 +681,7 @@ fn deletes(commands: &[String]) -> Vec<Delete> {
         .collect()
 }
 
-/// docs/deployment.md, "Uninstalling": without a Helm release, the
+/// docs/install.md, "Uninstalling": without a Helm release, the
 /// commands delete every kind the chart renders (every optional object on,
 /// hooks included), cluster-scoped kinds without a namespace, the others in
 /// the release's namespace, by the label every object carries; from
@@ -690,7 +690,7 @@ fn deletes(commands: &[String]) -> Vec<Delete> {
 #[ignore = "needs helm (FG_HELM): see .ci/run"]
 fn the_manual_uninstall_deletes_every_kind_the_chart_creates() {
     let helm = helm();
-    let guide = doc("docs/deployment.md");
+    let guide = doc("docs/install.md");
     let commands = kubectl_commands(section(&guide, "## Uninstalling"));
     let all = deletes(&commands);
     let by_release: Vec<&Delete> = all
@@ -715,7 +715,7 @@ fn the_manual_uninstall_deletes_every_kind_the_chart_creates() {
                     } else {
                         d.namespace.as_deref() == Some(NAMESPACE)
                     })),
-                "docs/deployment.md's uninstall leaves {} behind: {commands:#?}",
+                "docs/install.md's uninstall leaves {} behind: {commands:#?}",
                 describe(&object)
             );
         }
@@ -754,11 +754,11 @@ fn the_manual_uninstall_deletes_every_kind_the_chart_creates() {
     }
 }
 
-/// docs/deployment.md's account of the matchConditions names the four
+/// docs/security.md's account of the matchConditions names the four
 /// approval annotations the webhook configuration sends, as rendered.
 #[test]
 #[ignore = "needs helm (FG_HELM): see .ci/run"]
-fn the_deployment_guide_names_every_approval_annotation_the_webhook_is_sent() {
+fn the_security_guide_names_every_approval_annotation_the_webhook_is_sent() {
     let helm = helm();
     let objects = template(&helm, &["--set", "certificates.source=cert-manager"]);
     let webhook = objects
@@ -772,7 +772,7 @@ fn the_deployment_guide_names_every_approval_annotation_the_webhook_is_sent() {
     let list = &list[..list.find(']').unwrap()];
     let keys: Vec<&str> = list.split('\'').skip(1).step_by(2).collect();
     assert_eq!(keys.len(), 4, "{keys:?}");
-    let guide = doc("docs/deployment.md");
+    let guide = doc("docs/security.md");
     let bullet = guide
         .split("\n- ")
         .find(|b| b.starts_with("`removes-finalizer-or-writes-approval`"))
@@ -781,7 +781,7 @@ fn the_deployment_guide_names_every_approval_annotation_the_webhook_is_sent() {
     for key in keys {
         assert!(
             bullet.contains(&format!("`{key}`")),
-            "docs/deployment.md does not name {key}: {bullet}"
+            "docs/security.md does not name {key}: {bullet}"
         );
     }
 }

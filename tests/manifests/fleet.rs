@@ -379,7 +379,7 @@ fn helm_template_renders_the_same_bytes_twice_without_lookup() {
         assert_eq!(first.stdout, second.stdout, "{mode}: two renders differ");
         assert!(first.stdout.len() > 10_000);
     }
-    // generated: a new CA each time, as docs/deployment.md says.
+    // generated: a new CA each time, as docs/install.md says.
     let generated = ["--set", "certificates.source=generated"];
     let first = render(&helm, RELEASE, &generated);
     let second = render(&helm, RELEASE, &generated);
@@ -427,7 +427,7 @@ fn helm_template_renders_the_same_bytes_twice_without_lookup() {
 /// Every object `helm template` renders, hook Jobs and cluster-scoped
 /// objects included, carries the release's labels: `kubectl get -l
 /// app.kubernetes.io/instance=RELEASE` finds them all, and the manual
-/// uninstall of docs/deployment.md deletes them by it (`docs.rs`).
+/// uninstall of docs/install.md deletes them by it (`docs.rs`).
 pub(crate) fn everything(helm: &Path, mode: &str) -> Vec<Value> {
     let vap =
         std::fs::read_to_string(manifests().join("vap/validatingadmissionpolicy.yaml")).unwrap();

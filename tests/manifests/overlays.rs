@@ -148,24 +148,24 @@ fn kubectl_kustomize_builds_the_base_and_both_overlays() {
     println!("kubectl kustomize built manifests/, base and both overlays");
 }
 
-/// The first YAML block of docs/deployment.md holding `needle`.
-fn deployment_guide_example(needle: &str) -> String {
-    let guide = std::fs::read_to_string(repository::path("docs/deployment.md")).unwrap();
+/// The first YAML block of `page` (docs/install.md, docs/security.md) holding `needle`.
+fn guide_example(page: &str, needle: &str) -> String {
+    let guide = std::fs::read_to_string(repository::path(page)).unwrap();
     guide
         .split("```yaml\n")
         .skip(1)
         .map(|block| block.split("```").next().unwrap().to_string())
         .find(|block| block.contains(needle))
-        .unwrap_or_else(|| panic!("docs/deployment.md shows no overlay with {needle:?}"))
+        .unwrap_or_else(|| panic!("{page} shows no overlay with {needle:?}"))
 }
 
-/// The overlay docs/deployment.md shows for enforcing builds, over a copy of
+/// The overlay docs/install.md shows for enforcing builds, over a copy of
 /// `manifests/` where its `resources:` line expects it: the policy it is
 /// given, and a webhook that fails closed.
 #[test]
 #[ignore = "needs kubectl (FG_KUBECTL): see .ci/run"]
 fn the_documented_enforce_overlay_fails_closed() {
-    let example = deployment_guide_example("path: /webhooks/0/failurePolicy");
+    let example = guide_example("docs/install.md", "path: /webhooks/0/failurePolicy");
     let documents = documents(&example).unwrap();
     assert_eq!(documents[0]["kind"], "Kustomization", "{example}");
     assert_eq!(
@@ -261,7 +261,7 @@ fn the_shipped_validating_admission_policy_is_the_export_of_the_shipped_policy()
 }
 
 /// An overlay with the backstop component builds the webhook failing open
-/// beside the export of the very policy its ConfigMap holds; docs/deployment.md's
+/// beside the export of the very policy its ConfigMap holds; docs/security.md's
 /// overlay for a policy of your own does the same with yours, and the check
 /// it shows (`policy validate --vap`) refuses an export left stale.
 #[test]
@@ -308,9 +308,9 @@ fn backstop_overlays_install_the_export_of_their_policy_beside_a_webhook_failing
         shipped_policy()
     );
 
-    // A policy of your own: docs/deployment.md's overlay, with the export
+    // A policy of your own: docs/security.md's overlay, with the export
     // made as it says.
-    let example = deployment_guide_example("- validatingadmissionpolicy.yaml");
+    let example = guide_example("docs/security.md", "- validatingadmissionpolicy.yaml");
     let checkout = copy.path().join("finalizer-guard");
     std::fs::create_dir_all(&checkout).unwrap();
     std::fs::rename(&root, checkout.join("manifests")).unwrap();
@@ -329,7 +329,7 @@ fn backstop_overlays_install_the_export_of_their_policy_beside_a_webhook_failing
         std::fs::write(mine.join("validatingadmissionpolicy.yaml"), out.stdout).unwrap();
     };
     export("policy.yaml");
-    let policy = check(&kustomize(&kubectl, &mine), "docs/deployment.md's overlay");
+    let policy = check(&kustomize(&kubectl, &mine), "docs/security.md's overlay");
     assert_eq!(policy.mode, Mode::Enforce);
     assert_eq!(policy.rules.len(), 1);
     let validate = || {

@@ -28,7 +28,7 @@ fn webhook_configuration_matches_the_contract() {
             .is_some_and(|t| (1..=5).contains(&t))
     );
     // The first install only warns, so it fails open; enforcing fails closed
-    // (docs/deployment.md's patch switches both together).
+    // (docs/install.md's patch switches both together).
     let config_map: ConfigMap = base.one("ConfigMap");
     let policy = Policy::from_yaml(&config_map.data.unwrap()["policy.yaml"]).unwrap();
     assert_eq!(policy.mode, Mode::Warn, "the first install warns");
@@ -174,12 +174,12 @@ fn match_conditions_skip_exactly_the_builtin_controller_usernames() {
 /// The deployment guide names every identity the shipped matchConditions
 /// let past the webhook: what an operator reads is what is skipped.
 #[test]
-fn deployment_guide_names_every_skipped_identity() {
-    let guide = std::fs::read_to_string(repository::path("docs/deployment.md")).unwrap();
+fn the_security_guide_names_every_skipped_identity() {
+    let guide = std::fs::read_to_string(repository::path("docs/security.md")).unwrap();
     let section = guide
         .split("- `not-builtin-controller`:")
         .nth(1)
-        .expect("docs/deployment.md explains the not-builtin-controller condition");
+        .expect("docs/security.md explains the not-builtin-controller condition");
     let section = section.split("\n## ").next().unwrap();
     let missing: Vec<&str> = builtin::all_usernames()
         .into_iter()
@@ -187,7 +187,7 @@ fn deployment_guide_names_every_skipped_identity() {
         .collect();
     assert!(
         missing.is_empty(),
-        "docs/deployment.md does not name these skipped identities: {missing:?}"
+        "docs/security.md does not name these skipped identities: {missing:?}"
     );
 }
 

@@ -55,7 +55,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/*
 Labels of every object: `kubectl get -l app.kubernetes.io/instance=RELEASE`
-finds them all (docs/deployment.md, uninstalling). commonLabels are added;
+finds them all (docs/install.md, uninstalling). commonLabels are added;
 they never replace the chart's own.
 */}}
 {{- define "finalizer-guard.labels" -}}
@@ -300,7 +300,7 @@ them (watch's and the on-call role's reads).
 
 {{/*
 Whether the webhook verifies its callers: `serve --client-ca` given through
-extraArgs or extraEnv (docs/deployment.md, "Only kube-apiserver may call").
+extraArgs or extraEnv (docs/security.md, "Only kube-apiserver may call").
 Reviews are authenticated only then: Events, and the evidence `policy
 suggest` takes from the webhook's own records, depend on it.
 */}}

@@ -33,7 +33,7 @@ nothing off without saying so.
   AKS; a NetworkPolicy then admits the webhook port from there alone:
   docs/security.md, "Managed control planes"). Where you run kube-apiserver:
   extraArgs --client-ca=/etc/finalizer-guard/tls/ca.crt once it presents a
-  client certificate (docs/deployment.md). events.unauthenticated=true
+  client certificate (docs/security.md). events.unauthenticated=true
   alone lets whoever reaches the webhook port write Events about any object.
 {{- end }}
 {{- if not $clientCA }}

@@ -14,7 +14,7 @@
 //! One deleting for longer than `--stuck-after` is counted in
 //! `finalizer_guard_stuck_objects{finalizer,resource}` (computed at each
 //! scrape) and gets a `FinalizerStuck` Event saying what `unstick` explains
-//! (the same code, [`super::explain`]) and the exact command to run.
+//! (the same code, `super::explain`) and the exact command to run.
 
 mod announce;
 mod discovery;

@@ -36,7 +36,7 @@
 //!
 //! Two jobs, two files: `render` makes the files, pure (a policy and
 //! [`Options`] in, the files out: [`render()`]); `folder` writes them into
-//! DIR ([`write`]), reads a DIR back ([`read_dir`]) and compares it with
+//! DIR (`write`), reads a DIR back ([`read_dir`]) and compares it with
 //! them ([`verify`]).
 
 mod folder;

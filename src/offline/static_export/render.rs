@@ -116,7 +116,7 @@ pub enum StaticError {
 pub struct File {
     /// Relative to DIR, `/`-separated.
     pub path: &'static str,
-    /// The objects in it, as JSON values (what [`verify`] compares).
+    /// The objects in it, as JSON values (what `verify` compares).
     pub objects: Vec<(String, serde_json::Value)>,
     /// The text written: a comment header, then the objects as YAML.
     pub text: String,

@@ -34,7 +34,7 @@ pub enum Identity {
     SystemUser(String),
     /// Anyone else: a person, who gets an override, never a rule.
     Person(String),
-    /// A cluster administrator ([`ADMIN_USERS`], [`ADMIN_GROUPS`]). Never a rule.
+    /// A cluster administrator (`ADMIN_USERS`, `ADMIN_GROUPS`). Never a rule.
     Administrator(String),
     /// An unauthenticated request: `system:anonymous`, or anyone in
     /// `system:unauthenticated`. Never a rule.

@@ -1,6 +1,6 @@
 //! kube-apiserver's audit events as managed control planes deliver them,
-//! told apart by their shape ([`entries`], [`line`]), or chosen with
-//! `--format` ([`Format`]):
+//! told apart by their shape (`entries`, `line`), or chosen with
+//! `--format` ([`Format`](super::Format)):
 //! - EKS: CloudWatch Logs events (`aws logs filter-log-events` or
 //!   `get-log-events` output, `{"events": [{"message": EVENT}]}`), and the
 //!   lines of an export to S3 (`TIMESTAMP EVENT`): each message the whole
@@ -16,7 +16,7 @@
 //!   a column per field, with no impersonated user.
 //!
 //! Each is read as kube-apiserver's audit event it stands for, through the
-//! same reading ([`parse_value`]); what a delivery leaves out is said by
+//! same reading (`evidence::parse_value`); what a delivery leaves out is said by
 //! [`lacks`], never assumed.
 
 use serde_json::{Value, json};

@@ -46,7 +46,7 @@
 //! otherwise, with a comment saying which and why. With `--merge`, a rule of
 //! the policy for that identity alone that the evidence shows it outside of
 //! is widened ([`Widening`]) rather than repeated, when
-//! [`not_widened`](reach::not_widened) finds no reason against it, and no
+//! `reach::not_widened` finds no reason against it, and no
 //! further than the evidence shows: the namespaces seen are added to its
 //! own (its `namespaces` are never dropped), in place where the rule then
 //! allows nothing there that was not seen (it names its resources, and

@@ -178,7 +178,7 @@ pub fn suggest(seen: &[Seen], base: Option<&Policy>) -> Suggestions {
 ///
 /// Enforce-mode denials are evidence anyone can produce (a tenant's
 /// ServiceAccount trying removals it is refused): they make no rule of
-/// their own, and only widen a rule of `base` under [`not_widened`]'s
+/// their own, and only widen a rule of `base` under `not_widened`'s
 /// conditions. No finalizer of Kubernetes' own controllers gets a rule.
 pub fn suggest_with(seen: &[Seen], base: Option<&Policy>, bindings: Bindings) -> Suggestions {
     let mut out = Suggestions {

@@ -101,7 +101,7 @@ fn confirms(by: &Seen, seen: &Seen) -> bool {
 /// port could have posted the review, naming any identity and object.
 /// Those not marked so (marked unauthenticated, or written before the mark
 /// existed) are kept only when a kube-apiserver audit event among `seen`
-/// shows the same removal ([`confirms`]), or with `trust_unauthenticated`;
+/// shows the same removal (`confirms`), or with `trust_unauthenticated`;
 /// the rest are set aside, counted.
 ///
 /// One request is one removal: each kube-apiserver event stands for one

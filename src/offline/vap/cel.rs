@@ -25,7 +25,7 @@ pub const NAME: &str = "finalizer-guard";
 /// list's length, so its per-expression limit never stops that. Measured on
 /// kube-apiserver 1.34 (README, "Three ways to run the guard"): 8000
 /// finalizers took about 28 s of one core, 2000 about 1.5 s. The bound also
-/// keeps [`estimated_cost`] within kube-apiserver's limit for policies of
+/// keeps `estimated_cost` within kube-apiserver's limit for policies of
 /// hundreds of rules.
 pub const MAX_FINALIZERS: usize = 128;
 

@@ -6,7 +6,7 @@ use crate::error::TlsError;
 #[derive(Debug, thiserror::Error)]
 pub enum CertificatesError {
     #[error(
-        "forbidden: the webhook's ServiceAccount may not {verb} {object} (grant it: docs/deployment.md, \"Self-managed certificates\"): {message}"
+        "forbidden: the webhook's ServiceAccount may not {verb} {object} (grant it: docs/install.md, \"Self-managed certificates\"): {message}"
     )]
     Forbidden {
         verb: &'static str,
