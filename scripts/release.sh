@@ -25,6 +25,9 @@
 #   image.digest, chart.digest                   the two digests signed
 #   cosign.pub                                   the public key (with --key)
 #   SHA256SUMS                                   of every file above but itself
+#   *.tar.gz.sigstore.json, *.zip.sigstore.json  each archive's cosign signature bundle
+#   SHA256SUMS.sigstore.json                     ... and SHA256SUMS's (`cosign verify-blob
+#                                                --bundle FILE.sigstore.json FILE`)
 #
 # VERSION is Cargo.toml's; a tree with uncommitted changes releases
 # VERSION-dirty, and its binaries say `commit HASH-dirty`. Binaries and
@@ -363,8 +366,24 @@ chart_ref="$reg/charts/finalizer-guard@$chart_digest"
 log "krew: finalizer-guard.yaml"
 python3 scripts/release/krew.py "$out" "$version" "$download_url" "$source_url" > "$out/finalizer-guard.yaml"
 
-(cd "$out" && find . -maxdepth 1 -type f ! -name SHA256SUMS -printf '%f\n' | LC_ALL=C sort | xargs sha256sum) \
-  > "$work/SHA256SUMS"
+# Each archive, then SHA256SUMS (which lists the archives and their
+# bundles), signed as a blob: FILE.sigstore.json is a Sigstore bundle (the
+# signature, and keyless the certificate and Rekor's entry), what `cosign
+# verify-blob --bundle FILE.sigstore.json FILE` checks (docs/install.md).
+sign_blob() {
+  "$cosign" sign-blob "${signing[@]}" --new-bundle-format --bundle "$1.sigstore.json" "$1" \
+    > /dev/null 2> "$work/cosign.log" || { cat "$work/cosign.log" >&2; die "cosign sign-blob $(basename "$1") failed"; }
+}
+shopt -s nullglob
+archives=("$out"/finalizer-guard-*.tar.gz "$out"/finalizer-guard-*.zip)
+shopt -u nullglob
+[ ${#archives[@]} -gt 0 ] || die "no archive in $out to sign"
+log "cosign sign-blob: ${#archives[@]} archives, then SHA256SUMS (FILE.sigstore.json)"
+for archive in "${archives[@]}"; do sign_blob "$archive"; done
+
+(cd "$out" && find . -maxdepth 1 -type f ! -name SHA256SUMS ! -name SHA256SUMS.sigstore.json -printf '%f\n' \
+  | LC_ALL=C sort | xargs sha256sum) > "$work/SHA256SUMS"
 mv "$work/SHA256SUMS" "$out/SHA256SUMS"
+sign_blob "$out/SHA256SUMS"
 log "done: $out ($version, commit $build_commit$($dirty && echo ', a dirty tree'))"
 (cd "$out" && du -sh -- * | sed 's/^/  /') >&2

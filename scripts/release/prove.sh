@@ -4,6 +4,9 @@
 #   scripts/release/prove.sh RELEASE_DIR COSIGN_PUB
 #
 # - SHA256SUMS holds, the archives hold a static binary and the licence;
+# - SHA256SUMS and every archive verify against their cosign bundles
+#   (`cosign verify-blob --bundle FILE.sigstore.json --key COSIGN_PUB`), and
+#   a copy of an archive with one byte flipped does not;
 # - a registry (distribution's, built from its Go module) on a loopback
 #   port: the image index and its signatures pushed (`cosign load`), the
 #   chart pushed with `helm push` (the digest that was signed) and its
@@ -51,6 +54,46 @@ verify_flags=(--key "$pub" --insecure-ignore-tlog=true --insecure-ignore-sct=tru
 
 say "SHA256SUMS, the archives"
 (cd "$rel" && sha256sum --quiet -c SHA256SUMS) || die "SHA256SUMS does not hold"
+
+say "cosign verify-blob: SHA256SUMS and every archive against its bundle (FILE.sigstore.json); a tampered archive fails"
+# Offline: a trusted root with no authority and no log in it, so nothing is
+# fetched; only the key is trusted.
+printf '{"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1"}\n' > "$work/trusted_root.json"
+blob_flags=(--key "$pub" --insecure-ignore-tlog=true --trusted-root "$work/trusted_root.json")
+shopt -s nullglob
+archives=("$rel"/finalizer-guard-*.tar.gz "$rel"/finalizer-guard-*.zip)
+shopt -u nullglob
+[ ${#archives[@]} -gt 0 ] || die "no archive in $rel"
+for file in "$rel/SHA256SUMS" "${archives[@]}"; do
+  name=$(basename "$file")
+  [ -f "$file.sigstore.json" ] || die "$name has no signature bundle $name.sigstore.json"
+  [ "$name" = SHA256SUMS ] || grep -qE "^[0-9a-f]{64}  $name\$" "$rel/SHA256SUMS" || die "SHA256SUMS does not list $name"
+  "$cosign" verify-blob "${blob_flags[@]}" --bundle "$file.sigstore.json" "$file" 2> "$work/cosign.log" \
+    || { cat "$work/cosign.log" >&2; die "cosign verify-blob $name failed"; }
+  say "  cosign verify-blob --bundle $name.sigstore.json $name: $(grep -m1 -x 'Verified OK' "$work/cosign.log")"
+done
+# A copy of an archive with one byte flipped, checked against the archive's bundle.
+first=${archives[0]}
+mkdir -p "$work/tampered"
+tampered_archive="$work/tampered/$(basename "$first")"
+cp "$first" "$tampered_archive"
+python3 - "$tampered_archive" <<'PY'
+import os, sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(os.path.getsize(sys.argv[1]) // 2)
+    byte = f.read(1)
+    f.seek(-1, 1)
+    f.write(bytes([byte[0] ^ 0xFF]))
+PY
+cmp -s "$first" "$tampered_archive" && die "the tampered copy of $(basename "$first") is the same bytes"
+if "$cosign" verify-blob "${blob_flags[@]}" --bundle "$first.sigstore.json" "$tampered_archive" 2> "$work/cosign.log"; then
+  die "cosign verify-blob passed for a tampered copy of $(basename "$first")"
+fi
+say "  cosign verify-blob of $(basename "$first") with one byte flipped fails: $(grep -m1 '^Error: ' "$work/cosign.log" | cut -c1-160)"
+if (cd "$work/tampered" && grep -F "  $(basename "$first")" "$rel/SHA256SUMS" | sha256sum --quiet -c - > /dev/null 2>&1); then
+  die "SHA256SUMS holds for a tampered copy of $(basename "$first")"
+fi
+say "  sha256sum -c of the tampered copy fails"
 for arch in amd64 arm64; do
   mkdir -p "$work/$arch"
   tar -xzf "$rel/finalizer-guard-$version-linux-$arch.tar.gz" -C "$work/$arch"
