@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::offline::suggest::Format as EvidenceFormat;
+use crate::offline::suggest::EvidenceFormat;
 use crate::offline::suggest::command::Suggest;
 use clap::{Args, Subcommand};
 

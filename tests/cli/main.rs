@@ -20,6 +20,7 @@ mod cluster;
 mod input;
 mod policy;
 mod suggest;
+mod suggest_managed;
 mod suite;
 mod usage;
 

@@ -277,7 +277,7 @@ fn each_overlay_installs_what_the_chart_installs_for_its_certificates() {
 }
 
 /// A copy of the chart, in `DIR/finalizer-guard`, to render with changes.
-fn copy_chart() -> tempfile::TempDir {
+pub(crate) fn copy_chart() -> tempfile::TempDir {
     let copy = tempfile::tempdir().unwrap();
     let chart_copy = copy.path().join("finalizer-guard");
     std::fs::create_dir_all(chart_copy.join("templates")).unwrap();

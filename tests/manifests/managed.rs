@@ -281,20 +281,8 @@ fn a_platform_without_its_sources_fails_naming_what_it_needs() {
 /// NOTES.txt as `helm install` prints it (`helm template` leaves it out,
 /// so a copy of the chart carries it in one more template).
 fn notes(args: &[&str]) -> String {
-    let copy = tempfile::tempdir().unwrap();
+    let copy = crate::helm::copy_chart();
     let chart_copy = copy.path().join("finalizer-guard");
-    std::fs::create_dir_all(chart_copy.join("templates")).unwrap();
-    for entry in ["Chart.yaml", "values.yaml", "values.schema.json"] {
-        std::fs::copy(chart().join(entry), chart_copy.join(entry)).unwrap();
-    }
-    for entry in std::fs::read_dir(chart().join("templates")).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(
-            &path,
-            chart_copy.join("templates").join(path.file_name().unwrap()),
-        )
-        .unwrap();
-    }
     std::fs::write(
         chart_copy.join("templates/zz-notes.yaml"),
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  \

@@ -3,7 +3,7 @@
 //! policy) on standard output.
 
 use super::bindings::Bindings;
-use super::evidence::Format;
+use super::evidence::EvidenceFormat;
 use super::evidence::{Evidence, EvidenceSource};
 use super::managed::lacks;
 use super::read::read_path;
@@ -25,7 +25,7 @@ pub struct Suggest {
     /// ClusterRoles and ClusterRoleBindings (`--bindings`).
     pub bindings: Option<PathBuf>,
     /// How kube-apiserver's audit events are given (`--format`).
-    pub format: Format,
+    pub format: EvidenceFormat,
     /// The evidence: files and folders.
     pub paths: Vec<PathBuf>,
 }
@@ -114,7 +114,7 @@ fn read_base(path: &Path) -> Result<(String, Policy)> {
 
 /// Reads every path's evidence and says what was read and skipped; `None`
 /// (after saying why) when one cannot be read.
-fn read_evidence(paths: &[PathBuf], format: Format) -> Option<Evidence> {
+fn read_evidence(paths: &[PathBuf], format: EvidenceFormat) -> Option<Evidence> {
     let mut evidence = Evidence::default();
     evidence.format = format;
     for path in paths {

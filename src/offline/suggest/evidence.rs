@@ -57,7 +57,7 @@ impl EvidenceSource {
 /// How kube-apiserver's audit events are given (`--format`): the webhook's
 /// own records and recordings are read whatever it says.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub enum EvidenceFormat {
     /// Each line or document told by its content.
     #[default]
     Auto,
@@ -71,16 +71,16 @@ pub enum Format {
     Aks,
 }
 
-impl Format {
+impl EvidenceFormat {
     /// Whether evidence of `source` is read under this format.
     pub fn reads(self, source: EvidenceSource) -> bool {
         match self {
             _ if !source.is_apiserver() => true,
-            Format::Auto => true,
-            Format::KubeApiserver => source == EvidenceSource::ApiserverAudit,
-            Format::Eks => source == EvidenceSource::CloudWatch,
-            Format::Gke => source == EvidenceSource::CloudAuditLogs,
-            Format::Aks => matches!(
+            EvidenceFormat::Auto => true,
+            EvidenceFormat::KubeApiserver => source == EvidenceSource::ApiserverAudit,
+            EvidenceFormat::Eks => source == EvidenceSource::CloudWatch,
+            EvidenceFormat::Gke => source == EvidenceSource::CloudAuditLogs,
+            EvidenceFormat::Aks => matches!(
                 source,
                 EvidenceSource::AzureDiagnostics | EvidenceSource::AksAuditTable
             ),
@@ -395,7 +395,7 @@ fn recording(value: &Value) -> Option<Seen> {
 pub struct Evidence {
     /// How kube-apiserver's audit events are expected (`--format`): those
     /// delivered otherwise are not read.
-    pub format: Format,
+    pub format: EvidenceFormat,
     pub seen: Vec<Seen>,
     /// Evidence entries read, per kind (would-deny or not).
     pub read: BTreeMap<EvidenceSource, usize>,

@@ -1,6 +1,6 @@
 //! kube-apiserver's audit events as managed control planes deliver them,
 //! told apart by their shape (`entries`, `line`), or chosen with
-//! `--format` ([`Format`](super::Format)):
+//! `--format` ([`EvidenceFormat`](super::EvidenceFormat)):
 //! - EKS: CloudWatch Logs events (`aws logs filter-log-events` or
 //!   `get-log-events` output, `{"events": [{"message": EVENT}]}`), and the
 //!   lines of an export to S3 (`TIMESTAMP EVENT`): each message the whole
@@ -250,7 +250,7 @@ fn gke_object(resource_name: &str) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::evidence::{Evidence, Format, Skip};
+    use super::super::evidence::{Evidence, EvidenceFormat, Skip};
     use super::super::fixtures::{CONTROLLER, apiserver, denial};
     use super::*;
     use crate::policy::FinalizerField;
@@ -512,11 +512,11 @@ mod tests {
             "message": apiserver("1", CONTROLLER, "would-deny", "example.com/a")}]});
         let plain = event(&apiserver("2", CONTROLLER, "would-deny", "example.com/a"));
         for (format, seen) in [
-            (Format::Auto, 2),
-            (Format::Eks, 1),
-            (Format::KubeApiserver, 1),
-            (Format::Gke, 0),
-            (Format::Aks, 0),
+            (EvidenceFormat::Auto, 2),
+            (EvidenceFormat::Eks, 1),
+            (EvidenceFormat::KubeApiserver, 1),
+            (EvidenceFormat::Gke, 0),
+            (EvidenceFormat::Aks, 0),
         ] {
             let mut e = Evidence::default();
             e.format = format;
@@ -527,7 +527,7 @@ mod tests {
             }
             assert_eq!(e.seen.len(), seen, "{format:?}");
         }
-        assert!(Format::Gke.reads(EvidenceSource::WebhookAudit));
+        assert!(EvidenceFormat::Gke.reads(EvidenceSource::WebhookAudit));
         assert!(!lacks(EvidenceSource::CloudAuditLogs).is_empty());
         assert!(!lacks(EvidenceSource::AksAuditTable).is_empty());
         assert!(

@@ -96,7 +96,7 @@ mod trust;
 mod yaml;
 
 pub use bindings::Bindings;
-pub use evidence::Format;
+pub use evidence::EvidenceFormat;
 pub use evidence::{Evidence, EvidenceSource, Parsed, Seen, Skip, parse_line, parse_recording};
 pub use identities::Identity;
 pub use reach::{Reach, reach};

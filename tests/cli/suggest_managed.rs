@@ -3,32 +3,22 @@
 //! each in its provider's documented shape (the README there cites where),
 //! through the binary as a user runs it.
 
-mod common;
-
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
-use common::assert::assert_contains_all;
+use super::*;
+use crate::common::assert::assert_contains_all;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/suggest/managed/{name}"))
 }
 
 fn suggest(args: &[&str], files: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_finalizer-guard"))
+    bin()
         .args(["policy", "suggest"])
         .args(args)
         .args(files.iter().map(|f| fixture(f)))
         .output()
         .unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The rule every fixture's would-deny removals make: Flux's
