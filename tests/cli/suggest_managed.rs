@@ -236,3 +236,31 @@ fn gke_entries_without_the_webhooks_labels_are_said_to_be() {
     );
     assert!(stdout(&o).contains("0 rule(s) for controllers"), "{o:?}");
 }
+
+/// A line neither JSON nor an export line is skipped and said to be: a
+/// garbled export must not lose a controller's removal unseen.
+#[test]
+fn lines_that_cannot_be_read_are_counted_not_dropped_unseen() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("export.log");
+    let lines = std::fs::read_to_string(fixture("eks-s3-export.log")).unwrap();
+    let mut lines: Vec<&str> = lines.lines().collect();
+    lines[1] = "garbage";
+    lines.push("2026-11-20T10:00:00Z {cut short");
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    let o = bin()
+        .args(["policy", "suggest"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let err = stderr(&o);
+    assert!(
+        err.contains("skipped 2 line(s) neither JSON nor a CloudWatch Logs export line (the first: line 2); a removal in them is not counted"),
+        "{err}"
+    );
+
+    // Every line read: no such note.
+    let o = suggest(&[], &["eks-s3-export.log"]);
+    assert!(!stderr(&o).contains("skipped"), "{}", stderr(&o));
+}

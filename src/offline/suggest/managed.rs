@@ -58,15 +58,21 @@ pub(super) fn entries(value: &Value, out: &mut dyn FnMut(Parsed)) {
 }
 
 /// One line of a log: JSON ([`entries`]), or a line of a CloudWatch
-/// export to S3, `TIMESTAMP EVENT`.
-pub(super) fn line(text: &str, out: &mut dyn FnMut(Parsed)) {
+/// export to S3, `TIMESTAMP EVENT`. False for a line that is neither, whose
+/// evidence, if it held any, cannot be read.
+pub(super) fn line(text: &str, out: &mut dyn FnMut(Parsed)) -> bool {
     match serde_json::from_str::<Value>(text) {
-        Ok(value) => entries(&value, out),
-        Err(_) => {
-            if let Some(message) = exported(text) {
-                out(retag(parse_line(message), EvidenceSource::CloudWatch));
-            }
+        Ok(value) => {
+            entries(&value, out);
+            true
         }
+        Err(_) => match exported(text).map(serde_json::from_str::<Value>) {
+            Some(Ok(event)) => {
+                out(retag(parse_value(&event), EvidenceSource::CloudWatch));
+                true
+            }
+            _ => false,
+        },
     }
 }
 

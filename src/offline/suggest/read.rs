@@ -88,11 +88,38 @@ fn read_file(path: &Path, evidence: &mut Evidence) -> Result<usize, String> {
             .map_err(|e| format!("{}: {e}", path.display()))?;
         return Ok(found);
     }
-    managed::line(&first, &mut add);
+    // Lines neither JSON nor a CloudWatch export line are skipped, and said
+    // to be: evidence in a garbled line would otherwise go missing unseen.
+    let mut unread = Unread::default();
+    unread.count(&first, 1, managed::line(&first, &mut add));
     while let Some(line) = lines.next(&mut reader).map_err(err)? {
-        managed::line(&line, &mut add);
+        let read = managed::line(&line, &mut add);
+        unread.count(&line, lines.number, read);
+    }
+    if let Some(first) = unread.first {
+        eprintln!(
+            "note: {}: skipped {} line(s) neither JSON nor a CloudWatch Logs export line (the first: line {first}); a removal in them is not counted",
+            crate::output::escape(&path.display().to_string()),
+            unread.lines
+        );
     }
     Ok(found)
+}
+
+/// The lines of a log that could not be read.
+#[derive(Default)]
+struct Unread {
+    lines: usize,
+    first: Option<usize>,
+}
+
+impl Unread {
+    fn count(&mut self, line: &str, number: usize, read: bool) {
+        if !read && !line.trim().is_empty() {
+            self.lines += 1;
+            self.first.get_or_insert(number);
+        }
+    }
 }
 
 /// Reads one JSON document from `reader`, entry by entry: the elements of
