@@ -7,6 +7,10 @@
 #   finalizer-guard-VERSION-linux-amd64.tar.gz   static (musl) binaries, each with
 #   finalizer-guard-VERSION-linux-arm64.tar.gz   LICENSE; their dependency list embedded
 #                                                (cargo auditable)
+#   finalizer-guard-VERSION-darwin-amd64.tar.gz  the CLI for macOS and Windows, with
+#   finalizer-guard-VERSION-darwin-arm64.tar.gz  LICENSE (finalizer-guard.exe on Windows;
+#   finalizer-guard-VERSION-windows-amd64.zip    `serve --dev` and reusing a CA with
+#                                                `certs` need Unix file owners: Linux, macOS)
 #   finalizer-guard-VERSION.cdx.json             CycloneDX SBOM of the binary (the crates
 #                                                of Cargo.lock it is built from)
 #   finalizer-guard-VERSION-image.cdx.json       ... and of the image (the binary, the CA bundle)
@@ -50,7 +54,10 @@
 # cache outside the repository; podman assembles the images (no code of
 # either architecture runs: the image is COPY-only). The musl targets come
 # from rustup, the arm64 C compiler and linker from Debian's
-# gcc-aarch64-linux-gnu (musl-tools for amd64).
+# gcc-aarch64-linux-gnu (musl-tools for amd64). The macOS ones are built
+# with zig as their C compiler and linker (cargo zigbuild; no macOS SDK:
+# the binary links no framework), the Windows one with Debian's
+# gcc-mingw-w64-x86-64.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -182,6 +189,54 @@ for arch in amd64 arm64; do
   tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" -C "$dir" -c finalizer-guard LICENSE \
     | gzip -n -9 > "$out/finalizer-guard-$version-linux-$arch.tar.gz"
 done
+
+# The CLI for macOS and Windows. The build scripts and proc macros built
+# above for this machine (target/release) are reused; both macOS targets
+# in one cargo run, side by side.
+declare -A xtriple=([darwin-amd64]=x86_64-apple-darwin [darwin-arm64]=aarch64-apple-darwin
+  [windows-amd64]=x86_64-pc-windows-gnu)
+export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=${CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER:-x86_64-w64-mingw32-gcc}
+export CC_x86_64_pc_windows_gnu=${CC_x86_64_pc_windows_gnu:-x86_64-w64-mingw32-gcc}
+command -v "$CC_x86_64_pc_windows_gnu" > /dev/null \
+  || die "no C compiler for x86_64-pc-windows-gnu (Debian: apt-get install gcc-mingw-w64-x86-64)"
+for t in "${xtriple[@]}"; do
+  rustup target list --installed 2> /dev/null | grep -qx "$t" || rustup target add "$t" >&2
+done
+zig=$(tool zig)
+zigbuild=$(tool cargo-zigbuild)
+# cargo auditable runs `cargo zigbuild`, which runs `cargo build` with zig
+# as the C compiler and linker: the dependency list is embedded as above.
+log "cargo auditable zigbuild --release --target ${xtriple[darwin-amd64]} --target ${xtriple[darwin-arm64]}"
+FG_BUILD_COMMIT=$build_commit FG_BUILD_EPOCH=$epoch FG_BUILD_AUDITABLE=1 CARGO_PROFILE_RELEASE_STRIP=symbols \
+  RUSTFLAGS="$rustflags" PATH="$(dirname "$zig"):$(dirname "$zigbuild"):$PATH" \
+  nice -n 19 cargo auditable zigbuild --release --locked --bin finalizer-guard \
+  --target "${xtriple[darwin-amd64]}" --target "${xtriple[darwin-arm64]}" >&2
+log "cargo auditable build --release --target ${xtriple[windows-amd64]}"
+FG_BUILD_COMMIT=$build_commit FG_BUILD_EPOCH=$epoch FG_BUILD_AUDITABLE=1 CARGO_PROFILE_RELEASE_STRIP=symbols \
+  RUSTFLAGS="$rustflags" \
+  nice -n 19 cargo auditable build --release --locked --bin finalizer-guard --target "${xtriple[windows-amd64]}" >&2
+for arch in amd64 arm64; do
+  dir="$work/archive-darwin-$arch"
+  mkdir -p "$dir"
+  install -m 0755 "target/${xtriple[darwin-$arch]}/release/finalizer-guard" "$dir/finalizer-guard"
+  install -m 0644 LICENSE "$dir/LICENSE"
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" -C "$dir" -c finalizer-guard LICENSE \
+    | gzip -n -9 > "$out/finalizer-guard-$version-darwin-$arch.tar.gz"
+done
+# The zip as the tarballs: names sorted, the commit's time, no owner.
+python3 - "$out/finalizer-guard-$version-windows-amd64.zip" "$epoch" \
+  "target/${xtriple[windows-amd64]}/release/finalizer-guard.exe" LICENSE <<'PY'
+import sys, time, zipfile
+dest, epoch, exe, licence = sys.argv[1:]
+when = time.gmtime(max(int(epoch), 315532800))[:6]  # a zip's dates start in 1980
+with zipfile.ZipFile(dest, "w") as z:
+    for name, path, mode in sorted([("finalizer-guard.exe", exe, 0o755), ("LICENSE", licence, 0o644)]):
+        info = zipfile.ZipInfo(name, date_time=when)
+        info.compress_type = zipfile.ZIP_DEFLATED
+        info.create_system = 3  # Unix: the mode below is kept
+        info.external_attr = (0o100000 | mode) << 16
+        z.writestr(info, open(path, "rb").read(), compresslevel=9)
+PY
 
 log "SBOM: cargo cyclonedx (CycloneDX 1.5: the crates the binary is built from, build scripts' included)"
 rm -f "$work/sbom"*.json
