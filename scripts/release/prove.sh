@@ -12,8 +12,16 @@
 #   changed after signing (pushed under the same tag, the signature copied);
 # - the arm64 binary under qemu-user: `version`, `check` of the reviews in
 #   tests/fixtures/cases and `test` of the cases answer as the amd64 one does;
-# - the krew manifest passes krew's validator, and `kubectl krew install
-#   --manifest --archive` installs a plugin `kubectl finalizer-guard version` runs;
+# - the macOS and Windows archives hold the licence and a binary of their
+#   format and architecture (`file`: Mach-O x86_64, Mach-O arm64, PE32+
+#   x86-64); the Windows one under wine (Debian's wine64), when installed:
+#   `version` names the release's commit, `check` decides a case's review as
+#   the linux binary does, `policy validate` takes the example policy, and
+#   reusing a CA with `certs` is refused with a reason (no Unix owners to
+#   check). No macOS binary runs here: no Mach-O loader exists for Linux;
+# - the krew manifest passes krew's validator (all five platforms), and
+#   `kubectl krew install --manifest --archive` installs a plugin
+#   `kubectl finalizer-guard version` runs;
 # - the SBOM names each crate the binary is built from (Cargo.lock's
 #   versions), and nothing that is not in Cargo.lock.
 #
@@ -60,6 +68,71 @@ for arch in amd64 arm64; do
   case "$info" in *"statically linked"*|*"static-pie linked"*) ;; *) die "the $arch binary is not static: $info" ;; esac
 done
 case "$(file -b "$work/arm64/finalizer-guard")" in *aarch64*) ;; *) die "the arm64 binary is not aarch64" ;; esac
+
+say "the macOS and Windows archives: each binary's format and architecture"
+mkdir -p "$work/darwin-amd64" "$work/darwin-arm64" "$work/windows-amd64"
+for arch in amd64 arm64; do
+  tar -xzf "$rel/finalizer-guard-$version-darwin-$arch.tar.gz" -C "$work/darwin-$arch"
+done
+python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+  "$rel/finalizer-guard-$version-windows-amd64.zip" "$work/windows-amd64"
+for platform in darwin-amd64:finalizer-guard:'Mach-O 64-bit x86_64 executable' \
+  darwin-arm64:finalizer-guard:'Mach-O 64-bit arm64 executable' \
+  windows-amd64:finalizer-guard.exe:'PE32+ executable (console) x86-64'; do
+  IFS=: read -r name binary expected <<< "$platform"
+  [ -f "$work/$name/LICENSE" ] || die "no LICENSE in the $name archive"
+  [ -f "$work/$name/$binary" ] || die "no $binary in the $name archive"
+  info=$(file -b "$work/$name/$binary")
+  say "  $name: $info"
+  case "$info" in "$expected"*) ;; *) die "the $name binary is not a $expected: $info" ;; esac
+done
+
+say "the Windows binary under wine: version, check, policy validate, certs"
+# wine64 is Debian's (apt-get install wine64): about 20 packages, a prefix
+# made on first use (some seconds). Without it this part is skipped, said so.
+wine=$(command -v wine64 || command -v wine || true)
+[ -n "$wine" ] || { [ ! -x /usr/lib/wine/wine64 ] || wine=/usr/lib/wine/wine64; }
+if [ -z "$wine" ]; then
+  say "  skipped: no wine64 (Debian: apt-get install wine64)"
+else
+  export WINEPREFIX="$work/wine" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
+  exe="$work/windows-amd64/finalizer-guard.exe"
+  win_version=$(timeout 300 "$wine" "$exe" version -o json 2> "$work/wine.log" | tr -d '\r') \
+    || { cat "$work/wine.log" >&2; die "finalizer-guard.exe version failed under wine"; }
+  linux_version=$("$work/amd64/finalizer-guard" version -o json)
+  python3 - "$linux_version" "$win_version" <<'PY'
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:])
+assert b["target"] == "x86_64-pc-windows-gnu", b
+for k in ("version", "commit", "dirty", "build_date", "dependencies"):
+    assert a[k] == b[k], (k, a[k], b[k])
+PY
+  say "  version: $(python3 -c 'import json,sys; v=json.loads(sys.argv[1]); print(v["version"], v["commit"], v["target"])' "$win_version")"
+  case_file=tests/fixtures/cases/$(cd tests/fixtures/cases && ls | LC_ALL=C sort | head -n 1)
+  review=$(basename "$case_file")
+  mkdir -p "$work/reviews"
+  [ -f "$work/reviews/$review" ] || python3 - "$case_file" "$work/reviews/$review" <<'PY'
+import json, sys
+json.dump(json.load(open(sys.argv[1]))["review"], open(sys.argv[2], "w"))
+PY
+  set +e
+  linux_check=$(cd "$work/reviews" && "$work/amd64/finalizer-guard" check --policy "$OLDPWD/tests/fixtures/policy.yaml" -- "$review"; echo "exit $?")
+  win_check=$(cd "$work/reviews" && timeout 300 "$wine" "$exe" check --policy "$OLDPWD/tests/fixtures/policy.yaml" -- "$review" 2> "$work/wine.log"; echo "exit $?")
+  set -e
+  win_check=$(printf '%s\n' "$win_check" | tr -d '\r')
+  [ "$win_check" = "$linux_check" ] || { diff <(echo "$linux_check") <(echo "$win_check") >&2; cat "$work/wine.log" >&2; die "check answers differently on windows"; }
+  say "  check $review: $(printf '%s' "$win_check" | tr '\n' ' ')(as linux)"
+  timeout 300 "$wine" "$exe" policy validate examples/policy.yaml > "$work/validate-policy.txt" 2> "$work/wine.log" \
+    || { cat "$work/validate-policy.txt" "$work/wine.log" >&2; die "policy validate of examples/policy.yaml failed under wine"; }
+  say "  policy validate examples/policy.yaml: $(tr -d '\r' < "$work/validate-policy.txt" | head -n 1)"
+  timeout 300 "$wine" "$exe" certs --out "$work/win-certs" > /dev/null 2> "$work/wine.log" \
+    || { cat "$work/wine.log" >&2; die "certs failed under wine"; }
+  if timeout 300 "$wine" "$exe" certs --out "$work/win-certs" > /dev/null 2> "$work/wine.log"; then
+    die "certs reused a CA under wine, whose owner it cannot check"
+  fi
+  grep -q 'checked on Linux and macOS only' "$work/wine.log" || { cat "$work/wine.log" >&2; die "certs said no reason for not reusing the CA"; }
+  say "  certs, twice: $(tr -d '\r' < "$work/wine.log" | grep -m1 'checked on Linux')"
+fi
 
 say "the arm64 binary under qemu-user answers as the amd64 one"
 qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64) || die "no qemu-aarch64 (Debian: apt-get install qemu-user-static)"
