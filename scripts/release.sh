@@ -204,11 +204,17 @@ for t in "${xtriple[@]}"; do
 done
 zig=$(tool zig)
 zigbuild=$(tool cargo-zigbuild)
+# The frameworks linked (Security, CoreFoundation: the system's
+# certificates) as text stubs: zig ships macOS's libc, not its SDK.
+frameworks="$repo/target/macos-frameworks"
+python3 scripts/release/macos-frameworks.py "$frameworks"
 # cargo auditable runs `cargo zigbuild`, which runs `cargo build` with zig
 # as the C compiler and linker: the dependency list is embedded as above.
+# Not stripped afterwards: a strip of this machine would break the
+# signature zig's linker gives each binary (arm64 macOS runs only signed ones).
 log "cargo auditable zigbuild --release --target ${xtriple[darwin-amd64]} --target ${xtriple[darwin-arm64]}"
-FG_BUILD_COMMIT=$build_commit FG_BUILD_EPOCH=$epoch FG_BUILD_AUDITABLE=1 CARGO_PROFILE_RELEASE_STRIP=symbols \
-  RUSTFLAGS="$rustflags" PATH="$(dirname "$zig"):$(dirname "$zigbuild"):$PATH" \
+FG_BUILD_COMMIT=$build_commit FG_BUILD_EPOCH=$epoch FG_BUILD_AUDITABLE=1 CARGO_PROFILE_RELEASE_STRIP=none \
+  RUSTFLAGS="$rustflags -C link-arg=-F$frameworks" PATH="$(dirname "$zig"):$(dirname "$zigbuild"):$PATH" \
   nice -n 19 cargo auditable zigbuild --release --locked --bin finalizer-guard \
   --target "${xtriple[darwin-amd64]}" --target "${xtriple[darwin-arm64]}" >&2
 log "cargo auditable build --release --target ${xtriple[windows-amd64]}"
