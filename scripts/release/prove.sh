@@ -89,14 +89,21 @@ done
 
 say "the Windows binary under wine: version, check, policy validate, certs"
 # wine64 is Debian's (apt-get install wine64): about 20 packages, a prefix
-# made on first use (some seconds). Without it this part is skipped, said so.
+# made on first use (about 30 s). Without it this part is skipped, said so.
 wine=$(command -v wine64 || command -v wine || true)
 [ -n "$wine" ] || { [ ! -x /usr/lib/wine/wine64 ] || wine=/usr/lib/wine/wine64; }
 if [ -z "$wine" ]; then
   say "  skipped: no wine64 (Debian: apt-get install wine64)"
 else
   export WINEPREFIX="$work/wine" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
-  exe="$work/windows-amd64/finalizer-guard.exe"
+  mkdir -p "$work/wine-run"
+  exe="$work/wine-run/finalizer-guard.exe"
+  cp "$work/windows-amd64/finalizer-guard.exe" "$exe"
+  # Wine 8 lacks bcryptprimitives.dll (ProcessPrng); beside the binary, a
+  # stand-in over wine's RtlGenRandom (scripts/release/wine-bcryptprimitives.c).
+  command -v x86_64-w64-mingw32-gcc > /dev/null \
+    || die "no mingw-w64 for wine's bcryptprimitives.dll (Debian: apt-get install gcc-mingw-w64-x86-64)"
+  x86_64-w64-mingw32-gcc -shared -O2 -o "$work/wine-run/bcryptprimitives.dll" scripts/release/wine-bcryptprimitives.c -ladvapi32
   win_version=$(timeout 300 "$wine" "$exe" version -o json 2> "$work/wine.log" | tr -d '\r') \
     || { cat "$work/wine.log" >&2; die "finalizer-guard.exe version failed under wine"; }
   linux_version=$("$work/amd64/finalizer-guard" version -o json)
