@@ -9,7 +9,7 @@
 #                                                (cargo auditable)
 #   finalizer-guard-VERSION-darwin-amd64.tar.gz  the CLI for macOS and Windows, with
 #   finalizer-guard-VERSION-darwin-arm64.tar.gz  LICENSE (finalizer-guard.exe on Windows;
-#   finalizer-guard-VERSION-windows-amd64.zip    `serve --dev` and reusing a CA with
+#   finalizer-guard-VERSION-windows-amd64.zip    `serve`'s dev mode and reusing a CA with
 #                                                `certs` need Unix file owners: Linux, macOS)
 #   finalizer-guard-VERSION.cdx.json             CycloneDX SBOM of the binary (the crates
 #                                                of Cargo.lock it is built from)
