@@ -16,7 +16,8 @@
 #   format and architecture (`file`: Mach-O x86_64, Mach-O arm64, PE32+
 #   x86-64); the Windows one under wine (Debian's wine64), when installed:
 #   `version` names the release's commit, `check` decides a case's review as
-#   the linux binary does, `policy validate` takes the example policy, and
+#   the linux binary does, `policy validate` takes the example policy, `test`
+#   passes the cases, and
 #   reusing a CA with `certs` is refused with a reason (no Unix owners to
 #   check). No macOS binary runs here: no Mach-O loader exists for Linux;
 # - the krew manifest passes krew's validator (all five platforms), and
@@ -87,7 +88,7 @@ for platform in darwin-amd64:finalizer-guard:'Mach-O 64-bit x86_64 executable' \
   case "$info" in "$expected"*) ;; *) die "the $name binary is not a $expected: $info" ;; esac
 done
 
-say "the Windows binary under wine: version, check, policy validate, certs"
+say "the Windows binary under wine: version, check, policy validate, test, certs"
 # wine64 is Debian's (apt-get install wine64): about 20 packages, a prefix
 # made on first use (about 30 s). Without it this part is skipped, said so.
 wine=$(command -v wine64 || command -v wine || true)
@@ -115,8 +116,9 @@ for k in ("version", "commit", "dirty", "build_date", "dependencies"):
     assert a[k] == b[k], (k, a[k], b[k])
 PY
   say "  version: $(python3 -c 'import json,sys; v=json.loads(sys.argv[1]); print(v["version"], v["commit"], v["target"])' "$win_version")"
-  case_file=tests/fixtures/cases/$(cd tests/fixtures/cases && ls | LC_ALL=C sort | head -n 1)
-  review=$(basename "$case_file")
+  # The first case file (read whole: no pipe closed early under pipefail).
+  review=$(cd tests/fixtures/cases && find . -maxdepth 1 -name '*.json' -printf '%f\n' | LC_ALL=C sort | sed -n 1p)
+  case_file=tests/fixtures/cases/$review
   mkdir -p "$work/reviews"
   [ -f "$work/reviews/$review" ] || python3 - "$case_file" "$work/reviews/$review" <<'PY'
 import json, sys
@@ -128,10 +130,19 @@ PY
   set -e
   win_check=$(printf '%s\n' "$win_check" | tr -d '\r')
   [ "$win_check" = "$linux_check" ] || { diff <(echo "$linux_check") <(echo "$win_check") >&2; cat "$work/wine.log" >&2; die "check answers differently on windows"; }
-  say "  check $review: $(printf '%s' "$win_check" | tr '\n' ' ')(as linux)"
+  say "  check $review: $(printf '%s\n' "$win_check" | tr '\n' ' ')(as linux)"
   timeout 300 "$wine" "$exe" policy validate examples/policy.yaml > "$work/validate-policy.txt" 2> "$work/wine.log" \
     || { cat "$work/validate-policy.txt" "$work/wine.log" >&2; die "policy validate of examples/policy.yaml failed under wine"; }
   say "  policy validate examples/policy.yaml: $(tr -d '\r' < "$work/validate-policy.txt" | head -n 1)"
+  set +e
+  timeout 600 "$wine" "$exe" test --policy tests/fixtures/policy.yaml tests/fixtures/cases > "$work/test-windows.txt" 2> "$work/wine.log"
+  echo "test exit $?" >> "$work/test-windows.txt"
+  set -e
+  linux_tested=$("$work/amd64/finalizer-guard" test --policy tests/fixtures/policy.yaml tests/fixtures/cases | tail -n 1)
+  win_tested=$(tr -d '\r' < "$work/test-windows.txt" | grep -E '^[0-9]+ passed')
+  grep -qx 'test exit 0' "$work/test-windows.txt" && [ "$win_tested" = "$linux_tested" ] \
+    || { cat "$work/test-windows.txt" "$work/wine.log" >&2; die "test of the cases answers differently on windows"; }
+  say "  test of the cases: $win_tested (as linux)"
   timeout 300 "$wine" "$exe" certs --out "$work/win-certs" > /dev/null 2> "$work/wine.log" \
     || { cat "$work/wine.log" >&2; die "certs failed under wine"; }
   if timeout 300 "$wine" "$exe" certs --out "$work/win-certs" > /dev/null 2> "$work/wine.log"; then
