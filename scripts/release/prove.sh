@@ -14,7 +14,9 @@
 #   tests/fixtures/cases and `test` of the cases answer as the amd64 one does;
 # - the macOS and Windows archives hold the licence and a binary of their
 #   format and architecture (`file`: Mach-O x86_64, Mach-O arm64, PE32+
-#   x86-64); the Windows one under wine (Debian's wine64), when installed:
+#   x86-64), the arm64 one signed (LC_CODE_SIGNATURE), both loading macOS's
+#   own Security and CoreFoundation; the Windows one under wine (Debian's
+#   wine64), when installed:
 #   `version` names the release's commit, `check` decides a case's review as
 #   the linux binary does, `policy validate` takes the example policy, `test`
 #   passes the cases, and
@@ -86,6 +88,29 @@ for platform in darwin-amd64:finalizer-guard:'Mach-O 64-bit x86_64 executable' \
   info=$(file -b "$work/$name/$binary")
   say "  $name: $info"
   case "$info" in "$expected"*) ;; *) die "the $name binary is not a $expected: $info" ;; esac
+done
+# macOS on arm64 runs only signed binaries: the linker's ad-hoc signature
+# (LC_CODE_SIGNATURE) is there, and the frameworks are macOS's own.
+for arch in amd64 arm64; do
+  python3 - "$work/darwin-$arch/finalizer-guard" "$arch" <<'PY' || die "the darwin-$arch binary's load commands"
+import struct, sys
+path, arch = sys.argv[1:]
+data = open(path, "rb").read()
+ncmds = struct.unpack_from("<I", data, 16)[0]
+off, cmds, dylibs = 32, set(), []
+for _ in range(ncmds):
+    cmd, size = struct.unpack_from("<II", data, off)
+    cmds.add(cmd)
+    if cmd in (0xC, 0x80000018):  # LC_LOAD_DYLIB, LC_LOAD_WEAK_DYLIB
+        name = struct.unpack_from("<I", data, off + 8)[0]
+        dylibs.append(data[off + name:off + size].split(b"\0")[0].decode())
+    off += size
+assert arch == "amd64" or 0x1D in cmds, "no code signature (LC_CODE_SIGNATURE)"
+for framework in ("Security", "CoreFoundation"):
+    want = f"/System/Library/Frameworks/{framework}.framework/Versions/A/{framework}"
+    assert want in dylibs, f"{framework} not loaded from {want}: {dylibs}"
+print(f"prove:   darwin-{arch}: loads {', '.join(sorted(dylibs))}", file=sys.stderr)
+PY
 done
 
 say "the Windows binary under wine: version, check, policy validate, test, certs"
