@@ -10,7 +10,10 @@
 # bump builds anew. Go tools come from the Go module proxy (`go install
 # MODULE/CMD@VERSION`: the module's own go.mod and go.sum, checked against
 # the checksum database), cargo tools from crates.io (`cargo install
-# --locked`: their own Cargo.lock). Builds run at `nice -n 19`. FG_E2E_CACHE
+# --locked`: their own Cargo.lock), and the two that are binaries shipped
+# in PyPI wheels (zig, the C compiler and linker of the macOS builds, and
+# cargo-zigbuild, which drives it) with pip (`pip install --no-deps
+# --target`: one pinned wheel, nothing else). Builds run at `nice -n 19`. FG_E2E_CACHE
 # moves the cache (default: ${XDG_CACHE_HOME:-~/.cache}/finalizer-guard-e2e).
 set -euo pipefail
 
@@ -21,6 +24,12 @@ declare -A go_pkg=(
   [validate-krew-manifest]=sigs.k8s.io/krew/cmd/validate-krew-manifest@v0.4.3
   [actionlint]=github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 )
+# NAME -> the PyPI project==version, and the binary's path inside it.
+declare -A wheel=(
+  [zig]=ziglang==0.17.0
+  [cargo-zigbuild]=cargo-zigbuild==0.24.0
+)
+declare -A wheel_bin=([zig]=ziglang/zig [cargo-zigbuild]=bin/cargo-zigbuild)
 declare -A crate=(
   [cargo-auditable]=0.7.7
   [cargo-cyclonedx]=0.5.9
@@ -57,14 +66,26 @@ build() { # build NAME: prints the binary's path
       echo "built $name in $(( $(date +%s) - start )) s into $out" >&2
     fi
     echo "$out/bin/$name"
+  elif [ -n "${wheel[$name]:-}" ]; then
+    out="$cache/$name-${wheel[$name]##*==}"
+    if [ ! -x "$out/${wheel_bin[$name]}" ]; then
+      echo "installing $name (${wheel[$name]}, PyPI)" >&2
+      start=$(date +%s)
+      rm -rf "$out.tmp"
+      nice -n 19 python3 -m pip install --quiet --disable-pip-version-check --no-deps --only-binary :all: \
+        --target "$out.tmp" "${wheel[$name]}" >&2
+      rm -rf "$out"; mv "$out.tmp" "$out"
+      echo "installed $name in $(( $(date +%s) - start )) s into $out" >&2
+    fi
+    echo "$out/${wheel_bin[$name]}"
   else
-    echo "release-tools: unknown tool '$name' (one of: ${!go_pkg[*]} ${!crate[*]})" >&2
+    echo "release-tools: unknown tool '$name' (one of: ${!go_pkg[*]} ${!crate[*]} ${!wheel[*]})" >&2
     return 2
   fi
 }
 
 if [ "${1:-}" = all ]; then
-  for name in "${!crate[@]}" "${!go_pkg[@]}"; do build "$name"; done
+  for name in "${!crate[@]}" "${!go_pkg[@]}" "${!wheel[@]}"; do build "$name"; done
 else
   [ $# -eq 1 ] || { echo "usage: $0 TOOL|all" >&2; exit 2; }
   build "$1"

@@ -7,6 +7,10 @@
 #   finalizer-guard-VERSION-linux-amd64.tar.gz   static (musl) binaries, each with
 #   finalizer-guard-VERSION-linux-arm64.tar.gz   LICENSE; their dependency list embedded
 #                                                (cargo auditable)
+#   finalizer-guard-VERSION-darwin-amd64.tar.gz  the CLI for macOS and Windows, with
+#   finalizer-guard-VERSION-darwin-arm64.tar.gz  LICENSE (finalizer-guard.exe on Windows;
+#   finalizer-guard-VERSION-windows-amd64.zip    `serve`'s dev mode and reusing a CA with
+#                                                `certs` need Unix file owners: Linux, macOS)
 #   finalizer-guard-VERSION.cdx.json             CycloneDX SBOM of the binary (the crates
 #                                                of Cargo.lock it is built from)
 #   finalizer-guard-VERSION-image.cdx.json       ... and of the image (the binary, the CA bundle)
@@ -15,6 +19,7 @@
 #   finalizer-guard-VERSION.tgz                  the Helm chart, with Artifact Hub annotations
 #   artifacthub-repo.yml                         Artifact Hub's repository metadata
 #   finalizer-guard.yaml                         the krew Plugin manifest (the archives' sha256)
+#   finalizer-guard.rb                           the Homebrew formula, for a tap (macOS, Linux)
 #   provenance.json                              the SLSA v1 provenance predicate
 #   image/                                       OCI image layout (index.json): the image for
 #                                                linux/amd64 and linux/arm64, one index, with
@@ -48,12 +53,12 @@
 # --download-url URL: where the krew manifest's archives are downloaded from
 # (default the GitHub release of the tag vVERSION).
 #
-# Tools (cosign, the registry, cargo auditable, cargo cyclonedx, cargo deny,
-# Helm) are built by scripts/release-tools.sh and e2e/helm/build.sh into a
-# cache outside the repository; podman assembles the images (no code of
-# either architecture runs: the image is COPY-only). The musl targets come
-# from rustup, the arm64 C compiler and linker from Debian's
-# gcc-aarch64-linux-gnu (musl-tools for amd64).
+# The binaries are built by scripts/release/build.sh (its --help: the five
+# targets and their C toolchains). Tools (cosign, the registry, cargo
+# auditable, cargo cyclonedx, cargo deny, zig, Helm) are built by
+# scripts/release-tools.sh and e2e/helm/build.sh into a cache outside the
+# repository; podman assembles the images (no code of either architecture
+# runs: the image is COPY-only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -139,11 +144,10 @@ trap cleanup EXIT
 # The tools, built or taken from the cache (the first run builds them).
 tool() { scripts/release-tools.sh "$1"; }
 cosign=$(tool cosign)
-auditable=$(tool cargo-auditable)
 cyclonedx=$(tool cargo-cyclonedx)
 deny=$(tool cargo-deny)
 helm=$(e2e/helm/build.sh)
-PATH="$(dirname "$auditable"):$(dirname "$cyclonedx"):$(dirname "$deny"):$PATH"
+PATH="$(dirname "$cyclonedx"):$(dirname "$deny"):$PATH"
 export PATH
 
 log "licences: cargo deny check licenses (deny.toml)"
@@ -155,36 +159,34 @@ cargo deny --locked check licenses > "$work/deny.log" 2>&1 \
   cargo deny --locked list --layout crate --format human 2> /dev/null
 } > "$out/finalizer-guard-$version-licenses.txt"
 
-# linux/ARCH -> Rust target; the C compiler and linker for ring's C and assembly.
-declare -A triple=([amd64]=x86_64-unknown-linux-musl [arm64]=aarch64-unknown-linux-musl)
-export CC_x86_64_unknown_linux_musl=${CC_x86_64_unknown_linux_musl:-musl-gcc}
-export CC_aarch64_unknown_linux_musl=${CC_aarch64_unknown_linux_musl:-aarch64-linux-gnu-gcc}
-export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=${CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER:-aarch64-linux-gnu-gcc}
-for arch in amd64 arm64; do
-  t=${triple[$arch]}
-  command -v "$(eval echo "\$CC_${t//-/_}")" > /dev/null \
-    || die "no C compiler for $t (Debian: apt-get install musl-tools gcc-aarch64-linux-gnu)"
-  rustup target list --installed 2> /dev/null | grep -qx "$t" || rustup target add "$t" >&2
-done
-
-# No path of this machine in the binaries (panic locations): the same
-# binary from any checkout of the commit.
-rustflags="--remap-path-prefix=$repo=. --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=cargo${RUSTFLAGS:+ $RUSTFLAGS}"
-for arch in amd64 arm64; do
-  t=${triple[$arch]}
-  log "cargo auditable build --release --target $t"
-  FG_BUILD_COMMIT=$build_commit FG_BUILD_EPOCH=$epoch FG_BUILD_AUDITABLE=1 CARGO_PROFILE_RELEASE_STRIP=symbols \
-    RUSTFLAGS="$rustflags" \
-    nice -n 19 cargo auditable build --release --locked --bin finalizer-guard --target "$t" >&2
-  bin="target/$t/release/finalizer-guard"
-  if file "$bin" | grep -q 'dynamically linked'; then die "$bin is dynamically linked"; fi
-  dir="$work/archive-$arch"
+# The binaries (scripts/release/build.sh: linux's static, macOS's and
+# Windows' CLI), each archived with LICENSE, reproducibly.
+declare -A triple=([linux-amd64]=x86_64-unknown-linux-musl [linux-arm64]=aarch64-unknown-linux-musl
+  [darwin-amd64]=x86_64-apple-darwin [darwin-arm64]=aarch64-apple-darwin
+  [windows-amd64]=x86_64-pc-windows-gnu)
+scripts/release/build.sh
+for platform in linux-amd64 linux-arm64 darwin-amd64 darwin-arm64; do
+  dir="$work/archive-$platform"
   mkdir -p "$dir"
-  install -m 0755 "$bin" "$dir/finalizer-guard"
+  install -m 0755 "target/${triple[$platform]}/release/finalizer-guard" "$dir/finalizer-guard"
   install -m 0644 LICENSE "$dir/LICENSE"
   tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" -C "$dir" -c finalizer-guard LICENSE \
-    | gzip -n -9 > "$out/finalizer-guard-$version-linux-$arch.tar.gz"
+    | gzip -n -9 > "$out/finalizer-guard-$version-$platform.tar.gz"
 done
+# The zip as the tarballs: names sorted, the commit's time, no owner.
+python3 - "$out/finalizer-guard-$version-windows-amd64.zip" "$epoch" \
+  "target/${triple[windows-amd64]}/release/finalizer-guard.exe" LICENSE <<'PY'
+import sys, time, zipfile
+dest, epoch, exe, licence = sys.argv[1:]
+when = time.gmtime(max(int(epoch), 315532800))[:6]  # a zip's dates start in 1980
+with zipfile.ZipFile(dest, "w") as z:
+    for name, path, mode in sorted([("finalizer-guard.exe", exe, 0o755), ("LICENSE", licence, 0o644)]):
+        info = zipfile.ZipInfo(name, date_time=when)
+        info.compress_type = zipfile.ZIP_DEFLATED
+        info.create_system = 3  # Unix: the mode below is kept
+        info.external_attr = (0o100000 | mode) << 16
+        z.writestr(info, open(path, "rb").read(), compresslevel=9)
+PY
 
 log "SBOM: cargo cyclonedx (CycloneDX 1.5: the crates the binary is built from, build scripts' included)"
 rm -f "$work/sbom"*.json
@@ -246,7 +248,7 @@ podman manifest create "$pod_tag:index" > /dev/null
 for arch in amd64 arm64; do
   ctx="$work/image-$arch"
   cp -a "$rootfs" "$ctx"
-  install -m 0755 "target/${triple[$arch]}/release/finalizer-guard" "$ctx/usr/local/bin/finalizer-guard"
+  install -m 0755 "target/${triple[linux-$arch]}/release/finalizer-guard" "$ctx/usr/local/bin/finalizer-guard"
   chown -R 0:0 "$ctx"; chown 65532:65532 "$ctx/home/nonroot"
   tar --sort=name --numeric-owner --mtime="@$epoch" -C "$ctx" -c . > "$work/rootfs-$arch.tar"
   mkdir -p "$work/context-$arch"
@@ -365,6 +367,8 @@ chart_ref="$reg/charts/finalizer-guard@$chart_digest"
 
 log "krew: finalizer-guard.yaml"
 python3 scripts/release/krew.py "$out" "$version" "$download_url" "$source_url" > "$out/finalizer-guard.yaml"
+log "Homebrew: finalizer-guard.rb (a tap's formula)"
+python3 scripts/release/homebrew.py "$out" "$version" "$download_url" "$source_url" > "$out/finalizer-guard.rb"
 
 # Each archive, then SHA256SUMS (which lists the archives and their
 # bundles), signed as a blob: FILE.sigstore.json is a Sigstore bundle (the

@@ -346,6 +346,12 @@ pub enum NotPrivate {
         "is writable by {who} (mode {mode:04o}), who could change what is written there: chmod go-w it, or give another folder"
     )]
     Writable { who: &'static str, mode: u32 },
+    /// Where a file's owner and modes are not Unix ones (Windows): nothing
+    /// is taken as private that could not be checked.
+    #[error(
+        "cannot be checked here: its owner and who may write in it are checked on Linux and macOS only, so it is not trusted"
+    )]
+    Unchecked,
 }
 
 impl From<NotPrivate> for io::Error {
@@ -398,31 +404,33 @@ pub fn mine(path: &Path) -> io::Result<()> {
 }
 
 /// `meta` is the current user's, and writable by no one else.
+#[cfg(unix)]
 fn owned_by_me_alone(meta: &Metadata) -> io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let me = rustix::process::geteuid().as_raw();
-        if meta.uid() != me {
-            return Err(NotPrivate::NotMine {
-                owner: meta.uid(),
-                me,
-            }
-            .into());
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(NotPrivate::NotMine {
+            owner: meta.uid(),
+            me,
         }
-        let mode = meta.mode() & 0o7777;
-        if mode & 0o022 != 0 {
-            let who = if mode & 0o002 != 0 {
-                "others"
-            } else {
-                "its group"
-            };
-            return Err(NotPrivate::Writable { who, mode }.into());
-        }
+        .into());
     }
-    #[cfg(not(unix))]
-    let _ = meta;
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        let who = if mode & 0o002 != 0 {
+            "others"
+        } else {
+            "its group"
+        };
+        return Err(NotPrivate::Writable { who, mode }.into());
+    }
     Ok(())
+}
+
+/// Without Unix owners and modes, nothing is known to be the user's alone.
+#[cfg(not(unix))]
+fn owned_by_me_alone(_: &Metadata) -> io::Result<()> {
+    Err(NotPrivate::Unchecked.into())
 }
 
 #[cfg(unix)]

@@ -8,21 +8,28 @@ import sys
 
 out, version, url, home = sys.argv[1:]
 platforms = ""
-for arch in ("amd64", "arm64"):
-    name = f"finalizer-guard-{version}-linux-{arch}.tar.gz"
+# (os, arch, the archive's ending, the binary in it)
+for os, arch, ext, binary in (
+    ("linux", "amd64", "tar.gz", "finalizer-guard"),
+    ("linux", "arm64", "tar.gz", "finalizer-guard"),
+    ("darwin", "amd64", "tar.gz", "finalizer-guard"),
+    ("darwin", "arm64", "tar.gz", "finalizer-guard"),
+    ("windows", "amd64", "zip", "finalizer-guard.exe"),
+):
+    name = f"finalizer-guard-{version}-{os}-{arch}.{ext}"
     digest = hashlib.sha256(open(f"{out}/{name}", "rb").read()).hexdigest()
     platforms += f"""  - selector:
       matchLabels:
-        os: linux
+        os: {os}
         arch: {arch}
     uri: {url}/{name}
     sha256: {digest}
     files:
-      - from: finalizer-guard
+      - from: {binary}
         to: .
       - from: LICENSE
         to: .
-    bin: finalizer-guard
+    bin: {binary}
 """
 print(f"""apiVersion: krew.googlecontainertools.github.com/v1alpha2
 kind: Plugin

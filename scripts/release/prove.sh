@@ -15,8 +15,23 @@
 #   changed after signing (pushed under the same tag, the signature copied);
 # - the arm64 binary under qemu-user: `version`, `check` of the reviews in
 #   tests/fixtures/cases and `test` of the cases answer as the amd64 one does;
-# - the krew manifest passes krew's validator, and `kubectl krew install
-#   --manifest --archive` installs a plugin `kubectl finalizer-guard version` runs;
+# - the macOS and Windows archives hold the licence and a binary of their
+#   format and architecture (`file`: Mach-O x86_64, Mach-O arm64, PE32+
+#   x86-64), the arm64 one signed (LC_CODE_SIGNATURE), both loading macOS's
+#   own Security and CoreFoundation; the Windows one under wine (Debian's
+#   wine64), when installed:
+#   `version` names the release's commit, `check` decides a case's review as
+#   the linux binary does, `policy validate` takes the example policy, `test`
+#   passes the cases, and
+#   reusing a CA with `certs` is refused with a reason (no Unix owners to
+#   check). No macOS binary runs here: no Mach-O loader exists for Linux;
+# - the krew manifest passes krew's validator (all five platforms), and
+#   `kubectl krew install --manifest --archive` installs a plugin
+#   `kubectl finalizer-guard version` runs;
+# - the Homebrew formula (loaded by ruby under a stand-in for Homebrew's
+#   DSL: scripts/release/homebrew-check.rb) and Cargo.toml's cargo binstall
+#   metadata download, for each system, the krew manifest's archive, with
+#   the sha256 SHA256SUMS gives;
 # - the SBOM names each crate the binary is built from (Cargo.lock's
 #   versions), and nothing that is not in Cargo.lock.
 #
@@ -103,6 +118,111 @@ for arch in amd64 arm64; do
   case "$info" in *"statically linked"*|*"static-pie linked"*) ;; *) die "the $arch binary is not static: $info" ;; esac
 done
 case "$(file -b "$work/arm64/finalizer-guard")" in *aarch64*) ;; *) die "the arm64 binary is not aarch64" ;; esac
+
+say "the macOS and Windows archives: each binary's format and architecture"
+mkdir -p "$work/darwin-amd64" "$work/darwin-arm64" "$work/windows-amd64"
+for arch in amd64 arm64; do
+  tar -xzf "$rel/finalizer-guard-$version-darwin-$arch.tar.gz" -C "$work/darwin-$arch"
+done
+python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+  "$rel/finalizer-guard-$version-windows-amd64.zip" "$work/windows-amd64"
+for platform in darwin-amd64:finalizer-guard:'Mach-O 64-bit x86_64 executable' \
+  darwin-arm64:finalizer-guard:'Mach-O 64-bit arm64 executable' \
+  windows-amd64:finalizer-guard.exe:'PE32+ executable (console) x86-64'; do
+  IFS=: read -r name binary expected <<< "$platform"
+  [ -f "$work/$name/LICENSE" ] || die "no LICENSE in the $name archive"
+  [ -f "$work/$name/$binary" ] || die "no $binary in the $name archive"
+  info=$(file -b "$work/$name/$binary")
+  say "  $name: $info"
+  case "$info" in "$expected"*) ;; *) die "the $name binary is not a $expected: $info" ;; esac
+done
+# macOS on arm64 runs only signed binaries: the linker's ad-hoc signature
+# (LC_CODE_SIGNATURE) is there, and the frameworks are macOS's own.
+for arch in amd64 arm64; do
+  python3 - "$work/darwin-$arch/finalizer-guard" "$arch" <<'PY' || die "the darwin-$arch binary's load commands"
+import struct, sys
+path, arch = sys.argv[1:]
+data = open(path, "rb").read()
+ncmds = struct.unpack_from("<I", data, 16)[0]
+off, cmds, dylibs = 32, set(), []
+for _ in range(ncmds):
+    cmd, size = struct.unpack_from("<II", data, off)
+    cmds.add(cmd)
+    if cmd in (0xC, 0x80000018):  # LC_LOAD_DYLIB, LC_LOAD_WEAK_DYLIB
+        name = struct.unpack_from("<I", data, off + 8)[0]
+        dylibs.append(data[off + name:off + size].split(b"\0")[0].decode())
+    off += size
+assert arch == "amd64" or 0x1D in cmds, "no code signature (LC_CODE_SIGNATURE)"
+for framework in ("Security", "CoreFoundation"):
+    want = f"/System/Library/Frameworks/{framework}.framework/Versions/A/{framework}"
+    assert want in dylibs, f"{framework} not loaded from {want}: {dylibs}"
+print(f"prove:   darwin-{arch}: loads {', '.join(sorted(dylibs))}", file=sys.stderr)
+PY
+done
+
+say "the Windows binary under wine: version, check, policy validate, test, certs"
+# wine64 is Debian's (apt-get install wine64): about 20 packages, a prefix
+# made on first use (about 30 s). Without it this part is skipped, said so.
+wine=$(command -v wine64 || command -v wine || true)
+[ -n "$wine" ] || { [ ! -x /usr/lib/wine/wine64 ] || wine=/usr/lib/wine/wine64; }
+if [ -z "$wine" ]; then
+  say "  skipped: no wine64 (Debian: apt-get install wine64)"
+else
+  export WINEPREFIX="$work/wine" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
+  mkdir -p "$work/wine-run"
+  exe="$work/wine-run/finalizer-guard.exe"
+  cp "$work/windows-amd64/finalizer-guard.exe" "$exe"
+  # Wine 8 lacks bcryptprimitives.dll (ProcessPrng); beside the binary, a
+  # stand-in over wine's RtlGenRandom (scripts/release/wine-bcryptprimitives.c).
+  command -v x86_64-w64-mingw32-gcc > /dev/null \
+    || die "no mingw-w64 for wine's bcryptprimitives.dll (Debian: apt-get install gcc-mingw-w64-x86-64)"
+  x86_64-w64-mingw32-gcc -shared -O2 -o "$work/wine-run/bcryptprimitives.dll" scripts/release/wine-bcryptprimitives.c -ladvapi32
+  win_version=$(timeout 300 "$wine" "$exe" version -o json 2> "$work/wine.log" | tr -d '\r') \
+    || { cat "$work/wine.log" >&2; die "finalizer-guard.exe version failed under wine"; }
+  linux_version=$("$work/amd64/finalizer-guard" version -o json)
+  python3 - "$linux_version" "$win_version" <<'PY'
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:])
+assert b["target"] == "x86_64-pc-windows-gnu", b
+for k in ("version", "commit", "dirty", "build_date", "dependencies"):
+    assert a[k] == b[k], (k, a[k], b[k])
+PY
+  say "  version: $(python3 -c 'import json,sys; v=json.loads(sys.argv[1]); print(v["version"], v["commit"], v["target"])' "$win_version")"
+  # The first case file (read whole: no pipe closed early under pipefail).
+  review=$(cd tests/fixtures/cases && find . -maxdepth 1 -name '*.json' -printf '%f\n' | LC_ALL=C sort | sed -n 1p)
+  case_file=tests/fixtures/cases/$review
+  mkdir -p "$work/reviews"
+  [ -f "$work/reviews/$review" ] || python3 - "$case_file" "$work/reviews/$review" <<'PY'
+import json, sys
+json.dump(json.load(open(sys.argv[1]))["review"], open(sys.argv[2], "w"))
+PY
+  set +e
+  linux_check=$(cd "$work/reviews" && "$work/amd64/finalizer-guard" check --policy "$OLDPWD/tests/fixtures/policy.yaml" -- "$review"; echo "exit $?")
+  win_check=$(cd "$work/reviews" && timeout 300 "$wine" "$exe" check --policy "$OLDPWD/tests/fixtures/policy.yaml" -- "$review" 2> "$work/wine.log"; echo "exit $?")
+  set -e
+  win_check=$(printf '%s\n' "$win_check" | tr -d '\r')
+  [ "$win_check" = "$linux_check" ] || { diff <(echo "$linux_check") <(echo "$win_check") >&2; cat "$work/wine.log" >&2; die "check answers differently on windows"; }
+  say "  check $review: $(printf '%s\n' "$win_check" | tr '\n' ' ')(as linux)"
+  timeout 300 "$wine" "$exe" policy validate examples/policy.yaml > "$work/validate-policy.txt" 2> "$work/wine.log" \
+    || { cat "$work/validate-policy.txt" "$work/wine.log" >&2; die "policy validate of examples/policy.yaml failed under wine"; }
+  say "  policy validate examples/policy.yaml: $(tr -d '\r' < "$work/validate-policy.txt" | head -n 1)"
+  set +e
+  timeout 600 "$wine" "$exe" test --policy tests/fixtures/policy.yaml tests/fixtures/cases > "$work/test-windows.txt" 2> "$work/wine.log"
+  echo "test exit $?" >> "$work/test-windows.txt"
+  set -e
+  linux_tested=$("$work/amd64/finalizer-guard" test --policy tests/fixtures/policy.yaml tests/fixtures/cases | tail -n 1)
+  win_tested=$(tr -d '\r' < "$work/test-windows.txt" | grep -E '^[0-9]+ passed')
+  grep -qx 'test exit 0' "$work/test-windows.txt" && [ "$win_tested" = "$linux_tested" ] \
+    || { cat "$work/test-windows.txt" "$work/wine.log" >&2; die "test of the cases answers differently on windows"; }
+  say "  test of the cases: $win_tested (as linux)"
+  timeout 300 "$wine" "$exe" certs --out "$work/win-certs" > /dev/null 2> "$work/wine.log" \
+    || { cat "$work/wine.log" >&2; die "certs failed under wine"; }
+  if timeout 300 "$wine" "$exe" certs --out "$work/win-certs" > /dev/null 2> "$work/wine.log"; then
+    die "certs reused a CA under wine, whose owner it cannot check"
+  fi
+  grep -q 'checked on Linux and macOS only' "$work/wine.log" || { cat "$work/wine.log" >&2; die "certs said no reason for not reusing the CA"; }
+  say "  certs, twice: $(tr -d '\r' < "$work/wine.log" | grep -m1 'checked on Linux')"
+fi
 
 say "the arm64 binary under qemu-user answers as the amd64 one"
 qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64) || die "no qemu-aarch64 (Debian: apt-get install qemu-user-static)"
@@ -225,6 +345,45 @@ PATH="$work/bin:$PATH" kubectl krew install --manifest="$rel/finalizer-guard.yam
 plugin=$(PATH="$KREW_ROOT/bin:$work/bin:$PATH" kubectl finalizer-guard version)
 printf '%s\n' "$plugin" | sed 's/^/  kubectl finalizer-guard version: /' >&2
 grep -qx "target:       x86_64-unknown-linux-musl" <<< "$plugin" || die "the krew plugin is not the release's binary"
+
+say "Homebrew and cargo binstall: each archive they download is the krew manifest's, with its sha256"
+command -v ruby > /dev/null || die "ruby is not installed, to load the Homebrew formula (Debian: apt-get install ruby)"
+ruby scripts/release/homebrew-check.rb "$rel/finalizer-guard.rb" > "$work/homebrew.txt" \
+  || die "the Homebrew formula $rel/finalizer-guard.rb does not load"
+cargo metadata --locked --offline --no-deps --format-version 1 > "$work/metadata.json"
+python3 - "$rel" "$version" "$work/homebrew.txt" "$work/metadata.json" <<'PY'
+import hashlib, json, re, sys
+rel, version, homebrew, metadata = sys.argv[1:]
+sums = dict(reversed(line.split()) for line in open(f"{rel}/SHA256SUMS"))
+krew = {}
+manifest = open(f"{rel}/finalizer-guard.yaml").read()
+for os, arch, uri, sha in re.findall(
+    r"os: (\w+)\n\s+arch: (\w+)\n\s+uri: (\S+)\n\s+sha256: (\w+)", manifest):
+    assert sums[uri.rsplit("/", 1)[1]] == sha, f"krew's sha256 of {uri}"
+    krew[(os, arch)] = (uri, sha)
+assert len(krew) == 5, f"the krew manifest names {len(krew)} platforms"
+for line in open(homebrew):
+    os, arch, url, sha = line.split()
+    assert krew[(os, arch)] == (url, sha), f"Homebrew {os}/{arch}: {url} {sha}, krew {krew[(os, arch)]}"
+print(f"prove:   Homebrew: {sum(1 for _ in open(homebrew))} systems, each the krew archive", file=sys.stderr)
+package = json.load(open(metadata))["packages"][0]
+binstall = package["metadata"]["binstall"]
+platform = {"x86_64-unknown-linux-gnu": ("linux", "amd64"), "x86_64-unknown-linux-musl": ("linux", "amd64"),
+            "aarch64-unknown-linux-gnu": ("linux", "arm64"), "aarch64-unknown-linux-musl": ("linux", "arm64"),
+            "x86_64-apple-darwin": ("darwin", "amd64"), "aarch64-apple-darwin": ("darwin", "arm64"),
+            "x86_64-pc-windows-gnu": ("windows", "amd64"), "x86_64-pc-windows-msvc": ("windows", "amd64")}
+assert sorted(binstall["overrides"]) == sorted(platform), sorted(binstall["overrides"])
+for target, override in binstall["overrides"].items():
+    values = {"repo": package["repository"], "version": version.split("-dirty")[0], "name": package["name"],
+              "target": target}
+    url = re.sub(r"\{ ([a-z-]+) \}", lambda m: values[m.group(1)], override["pkg-url"])
+    # A dirty tree's release names its files VERSION-dirty; the published ones do not.
+    url = url.replace(f"-{values['version']}-", f"-{version}-")
+    assert url.rsplit("/", 1)[1] == krew[platform[target]][0].rsplit("/", 1)[1], f"binstall {target}: {url}"
+    fmt = override.get("pkg-fmt", binstall["pkg-fmt"])
+    assert (fmt == "zip") == url.endswith(".zip"), f"binstall {target}: {fmt} for {url}"
+print(f"prove:   cargo binstall: {len(binstall['overrides'])} targets, each a release archive", file=sys.stderr)
+PY
 
 say "the SBOM names each crate of Cargo.lock the binary is built from, with its version"
 cargo tree --locked -e normal,build --target x86_64-unknown-linux-musl --prefix none --format '{p}' \

@@ -367,8 +367,16 @@ impl AuditLog {
     /// Audit lines on standard output, written straight to its file
     /// descriptor (no buffer in between: a failed write is known as it fails).
     pub fn stdout(dropped: Counter, unwritten: Counter) -> std::io::Result<AuditLog> {
-        use std::os::fd::AsFd;
-        let out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+        #[cfg(unix)]
+        let out = {
+            use std::os::fd::AsFd;
+            std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?)
+        };
+        #[cfg(windows)]
+        let out = {
+            use std::os::windows::io::AsHandle;
+            std::fs::File::from(std::io::stdout().as_handle().try_clone_to_owned()?)
+        };
         AuditLog::to(out, dropped, unwritten)
     }
 

@@ -1,0 +1,49 @@
+"""The Homebrew formula of a release, for a tap (`brew install
+OWNER/TAP/finalizer-guard`): macOS (Apple silicon, Intel) and Linux (arm64,
+amd64), each archive with its sha256. It installs the binary and the
+`kubectl-finalizer_guard` name kubectl finds plugins by.
+
+    python3 homebrew.py OUT_DIR VERSION DOWNLOAD_URL HOMEPAGE > finalizer-guard.rb
+"""
+import hashlib
+import sys
+
+out, version, url, home = sys.argv[1:]
+
+
+def archive(os, arch):
+    name = f"finalizer-guard-{version}-{os}-{arch}.tar.gz"
+    digest = hashlib.sha256(open(f"{out}/{name}", "rb").read()).hexdigest()
+    return f"""      url "{url}/{name}"
+      sha256 "{digest}\""""
+
+
+def system(block, os):
+    return f"""  {block} do
+    on_arm do
+{archive(os, "arm64")}
+    end
+    on_intel do
+{archive(os, "amd64")}
+    end
+  end"""
+
+
+print(f"""class FinalizerGuard < Formula
+  desc "Explain and release Kubernetes objects stuck on finalizers, safely"
+  homepage "{home}"
+  version "{version.split('-dirty')[0]}"
+  license "Apache-2.0"
+
+{system("on_macos", "darwin")}
+{system("on_linux", "linux")}
+
+  def install
+    bin.install "finalizer-guard"
+    bin.install_symlink "finalizer-guard" => "kubectl-finalizer_guard"
+  end
+
+  test do
+    assert_match "finalizer-guard #{{version}}", shell_output("#{{bin}}/finalizer-guard --version")
+  end
+end""")
