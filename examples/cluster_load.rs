@@ -1,8 +1,10 @@
 //! Writes through a real API server and times each one, for
 //! `scripts/cluster-cost.sh`: what finalizer-guard costs a cluster.
 //!
-//! Each client owns one ConfigMap and patches it `--writes` times, one write
-//! after the other; clients run at once. A `guarded` write replaces the
+//! Each client owns one ConfigMap and patches it `--writes` times (or for
+//! `--seconds`), one write after the other; clients run at once, each with
+//! its own connection, and start their timed writes together, once every
+//! client has made its object and its warm-up writes. A `guarded` write replaces the
 //! object's one finalizer with a new name (a merge patch of
 //! `metadata.finalizers`): every write removes a finalizer, so with the
 //! webhook installed every write is sent to it and judged. An `override`
@@ -19,7 +21,10 @@
 //!
 //!   cargo run --release --example cluster_load -- \
 //!     --kubeconfig DIR/admin.kubeconfig --namespace cost --write guarded --writes 1000 --clients 1
+//!   cargo run --release --example cluster_load -- \
+//!     --kubeconfig DIR/admin.kubeconfig --write override --seconds 20 --clients 500
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
@@ -27,6 +32,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
+use tokio::sync::{Barrier, watch};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Write {
@@ -55,6 +61,9 @@ struct Args {
     /// Writes per client, timed.
     #[arg(long, default_value_t = 1000)]
     writes: usize,
+    /// Write for this long instead, each client as many times as it can.
+    #[arg(long)]
+    seconds: Option<f64>,
     /// Untimed writes per client first.
     #[arg(long, default_value_t = 20)]
     warmup: usize,
@@ -76,6 +85,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         namespace,
         write,
         writes,
+        seconds,
         warmup,
         clients,
         prefix,
@@ -84,35 +94,56 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let kubeconfig = Kubeconfig::read_from(&kubeconfig)?;
     let config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    let mut tasks = Vec::new();
+    // Every client readies its object at once; the timed writes start
+    // together when all are ready, with the deadline of a timed run.
+    let ready = Arc::new(Barrier::new(clients + 1));
+    let (start, started_rx) = watch::channel(None::<Option<Instant>>);
+    let mut handles = Vec::new();
     for client in 0..clients {
         let api: Api<ConfigMap> =
             Api::namespaced(kube::Client::try_from(config.clone())?, &namespace);
         let name = format!("{prefix}-{client}");
-        ensure(&api, &name).await?;
-        for i in first..first + warmup {
-            patch(&api, &name, write, client, i).await?;
-        }
-        tasks.push((api, name, client));
-    }
-    let started = Instant::now();
-    let handles: Vec<_> = tasks
-        .into_iter()
-        .map(|(api, name, client)| {
-            tokio::spawn(async move {
-                let mut times = Vec::with_capacity(writes);
-                let mut errors = Vec::new();
-                for i in first + warmup..first + warmup + writes {
-                    let t = Instant::now();
-                    match patch(&api, &name, write, client, i).await {
-                        Ok(()) => times.push(t.elapsed()),
-                        Err(e) => errors.push(e.to_string()),
-                    }
+        let ready = ready.clone();
+        let mut started_rx = started_rx.clone();
+        handles.push(tokio::spawn(async move {
+            let mut times = Vec::with_capacity(writes);
+            let mut errors = Vec::new();
+            let mut prepared = ensure(&api, &name).await;
+            for i in first..first + warmup {
+                if prepared.is_err() {
+                    break;
                 }
-                (times, errors)
-            })
-        })
-        .collect();
+                prepared = patch(&api, &name, write, client, i).await;
+            }
+            ready.wait().await;
+            let deadline = match started_rx.wait_for(Option::is_some).await {
+                Ok(start) => start.flatten(),
+                Err(_) => return (times, errors),
+            };
+            if let Err(e) = prepared {
+                errors.push(format!("before the timed writes: {e}"));
+                return (times, errors);
+            }
+            let mut i = first + warmup;
+            while match deadline {
+                Some(at) => Instant::now() < at,
+                None => i < first + warmup + writes,
+            } {
+                let t = Instant::now();
+                match patch(&api, &name, write, client, i).await {
+                    Ok(()) => times.push(t.elapsed()),
+                    Err(e) => errors.push(e.to_string()),
+                }
+                i += 1;
+            }
+            (times, errors)
+        }));
+    }
+    ready.wait().await;
+    let started = Instant::now();
+    let _ = start.send(Some(
+        seconds.map(|s| started + Duration::from_secs_f64(s.max(0.0))),
+    ));
     let mut times: Vec<Duration> = Vec::new();
     let mut errors: Vec<String> = Vec::new();
     for handle in handles {
@@ -150,6 +181,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "p90_ms": at(0.90),
             "p99_ms": at(0.99),
             "max_ms": times.last().copied().map_or(0.0, ms),
+            "over_1s": times.iter().filter(|t| **t > Duration::from_secs(1)).count(),
         })
     );
     if !errors.is_empty() {

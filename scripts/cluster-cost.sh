@@ -30,15 +30,22 @@
 # ValidatingAdmissionPolicy (`finalizer-guard policy export --vap`) and no
 # webhook (vap); and with both, the backstop (backstop), in rounds (the
 # order reversed every other round); then override writes with more
-# concurrent clients, through each webhook. Around every run the webhook's review counter and the API
+# concurrent clients, through each webhook. With WRITERS=N, N writers at
+# once instead, each stripping a finalizer under an override as fast as it
+# can for SECONDS_PER_RUN, with no webhook (removed), the floor and
+# finalizer-guard, the order rotated every round: rate, p50, p99, max,
+# writes over a second and errors, and what each webhook adds. Around every run the webhook's review counter and the API
 # server's count of webhook calls are read: a run that reached the wrong
 # webhook, or one not at all when it should, fails the script.
 #
 #   scripts/cluster-cost.sh                    # 1000 writes per run, 3 rounds
 #   WRITES=2000 ROUNDS=5 scripts/cluster-cost.sh
+#   WRITERS=500 FG_BIN=finalizer-guard-of-the-release scripts/cluster-cost.sh
 #
 # Environment: WRITES (1000 per run and per client count), ROUNDS (3),
-# CLIENTS ("1 10"), KINDS (the writes timed; default
+# CLIENTS ("1 10"; with WRITERS, none), WRITERS, SECONDS_PER_RUN (20), FG_BIN
+# (the finalizer-guard binary measured, e.g. the release's static one;
+# default a release build of this tree), KINDS (with WRITERS, none by default) (the writes timed; default
 # "override override-new guarded label"), STATES (the configurations, in
 # the order of the odd rounds; default "finalizer-guard floor removed vap
 # backstop"), FG_ARGS (more `serve` flags, e.g.
@@ -50,15 +57,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 writes=${WRITES:-1000}
 rounds=${ROUNDS:-3}
-clients=${CLIENTS:-"1 10"}
-kinds=${KINDS:-"override override-new guarded label"}
+writers=${WRITERS:-}
+seconds_per_run=${SECONDS_PER_RUN:-20}
+if [ -n "$writers" ]; then
+  clients=${CLIENTS:-}
+  kinds=${KINDS:-}
+else
+  clients=${CLIENTS:-"1 10"}
+  kinds=${KINDS:-"override override-new guarded label"}
+fi
 order=${STATES:-"finalizer-guard floor removed vap backstop"}
 read -r -a fg_args <<< "${FG_ARGS:-}"
 
 echo "== building (release): finalizer-guard, examples/cluster_load, examples/minimal_server" >&2
 cargo build --release --locked --bin finalizer-guard --example cluster_load --example minimal_server >&2
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-fg=$target/release/finalizer-guard
+fg=${FG_BIN:-$target/release/finalizer-guard}
 load=$target/release/examples/cluster_load
 floor=$target/release/examples/minimal_server
 report=${REPORT:-$target/cluster-cost.md}
@@ -333,10 +347,11 @@ state() {
 results=$work/results.jsonl
 : > "$results"
 runs=0
-# run WRITE CLIENTS: one timed run in the current state, checked against
-# both counters.
+# run WRITE CLIENTS [SECONDS]: one timed run in the current state (WRITES
+# writes in all, or each client writing for SECONDS), checked against both
+# counters.
 run() {
-  local write=$1 n=$2 r0 r1 c0 c1 out want judged
+  local write=$1 n=$2 r0 r1 c0 c1 out want judged length
   local d0 d1 a0 a1 e0 e1 p0 p1 w0 w1 webhook
   webhook=$webhook_pid
   case $(webhook_of "$current") in
@@ -350,7 +365,9 @@ run() {
   runs=$((runs + 1))
   # shellcheck disable=SC2086 # one pid per word
   p0=$(ticks $control_plane); w0=$(ticks $webhook)
-  out=$("$load" --kubeconfig "$dir/admin.kubeconfig" --write "$write" --writes "$((writes / n))" \
+  length=(--writes "$((writes / n))")
+  if [ -n "${3:-}" ]; then length=(--seconds "$3" --warmup 2); fi
+  out=$("$load" --kubeconfig "$dir/admin.kubeconfig" --write "$write" "${length[@]}" \
     --clients "$n" --prefix "$write-$n-$runs")
   # shellcheck disable=SC2086
   p1=$(ticks $control_plane); w1=$(ticks $webhook)
@@ -416,15 +433,26 @@ for n in $clients; do
     run override "$n"
   done
 done
+if [ -n "$writers" ]; then
+  states=(removed floor finalizer-guard)
+  for round in $(seq 1 "$rounds"); do
+    for k in 0 1 2; do
+      s=${states[$(( (k + round - 1) % 3 ))]}
+      state "$s"
+      echo "== $writers writers for ${seconds_per_run}s, round $round: $s" >&2
+      run override "$writers" "$seconds_per_run"
+    done
+  done
+fi
 if grep -q '"level":"WARN"\|WARN' "$work/server.log"; then
   echo "finalizer-guard warned during the runs:" >&2
   grep 'WARN' "$work/server.log" | tail -n 5 >&2
 fi
 
-python3 - "$results" "$writes" "$rounds" > "$report" << 'EOF'
+python3 - "$results" "$writes" "$rounds" "$writers" "$seconds_per_run" > "$report" << 'EOF'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-writes, rounds = sys.argv[2], sys.argv[3]
+writes, rounds, writers, seconds_per_run = sys.argv[2:6]
 STATES = ("finalizer-guard", "floor", "removed")
 ALL_STATES = STATES + ("vap", "backstop")
 WRITES = ("override", "override-new", "guarded", "label")
@@ -504,12 +532,43 @@ if any((w, "vap") in m for w in WRITES):
         cells.append(" / ".join(f"{median(added(g, 'control_plane_cpu_us')):+.0f}" for g in guards))
         out.append(f"| {write} | " + " | ".join(cells) + " |")
     out.append("")
-out.append("| override writes | configuration | clients | writes | webhook calls | writes/s | mean ms | p50 ms | p99 ms | API server's call to the webhook, mean ms | finalizer-guard's decision, mean ms | webhook CPU µs per write | API server + etcd CPU µs per write | Event writes |")
-out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-fmt = lambda v: "-" if v is None else f"{v:.3f}"
-for r in sorted((r for r in rows if r["write"] == "override" and r["state"] in ("finalizer-guard", "floor")), key=lambda r: (r["clients"], r["state"])):
-    ev = events([r]) if r["state"] == "finalizer-guard" else "-"
-    out.append(f"| | {r['state']} | {r['clients']} | {r['writes']} | {r['webhook_calls']} | {r['writes_per_second']:.0f} | {r['mean_ms']:.2f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {fmt(r['apiserver_call_ms_mean'])} | {fmt(r['decide_ms_mean'])} | {r['webhook_cpu_us']:.0f} | {r['control_plane_cpu_us']:.0f} | {ev} |")
+if writers and not any(r["clients"] == 1 for r in rows):
+    out = []
+if writers:
+    crowd = [r for r in rows if r["clients"] == int(writers) and r["write"] == "override"]
+    out.append(f"{writers} writers at once, each stripping a finalizer of its own ConfigMap under an override for {seconds_per_run} s, one after the other; the configurations in turn, the order rotated every round. Latency as each writer saw it.\n")
+    out.append("| round | configuration | writes/s | p50 ms | p99 ms | max ms | writes over 1 s | errors | webhook CPU µs per write | API server + etcd CPU µs per write | Event writes: created + series updates |")
+    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in sorted(crowd, key=lambda r: (r["round"], ("removed", "floor", "finalizer-guard").index(r["state"]))):
+        cpu = "-" if r["webhook_cpu_us"] is None else f"{r['webhook_cpu_us']:.0f}"
+        ev = events([r]) if r["state"] == "finalizer-guard" else "-"
+        out.append(f"| {r['round']} | {r['state']} | {r['writes_per_second']:.0f} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['max_ms']:.0f} | {r['over_1s']} | {r['errors']} | {cpu} | {r['control_plane_cpu_us']:.0f} | {ev} |")
+    by_round = {}
+    for r in crowd:
+        by_round.setdefault(r["round"], {})[r["state"]] = r
+    full = [x for x in by_round.values() if all(k in x for k in ("removed", "floor", "finalizer-guard"))]
+    if full:
+        out.append("")
+        out.append("What each webhook adds over none, paired within each round: medians of the rounds, their range in brackets.\n")
+        out.append("| | finalizer-guard | floor | finalizer-guard / floor |")
+        out.append("|---|---|---|---|")
+        for f, name in (("p50_ms", "added p50 ms"), ("p99_ms", "added p99 ms"), ("max_ms", "added max ms")):
+            g = [x["finalizer-guard"][f] - x["removed"][f] for x in full]
+            fl = [x["floor"][f] - x["removed"][f] for x in full]
+            ratio = [a / b for a, b in zip(g, fl) if b > 0]
+            out.append(f"| {name} | {spread(g, lambda v: f'{v:+.0f}')} | {spread(fl, lambda v: f'{v:+.0f}')} | {spread(ratio, lambda v: f'{v:.2f}x')} |")
+        g = [x["finalizer-guard"]["writes_per_second"] / x["removed"]["writes_per_second"] for x in full]
+        fl = [x["floor"]["writes_per_second"] / x["removed"]["writes_per_second"] for x in full]
+        out.append(f"| writes/s against none | {spread(g, lambda v: f'{v:.2f}x')} | {spread(fl, lambda v: f'{v:.2f}x')} | |")
+    out.append("")
+more = sorted((r for r in rows if r["write"] == "override" and r["state"] in ("finalizer-guard", "floor") and str(r["clients"]) != writers), key=lambda r: (r["clients"], r["state"]))
+if more:
+    out.append("| override writes | configuration | clients | writes | webhook calls | writes/s | mean ms | p50 ms | p99 ms | API server's call to the webhook, mean ms | finalizer-guard's decision, mean ms | webhook CPU µs per write | API server + etcd CPU µs per write | Event writes |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"
+    for r in more:
+        ev = events([r]) if r["state"] == "finalizer-guard" else "-"
+        out.append(f"| | {r['state']} | {r['clients']} | {r['writes']} | {r['webhook_calls']} | {r['writes_per_second']:.0f} | {r['mean_ms']:.2f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {fmt(r['apiserver_call_ms_mean'])} | {fmt(r['decide_ms_mean'])} | {r['webhook_cpu_us']:.0f} | {r['control_plane_cpu_us']:.0f} | {ev} |")
 print("\n".join(out))
 EOF
 cat "$report"
