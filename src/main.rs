@@ -10,6 +10,12 @@ use finalizer_guard::error::{Error, Result};
 use finalizer_guard::output::{chain, escape};
 use finalizer_guard::{cluster, offline, server, version};
 
+/// The static (musl) build allocates through mimalloc: musl's allocator takes
+/// one lock for every thread (docs/performance.md, "As shipped").
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let Cli { command } = Cli::parse();
     std::process::exit(run(command));
