@@ -127,6 +127,9 @@ source_url=https://github.com/finalizer-guard/finalizer-guard
 registry_name=${registry_name:-${push:-ghcr.io/finalizer-guard}}
 image_repo="$registry_name/finalizer-guard"
 download_url=${download_url:-$source_url/releases/download/v$version}
+# Written into the krew manifest and the Homebrew formula as is.
+[[ "$download_url" =~ ^https?://[A-Za-z0-9._~:/?\&=%+,\;@!*\(\)\'-]+$ ]] \
+  || die "--download-url $download_url is not a plain http(s) URL"
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)

@@ -6,9 +6,17 @@ amd64), each archive with its sha256. It installs the binary and the
     python3 homebrew.py OUT_DIR VERSION DOWNLOAD_URL HOMEPAGE > finalizer-guard.rb
 """
 import hashlib
+import re
 import sys
 
 out, version, url, home = sys.argv[1:]
+# Each goes into a Ruby string as is: nothing that could end it or
+# interpolate (`"`, `\\`, `#{`) may pass.
+if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?", version):
+    sys.exit(f"homebrew.py: {version!r} is not a version")
+for name, value in (("download URL", url), ("homepage", home)):
+    if not re.fullmatch(r"https?://[A-Za-z0-9._~:/?&=%+,;@!*()'-]+", value):
+        sys.exit(f"homebrew.py: the {name} {value!r} is not a plain http(s) URL")
 
 
 def archive(os, arch):

@@ -4,9 +4,16 @@ with its sha256.
     python3 krew.py OUT_DIR VERSION DOWNLOAD_URL HOMEPAGE > finalizer-guard.yaml
 """
 import hashlib
+import re
 import sys
 
 out, version, url, home = sys.argv[1:]
+# Each goes into the YAML as a plain scalar: nothing that could end it.
+if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?", version):
+    sys.exit(f"krew.py: {version!r} is not a version")
+for name, value in (("download URL", url), ("homepage", home)):
+    if not re.fullmatch(r"https?://[A-Za-z0-9._~:/?&=%+,;@!*()'-]+", value):
+        sys.exit(f"krew.py: the {name} {value!r} is not a plain http(s) URL")
 platforms = ""
 # (os, arch, the archive's ending, the binary in it)
 for os, arch, ext, binary in (
