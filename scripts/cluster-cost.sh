@@ -8,7 +8,9 @@
 # kube-controller-manager on 127.0.0.1), installs the webhook from
 # manifests/ as tests/e2e does (the self-managed overlay, its clientConfig
 # pointed at a local `finalizer-guard serve` by url; Events on, written with
-# the token of the ServiceAccount the manifests install), and times writes
+# the token of the ServiceAccount the manifests install, for reviews that
+# come with kube-apiserver's client certificate: `--client-ca`, as
+# docs/security.md's "Only kube-apiserver may call" sets it up), and times writes
 # with examples/cluster_load.rs (kube-rs, one ConfigMap per client, each
 # write timed by the client):
 #
@@ -196,7 +198,7 @@ for attempt in 1 2 3 4 5; do
   KUBECONFIG=$work/webhook.kubeconfig "$fg" serve --policy "$work/policy.yaml" \
     --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
     --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin_port" \
-    --shutdown-delay 0s "${fg_args[@]}" \
+    --client-ca "$dir/webhook-client-ca.crt" --shutdown-delay 0s "${fg_args[@]}" \
     > "$work/audit.jsonl" 2> "$work/server.log" &
   webhook_pid=$!
   echo "$webhook_pid" > "$dir/run/finalizer-guard.pid"
