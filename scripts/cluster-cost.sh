@@ -47,7 +47,8 @@
 # Environment: WRITES (1000 per run and per client count), ROUNDS (3),
 # CLIENTS ("1 10"; with WRITERS, none), WRITERS, SECONDS_PER_RUN (20), FG_BIN
 # (the finalizer-guard binary measured, e.g. the release's static one;
-# default a release build of this tree), KINDS (with WRITERS, none by default) (the writes timed; default
+# default a release build of this tree), CLIENT_CERT (1; 0: no --client-ca,
+# so no Events), KINDS (with WRITERS, none by default) (the writes timed; default
 # "override override-new guarded label"), STATES (the configurations, in
 # the order of the odd rounds; default "finalizer-guard floor removed vap
 # backstop"), FG_ARGS (more `serve` flags, e.g.
@@ -71,8 +72,12 @@ fi
 order=${STATES:-"finalizer-guard floor removed vap backstop"}
 read -r -a fg_args <<< "${FG_ARGS:-}"
 
-echo "== building (release): finalizer-guard, examples/cluster_load, examples/minimal_server" >&2
-cargo build --release --locked --bin finalizer-guard --example cluster_load --example minimal_server >&2
+echo "== building (release): finalizer-guard (unless FG_BIN), examples/cluster_load, examples/minimal_server" >&2
+if [ -n "${FG_BIN:-}" ]; then
+  cargo build --release --locked --example cluster_load --example minimal_server >&2
+else
+  cargo build --release --locked --bin finalizer-guard --example cluster_load --example minimal_server >&2
+fi
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 fg=${FG_BIN:-$target/release/finalizer-guard}
 load=$target/release/examples/cluster_load
@@ -85,6 +90,11 @@ if [ -z "${DIR:-}" ]; then
   own_dir=1
 fi
 dir=$DIR
+# CLIENT_CERT=0: the server asks kube-apiserver for no client certificate
+# (the chart's default): every TLS connection costs the API server less,
+# and no Event is written.
+client_ca=(--client-ca "$dir/webhook-client-ca.crt")
+[ "${CLIENT_CERT:-1}" != 0 ] || client_ca=()
 webhook_pid=
 floor_pid=
 cleanup() {
@@ -198,7 +208,7 @@ for attempt in 1 2 3 4 5; do
   KUBECONFIG=$work/webhook.kubeconfig "$fg" serve --policy "$work/policy.yaml" \
     --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
     --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin_port" \
-    --client-ca "$dir/webhook-client-ca.crt" --shutdown-delay 0s "${fg_args[@]}" \
+    "${client_ca[@]}" --shutdown-delay 0s "${fg_args[@]}" \
     > "$work/audit.jsonl" 2> "$work/server.log" &
   webhook_pid=$!
   echo "$webhook_pid" > "$dir/run/finalizer-guard.pid"
