@@ -3,6 +3,7 @@
 #
 #   scripts/release.sh --key cosign.key OUT_DIR          # signed with a key pair
 #   scripts/release.sh --keyless --push REGISTRY OUT_DIR # CI: Sigstore keyless, pushed
+#   scripts/release.sh ... --binaries DIR OUT_DIR        # binaries built beforehand
 #
 #   finalizer-guard-VERSION-linux-amd64.tar.gz   static (musl) binaries, each with
 #   finalizer-guard-VERSION-linux-arm64.tar.gz   LICENSE; their dependency list embedded
@@ -52,6 +53,11 @@
 # Artifact Hub annotations name (default ghcr.io/finalizer-guard, or --push's).
 # --download-url URL: where the krew manifest's archives are downloaded from
 # (default the GitHub release of the tag vVERSION).
+# --binaries DIR: the five binaries already built by scripts/release/build.sh
+# of this commit, as DIR/TRIPLE/finalizer-guard (.exe for Windows), instead
+# of building them here: the release workflow builds them in a job that
+# holds no token, so no build script of a dependency runs beside the
+# signing identity. Each must name this commit.
 #
 # The binaries are built by scripts/release/build.sh (its --help: the five
 # targets and their C toolchains). Tools (cosign, the registry, cargo
@@ -72,6 +78,7 @@ keyless=false
 push=""
 registry_name=""
 download_url=""
+binaries=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --key) key=${2:?--key needs a file}; shift 2 ;;
@@ -81,6 +88,8 @@ while [ $# -gt 0 ]; do
     --push=*) push=${1#--push=}; shift ;;
     --registry) registry_name=${2:?--registry needs a name}; shift 2 ;;
     --registry=*) registry_name=${1#--registry=}; shift ;;
+    --binaries) binaries=${2:?--binaries needs a folder}; shift 2 ;;
+    --binaries=*) binaries=${1#--binaries=}; shift ;;
     --download-url) download_url=${2:?--download-url needs a URL}; shift 2 ;;
     --download-url=*) download_url=${1#--download-url=}; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -88,7 +97,7 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-[ $# -eq 1 ] || die "usage: scripts/release.sh [--key FILE | --keyless] [--push REGISTRY] [--registry NAME] OUT_DIR"
+[ $# -eq 1 ] || die "usage: scripts/release.sh [--key FILE | --keyless] [--push REGISTRY] [--registry NAME] [--download-url URL] [--binaries DIR] OUT_DIR"
 out=$1
 
 # Everything that can stop the release is checked before anything is written.
@@ -106,6 +115,10 @@ else
   pub=$(cd "$(dirname "$pub")" && pwd)/$(basename "$pub")
 fi
 if [ -e "$out" ] && [ -n "$(ls -A "$out")" ]; then die "$out is not empty"; fi
+if [ -n "$binaries" ]; then
+  [ -d "$binaries" ] || die "--binaries $binaries is not a folder"
+  binaries=$(cd "$binaries" && pwd)
+fi
 command -v podman > /dev/null || die "podman is not installed (Debian: apt-get install podman)"
 { command -v git > /dev/null && git rev-parse HEAD > /dev/null 2>&1; } || die "not a git checkout"
 
@@ -131,6 +144,24 @@ download_url=${download_url:-$source_url/releases/download/v$version}
 [[ "$download_url" =~ ^https?://[A-Za-z0-9._~:/?\&=%+,\;@!*\(\)\'-]+$ ]] \
   || die "--download-url $download_url is not a plain http(s) URL"
 
+declare -A triple=([linux-amd64]=x86_64-unknown-linux-musl [linux-arm64]=aarch64-unknown-linux-musl
+  [darwin-amd64]=x86_64-apple-darwin [darwin-arm64]=aarch64-apple-darwin
+  [windows-amd64]=x86_64-pc-windows-gnu)
+# bin PLATFORM: the binary archived for it.
+bin() {
+  local exe=finalizer-guard
+  [ "$1" != windows-amd64 ] || exe=finalizer-guard.exe
+  if [ -n "$binaries" ]; then echo "$binaries/${triple[$1]}/$exe"; else echo "target/${triple[$1]}/release/$exe"; fi
+}
+if [ -n "$binaries" ]; then
+  for platform in "${!triple[@]}"; do
+    b=$(bin "$platform")
+    [ -f "$b" ] || die "--binaries: no $b"
+    grep -qaF "(commit $build_commit, target ${triple[$platform]}, " "$b" \
+      || die "--binaries: $b is not the ${triple[$platform]} binary of commit $build_commit"
+  done
+  log "the binaries of $binaries (built from $build_commit)"
+fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work=$(mktemp -d)
@@ -164,21 +195,18 @@ cargo deny --locked check licenses > "$work/deny.log" 2>&1 \
 
 # The binaries (scripts/release/build.sh: linux's static, macOS's and
 # Windows' CLI), each archived with LICENSE, reproducibly.
-declare -A triple=([linux-amd64]=x86_64-unknown-linux-musl [linux-arm64]=aarch64-unknown-linux-musl
-  [darwin-amd64]=x86_64-apple-darwin [darwin-arm64]=aarch64-apple-darwin
-  [windows-amd64]=x86_64-pc-windows-gnu)
-scripts/release/build.sh
+if [ -z "$binaries" ]; then scripts/release/build.sh; fi
 for platform in linux-amd64 linux-arm64 darwin-amd64 darwin-arm64; do
   dir="$work/archive-$platform"
   mkdir -p "$dir"
-  install -m 0755 "target/${triple[$platform]}/release/finalizer-guard" "$dir/finalizer-guard"
+  install -m 0755 "$(bin "$platform")" "$dir/finalizer-guard"
   install -m 0644 LICENSE "$dir/LICENSE"
   tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" -C "$dir" -c finalizer-guard LICENSE \
     | gzip -n -9 > "$out/finalizer-guard-$version-$platform.tar.gz"
 done
 # The zip as the tarballs: names sorted, the commit's time, no owner.
 python3 - "$out/finalizer-guard-$version-windows-amd64.zip" "$epoch" \
-  "target/${triple[windows-amd64]}/release/finalizer-guard.exe" LICENSE <<'PY'
+  "$(bin windows-amd64)" LICENSE <<'PY'
 import sys, time, zipfile
 dest, epoch, exe, licence = sys.argv[1:]
 when = time.gmtime(max(int(epoch), 315532800))[:6]  # a zip's dates start in 1980
@@ -251,7 +279,7 @@ podman manifest create "$pod_tag:index" > /dev/null
 for arch in amd64 arm64; do
   ctx="$work/image-$arch"
   cp -a "$rootfs" "$ctx"
-  install -m 0755 "target/${triple[linux-$arch]}/release/finalizer-guard" "$ctx/usr/local/bin/finalizer-guard"
+  install -m 0755 "$(bin "linux-$arch")" "$ctx/usr/local/bin/finalizer-guard"
   chown -R 0:0 "$ctx"; chown 65532:65532 "$ctx/home/nonroot"
   tar --sort=name --numeric-owner --mtime="@$epoch" -C "$ctx" -c . > "$work/rootfs-$arch.tar"
   mkdir -p "$work/context-$arch"

@@ -102,7 +102,10 @@ if [ -n "${want[darwin-amd64]:-}${want[darwin-arm64]:-}" ]; then
   log "cargo auditable zigbuild --release ${darwin[*]}"
   targets=()
   for t in "${darwin[@]}"; do targets+=(--target "$t"); done
+  # MACOSX_DEPLOYMENT_TARGET: the oldest macOS the binaries load on (zig's
+  # own default is its SDK's, 15.0); 11.0 is the first on Apple silicon.
   FG_BUILD_COMMIT=$build_commit FG_BUILD_EPOCH=$epoch FG_BUILD_AUDITABLE=1 CARGO_PROFILE_RELEASE_STRIP=none \
+    MACOSX_DEPLOYMENT_TARGET=11.0 \
     RUSTFLAGS="$rustflags -C link-arg=-F$frameworks" PATH="$(dirname "$zig"):$(dirname "$zigbuild"):$PATH" \
     nice -n 19 cargo auditable zigbuild --release --locked --bin finalizer-guard "${targets[@]}" >&2
 fi

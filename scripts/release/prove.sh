@@ -17,7 +17,8 @@
 #   tests/fixtures/cases and `test` of the cases answer as the amd64 one does;
 # - the macOS and Windows archives hold the licence and a binary of their
 #   format and architecture (`file`: Mach-O x86_64, Mach-O arm64, PE32+
-#   x86-64), the arm64 one signed (LC_CODE_SIGNATURE), both loading macOS's
+#   x86-64), the arm64 one signed (LC_CODE_SIGNATURE), both loadable from
+#   macOS 11 on (LC_BUILD_VERSION), both loading macOS's
 #   own Security and CoreFoundation; the Windows one under wine (Debian's
 #   wine64), when installed:
 #   `version` names the release's commit, `check` decides a case's review as
@@ -144,19 +145,24 @@ import struct, sys
 path, arch = sys.argv[1:]
 data = open(path, "rb").read()
 ncmds = struct.unpack_from("<I", data, 16)[0]
-off, cmds, dylibs = 32, set(), []
+off, cmds, dylibs, minos = 32, set(), [], None
 for _ in range(ncmds):
     cmd, size = struct.unpack_from("<II", data, off)
     cmds.add(cmd)
     if cmd in (0xC, 0x80000018):  # LC_LOAD_DYLIB, LC_LOAD_WEAK_DYLIB
         name = struct.unpack_from("<I", data, off + 8)[0]
         dylibs.append(data[off + name:off + size].split(b"\0")[0].decode())
+    if cmd == 0x32:  # LC_BUILD_VERSION: the oldest macOS that loads it
+        version = struct.unpack_from("<I", data, off + 12)[0]
+        minos = (version >> 16, (version >> 8) & 0xFF)
     off += size
 assert arch == "amd64" or 0x1D in cmds, "no code signature (LC_CODE_SIGNATURE)"
+# macOS 11 (Big Sur), the first on Apple silicon: what docs/install.md promises.
+assert minos is not None and minos <= (11, 0), f"needs macOS {minos}, newer than 11.0"
 for framework in ("Security", "CoreFoundation"):
     want = f"/System/Library/Frameworks/{framework}.framework/Versions/A/{framework}"
     assert want in dylibs, f"{framework} not loaded from {want}: {dylibs}"
-print(f"prove:   darwin-{arch}: loads {', '.join(sorted(dylibs))}", file=sys.stderr)
+print(f"prove:   darwin-{arch}: macOS {minos[0]}.{minos[1]} or later; loads {', '.join(sorted(dylibs))}", file=sys.stderr)
 PY
 done
 
