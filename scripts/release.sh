@@ -140,6 +140,10 @@ source_url=https://github.com/finalizer-guard/finalizer-guard
 registry_name=${registry_name:-${push:-ghcr.io/finalizer-guard}}
 image_repo="$registry_name/finalizer-guard"
 download_url=${download_url:-$source_url/releases/download/v$version}
+# Written into the chart's values.yaml as is: a registry host (a port
+# allowed) and a path of lower-case names, as OCI references have.
+[[ "$registry_name" =~ ^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)*$ ]] \
+  || die "--registry $registry_name is not a registry and namespace (e.g. ghcr.io/finalizer-guard)"
 # Written into the krew manifest and the Homebrew formula as is.
 [[ "$download_url" =~ ^https?://[A-Za-z0-9._~:/?\&=%+,\;@!*\(\)\'-]+$ ]] \
   || die "--download-url $download_url is not a plain http(s) URL"

@@ -20,8 +20,9 @@ def block(text, indent="    "):
 
 path = f"{chart}/Chart.yaml"
 text = open(path).read()
-text = re.sub(r"(?m)^version: .*$", f"version: {version}", text, count=1)
-text = re.sub(r'(?m)^appVersion: .*$', f'appVersion: "{version}"', text, count=1)
+# Replacements as functions: a backslash in a value is itself, never an escape.
+text = re.sub(r"(?m)^version: .*$", lambda _: f"version: {version}", text, count=1)
+text = re.sub(r'(?m)^appVersion: .*$', lambda _: f'appVersion: "{version}"', text, count=1)
 if "\nhome:" not in text:
     text = text.replace("\ntype: application\n", f"\ntype: application\nhome: {source}\nsources:\n  - {source}\n", 1)
 assert text.rstrip().endswith("artifacthub.io/license: Apache-2.0"), "Chart.yaml must end with its annotations"
@@ -41,7 +42,7 @@ open(path, "w").write(text)
 
 path = f"{chart}/values.yaml"
 text = open(path).read()
-text, n = re.subn(r"(?m)^  repository: finalizer-guard$", f"  repository: {image_repo}", text, count=1)
+text, n = re.subn(r"(?m)^  repository: finalizer-guard$", lambda _: f"  repository: {image_repo}", text, count=1)
 assert n == 1, "values.yaml: image.repository not found"
 open(path, "w").write(text)
 
