@@ -31,7 +31,8 @@
 #   image.digest, chart.digest                   the two digests signed
 #   cosign.pub                                   the public key (with --key)
 #   SHA256SUMS                                   of every file above but itself
-#   *.tar.gz.sigstore.json, *.zip.sigstore.json  each archive's cosign signature bundle
+#   *.tar.gz.sigstore.json, *.zip.sigstore.json, each archive's cosign signature bundle
+#   *.tgz.sigstore.json                          (the binaries', the chart's)
 #   SHA256SUMS.sigstore.json                     ... and SHA256SUMS's (`cosign verify-blob
 #                                                --bundle FILE.sigstore.json FILE`)
 #
@@ -414,7 +415,7 @@ sign_blob() {
     > /dev/null 2> "$work/cosign.log" || { cat "$work/cosign.log" >&2; die "cosign sign-blob $(basename "$1") failed"; }
 }
 shopt -s nullglob
-archives=("$out"/finalizer-guard-*.tar.gz "$out"/finalizer-guard-*.zip)
+archives=("$out"/finalizer-guard-*.tar.gz "$out"/finalizer-guard-*.zip "$out"/finalizer-guard-*.tgz)
 shopt -u nullglob
 [ ${#archives[@]} -gt 0 ] || die "no archive in $out to sign"
 log "cosign sign-blob: ${#archives[@]} archives, then SHA256SUMS (FILE.sigstore.json)"

@@ -77,7 +77,7 @@ say "cosign verify-blob: SHA256SUMS and every archive against its bundle (FILE.s
 printf '{"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1"}\n' > "$work/trusted_root.json"
 blob_flags=(--key "$pub" --insecure-ignore-tlog=true --trusted-root "$work/trusted_root.json")
 shopt -s nullglob
-archives=("$rel"/finalizer-guard-*.tar.gz "$rel"/finalizer-guard-*.zip)
+archives=("$rel"/finalizer-guard-*.tar.gz "$rel"/finalizer-guard-*.zip "$rel"/finalizer-guard-*.tgz)
 shopt -u nullglob
 [ ${#archives[@]} -gt 0 ] || die "no archive in $rel"
 for file in "$rel/SHA256SUMS" "${archives[@]}"; do
