@@ -427,6 +427,7 @@ print(json.dumps(r))' "$current" "$((c1 - c0))" "$((r1 - r0))" "${d0[0]}" "${d1[
 }
 
 for round in $(seq 1 "$rounds"); do
+  [ -n "$kinds" ] || break
   states=$order
   if [ $((round % 2)) = 0 ]; then states=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' '); fi
   for s in $states; do
