@@ -379,8 +379,23 @@ run() {
   p0=$(ticks $control_plane); w0=$(ticks $webhook)
   length=(--writes "$((writes / n))")
   if [ -n "${3:-}" ]; then length=(--seconds "$3" --warmup 2); fi
+  # The connections the API server holds open to the webhook, every second
+  # of the run (ss): how many it needed for the writes in flight.
+  local sampler listening=
+  case $(webhook_of "$current") in
+    floor) listening=$floor_port ;;
+    finalizer-guard) listening=$port ;;
+  esac
+  : > "$work/connections"
+  if [ -n "$listening" ]; then
+    while sleep 1; do
+      ss -Htn state established "( sport = :$listening )" | wc -l >> "$work/connections"
+    done &
+    sampler=$!
+  fi
   out=$("$load" --kubeconfig "$dir/admin.kubeconfig" --write "$write" "${length[@]}" \
     --clients "$n" --prefix "$write-$n-$runs")
+  if [ -n "$listening" ]; then kill "$sampler"; wait "$sampler" 2>/dev/null || true; fi
   # shellcheck disable=SC2086
   p1=$(ticks $control_plane); w1=$(ticks $webhook)
   r1=$(reviews)
@@ -421,9 +436,12 @@ timed = r["writes"] + r["warmup"] * r["clients"]
 r["control_plane_cpu_us"] = control_plane * 1e6 / hz / timed
 r["webhook_cpu_us"] = webhook * 1e6 / hz / timed if sys.argv[1] not in ("removed", "vap") else None
 r["load"] = open("/proc/loadavg").read().split()[0]
+counts = sorted(int(x) for x in open(sys.argv[14]).read().split())
+r["connections_median"] = counts[len(counts) // 2] if counts else None
+r["connections_max"] = counts[-1] if counts else None
 r["round"] = int(sys.argv[13])
 print(json.dumps(r))' "$current" "$((c1 - c0))" "$((r1 - r0))" "${d0[0]}" "${d1[0]}" "${a0[0]}" "${a1[0]}" \
-    "${e0[*]}" "${e1[*]}" "$hz" "$((p1 - p0))" "$((w1 - w0))" "$round" | tee -a "$results" >&2
+    "${e0[*]}" "${e1[*]}" "$hz" "$((p1 - p0))" "$((w1 - w0))" "$round" "$work/connections" | tee -a "$results" >&2
 }
 
 for round in $(seq 1 "$rounds"); do
@@ -550,12 +568,14 @@ if writers and not any(r["clients"] == 1 for r in rows):
 if writers:
     crowd = [r for r in rows if r["clients"] == int(writers) and r["write"] == "override"]
     out.append(f"{writers} writers at once, each stripping a finalizer of its own ConfigMap under an override for {seconds_per_run} s, one after the other; the configurations in turn, the order rotated every round. Latency as each writer saw it.\n")
-    out.append("| round | configuration | writes/s | p50 ms | p99 ms | max ms | writes over 1 s | errors | webhook CPU µs per write | API server + etcd CPU µs per write | Event writes: created + series updates |")
-    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    out.append("| round | configuration | writes/s | p50 ms | p99 ms | max ms | writes over 1 s | errors | webhook call ms, mean (API server) | connections to the webhook, median / max | webhook CPU µs per write | API server + etcd CPU µs per write | Event writes: created + series updates |")
+    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
     for r in sorted(crowd, key=lambda r: (r["round"], ("removed", "floor", "finalizer-guard").index(r["state"]))):
         cpu = "-" if r["webhook_cpu_us"] is None else f"{r['webhook_cpu_us']:.0f}"
         ev = events([r]) if r["state"] == "finalizer-guard" else "-"
-        out.append(f"| {r['round']} | {r['state']} | {r['writes_per_second']:.0f} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['max_ms']:.0f} | {r['over_1s']} | {r['errors']} | {cpu} | {r['control_plane_cpu_us']:.0f} | {ev} |")
+        call = "-" if r.get("apiserver_call_ms_mean") is None else f"{r['apiserver_call_ms_mean']:.0f}"
+        conns = "-" if r.get("connections_max") is None else f"{r['connections_median']} / {r['connections_max']}"
+        out.append(f"| {r['round']} | {r['state']} | {r['writes_per_second']:.0f} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['max_ms']:.0f} | {r['over_1s']} | {r['errors']} | {call} | {conns} | {cpu} | {r['control_plane_cpu_us']:.0f} | {ev} |")
     by_round = {}
     for r in crowd:
         by_round.setdefault(r["round"], {})[r["state"]] = r

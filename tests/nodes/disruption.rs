@@ -187,16 +187,20 @@ enum SigkillClass {
 }
 
 /// `message`'s class, `after` the kill. Go's client names no address when
-/// the connection closed before an answer (`EOF`) or was closed under the
-/// call (`use of closed network connection`): those are counted in flight
-/// while the killed pod was still listed ready, and not after.
+/// the connection closed before an answer (`EOF`; on a kept-alive HTTP/1.1
+/// connection taken from the pool, `server closed idle connection`: the
+/// killed process's sockets closed as the call was written) or was closed
+/// under the call (`use of closed network connection`): those are counted
+/// in flight while the killed pod was still listed ready, and not after.
 fn sigkill_class(message: &str, times: &KillTimes, after: Duration) -> SigkillClass {
     let ours = message.contains(&times.address);
     let listed = times.not_ready.is_none_or(|d| after <= d);
     let in_flight = (ours
         && (message.contains("connection reset by peer")
             || message.contains("write: broken pipe")))
-        || ((message.contains(": EOF") || message.contains(": use of closed network connection"))
+        || ((message.contains(": EOF")
+            || message.contains(": use of closed network connection")
+            || message.contains(": http: server closed idle connection"))
             && (ours || listed));
     if ours && message.contains("connect: connection refused") {
         SigkillClass::AtConnect
