@@ -19,6 +19,22 @@
 //! webhook port with kube-apiserver's default webhook timeout, 10 s.
 //! Prints one JSON object: each probe's answered (200) and sent, and the
 //! longest an answer took; and the connections the slow clients opened.
+//!
+//! With `--unread-answers N`, each client instead opens one HTTP/2
+//! connection with its receive windows at 0, sends up to N whole reviews
+//! on it (as many as the server lets it open at once) and never reads an
+//! answer, so every answer stays in the server's memory with its stream;
+//! every 4 s it opens one more stream and sends no body, so the connection
+//! never looks idle. With `--pid`, the output adds the server's peak
+//! resident memory (`VmHWM`) at the end (docs/performance.md, "Answers a
+//! client does not read"):
+//!
+//! ```sh
+//! finalizer-guard serve --dev-cert-dir DIR --max-connections 256 --events=false &
+//! cargo run --release --example slow_clients -- --ca DIR/ca.crt --pid $! \
+//!   --review examples/reviews/pod-strip-finalizers.json --clients 256 \
+//!   --unread-answers 230 --seconds 20
+//! ```
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -69,6 +85,13 @@ struct Args {
     /// How long the slow clients run before the first probes, in milliseconds.
     #[arg(long, default_value_t = 5000)]
     warmup: u64,
+    /// Ask for up to this many answers on one connection and never read
+    /// them, rather than keep slow requests in flight.
+    #[arg(long)]
+    unread_answers: Option<usize>,
+    /// The server's process, whose peak resident memory is reported.
+    #[arg(long)]
+    pid: Option<u32>,
 }
 
 fn tls(ca: &[u8], alpn: &[u8]) -> rustls::ClientConfig {
@@ -90,15 +113,16 @@ fn tls(ca: &[u8], alpn: &[u8]) -> rustls::ClientConfig {
 }
 
 /// One slow client until `until`: the connections it opened (at most
-/// 10,000). Once a connection takes no more streams it opens another,
-/// keeping the old one and its streams for as long as the server does.
+/// 10,000), and no answers. Once a connection takes no more streams it
+/// opens another, keeping the old one and its streams for as long as the
+/// server does.
 async fn slow_client(
     addr: SocketAddr,
     tls: TlsConnector,
     every: Duration,
     just_in_time: Option<Duration>,
     until: Instant,
-) -> usize {
+) -> (usize, usize) {
     let mut connections = Vec::new();
     let mut client: Option<h2::client::SendRequest<Bytes>> = None;
     // Every stream opened, its body and its answer: dropped, a stream is reset.
@@ -157,7 +181,80 @@ async fn slow_client(
     for connection in &connections {
         connection.abort();
     }
-    connections.len()
+    (connections.len(), 0)
+}
+
+/// One client that never reads its answers, until `until`: on one HTTP/2
+/// connection with its receive windows at 0, up to `answers` streams each
+/// sending `review` whole, and one stream without a body every 4 s.
+/// Returns the connections opened (0 or 1) and the streams the server
+/// answered (their headers came; their bodies never leave the server).
+async fn unreading_client(
+    addr: SocketAddr,
+    tls: TlsConnector,
+    review: Bytes,
+    answers: usize,
+    until: Instant,
+) -> (usize, usize) {
+    let connected = async {
+        let tcp = TcpStream::connect(addr).await.ok()?;
+        let name = ServerName::try_from(SERVICE_NAME).ok()?;
+        let io = tls.connect(name, tcp).await.ok()?;
+        h2::client::Builder::new()
+            .initial_window_size(0)
+            .handshake::<_, Bytes>(io)
+            .await
+            .ok()
+    };
+    let left = until.saturating_duration_since(Instant::now());
+    let Ok(Some((mut client, connection))) = tokio::time::timeout(left, connected).await else {
+        return (0, 0);
+    };
+    let connection = tokio::spawn(connection);
+    let post = || {
+        http::Request::post(format!("https://{SERVICE_NAME}/validate"))
+            .header("content-type", "application/json")
+            .body(())
+            .expect("a request")
+    };
+    let (mut held, mut kept) = (Vec::new(), Vec::new());
+    let mut kept_at = Instant::now();
+    while Instant::now() < until {
+        let wait = Duration::from_millis(200);
+        let Ok(Ok(mut ready)) = tokio::time::timeout(wait, client.clone().ready()).await else {
+            tokio::time::sleep(wait).await;
+            continue;
+        };
+        if kept_at.elapsed() >= Duration::from_secs(4) {
+            kept_at = Instant::now();
+            if let Ok(stream) = ready.send_request(post(), false) {
+                kept.push(stream);
+            }
+        } else if held.len() < answers {
+            if let Ok((answer, mut body)) = ready.send_request(post(), false) {
+                let _ = body.send_data(review.clone(), true);
+                held.push(answer);
+            }
+        } else {
+            tokio::time::sleep(wait).await;
+        }
+        client = ready;
+    }
+    let mut answered = 0;
+    for answer in held {
+        if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(1), answer).await {
+            answered += 1;
+        }
+    }
+    connection.abort();
+    (1, answered)
+}
+
+/// The peak resident memory of process `pid`, in KiB.
+fn peak_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Answered (200) and sent, of one probe, and the longest an answer took.
@@ -197,14 +294,21 @@ async fn main() {
     let until = started + Duration::from_secs(args.seconds.min(600));
     let h2 = TlsConnector::from(Arc::new(tls(&ca, b"h2")));
     let clients: Vec<_> = (0..args.clients.min(10_000))
-        .map(|_| {
-            tokio::spawn(slow_client(
+        .map(|_| match args.unread_answers {
+            Some(answers) => tokio::spawn(unreading_client(
+                args.addr,
+                h2.clone(),
+                Bytes::from(review.clone()),
+                answers,
+                until,
+            )),
+            None => tokio::spawn(slow_client(
                 args.addr,
                 h2.clone(),
                 every,
                 args.just_in_time.map(Duration::from_millis),
                 until,
-            ))
+            )),
         })
         .collect();
     // Each probe on a new connection, as after its client's were taken.
@@ -251,16 +355,22 @@ async fn main() {
         admin.add(probed);
         tokio::time::sleep(next.saturating_duration_since(Instant::now())).await;
     }
-    let mut connections = 0;
+    let (mut connections, mut unread) = (0, 0);
     for client in clients {
-        connections += client.await.unwrap_or(0);
+        let (opened, answered) = client.await.unwrap_or((0, 0));
+        connections += opened;
+        unread += answered;
     }
+    // A high-water mark: what the clients made the server hold at most.
+    let peak = args.pid.and_then(peak_kib);
     let count = |c: Count| json!({"answered": c.answered, "sent": c.sent, "slowest_ms": c.slowest.as_millis()});
     println!(
         "{}",
         json!({
             "slow_clients": args.clients,
             "their_connections": connections,
+            "unread_answers_held": args.unread_answers.map(|_| unread),
+            "server_peak_rss_kib": peak,
             "seconds": started.elapsed().as_secs(),
             "webhook_healthz": count(webhook),
             "review": count(reviews),

@@ -28,23 +28,55 @@ use super::tls::ClientCert;
 /// to spare; bodies stream through it.
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 
-/// HTTP/2 flow-control windows, per stream and per connection: the most
-/// body data a peer may send that the handler has not read yet, and so
-/// that the body budget does not count.
-pub const H2_WINDOW_BYTES: u32 = 64 * 1024;
-
 /// Most bytes of header fields in an HTTP/2 request (an admission review's
 /// are a few hundred).
 const H2_MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
 
-/// Most streams open at once on one HTTP/2 connection. An answer a peer
-/// does not read (its window kept at 0) stays in memory with its stream,
-/// which stays open: this bounds what one connection can make the server
-/// hold to this many answers. kube-apiserver speaks HTTP/2 to a webhook
-/// that offers it and, its streams all taken, opens another connection:
-/// 500 writes at once came over about 30 to 60 connections where a server
-/// without the bound got one or two (docs/performance.md, "500 writers").
-const H2_MAX_STREAMS: u32 = 8;
+/// The HTTP/2 bounds of one connection: how many streams it may have open
+/// at once, and its flow-control windows, per stream and per connection
+/// (the most body data the peer may send that the handler has not read
+/// yet, and so that the body budget does not count; fixed: an adaptive
+/// window grows). An answer a peer does not read (its window kept at 0)
+/// stays in memory with its stream, which stays open: the streams bound
+/// what one connection can make the server hold to that many answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct H2Bounds {
+    pub streams: u32,
+    pub stream_window: u32,
+    pub connection_window: u32,
+}
+
+/// The bounds of the first [`WIDE_CONNECTIONS`] HTTP/2 connections open at
+/// once, and of every connection whose client presented a verified
+/// certificate: hyper's defaults. kube-apiserver's HTTP/2 client opens a
+/// connection only once every stream of those it has is taken, one dial at
+/// a time, and the bodies of its streams share the connection's window:
+/// with 8 streams, 500 writes at once came over 30 to 60 connections, each
+/// call waiting on a handshake; with 128 and a 64 KiB window, over fewer,
+/// each body waiting on window updates (docs/performance.md, "500
+/// writers"). With these, over two or three.
+pub const H2_WIDE: H2Bounds = H2Bounds {
+    streams: 200,
+    stream_window: 1024 * 1024,
+    connection_window: 1024 * 1024,
+};
+
+/// The bounds of every other HTTP/2 connection: what the connection cap
+/// multiplies. 256 connections (the chart's cap) holding 8 unread answers
+/// each held 51 MiB in all, where hyper's defaults on every one held 630.
+pub const H2_NARROW: H2Bounds = H2Bounds {
+    streams: 8,
+    stream_window: 64 * 1024,
+    connection_window: 64 * 1024,
+};
+
+/// How many connections of unverified clients are served [`H2_WIDE`] at
+/// once: a few kube-apiservers' worth. Clients that take them all and hold
+/// them get no more memory than these few connections can hold (200
+/// unread answers and 1 MiB of unread body each); the others, kube-apiserver
+/// among them, are served [`H2_NARROW`], as all were before, until one
+/// closes.
+pub const WIDE_CONNECTIONS: usize = 8;
 
 /// Most answer bytes buffered per HTTP/2 stream ahead of the peer's window.
 const H2_SEND_BUFFER_BYTES: usize = 64 * 1024;
@@ -80,7 +112,11 @@ pub(super) async fn serve(
     drain: Duration,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let builder = http_builder(&limits);
+    let builders = Builders {
+        wide: http_builder(&limits, H2_WIDE),
+        narrow: http_builder(&limits, H2_NARROW),
+        wide_slots: Arc::new(Semaphore::new(WIDE_CONNECTIONS)),
+    };
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let registry = Registry::default();
     let mut connections = JoinSet::new();
@@ -101,7 +137,7 @@ pub(super) async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         let connection = ServedConnection::new(
-            builder.clone(),
+            builders.clone(),
             router.clone(),
             &limits,
             peer,
@@ -119,12 +155,12 @@ pub(super) async fn serve(
     close_all(connections, drain).await;
 }
 
-/// hyper's HTTP/1.1 and HTTP/2 settings. What a connection holds that the
-/// body budget does not count is bounded here: hyper's read buffer
-/// (HTTP/1.1; bodies stream through it), and the data an HTTP/2 peer may
-/// send before the handler reads it (the flow-control windows, fixed: an
-/// adaptive window grows).
-fn http_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
+/// hyper's HTTP/1.1 and HTTP/2 settings, with HTTP/2's `bounds`. What a
+/// connection holds that the body budget does not count is bounded here:
+/// hyper's read buffer (HTTP/1.1; bodies stream through it), and the data
+/// an HTTP/2 peer may send before the handler reads it (the flow-control
+/// windows).
+fn http_builder(limits: &Limits, bounds: H2Bounds) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -137,15 +173,45 @@ fn http_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_concurrent_streams(H2_MAX_STREAMS)
+        .max_concurrent_streams(bounds.streams)
         .max_send_buf_size(H2_SEND_BUFFER_BYTES)
         .adaptive_window(false)
-        .initial_stream_window_size(H2_WINDOW_BYTES)
-        .initial_connection_window_size(H2_WINDOW_BYTES)
+        .initial_stream_window_size(bounds.stream_window)
+        .initial_connection_window_size(bounds.connection_window)
         .max_header_list_size(H2_MAX_HEADER_LIST_BYTES)
         .keep_alive_interval(Some(limits.header_timeout))
         .keep_alive_timeout(limits.write_timeout);
     builder
+}
+
+/// The connection builders of a port: [`H2_WIDE`] for the first
+/// [`WIDE_CONNECTIONS`] that may speak HTTP/2 and for verified clients,
+/// [`H2_NARROW`] for the rest.
+#[derive(Clone)]
+struct Builders {
+    wide: auto::Builder<TokioExecutor>,
+    narrow: auto::Builder<TokioExecutor>,
+    wide_slots: Arc<Semaphore>,
+}
+
+impl Builders {
+    /// The builder for a connection, and the wide slot it holds until it
+    /// closes. `maybe_h2`: ALPN chose HTTP/2, or there was no TLS to ask
+    /// (a plain port learns the protocol from the first bytes); an
+    /// HTTP/1.1 connection takes no wide slot.
+    fn pick(
+        &self,
+        client: ClientCert,
+        maybe_h2: bool,
+    ) -> (auto::Builder<TokioExecutor>, Option<OwnedSemaphorePermit>) {
+        if client.verified() {
+            return (self.wide.clone(), None);
+        }
+        if maybe_h2 && let Ok(slot) = self.wide_slots.clone().try_acquire_owned() {
+            return (self.wide.clone(), Some(slot));
+        }
+        (self.narrow.clone(), None)
+    }
 }
 
 /// The next connection; `None` once the server is told to stop.
@@ -208,7 +274,7 @@ async fn close_all(mut connections: JoinSet<()>, drain: Duration) {
 
 /// One accepted connection of a port, ready to be served.
 struct ServedConnection {
-    builder: auto::Builder<TokioExecutor>,
+    builders: Builders,
     router: Router,
     /// How long a connection with no request in flight stays open: before
     /// its first request, and between requests, whatever the protocol.
@@ -474,14 +540,14 @@ impl Drop for Busy {
 
 impl ServedConnection {
     fn new(
-        builder: auto::Builder<TokioExecutor>,
+        builders: Builders,
         router: Router,
         limits: &Limits,
         peer: SocketAddr,
         (stopped, activity): (watch::Receiver<bool>, Arc<Activity>),
     ) -> ServedConnection {
         ServedConnection {
-            builder,
+            builders,
             router,
             idle_timeout: limits.header_timeout,
             // Once asked to close, an idle connection has this long to
@@ -509,7 +575,7 @@ impl ServedConnection {
     ) {
         let _slot = slot;
         let Some(acceptor) = tls else {
-            return self.serve(tcp).await;
+            return self.serve(tcp, true).await;
         };
         let (peer, activity, mut stopping) =
             (self.peer, self.activity.clone(), self.stopped.clone());
@@ -518,7 +584,8 @@ impl ServedConnection {
             shaken = handshake => match shaken {
                 Ok(Ok(tls)) => {
                     let client = ClientCert::of(&tls);
-                    ServedConnection { client, ..self }.serve(tls).await
+                    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                    ServedConnection { client, ..self }.serve(tls, h2).await
                 }
                 Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
@@ -537,12 +604,12 @@ impl ServedConnection {
     /// takes the client's first bytes, and covers only HTTP/1.1; HTTP/2 has
     /// no idle timeout at all. So a connection with no request in flight
     /// for the idle timeout is closed here ([`IdleWatch`]).
-    async fn serve<I>(self, io: I)
+    async fn serve<I>(self, io: I, maybe_h2: bool)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let ServedConnection {
-            builder,
+            builders,
             router,
             idle_timeout,
             close_timeout,
@@ -552,6 +619,7 @@ impl ServedConnection {
             mut stopped,
             activity,
         } = self;
+        let (builder, _wide) = builders.pick(client, maybe_h2);
         let service = {
             let activity = activity.clone();
             hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {

@@ -10,6 +10,6 @@ mod stall;
 mod state;
 pub mod tls;
 
-pub use connections::H2_WINDOW_BYTES;
+pub use connections::{H2_NARROW, H2_WIDE, H2Bounds, WIDE_CONNECTIONS};
 pub use serve::*;
 pub use state::{AppState, EventsTarget, Limits, RecordConfig};
