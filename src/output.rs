@@ -145,7 +145,11 @@ pub fn quoted(value: &str) -> String {
 /// Whether a character would act on a terminal or hide in a line instead of
 /// being shown: control and format characters, unassigned and private-use
 /// code points, line and paragraph separators.
-fn hidden(c: char) -> bool {
+pub(crate) fn hidden(c: char) -> bool {
+    if c.is_ascii() {
+        // The only ASCII characters of these categories are the controls.
+        return c.is_ascii_control();
+    }
     c.is_control()
         || c.general_category_group() == GeneralCategoryGroup::Other
         || matches!(

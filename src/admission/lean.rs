@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::request::{
-    IfList, IfObject, IfString, Object, Request, StringMap, deletion_timestamps, from_body,
+    IfList, IfObject, IfString, LedgerParts, Object, Request, StringMap, deletion_timestamps,
+    from_body,
 };
 use crate::admission::cut::cut;
 use crate::admission::ledger::{Ledger, kept, push};
@@ -243,19 +244,6 @@ struct ObjectIdentityMeta<'a> {
     labels: IfObject<StringMap>,
 }
 
-/// The review, as far as the ledger reads it: `request.oldObject`.
-#[derive(Deserialize, Default)]
-#[serde(default, bound = "'de: 'a")]
-struct LedgerReview<'a> {
-    request: IfObject<LedgerRequest<'a>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default, bound = "'de: 'a")]
-struct LedgerRequest<'a> {
-    old_object: IfObject<LedgerObject<'a>>,
-}
-
 /// The fields of an object the leak ledger reports. A string field that is
 /// absent, empty or of another shape is nothing.
 #[derive(Deserialize, Default)]
@@ -339,13 +327,28 @@ struct Ingress<'a> {
     hostname: IfString<'a>,
 }
 
-/// Reads the ledger of `oldObject` in an AdmissionReview body. Fields of an
-/// unexpected shape are skipped; a body that does not parse yields an empty ledger.
-pub fn read_ledger(body: &[u8]) -> Ledger {
-    match from_body::<LedgerReview<'_>>(body) {
-        Ok(review) => review.request.or_default().old_object.or_default().into(),
-        Err(_) => Ledger::default(),
+/// The ledger of an object from the parts the review kept of it, as sent
+/// ([`LedgerParts`]): only those are read again, not the body. A part of
+/// an unexpected shape reads as nothing.
+pub fn ledger_of_parts(parts: &LedgerParts<'_>) -> Ledger {
+    fn read<'a, T: Deserialize<'a> + Default>(raw: Option<&'a RawValue>) -> T {
+        raw.and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or_default()
     }
+    let spec = LedgerSpec {
+        node_name: read(parts.spec.node_name),
+        volumes: read(parts.spec.volumes),
+        csi: read(parts.spec.csi),
+        volume_name: read(parts.spec.volume_name),
+    };
+    LedgerObject {
+        metadata: IfObject(Some(LedgerMeta {
+            owner_references: read(parts.owner_references),
+        })),
+        spec: IfObject(Some(spec)),
+        status: read(parts.status),
+    }
+    .into()
 }
 
 /// Reads the ledger of an object read from the API server.
@@ -429,6 +432,17 @@ mod ledger_tests {
         crate::admission::builder::ReviewBuilder::pod_update("alice")
             .old_object(Some(old))
             .to_vec()
+    }
+
+    /// The ledger of `oldObject`, as a review reads it for an override.
+    fn read_ledger(body: &[u8]) -> Ledger {
+        match crate::admission::review::parse(body) {
+            Ok((_, request)) => request
+                .old_object
+                .map(|old| ledger_of_parts(&old.ledger))
+                .unwrap_or_default(),
+            Err(_) => Ledger::default(),
+        }
     }
 
     #[test]
@@ -538,6 +552,35 @@ mod ledger_tests {
         );
         assert_eq!(cr.owners[0], format!("{}.../o0", "v".repeat(509)));
         assert!(cr.summary().ends_with("/o15 and 4984 more"));
+    }
+
+    #[test]
+    fn a_spec_field_sent_twice_reads_as_the_last_and_a_status_twice_is_refused() {
+        let one = String::from_utf8(body(json!({"spec": {"nodeName": "worker-3"}}))).unwrap();
+        let twice = one.replacen(
+            r#""nodeName":"worker-3""#,
+            r#""nodeName":"worker-1","nodeName":"worker-3""#,
+            1,
+        );
+        assert_ne!(one, twice);
+        assert_eq!(
+            read_ledger(twice.as_bytes()).node.as_deref(),
+            Some("worker-3")
+        );
+        let one = String::from_utf8(body(json!({"status": {"podIP": "10.0.0.1"}}))).unwrap();
+        let twice = one.replacen(
+            r#""status":{"podIP":"10.0.0.1"}"#,
+            r#""status":{},"status":{"podIP":"10.0.0.1"}"#,
+            1,
+        );
+        assert_ne!(one, twice);
+        let refused = crate::admission::review::parse(twice.as_bytes())
+            .err()
+            .expect("refused");
+        assert!(
+            refused.to_string().contains("duplicate field `status`"),
+            "{refused}"
+        );
     }
 
     #[test]

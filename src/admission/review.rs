@@ -142,9 +142,11 @@ pub fn review_with(
         None => policy::decide(&change, policy),
     };
     // Only an override reads what the object was protecting.
-    let ledger = decision
-        .override_used()
-        .map(|_| super::lean::read_ledger(body));
+    let ledger = decision.override_used().map(|_| {
+        let old = request.old_object.as_ref();
+        old.map(|old| super::lean::ledger_of_parts(&old.ledger))
+            .unwrap_or_default()
+    });
     let answer = respond(
         api_version,
         &request.uid,

@@ -3,7 +3,9 @@
 //! character anywhere: what a person reads in a warning, an Event or an
 //! incident ticket is what was written, on one line.
 
-use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
+use unicode_properties::{GeneralCategoryGroup, UnicodeGeneralCategory};
+
+use crate::output::hidden;
 
 /// A valid override.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,7 +145,7 @@ impl std::fmt::Display for OverrideProblem {
 
 /// Parses an override annotation's value against the approved reasons.
 pub fn parse(value: &str, approved: &[String]) -> Result<Override, OverrideProblem> {
-    if let Some(c) = value.chars().find(|c| is_control_or_format(*c)) {
+    if let Some(c) = value.chars().find(|c| hidden(*c)) {
         return Err(OverrideProblem::ControlCharacter(c));
     }
     let (reason, detail) = value.split_once(':').ok_or(OverrideProblem::Malformed)?;
@@ -163,22 +165,15 @@ pub fn parse(value: &str, approved: &[String]) -> Result<Override, OverrideProbl
     })
 }
 
-/// Control characters (a newline, a tab, DEL), format characters (a
-/// zero-width space, a bidirectional override, a soft hyphen) and the
-/// Unicode line and paragraph separators: all break or hide what is shown.
-fn is_control_or_format(c: char) -> bool {
-    c.is_control()
-        || c.general_category_group() == GeneralCategoryGroup::Other
-        || matches!(
-            c.general_category(),
-            GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
-        )
-}
-
 /// A character a person sees: a letter, digit, punctuation or symbol, but
 /// not one of those drawn as blank space (Hangul fillers, the blank
 /// Braille pattern).
 fn is_visible(c: char) -> bool {
+    if c.is_ascii() {
+        // Letters, digits, punctuation and symbols: all but space and the
+        // controls.
+        return c.is_ascii_graphic();
+    }
     const BLANK: [char; 5] = ['\u{115F}', '\u{1160}', '\u{3164}', '\u{FFA0}', '\u{2800}'];
     matches!(
         c.general_category_group(),

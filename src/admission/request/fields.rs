@@ -125,6 +125,41 @@ pub struct Object<'a> {
     /// `spec.finalizers` held more than [`MAX_LIST_NAMES`] names:
     /// `spec_finalizers` is empty, the names unread.
     pub spec_finalizers_too_many: bool,
+    /// What the leak ledger reads, as sent: skipped like any field no
+    /// decision reads, and read only for an override.
+    pub ledger: LedgerParts<'a>,
+}
+
+/// The fields of an object the leak ledger reads, each kept as its JSON
+/// text: `metadata.ownerReferences`, `status`, and four fields of `spec`
+/// (where it is an object; of a field sent twice, the last).
+#[derive(Default)]
+pub struct LedgerParts<'a> {
+    pub owner_references: Option<&'a RawValue>,
+    pub spec: LedgerSpecParts<'a>,
+    pub status: Option<&'a RawValue>,
+}
+
+/// The fields of `spec` the leak ledger reads, as sent.
+#[derive(Default)]
+pub struct LedgerSpecParts<'a> {
+    pub node_name: Option<&'a RawValue>,
+    pub volumes: Option<&'a RawValue>,
+    pub csi: Option<&'a RawValue>,
+    pub volume_name: Option<&'a RawValue>,
+}
+
+impl<'a> LedgerSpecParts<'a> {
+    /// Where `field` is kept, if the ledger reads it.
+    fn slot(&mut self, field: &str) -> Option<&mut Option<&'a RawValue>> {
+        match field {
+            "nodeName" => Some(&mut self.node_name),
+            "volumes" => Some(&mut self.volumes),
+            "csi" => Some(&mut self.csi),
+            "volumeName" => Some(&mut self.volume_name),
+            _ => None,
+        }
+    }
 }
 
 impl Object<'_> {
@@ -182,6 +217,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Object<'a> {
             metadata: Option<Meta<'a>>,
             #[serde(borrow, default)]
             spec: Option<SpecFinalizers<'a>>,
+            #[serde(borrow, default)]
+            status: Option<&'a RawValue>,
         }
         let repr = Repr::deserialize(deserializer)?;
         let meta = repr.metadata.unwrap_or_default();
@@ -195,6 +232,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for Object<'a> {
             spec_finalizers: spec.names,
             spec_finalizers_malformed: spec.malformed,
             spec_finalizers_too_many: spec.too_many,
+            ledger: LedgerParts {
+                owner_references: meta.owner_references,
+                spec: spec.ledger,
+                status: repr.status,
+            },
         })
     }
 }
@@ -211,6 +253,8 @@ struct Meta<'a> {
     deletion_timestamp: Option<Timestamp>,
     #[serde(borrow, default)]
     annotations: RawAnnotations<'a>,
+    #[serde(borrow, default)]
+    owner_references: Option<&'a RawValue>,
 }
 
 /// Whether the value is a timestamp; any other value reads as absent.
@@ -359,6 +403,8 @@ struct SpecFinalizers<'a> {
     malformed: bool,
     /// More than [`MAX_LIST_NAMES`] names: `names` is empty.
     too_many: bool,
+    /// The fields of `spec` the leak ledger reads ([`LedgerParts::spec`]).
+    ledger: LedgerSpecParts<'a>,
 }
 
 impl SpecFinalizers<'_> {
@@ -380,16 +426,23 @@ impl<'de: 'a, 'a> Deserialize<'de> for SpecFinalizers<'a> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut finalizers: Option<SpecFinalizers<'de>> = None;
+                let mut ledger = LedgerSpecParts::default();
                 while let Some(key) = map.next_key::<Text<'de>>()? {
-                    if key.0 != "finalizers" {
-                        map.next_value::<IgnoredAny>()?;
-                    } else if finalizers.is_some() {
-                        return Err(de::Error::duplicate_field("finalizers"));
-                    } else {
+                    if key.0 == "finalizers" {
+                        if finalizers.is_some() {
+                            return Err(de::Error::duplicate_field("finalizers"));
+                        }
                         finalizers = Some(map.next_value::<FinalizerList<'de>>()?.0);
+                    } else if let Some(slot) = ledger.slot(&key.0) {
+                        *slot = Some(map.next_value::<&'de RawValue>()?);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
                     }
                 }
-                Ok(finalizers.unwrap_or_default())
+                Ok(SpecFinalizers {
+                    ledger,
+                    ..finalizers.unwrap_or_default()
+                })
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}

@@ -26,7 +26,11 @@
 //! - a duplicated field a decision reads is refused: neither copy may win.
 //! - fields no decision reads (the identity a recording keeps, the leak
 //!   ledger): `IfString`, `IfObject`, `IfList` read any other shape
-//!   as absent, never as a failure.
+//!   as absent, never as a failure. The leak ledger's parts
+//!   (`metadata.ownerReferences`, `status`, four fields of `spec`) are
+//!   kept as sent while the body is read ([`LedgerParts`]), at the cost of
+//!   skipping them, and read only for an override; as of any field kept,
+//!   its key sent twice is refused.
 
 mod fields;
 mod lenient;
@@ -34,8 +38,8 @@ mod scan;
 
 pub(crate) use fields::from_body;
 pub use fields::{
-    Extra, MAX_EXTRA_KEYS, MAX_EXTRA_VALUES, Object, Request, RequestKind, Resource, Review,
-    UserInfo,
+    Extra, LedgerParts, LedgerSpecParts, MAX_EXTRA_KEYS, MAX_EXTRA_VALUES, Object, Request,
+    RequestKind, Resource, Review, UserInfo,
 };
 pub(crate) use lenient::{IfList, IfObject, IfString, StringMap, deletion_timestamps};
 pub use scan::Text;
