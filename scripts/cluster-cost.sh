@@ -52,14 +52,25 @@
 # "override override-new guarded label"), STATES (the configurations, in
 # the order of the odd rounds; default "finalizer-guard floor removed vap
 # backstop"), FG_ARGS (more `serve` flags, e.g.
-# "--events=false"), DIR (the cluster's folder; default a new one under
+# "--events=false"), WEBHOOK_ADDR (the address both webhooks listen on and
+# kube-apiserver calls, default 127.0.0.1: kube-apiserver speaks HTTP/2 only
+# to a URL webhook on a loopback address, as a static install is; any other
+# address of this machine, e.g. `hostname -I`'s first, gets HTTP/1.1, as
+# every service-referenced webhook does, the chart's among them),
+# DIR (the cluster's folder; default a new one under
 # /tmp, removed at the end), REPORT (the markdown tables; default
-# $TARGET/cluster-cost.md). Everything listens on 127.0.0.1; the cluster
-# and both webhooks are always stopped on exit.
+# $TARGET/cluster-cost.md). Everything else listens on 127.0.0.1; the
+# cluster and both webhooks are always stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 writes=${WRITES:-1000}
 rounds=${ROUNDS:-3}
+addr=${WEBHOOK_ADDR:-127.0.0.1}
+case $addr in
+  127.*) transport="HTTP/2 (a loopback URL)" ;;
+  *[!0-9.]*) echo "WEBHOOK_ADDR: an IPv4 address of this machine, not $addr" >&2; exit 2 ;;
+  *) transport="HTTP/1.1 (not a loopback URL, as for every service-referenced webhook)" ;;
+esac
 writers=${WRITERS:-}
 seconds_per_run=${SECONDS_PER_RUN:-20}
 if [ -n "$writers" ]; then
@@ -113,8 +124,8 @@ kubectl() { "$dir/bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" "$@"; }
 free_ports() {
   python3 -c 'import socket, sys
 socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
+for s in socks: s.bind((sys.argv[2], 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1" "$addr"
 }
 
 # The webhook, installed as users install it: certificates for the address
@@ -123,7 +134,7 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
 work=$dir/cost
 rm -rf "$work"
 mkdir -p "$work"
-"$fg" certs --ip 127.0.0.1 --out "$work/certs" > /dev/null
+"$fg" certs --ip "$addr" --out "$work/certs" > /dev/null
 cp -r manifests "$work/manifests"
 cp "$work/certs/ca.crt" "$work/certs/tls.crt" "$work/certs/tls.key" "$work/manifests/overlays/self-managed/"
 kubectl apply --server-side -k "$work/manifests/overlays/self-managed" > /dev/null
@@ -200,14 +211,14 @@ ready() {
   if [ "$1" = webhook ]; then
     curl -sf "http://127.0.0.1:$admin_port/readyz" > /dev/null
   else
-    curl -sfk "https://127.0.0.1:$floor_port/validate" -d '{"request":{"uid":"probe"}}' | grep -q probe
+    curl -sfk "https://$addr:$floor_port/validate" -d '{"request":{"uid":"probe"}}' | grep -q probe
   fi
 }
 for attempt in 1 2 3 4 5; do
   read -r port admin_port < <(free_ports 2)
   KUBECONFIG=$work/webhook.kubeconfig "$fg" serve --policy "$work/policy.yaml" \
     --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
-    --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin_port" \
+    --listen "$addr:$port" --admin-listen "127.0.0.1:$admin_port" \
     "${client_ca[@]}" --shutdown-delay 0s "${fg_args[@]}" \
     > "$work/audit.jsonl" 2> "$work/server.log" &
   webhook_pid=$!
@@ -225,7 +236,7 @@ for attempt in 1 2 3 4 5; do
 done
 for attempt in 1 2 3 4 5; do
   read -r floor_port < <(free_ports 1)
-  "$floor" "127.0.0.1:$floor_port" "$work/certs/tls.crt" "$work/certs/tls.key" echo-uid \
+  "$floor" "$addr:$floor_port" "$work/certs/tls.crt" "$work/certs/tls.key" echo-uid \
     > /dev/null 2> "$work/floor.log" &
   floor_pid=$!
   for _ in $(seq 1 100); do
@@ -243,7 +254,7 @@ done
 kubectl patch validatingwebhookconfiguration finalizer-guard --type=json -p "[
   {\"op\": \"test\", \"path\": \"/webhooks/0/name\", \"value\": \"finalizers.finalizer-guard.io\"},
   {\"op\": \"remove\", \"path\": \"/webhooks/0/clientConfig/service\"},
-  {\"op\": \"add\", \"path\": \"/webhooks/0/clientConfig/url\", \"value\": \"https://127.0.0.1:$port/validate\"}]" > /dev/null
+  {\"op\": \"add\", \"path\": \"/webhooks/0/clientConfig/url\", \"value\": \"https://$addr:$port/validate\"}]" > /dev/null
 # What each state re-creates: the configuration as installed, pointed at
 # finalizer-guard or at the floor (same rules, matchConditions, timeouts).
 kubectl get validatingwebhookconfiguration finalizer-guard -o json \
@@ -251,8 +262,8 @@ kubectl get validatingwebhookconfiguration finalizer-guard -o json \
 c = json.load(sys.stdin)
 c["metadata"] = {k: v for k, v in c["metadata"].items() if k in ("name", "labels", "annotations")}
 json.dump(c, open(sys.argv[1], "w"))
-c["webhooks"][0]["clientConfig"]["url"] = "https://127.0.0.1:%s/validate" % sys.argv[3]
-json.dump(c, open(sys.argv[2], "w"))' "$work/config-finalizer-guard.json" "$work/config-floor.json" "$floor_port"
+c["webhooks"][0]["clientConfig"]["url"] = "https://%s:%s/validate" % (sys.argv[4], sys.argv[3])
+json.dump(c, open(sys.argv[2], "w"))' "$work/config-finalizer-guard.json" "$work/config-floor.json" "$floor_port" "$addr"
 
 # Reviews finalizer-guard has answered so far.
 reviews() {
@@ -416,6 +427,7 @@ run() {
     echo "$current $write: the API server called a webhook $((c1 - c0)) times, want at least $judged" >&2; exit 1
   fi
   if [ "$(webhook_of "$current")" = finalizer-guard ] && [ $((r1 - r0)) -ne $((c1 - c0)) ]; then
+    echo "$out" >&2
     echo "$current $write: finalizer-guard judged $((r1 - r0)) of $((c1 - c0)) calls" >&2; exit 1
   fi
   if [ "$(webhook_of "$current")" != finalizer-guard ] && [ $((r1 - r0)) -ne 0 ]; then
@@ -480,10 +492,10 @@ if grep -q '"level":"WARN"\|WARN' "$work/server.log"; then
   grep 'WARN' "$work/server.log" | tail -n 5 >&2
 fi
 
-python3 - "$results" "$writes" "$rounds" "$writers" "$seconds_per_run" > "$report" << 'EOF'
+python3 - "$results" "$writes" "$rounds" "$writers" "$seconds_per_run" "$addr" "$transport" > "$report" << 'EOF'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-writes, rounds, writers, seconds_per_run = sys.argv[2:6]
+writes, rounds, writers, seconds_per_run, addr, transport = sys.argv[2:8]
 STATES = ("finalizer-guard", "floor", "removed")
 ALL_STATES = STATES + ("vap", "backstop")
 WRITES = ("override", "override-new", "guarded", "label")
@@ -567,7 +579,7 @@ if writers and not any(r["clients"] == 1 for r in rows):
     out = []
 if writers:
     crowd = [r for r in rows if r["clients"] == int(writers) and r["write"] == "override"]
-    out.append(f"{writers} writers at once, each stripping a finalizer of its own ConfigMap under an override for {seconds_per_run} s, one after the other; the configurations in turn, the order rotated every round. Latency as each writer saw it.\n")
+    out.append(f"{writers} writers at once, each stripping a finalizer of its own ConfigMap under an override for {seconds_per_run} s, one after the other; the configurations in turn, the order rotated every round. Latency as each writer saw it. kube-apiserver calls both webhooks at {addr} over {transport}.\n")
     out.append("| round | configuration | writes/s | p50 ms | p99 ms | max ms | writes over 1 s | errors | webhook call ms, mean (API server) | connections to the webhook, median / max | webhook CPU µs per write | API server + etcd CPU µs per write | Event writes: created + series updates |")
     out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
     for r in sorted(crowd, key=lambda r: (r["round"], ("removed", "floor", "finalizer-guard").index(r["state"]))):

@@ -413,6 +413,59 @@ async fn at_the_cap_the_longest_idle_connection_makes_room() {
     server.handle.shutdown().await;
 }
 
+/// At the connection cap, an HTTP/1.1 connection its client keeps using is
+/// not closed under it: kube-apiserver calls a webhook over HTTP/1.1, one
+/// connection per call in flight, each reused within milliseconds, and a
+/// call written to a connection as it closes fails (a POST is not
+/// retried). The one asked to make room answers its next request with
+/// `connection: close`; then the new connection is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_cap_a_connection_in_use_closes_after_an_answer_not_under_a_request() {
+    const CAP: usize = 2;
+    let server = start_with(None, |config, _| {
+        config.limits.max_connections = CAP;
+        config.limits.header_timeout = Duration::from_secs(300);
+    })
+    .await;
+    let body = seed_strip();
+    let mut held = Vec::new();
+    for _ in 0..CAP {
+        let mut stream = tls_connect(&server, &[b"http/1.1"]).await;
+        assert_eq!(exchange(&mut stream, &body).await.0, 200);
+        held.push(stream);
+    }
+    let tcp = TcpStream::connect(server.handle.addr).await.unwrap();
+    let mut waiting =
+        tokio::spawn(connector(&server.ca_pem, &[b"http/1.1"]).connect(service_name(), tcp));
+    // Both kept in use, as a client's pool is: every request answered,
+    // until one answer says the connection closes.
+    let deadline = Instant::now() + BOUND;
+    let closing = 'used: loop {
+        for (i, stream) in held.iter_mut().enumerate() {
+            let (status, head, _) = exchange(stream, &body).await;
+            assert_eq!(status, 200, "a request on a connection in use");
+            if head.contains("connection: close") {
+                break 'used i;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no connection was asked to make room"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut closed = held.remove(closing);
+    until_closed("the connection that made room", &mut closed).await;
+    let mut stream = within("the waiting connection", &mut waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exchange(&mut stream, &body).await.0, 200);
+    // The other one was never closed.
+    assert_eq!(exchange(&mut held[0], &body).await.0, 200);
+    server.handle.shutdown().await;
+}
+
 /// At the connection cap, a connection with a request in flight is not
 /// closed to make room within the body timeout (the most its request may
 /// take to arrive; here longer than the test): a new one waits until one

@@ -93,6 +93,17 @@ const EVICT_RETRY: Duration = Duration::from_millis(50);
 /// opened and left silent give up their slots at once.
 const FIRST_REQUEST_GRACE: Duration = Duration::from_millis(250);
 
+/// At the connection cap, an HTTP/1.1 connection idle for less than this is
+/// taken to be in its client's rotation: closed now, it may be the one the
+/// client is writing its next request to, which then fails (and a POST is
+/// not retried). kube-apiserver calls a webhook over HTTP/1.1 with one
+/// connection per call in flight, every one of them in use every few
+/// milliseconds under load. Such a connection is asked instead to answer
+/// its next request with `connection: close` ([`Room::AfterAnswer`]), so
+/// its client stops using it knowing, and is closed as any idle one once
+/// it has been idle this long.
+const RECENTLY_USED: Duration = Duration::from_secs(1);
+
 /// How long a connection asked to close while idle may take to close (send
 /// its GOAWAY, flush) before it is dropped; one where a request raced in
 /// has the close timeout to answer it.
@@ -309,6 +320,8 @@ pub(crate) struct BodyTimedOut;
 /// are in flight, since when none is, and whether one timed out.
 struct Activity {
     accepted: Instant,
+    /// Served HTTP/1.1 (ALPN chose it).
+    http1: AtomicBool,
     started: AtomicBool,
     in_flight: AtomicUsize,
     /// When its last request was answered (its accept, before any was).
@@ -336,6 +349,10 @@ enum Room {
     Busy,
     /// A request of it timed out: dropped at once.
     Cut,
+    /// HTTP/1.1, idle but used within [`RECENTLY_USED`]: its next answer
+    /// carries `connection: close`; closed as [`Room::Idle`] if it stays
+    /// idle that long.
+    AfterAnswer,
 }
 
 impl Activity {
@@ -343,6 +360,7 @@ impl Activity {
         let now = Instant::now();
         Activity {
             accepted: now,
+            http1: AtomicBool::new(false),
             started: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             since: Mutex::new(now),
@@ -401,6 +419,8 @@ impl Activity {
         match room {
             Room::Idle | Room::Busy => self.close.notify_one(),
             Room::Cut => self.cut.notify_one(),
+            // Its next answer says so; nothing to do until then.
+            Room::AfterAnswer => {}
         }
     }
 }
@@ -461,7 +481,9 @@ impl Registry {
     ///    already closing, and holding only what is slow; dropped at once;
     /// 2. the one idle the longest (no request in flight), closed
     ///    gracefully; one that never began a request counts from its accept,
-    ///    once [`FIRST_REQUEST_GRACE`] has passed, and is dropped;
+    ///    once [`FIRST_REQUEST_GRACE`] has passed, and is dropped; an
+    ///    HTTP/1.1 one used within [`RECENTLY_USED`] closes after its next
+    ///    answer instead ([`Room::AfterAnswer`]), or now once idle that long;
     /// 3. one with requests in flight that has held its slot for longer
     ///    than `body_timeout` (the most any request may take to arrive),
     ///    the one whose last answer is the oldest: closed gracefully (an
@@ -472,8 +494,9 @@ impl Registry {
     ///    in time, is one of these.
     ///
     /// None is asked while one asked before is still on its way out: one
-    /// dropped, or one asked while idle and still idle (closing);
-    /// and no busy one while one asked while busy is still finishing.
+    /// dropped, one asked while idle and still idle (closing), or one to
+    /// close after its next answer; and no busy one while one asked while
+    /// busy is still finishing.
     fn make_room(&self, body_timeout: Duration) {
         let now = Instant::now();
         let mut open = self.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -486,6 +509,18 @@ impl Registry {
             let asked = activity.asked();
             if asked == Some(Room::Cut) {
                 // Its slot is on its way.
+                return;
+            }
+            if asked == Some(Room::AfterAnswer) {
+                // Its slot is on its way with its next answer; if its
+                // client has stopped using it, it is closed now.
+                let unused = activity
+                    .idle_since()
+                    .is_some_and(|since| now >= since + RECENTLY_USED);
+                drop(open);
+                if unused {
+                    activity.ask(Room::Idle);
+                }
                 return;
             }
             if let Some(at) = activity.timed_out() {
@@ -514,8 +549,15 @@ impl Registry {
         } = candidates;
         if let Some((_, activity)) = timed_out {
             activity.ask(Room::Cut);
-        } else if let Some((_, activity)) = idle {
-            activity.ask(Room::Idle);
+        } else if let Some((since, activity)) = idle {
+            let in_rotation = activity.http1.load(Ordering::Relaxed)
+                && activity.started.load(Ordering::Relaxed)
+                && now < since + RECENTLY_USED;
+            activity.ask(if in_rotation {
+                Room::AfterAnswer
+            } else {
+                Room::Idle
+            });
         } else if let Some((_, activity)) = busy.filter(|_| !busy_closing) {
             activity.ask(Room::Busy);
         }
@@ -575,7 +617,7 @@ impl ServedConnection {
     ) {
         let _slot = slot;
         let Some(acceptor) = tls else {
-            return self.serve(tcp, true).await;
+            return self.serve(tcp, None).await;
         };
         let (peer, activity, mut stopping) =
             (self.peer, self.activity.clone(), self.stopped.clone());
@@ -585,7 +627,7 @@ impl ServedConnection {
                 Ok(Ok(tls)) => {
                     let client = ClientCert::of(&tls);
                     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-                    ServedConnection { client, ..self }.serve(tls, h2).await
+                    ServedConnection { client, ..self }.serve(tls, Some(h2)).await
                 }
                 Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
@@ -604,7 +646,9 @@ impl ServedConnection {
     /// takes the client's first bytes, and covers only HTTP/1.1; HTTP/2 has
     /// no idle timeout at all. So a connection with no request in flight
     /// for the idle timeout is closed here ([`IdleWatch`]).
-    async fn serve<I>(self, io: I, maybe_h2: bool)
+    /// `h2`: whether ALPN chose HTTP/2 (`None`: no TLS to ask, a plain port
+    /// learns the protocol from the first bytes).
+    async fn serve<I>(self, io: I, h2: Option<bool>)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -619,7 +663,8 @@ impl ServedConnection {
             mut stopped,
             activity,
         } = self;
-        let (builder, _wide) = builders.pick(client, maybe_h2);
+        let (builder, _wide) = builders.pick(client, h2.unwrap_or(true));
+        activity.http1.store(h2 == Some(false), Ordering::Relaxed);
         let service = {
             let activity = activity.clone();
             hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
@@ -629,11 +674,19 @@ impl ServedConnection {
                 request.extensions_mut().insert(client);
                 let answer = router.clone().oneshot(request);
                 async move {
-                    let answer = answer.await;
-                    if let Ok(response) = &answer
-                        && response.extensions().get::<BodyTimedOut>().is_some()
-                    {
-                        busy.0.body_timed_out();
+                    let mut answer = answer.await;
+                    if let Ok(response) = &mut answer {
+                        if response.extensions().get::<BodyTimedOut>().is_some() {
+                            busy.0.body_timed_out();
+                        }
+                        if busy.0.asked() == Some(Room::AfterAnswer) {
+                            // Asked to make room while in its client's
+                            // rotation: this answer closes it.
+                            response.headers_mut().insert(
+                                http::header::CONNECTION,
+                                http::HeaderValue::from_static("close"),
+                            );
+                        }
                     }
                     drop(busy);
                     answer
@@ -828,6 +881,31 @@ mod tests {
         // While it is still idle and closing, none other is asked.
         registry.make_room(BODY_TIMEOUT);
         assert_eq!((recent.asked(), busy.asked()), (None, None));
+    }
+
+    #[tokio::test]
+    async fn an_http1_connection_in_its_clients_rotation_closes_after_its_next_answer() {
+        let registry = Registry::default();
+        let busy = connection(&registry, secs(60), Some(secs(50)), 1);
+        let rotating = connection(&registry, secs(60), Some(Duration::from_millis(5)), 0);
+        rotating.http1.store(true, Ordering::Relaxed);
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(rotating.asked(), Some(Room::AfterAnswer));
+        // On its way with its next answer: none other is asked meanwhile.
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(rotating.asked(), Some(Room::AfterAnswer));
+        assert_eq!(busy.asked(), None);
+        // Its client stopped using it: closed now.
+        *rotating.since.lock().unwrap() = Instant::now() - RECENTLY_USED;
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(rotating.asked(), Some(Room::Idle));
+        assert_eq!(busy.asked(), None);
+        // One unused for as long is closed at once, as over HTTP/2.
+        let registry = Registry::default();
+        let unused = connection(&registry, secs(60), Some(secs(2)), 0);
+        unused.http1.store(true, Ordering::Relaxed);
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(unused.asked(), Some(Room::Idle));
     }
 
     #[tokio::test]
