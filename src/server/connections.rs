@@ -495,8 +495,8 @@ impl Registry {
     ///
     /// None is asked while one asked before is still on its way out: one
     /// dropped, one asked while idle and still idle (closing), or one to
-    /// close after its next answer; and no busy one while one asked while
-    /// busy is still finishing.
+    /// close after its next answer that is idle; and no busy one while one
+    /// asked is still finishing a request.
     fn make_room(&self, body_timeout: Duration) {
         let now = Instant::now();
         let mut open = self.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -512,13 +512,16 @@ impl Registry {
                 return;
             }
             if asked == Some(Room::AfterAnswer) {
+                let Some(since) = activity.idle_since() else {
+                    // Answering: its answer closes it, but a slow request
+                    // must not keep the others from being asked.
+                    candidates.busy_closing = true;
+                    continue;
+                };
                 // Its slot is on its way with its next answer; if its
                 // client has stopped using it, it is closed now.
-                let unused = activity
-                    .idle_since()
-                    .is_some_and(|since| now >= since + RECENTLY_USED);
                 drop(open);
-                if unused {
+                if now >= since + RECENTLY_USED {
                     activity.ask(Room::Idle);
                 }
                 return;
@@ -899,6 +902,23 @@ mod tests {
         *rotating.since.lock().unwrap() = Instant::now() - RECENTLY_USED;
         registry.make_room(BODY_TIMEOUT);
         assert_eq!(rotating.asked(), Some(Room::Idle));
+        assert_eq!(busy.asked(), None);
+        // Asked, then answering a request: the others may still be asked,
+        // the idle before the busy, so a slow request cannot hold them off.
+        let registry = Registry::default();
+        let slow = connection(&registry, secs(60), Some(Duration::from_millis(5)), 0);
+        slow.http1.store(true, Ordering::Relaxed);
+        let busy = connection(&registry, secs(60), Some(secs(50)), 1);
+        let idle = connection(&registry, secs(60), Some(secs(5)), 0);
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(idle.asked(), Some(Room::Idle));
+        idle.closed.store(true, Ordering::Release);
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(slow.asked(), Some(Room::AfterAnswer));
+        slow.in_flight.store(1, Ordering::Release);
+        let other = connection(&registry, secs(60), Some(secs(3)), 0);
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(other.asked(), Some(Room::Idle));
         assert_eq!(busy.asked(), None);
         // One unused for as long is closed at once, as over HTTP/2.
         let registry = Registry::default();
