@@ -71,12 +71,14 @@ pub const H2_NARROW: H2Bounds = H2Bounds {
 };
 
 /// How many connections of unverified clients are served [`H2_WIDE`] at
-/// once: a few kube-apiservers' worth. Clients that take them all and hold
-/// them get no more memory than these few connections can hold (200
-/// unread answers and 1 MiB of unread body each); the others, kube-apiserver
-/// among them, are served [`H2_NARROW`], as all were before, until one
-/// closes.
-pub const WIDE_CONNECTIONS: usize = 8;
+/// once: one kube-apiserver's worth. kube-apiserver speaks HTTP/2 only to
+/// a webhook at a loopback URL, so only to the instance on its own node,
+/// and held 2 connections at 500 writes at once (over HTTP/1.1, to every
+/// other webhook, these bounds play no part). Clients that take both and
+/// hold them get no more memory than two connections can hold (200
+/// unread answers and 1 MiB of unread body each); the others,
+/// kube-apiserver among them, are served [`H2_NARROW`] until one closes.
+pub const WIDE_CONNECTIONS: usize = 2;
 
 /// Most answer bytes buffered per HTTP/2 stream ahead of the peer's window.
 const H2_SEND_BUFFER_BYTES: usize = 64 * 1024;

@@ -324,6 +324,10 @@ fn events_allowed(state: &AppState, authenticated: bool) -> bool {
     false
 }
 
+/// The most a body takes of the budget ahead of its next frame: hyper's
+/// HTTP/1.1 read buffer at most; an HTTP/2 DATA frame is 16 KiB at most.
+const READ_AHEAD: usize = 64 * 1024;
+
 /// Reads the whole body within the size limit, the in-flight budget and the
 /// body timeout. The permit returned (none for an empty body) holds the
 /// body's share of the budget: keep it until the body is no longer needed.
@@ -345,13 +349,28 @@ async fn read_body(
     }
     let deadline = tokio::time::Instant::now() + state.limits.body_timeout;
     // The budget pays for bytes received, not announced: a client that
-    // announces 8 MiB and sends nothing holds nothing.
+    // announces 8 MiB and sends nothing holds nothing. Once a body has
+    // begun, room for its next frame is taken before the frame is read (as
+    // much as it has sent so far, up to [`READ_AHEAD`]): a frame read leaves
+    // the client's flow-control window, and one held while its body waits
+    // for room would count nowhere. Only a body's first frame can wait in
+    // hand, and those are bounded across requests (`take_budget`).
+    let cap = announced.map_or(limit, |length| length.min(limit));
     let mut held: Option<OwnedSemaphorePermit> = None;
     let read = async {
         let mut buf = bytes::BytesMut::new();
         let mut seen: usize = 0;
         let mut reserve = announced.map(|length| length.min(limit));
-        while let Some(frame) = body.frame().await {
+        loop {
+            if seen > 0 && seen < cap {
+                let ahead = seen.saturating_add(seen.min(READ_AHEAD)).min(cap);
+                if kib(ahead) > held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits) {
+                    held = Some(take_budget(state, deadline, held.take(), kib(ahead), 0).await?);
+                }
+            }
+            let Some(frame) = body.frame().await else {
+                break;
+            };
             let frame = frame.map_err(|e| {
                 (
                     StatusCode::BAD_REQUEST,
@@ -371,7 +390,8 @@ async fn read_body(
             if seen <= limit {
                 let needed = kib(seen);
                 if needed > held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits) {
-                    held = Some(take_budget(state, deadline, held.take(), needed).await?);
+                    held =
+                        Some(take_budget(state, deadline, held.take(), needed, data.len()).await?);
                 }
                 buf.extend_from_slice(&data);
             } else if seen > limit.saturating_mul(DRAIN_FACTOR) {
@@ -380,6 +400,13 @@ async fn read_body(
         }
         if seen > limit {
             return Err(too_large(limit));
+        }
+        // What was taken ahead and not read goes back.
+        let read = kib(seen);
+        if let Some(permit) = held.as_mut()
+            && permit.num_permits() > read
+        {
+            drop(permit.split(permit.num_permits() - read));
         }
         Ok((buf.freeze(), held))
     };
@@ -400,12 +427,15 @@ fn too_large(limit: usize) -> (StatusCode, String) {
 }
 
 /// Grows `held` (or a new, empty permit) to `kib` permits of the body budget,
-/// waiting for room until `deadline`.
+/// waiting for room until `deadline`, with a frame of `in_hand` bytes read
+/// and held meanwhile: such frames are bounded across requests
+/// (`state::BODY_WAITING_BYTES`), and past that the body is refused at once.
 async fn take_budget(
     state: &AppState,
     deadline: tokio::time::Instant,
     held: Option<OwnedSemaphorePermit>,
     kib: usize,
+    in_hand: usize,
 ) -> Result<OwnedSemaphorePermit, (StatusCode, String)> {
     let budget = &state.body_budget;
     let have = held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
@@ -421,11 +451,27 @@ async fn take_budget(
             ),
         )
     };
-    let extra =
-        match tokio::time::timeout_at(deadline, budget.clone().acquire_many_owned(more)).await {
-            Ok(Ok(permit)) => permit,
-            Ok(Err(_)) | Err(_) => return Err(busy()),
-        };
+    let extra = match budget.clone().try_acquire_many_owned(more) {
+        Ok(permit) => permit,
+        Err(_) => {
+            // A frame in hand waits only while there is room for it there.
+            let _waiting = match u32::try_from(super::state::kib(in_hand)) {
+                Ok(0) => None,
+                Ok(in_hand) => Some(
+                    state
+                        .body_waiting
+                        .clone()
+                        .try_acquire_many_owned(in_hand)
+                        .map_err(|_| busy())?,
+                ),
+                Err(_) => return Err(busy()),
+            };
+            match tokio::time::timeout_at(deadline, budget.clone().acquire_many_owned(more)).await {
+                Ok(Ok(permit)) => permit,
+                Ok(Err(_)) | Err(_) => return Err(busy()),
+            }
+        }
+    };
     Ok(match held {
         Some(mut held) => {
             held.merge(extra);

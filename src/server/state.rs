@@ -23,6 +23,14 @@ use crate::trail::recording::Recorder;
 /// (docs/performance.md, "Memory per review at the largest body").
 pub(crate) const LARGE_REVIEWS: usize = 1;
 
+/// Most bytes of body frames read and held, across all requests, while
+/// their bodies wait for room in the body budget. A frame is read before
+/// its size is known, so it cannot wait inside the budget; past this, a
+/// body that finds no room is refused at once (503) rather than wait with
+/// its frame in hand. 3,584 HTTP/2 streams each waiting with a 16 KiB frame
+/// held 300 MiB.
+pub(crate) const BODY_WAITING_BYTES: usize = 8 * 1024 * 1024;
+
 /// Where Kubernetes Events are written.
 #[derive(Debug, Clone)]
 pub enum EventsTarget {
@@ -78,6 +86,9 @@ pub struct AppState {
     /// Reviews of large bodies decided at once (`super::routes::OFFLOAD_BYTES`):
     /// their working memory, on top of the bodies, stays that of a few.
     pub large_reviews: Arc<Semaphore>,
+    /// The frames read and held while their bodies wait for room in the
+    /// body budget, in KiB permits ([`BODY_WAITING_BYTES`]).
+    pub body_waiting: Arc<Semaphore>,
     /// This replica's name, for Events' reportingInstance.
     pub instance: String,
     /// The serving certificate, whose key seals two-person approvals;
@@ -118,6 +129,7 @@ impl AppState {
             events: None,
             body_budget: Arc::new(Semaphore::new(kib(limits.max_inflight_body_bytes))),
             large_reviews: Arc::new(Semaphore::new(LARGE_REVIEWS)),
+            body_waiting: Arc::new(Semaphore::new(kib(BODY_WAITING_BYTES))),
             audit,
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard".into()),
             certificates: None,
