@@ -87,7 +87,7 @@ pub struct AppState {
     /// their working memory, on top of the bodies, stays that of a few.
     pub large_reviews: Arc<Semaphore>,
     /// The frames read and held while their bodies wait for room in the
-    /// body budget, in KiB permits ([`BODY_WAITING_BYTES`]).
+    /// body budget, in KiB permits (`BODY_WAITING_BYTES`).
     pub body_waiting: Arc<Semaphore>,
     /// This replica's name, for Events' reportingInstance.
     pub instance: String,
