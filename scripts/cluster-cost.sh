@@ -251,8 +251,14 @@ for attempt in 1 2 3 4 5; do
   if [ "$attempt" = 5 ]; then cat "$work/floor.log" >&2; exit 1; fi
 done
 
+# failurePolicy Fail, as the policy here enforces (the manifests' default,
+# Ignore, is warn mode's): a call that fails is a refused write the
+# writers count, never a write let through unjudged. (The backstop state
+# runs so too; a backstop install fails open, which changes nothing while
+# every call is answered, and the script checks that each one was.)
 kubectl patch validatingwebhookconfiguration finalizer-guard --type=json -p "[
   {\"op\": \"test\", \"path\": \"/webhooks/0/name\", \"value\": \"finalizers.finalizer-guard.io\"},
+  {\"op\": \"replace\", \"path\": \"/webhooks/0/failurePolicy\", \"value\": \"Fail\"},
   {\"op\": \"remove\", \"path\": \"/webhooks/0/clientConfig/service\"},
   {\"op\": \"add\", \"path\": \"/webhooks/0/clientConfig/url\", \"value\": \"https://$addr:$port/validate\"}]" > /dev/null
 # What each state re-creates: the configuration as installed, pointed at
