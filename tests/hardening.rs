@@ -357,6 +357,70 @@ async fn bodies_in_flight_share_one_memory_budget() {
     server.handle.shutdown().await;
 }
 
+/// A body's first frame is read before its size is known, so it cannot
+/// wait for room inside the body budget; such frames are bounded across
+/// requests. Past the bound, a body that finds no room is refused at once
+/// (503, its connection closed) instead of waiting with its frame in hand:
+/// 3,584 HTTP/2 streams each waiting with a 16 KiB frame held 300 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_frames_waiting_for_the_budget_are_bounded_too() {
+    const BUDGET: usize = 64 * 1024;
+    let review = seed_strip();
+    // Room for one review's frame in hand, not two.
+    let waiting = review.len().div_ceil(1024) * 1024;
+    let server = start_with(None, |config, _| {
+        config.limits.max_body_bytes = BUDGET;
+        config.limits.max_inflight_body_bytes = BUDGET;
+        config.limits.max_waiting_frame_bytes = waiting;
+        config.limits.body_timeout = Duration::from_secs(30);
+    })
+    .await;
+    let mut padded = seed_strip();
+    padded.resize(BUDGET, b' ');
+    // A takes the whole budget with the bytes it sends: all but the last.
+    let mut a = tls_connect(&server, &[b"http/1.1"]).await;
+    a.write_all(post_head(padded.len()).as_bytes())
+        .await
+        .unwrap();
+    a.write_all(&padded[..BUDGET - 1]).await.unwrap();
+    wait_until("A's body to take the whole budget", BOUND, async || {
+        budget_left(&server) == 0
+    })
+    .await;
+
+    // B's review (one frame) waits for room with its frame in hand.
+    let mut b = tls_connect(&server, &[b"http/1.1"]).await;
+    let b_review = review.clone();
+    let mut b_answer = tokio::spawn(async move { exchange(&mut b, &b_review).await });
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), &mut b_answer)
+            .await
+            .is_err(),
+        "B was answered while A held the whole body budget"
+    );
+    // C's frame does not fit beside B's: refused at once, not at the
+    // body timeout.
+    let since = Instant::now();
+    let mut c = tls_connect(&server, &[b"http/1.1"]).await;
+    let (status, head, text) = exchange(&mut c, &review).await;
+    assert_eq!(status, 503, "{head}{text}");
+    assert!(head.contains("connection: close"), "{head}");
+    assert!(text.contains("too many request bodies"), "{text}");
+    assert!(
+        since.elapsed() < Duration::from_secs(10),
+        "refused only after {:?}",
+        since.elapsed()
+    );
+
+    // A finishes: B is answered.
+    a.write_all(&padded[BUDGET - 1..]).await.unwrap();
+    assert_eq!(read_response(&mut a).await.0, 200);
+    let (status, head, text) = within("B's answer", b_answer).await.unwrap();
+    assert_eq!(status, 200, "{head}{text}");
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_budget_below_the_body_limit_is_a_startup_error() {
     let dir = tempfile::tempdir().unwrap();

@@ -124,6 +124,7 @@ impl ServeArgs {
             write_timeout: self.write_timeout,
             max_connections: self.max_connections,
             max_inflight_body_bytes: self.max_inflight_body_bytes,
+            max_waiting_frame_bytes: crate::server::BODY_WAITING_BYTES,
         };
         let record = self.record_dir.map(|dir| RecordConfig {
             dir,

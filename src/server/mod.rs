@@ -12,4 +12,4 @@ pub mod tls;
 
 pub use connections::{H2_NARROW, H2_WIDE, H2Bounds, WIDE_CONNECTIONS};
 pub use serve::*;
-pub use state::{AppState, EventsTarget, Limits, RecordConfig};
+pub use state::{AppState, BODY_WAITING_BYTES, EventsTarget, Limits, RecordConfig};

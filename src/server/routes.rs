@@ -429,7 +429,7 @@ fn too_large(limit: usize) -> (StatusCode, String) {
 /// Grows `held` (or a new, empty permit) to `kib` permits of the body budget,
 /// waiting for room until `deadline`, with a frame of `in_hand` bytes read
 /// and held meanwhile: such frames are bounded across requests
-/// (`state::BODY_WAITING_BYTES`), and past that the body is refused at once.
+/// (`max_waiting_frame_bytes`), and past that the body is refused at once.
 async fn take_budget(
     state: &AppState,
     deadline: tokio::time::Instant,

@@ -29,7 +29,7 @@ pub(crate) const LARGE_REVIEWS: usize = 1;
 /// body that finds no room is refused at once (503) rather than wait with
 /// its frame in hand. 3,584 HTTP/2 streams each waiting with a 16 KiB frame
 /// held 300 MiB.
-pub(crate) const BODY_WAITING_BYTES: usize = 8 * 1024 * 1024;
+pub const BODY_WAITING_BYTES: usize = 8 * 1024 * 1024;
 
 /// Where Kubernetes Events are written.
 #[derive(Debug, Clone)]
@@ -69,6 +69,9 @@ pub struct Limits {
     /// request whose body does not fit waits (within the body timeout) for
     /// others to finish. At least `max_body_bytes`.
     pub max_inflight_body_bytes: usize,
+    /// Most bytes of body frames read and held while their bodies wait for
+    /// room in that budget ([`BODY_WAITING_BYTES`] as served).
+    pub max_waiting_frame_bytes: usize,
 }
 
 /// State shared by every request.
@@ -87,7 +90,7 @@ pub struct AppState {
     /// their working memory, on top of the bodies, stays that of a few.
     pub large_reviews: Arc<Semaphore>,
     /// The frames read and held while their bodies wait for room in the
-    /// body budget, in KiB permits (`BODY_WAITING_BYTES`).
+    /// body budget, in KiB permits (`limits.max_waiting_frame_bytes`).
     pub body_waiting: Arc<Semaphore>,
     /// This replica's name, for Events' reportingInstance.
     pub instance: String,
@@ -129,7 +132,7 @@ impl AppState {
             events: None,
             body_budget: Arc::new(Semaphore::new(kib(limits.max_inflight_body_bytes))),
             large_reviews: Arc::new(Semaphore::new(LARGE_REVIEWS)),
-            body_waiting: Arc::new(Semaphore::new(kib(BODY_WAITING_BYTES))),
+            body_waiting: Arc::new(Semaphore::new(kib(limits.max_waiting_frame_bytes))),
             audit,
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "finalizer-guard".into()),
             certificates: None,

@@ -30,6 +30,7 @@ pub fn config(dir: &Path) -> ServeConfig {
             write_timeout: Duration::from_secs(10),
             max_connections: 1024,
             max_inflight_body_bytes: 64 * 1024 * 1024,
+            max_waiting_frame_bytes: finalizer_guard::server::BODY_WAITING_BYTES,
         },
         reload_interval: Duration::from_millis(100),
         shutdown_delay: Duration::ZERO,
