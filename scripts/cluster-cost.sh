@@ -167,16 +167,7 @@ json.dump({"apiVersion": "v1", "kind": "Config",
   "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "finalizer-guard"}}],
   "current-context": "e2e"}, sys.stdout)
 EOF
-cat > "$work/policy.yaml" << 'EOF'
-mode: enforce
-rules:
-  - name: cost-measurement
-    finalizers: ["example.com/*"]
-    users: ["admin"]
-override:
-  # The measured objects are not being deleted.
-  requireDeletion: false
-EOF
+cp examples/load/policy.yaml "$work/policy.yaml"
 # The same policy as a ValidatingAdmissionPolicy and its binding, for the
 # vap and backstop states; a probe object that only the policy (or the
 # webhook) keeps a stranger from stripping, and a group that may write it,

@@ -49,15 +49,6 @@ floor=$target/release/examples/minimal_server
 
 first_bin=${fg_bins%% *}
 "$first_bin" certs --ip 127.0.0.1 --out "$work/certs" > /dev/null
-cat > "$work/policy.yaml" << 'POLICY'
-mode: enforce
-rules:
-  - name: cost-measurement
-    finalizers: ["example.com/*"]
-    users: ["admin"]
-override:
-  requireDeletion: false
-POLICY
 clk_tck=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 churn() {
@@ -101,7 +92,7 @@ echo "| round | server | calls | calls/s | CPU µs per call |"
 echo "|---:|---|---:|---:|---:|"
 for round in $(seq 1 "$rounds"); do
   for bin in $fg_bins; do
-    measure "$bin" "$bin" serve --policy "$work/policy.yaml" --tls-cert "$work/certs/tls.crt" \
+    measure "$bin" "$bin" serve --policy examples/load/policy.yaml --tls-cert "$work/certs/tls.crt" \
       --tls-key "$work/certs/tls.key" --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:0" \
       --shutdown-delay 0s
   done
