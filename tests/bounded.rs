@@ -369,6 +369,7 @@ async fn a_client_that_never_reads_its_answers_loses_its_connection() {
     let server = start_with(None, |config, _| {
         config.limits.write_timeout = WRITE_TIMEOUT;
         config.limits.header_timeout = Duration::from_secs(300);
+        config.limits.idle_timeout = Duration::from_secs(300);
     })
     .await;
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
@@ -546,7 +547,7 @@ async fn idle_http2_connections_free_their_slots_within_the_idle_timeout() {
     const IDLE: Duration = Duration::from_secs(1);
     let server = start_with(None, |config, _| {
         config.limits.max_connections = CAP;
-        config.limits.header_timeout = IDLE;
+        config.limits.idle_timeout = IDLE;
     })
     .await;
     let mut idle = Vec::new();

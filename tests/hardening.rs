@@ -207,6 +207,86 @@ async fn a_client_that_never_finishes_its_headers_is_cut_off() {
     server.handle.shutdown().await;
 }
 
+/// A kept-alive connection stays open between requests for the idle
+/// timeout, not the header timeout: kube-apiserver keeps its idle
+/// connections for 90 s, and one closed as it writes its next review to it
+/// fails that review (a POST is not retried), which a fail-closed webhook
+/// turns into a refused write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_alive_connection_is_served_after_the_header_timeout_until_the_idle_timeout() {
+    let header = Duration::from_millis(500);
+    let idle = Duration::from_secs(3);
+    let server = start_with(None, |config, _| {
+        config.limits.header_timeout = header;
+        config.limits.idle_timeout = idle;
+    })
+    .await;
+    let mut stream = tls_connect(&server, &[b"http/1.1"]).await;
+    let (status, _, _) = exchange(&mut stream, &seed_strip()).await;
+    assert_eq!(status, 200);
+    // Idle for four header timeouts, then the next review on the same
+    // connection.
+    tokio::time::sleep(header * 4).await;
+    let (status, head, body) = exchange(&mut stream, &seed_strip()).await;
+    assert_eq!(status, 200, "{head}{body}");
+    assert!(!head.contains("connection: close"), "{head}");
+    // Then left idle: closed by the server after the idle timeout.
+    let since = Instant::now();
+    let sent = until_closed("an idle kept-alive connection", &mut stream).await;
+    let after = since.elapsed();
+    assert!(sent.is_empty(), "{}", String::from_utf8_lossy(&sent));
+    assert!(
+        after >= idle,
+        "closed after {after:?}, before the idle timeout"
+    );
+    assert!(
+        after < idle + header * 4 + Duration::from_secs(2),
+        "closed after {after:?}"
+    );
+    server.handle.shutdown().await;
+}
+
+/// On a kept-alive connection, a next request's headers are timed from
+/// their first byte: one that never finishes them is cut off after the
+/// header timeout, however long the idle timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_next_request_that_never_finishes_its_headers_is_cut_off() {
+    let header = Duration::from_secs(1);
+    let server = start_with(None, |config, _| {
+        config.limits.header_timeout = header;
+        config.limits.idle_timeout = Duration::from_secs(300);
+    })
+    .await;
+    let mut stream = tls_connect(&server, &[b"http/1.1"]).await;
+    let (status, _, _) = exchange(&mut stream, &seed_strip()).await;
+    assert_eq!(status, 200);
+    tokio::time::sleep(header / 2).await;
+    let since = Instant::now();
+    stream
+        .write_all(b"POST /validate HTTP/1.1\r\nhost: finalizer-gu")
+        .await
+        .unwrap();
+    let closed = watch_closing("a next request's partial header line", stream, since);
+    keeps_serving(&server).await;
+    let (what, after, sent) = closed.await.unwrap();
+    assert!(
+        sent.is_empty(),
+        "{what}: answered {:?}",
+        String::from_utf8_lossy(&sent)
+    );
+    assert!(
+        after >= header,
+        "{what}: closed after {after:?}, before the header timeout"
+    );
+    // Looked at every header timeout: within two of them, and some slack.
+    assert!(
+        after < header * 2 + Duration::from_secs(2),
+        "{what}: closed after {after:?}"
+    );
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_starts_the_tls_handshake_is_cut_off() {
     let timeout = Duration::from_secs(2);
@@ -445,6 +525,7 @@ async fn at_the_cap_the_longest_idle_connection_makes_room() {
         config.limits.max_connections = CAP;
         // Idle connections outlive the test unless made to close.
         config.limits.header_timeout = Duration::from_secs(300);
+        config.limits.idle_timeout = Duration::from_secs(300);
     })
     .await;
     let body = seed_strip();
@@ -489,6 +570,7 @@ async fn at_the_cap_a_connection_in_use_closes_after_an_answer_not_under_a_reque
     let server = start_with(None, |config, _| {
         config.limits.max_connections = CAP;
         config.limits.header_timeout = Duration::from_secs(300);
+        config.limits.idle_timeout = Duration::from_secs(300);
     })
     .await;
     let body = seed_strip();
@@ -540,6 +622,7 @@ async fn at_the_cap_a_connection_with_a_request_in_flight_is_not_closed_within_t
     let server = start_with(None, |config, _| {
         config.limits.max_connections = CAP;
         config.limits.header_timeout = Duration::from_secs(300);
+        config.limits.idle_timeout = Duration::from_secs(300);
         config.limits.body_timeout = Duration::from_secs(300);
     })
     .await;
@@ -601,6 +684,7 @@ async fn at_the_cap_a_connection_with_a_request_in_flight_is_not_closed_within_t
 async fn idle_connections_do_not_starve_the_admin_port() {
     let server = start_with(None, |config, _| {
         config.limits.header_timeout = Duration::from_secs(300);
+        config.limits.idle_timeout = Duration::from_secs(300);
     })
     .await;
     let admin = server.handle.admin_addr;
@@ -828,6 +912,7 @@ async fn a_body_timeout_closes_its_http2_connection() {
         config.limits.body_timeout = body_timeout;
         // Idle, it would be closed after this: not before the test ends.
         config.limits.header_timeout = Duration::from_secs(300);
+        config.limits.idle_timeout = Duration::from_secs(300);
     })
     .await;
     let tcp = TcpStream::connect(server.handle.addr).await.unwrap();

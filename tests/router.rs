@@ -35,6 +35,7 @@ fn limits() -> Limits {
         max_body_bytes: 1024 * 1024,
         handshake_timeout: Duration::from_secs(5),
         header_timeout: Duration::from_secs(5),
+        idle_timeout: Duration::from_secs(120),
         body_timeout: Duration::from_secs(5),
         write_timeout: Duration::from_secs(10),
         max_connections: 16,

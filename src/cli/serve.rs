@@ -49,9 +49,14 @@ pub struct ServeArgs {
     /// How long a client may take to finish the TLS handshake.
     #[arg(long, env = "FINALIZER_GUARD_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = own_words(parse_duration))]
     pub handshake_timeout: Duration,
-    /// How long a client may take to send a request's headers (and a connection, HTTP/1.1 or HTTP/2, with no request in flight stays open).
+    /// How long a client may take to send a request's headers: after the handshake, and on a kept-alive connection from the next request's first byte.
     #[arg(long, env = "FINALIZER_GUARD_HEADER_TIMEOUT", default_value = "10s", value_parser = own_words(parse_duration))]
     pub header_timeout: Duration,
+    /// How long a connection (HTTP/1.1 or HTTP/2) stays open with no request in flight, once it has served one.
+    /// Keep it longer than the callers' own idle timeout (kube-apiserver: 90s): a connection closed as its
+    /// client reuses it fails that call.
+    #[arg(long, env = "FINALIZER_GUARD_IDLE_TIMEOUT", default_value = "120s", value_parser = own_words(parse_duration))]
+    pub idle_timeout: Duration,
     /// How long a client may take to send the request body.
     #[arg(long, env = "FINALIZER_GUARD_BODY_TIMEOUT", default_value = "10s", value_parser = own_words(parse_duration))]
     pub body_timeout: Duration,
@@ -120,6 +125,7 @@ impl ServeArgs {
             max_body_bytes: self.max_body_bytes,
             handshake_timeout: self.handshake_timeout,
             header_timeout: self.header_timeout,
+            idle_timeout: self.idle_timeout,
             body_timeout: self.body_timeout,
             write_timeout: self.write_timeout,
             max_connections: self.max_connections,

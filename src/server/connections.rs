@@ -4,14 +4,16 @@
 //! timed out, and drained when the server stops.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
@@ -178,7 +180,10 @@ fn http_builder(limits: &Limits, bounds: H2Bounds) -> auto::Builder<TokioExecuto
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
+        // hyper times a next request's headers from the last answer, so
+        // this is only a backstop to `IdleWatch`, which times them from
+        // their first byte and closes an idle connection first.
+        .header_read_timeout(limits.idle_timeout + limits.header_timeout)
         .max_buf_size(READ_BUFFER_BYTES)
         .keep_alive(true);
     // Pings find a peer gone silent while a stream is open; an idle
@@ -292,8 +297,11 @@ async fn close_all(mut connections: JoinSet<()>, drain: Duration) {
 struct ServedConnection {
     builders: Builders,
     router: Router,
-    /// How long a connection with no request in flight stays open: before
-    /// its first request, and between requests, whatever the protocol.
+    /// How long a connection may take to begin its first request, and an
+    /// HTTP/1.1 one to send a next request's headers from their first byte.
+    header_timeout: Duration,
+    /// How long a connection with no request in flight stays open between
+    /// requests, whatever the protocol.
     idle_timeout: Duration,
     /// How long a connection asked to close while idle may take to answer
     /// a request that raced in.
@@ -331,6 +339,10 @@ struct Activity {
     in_flight: AtomicUsize,
     /// When its last request was answered (its accept, before any was).
     since: Mutex<Instant>,
+    /// HTTP/1.1: when the first bytes of a next request arrived, as
+    /// nanoseconds after `accepted`, plus one; 0 while none has, or one is
+    /// in flight.
+    reading: AtomicU64,
     /// When a request's body first timed out ([`BodyTimedOut`]).
     timed_out: Mutex<Option<Instant>>,
     /// How the port asked the connection to make room, once it has.
@@ -369,6 +381,7 @@ impl Activity {
             started: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             since: Mutex::new(now),
+            reading: AtomicU64::new(0),
             timed_out: Mutex::new(None),
             asked: Mutex::new(None),
             closed: AtomicBool::new(false),
@@ -381,7 +394,30 @@ impl Activity {
     fn begin(self: &Arc<Self>) -> Busy {
         self.started.store(true, Ordering::Relaxed);
         self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.reading.store(0, Ordering::Relaxed);
         Busy(self.clone())
+    }
+
+    /// Bytes arrived: on an HTTP/1.1 connection that has served a request
+    /// and has none in flight, a next one begins.
+    fn bytes_arrived(&self) {
+        if self.in_flight.load(Ordering::Acquire) == 0
+            && self.reading.load(Ordering::Relaxed) == 0
+            && self.http1.load(Ordering::Relaxed)
+            && self.started.load(Ordering::Relaxed)
+        {
+            let after = u64::try_from(self.accepted.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+            self.reading.store(after + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// When the first bytes of a next request arrived, while its headers
+    /// are still on their way.
+    fn reading_since(&self) -> Option<Instant> {
+        match self.reading.load(Ordering::Relaxed) {
+            0 => None,
+            after => Some(self.accepted + Duration::from_nanos(after - 1)),
+        }
     }
 
     /// When the connection went idle; `None` while a request is in flight.
@@ -599,7 +635,8 @@ impl ServedConnection {
         ServedConnection {
             builders,
             router,
-            idle_timeout: limits.header_timeout,
+            header_timeout: limits.header_timeout,
+            idle_timeout: limits.idle_timeout,
             // Once asked to close, an idle connection has this long to
             // finish what raced in.
             close_timeout: limits.header_timeout.max(limits.body_timeout),
@@ -659,9 +696,10 @@ impl ServedConnection {
     /// the idle timeout, or the server stops.
     ///
     /// hyper's header timeout starts only once it knows the protocol, which
-    /// takes the client's first bytes, and covers only HTTP/1.1; HTTP/2 has
-    /// no idle timeout at all. So a connection with no request in flight
-    /// for the idle timeout is closed here ([`IdleWatch`]).
+    /// takes the client's first bytes, covers only HTTP/1.1, and runs from
+    /// the last answer, not from a next request's first byte; HTTP/2 has
+    /// no idle timeout at all. So the header timeout and the idle timeout
+    /// are kept here ([`IdleWatch`]).
     /// `h2`: whether ALPN chose HTTP/2 (`None`: no TLS to ask, a plain port
     /// learns the protocol from the first bytes).
     async fn serve<I>(self, io: I, h2: Option<bool>)
@@ -671,6 +709,7 @@ impl ServedConnection {
         let ServedConnection {
             builders,
             router,
+            header_timeout,
             idle_timeout,
             close_timeout,
             drain: (drain_bytes, drain_timeout),
@@ -684,6 +723,10 @@ impl ServedConnection {
         let service = {
             let activity = activity.clone();
             hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                if h2.is_none() && request.version() < http::Version::HTTP_2 {
+                    // A plain port learns the protocol from the request.
+                    activity.http1.store(true, Ordering::Relaxed);
+                }
                 let busy = activity.begin();
                 let mut request =
                     request.map(|body| Drained::new(body, drain_bytes, drain_timeout));
@@ -710,13 +753,20 @@ impl ServedConnection {
             })
         };
         let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(io), service)
+            .serve_connection_with_upgrades(
+                TokioIo::new(Arrivals {
+                    io,
+                    activity: activity.clone(),
+                }),
+                service,
+            )
             .into_owned();
         tokio::pin!(connection);
-        let check = tokio::time::sleep(idle_timeout);
+        let check = tokio::time::sleep(header_timeout.min(idle_timeout));
         tokio::pin!(check);
         let mut watch = IdleWatch {
             peer,
+            header_timeout,
             idle_timeout,
             close_timeout,
             activity: activity.clone(),
@@ -751,6 +801,65 @@ impl ServedConnection {
     }
 }
 
+/// `at` plus `wait`, or far in the future if that cannot be told.
+fn later(at: Instant, wait: Duration) -> Instant {
+    at.checked_add(wait)
+        .unwrap_or_else(|| at + Duration::from_secs(100 * 365 * 24 * 3600))
+}
+
+/// A connection's bytes on their way in, noted ([`Activity::bytes_arrived`]):
+/// over HTTP/1.1 the first ones of a request, before its headers are
+/// complete, start its header timeout.
+struct Arrivals<I> {
+    io: I,
+    activity: Arc<Activity>,
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Arrivals<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.io).poll_read(cx, buf);
+        if matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.bytes_arrived();
+        }
+        read
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Arrivals<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
 /// What a served connection does next, as its [`IdleWatch`] decides.
 enum Step {
     /// Look again then.
@@ -761,14 +870,17 @@ enum Step {
     Drop,
 }
 
-/// Closes a connection with no request in flight for the idle timeout: at
-/// once when it never began a request (silent after the handshake, or
-/// stopped inside the HTTP/2 preface), else gracefully (HTTP/2: GOAWAY, so
-/// the client retries elsewhere what it sent meanwhile). Closes it too,
-/// gracefully, when asked: to make room, or because a request's body timed
-/// out.
+/// Drops a connection that has not begun a request within the header
+/// timeout (silent after the handshake, or stopped inside a header line or
+/// the HTTP/2 preface), and an HTTP/1.1 one whose next request's headers
+/// are not complete within the header timeout of their first byte. Closes
+/// gracefully one with no request in flight for the idle timeout (HTTP/2:
+/// GOAWAY, so the client retries elsewhere what it sent meanwhile). Closes
+/// it too, gracefully, when asked: to make room, or because a request's
+/// body timed out.
 struct IdleWatch {
     peer: SocketAddr,
+    header_timeout: Duration,
     idle_timeout: Duration,
     close_timeout: Duration,
     activity: Arc<Activity>,
@@ -791,21 +903,39 @@ impl IdleWatch {
             tracing::debug!(%peer, "connection not closed in time; dropping it");
             return Step::Drop;
         }
-        match self.activity.idle_since() {
-            None => Step::CheckAt(now + self.idle_timeout),
-            Some(since) if now < since + self.idle_timeout => {
-                Step::CheckAt(since + self.idle_timeout)
+        // HTTP/1.1 says nothing when a next request begins: whether one
+        // has is looked at this often.
+        let every = if self.activity.http1.load(Ordering::Relaxed) {
+            self.header_timeout.min(self.idle_timeout)
+        } else {
+            self.idle_timeout
+        };
+        let Some(since) = self.activity.idle_since() else {
+            return Step::CheckAt(later(now, every));
+        };
+        if !self.activity.started.load(Ordering::Relaxed) {
+            let deadline = later(since, self.header_timeout);
+            if now < deadline {
+                return Step::CheckAt(deadline);
             }
-            Some(_) if !self.activity.started.load(Ordering::Relaxed) => {
-                tracing::debug!(%peer, "no request within the header timeout; closing");
-                Step::Drop
-            }
-            Some(_) => {
-                tracing::debug!(%peer, "idle connection; closing");
-                self.closing = Some(now + self.close_timeout);
-                Step::Close(Some(now + CLOSE_GRACE))
-            }
+            tracing::debug!(%peer, "no request within the header timeout; closing");
+            return Step::Drop;
         }
+        if let Some(reading) = self.activity.reading_since() {
+            let deadline = later(reading, self.header_timeout);
+            if now < deadline {
+                return Step::CheckAt(deadline);
+            }
+            tracing::debug!(%peer, "a request's headers not complete within the header timeout; closing");
+            return Step::Drop;
+        }
+        let deadline = later(since, self.idle_timeout);
+        if now < deadline {
+            return Step::CheckAt(deadline.min(later(now, every)));
+        }
+        tracing::debug!(%peer, "idle connection; closing");
+        self.closing = Some(now + self.close_timeout);
+        Step::Close(Some(now + CLOSE_GRACE))
     }
 
     /// Asked to close: a request's body timed out, or the port needs room
@@ -876,6 +1006,7 @@ mod tests {
             max_body_bytes: 1 << 20,
             handshake_timeout: secs(10),
             header_timeout: secs(10),
+            idle_timeout: secs(120),
             body_timeout: secs(10),
             write_timeout: secs(10),
             max_connections: 8,

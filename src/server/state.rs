@@ -54,10 +54,17 @@ pub struct Limits {
     /// How long a client may take to finish the TLS handshake.
     pub handshake_timeout: Duration,
     /// How long a client may take to send a request's headers: after the
-    /// handshake, its first request's; on a kept-alive connection, each next
-    /// one's. A connection with no request in flight (HTTP/1.1 or HTTP/2)
-    /// is closed after it.
+    /// handshake, its first request's (a connection that never begins one
+    /// is closed after it); on a kept-alive HTTP/1.1 connection, each next
+    /// one's, from its first byte.
     pub header_timeout: Duration,
+    /// How long a connection that has served a request stays open with
+    /// none in flight (HTTP/1.1 or HTTP/2). Longer than its clients' own
+    /// idle timeout (kube-apiserver's is 90 s), so that the client, not the
+    /// server, closes an idle connection: one the server closes as the
+    /// client writes its next request to it fails that request, and a POST
+    /// is not retried.
+    pub idle_timeout: Duration,
     /// How long a client may take to send a request's body.
     pub body_timeout: Duration,
     /// How long a write to a client may make no progress (a client that

@@ -26,6 +26,7 @@ pub fn config(dir: &Path) -> ServeConfig {
             max_body_bytes: 8 * 1024 * 1024,
             handshake_timeout: Duration::from_secs(10),
             header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
             body_timeout: Duration::from_secs(5),
             write_timeout: Duration::from_secs(10),
             max_connections: 1024,
