@@ -165,6 +165,27 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from(d).map_err(|_| format!("{quoted} is negative: give {ACCEPTED}"))
 }
 
+/// A connection timeout of `serve` (`--header-timeout` and the like): from
+/// a second to an hour. Shorter ones would cut off clients on any network,
+/// and have idle connections looked at every millisecond; longer ones hold
+/// a connection's memory for nothing.
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_secs(1) {
+        return Err(format!(
+            "{} is shorter than a second: give 1s to 1h",
+            shown_value(s)
+        ));
+    }
+    if d > Duration::from_secs(3600) {
+        return Err(format!(
+            "{} is longer than an hour: give 1s to 1h",
+            shown_value(s)
+        ));
+    }
+    Ok(d)
+}
+
 /// `--policy FILE`: the policy to judge under, in place of the command's
 /// own (the environment's or the embedded one offline, the cluster's for a
 /// command that talks to a cluster, each suite's own for `test`).
@@ -245,5 +266,20 @@ mod tests {
             assert!(e.contains("30m"), "{typed}: {e}");
             assert!(!e.contains("jiff"), "{typed}: no library talk: {e}");
         }
+    }
+
+    #[test]
+    fn connection_timeouts_are_a_second_to_an_hour() {
+        assert_eq!(parse_timeout("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_timeout("1h"), Ok(Duration::from_secs(3600)));
+        for typed in ["0s", "999ms", "1h1s", "99999999h"] {
+            let e = parse_timeout(typed).unwrap_err();
+            assert!(e.ends_with("give 1s to 1h"), "{typed}: {e}");
+        }
+        assert!(
+            parse_timeout("soon")
+                .unwrap_err()
+                .contains("not a duration")
+        );
     }
 }

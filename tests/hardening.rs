@@ -165,6 +165,22 @@ fn one_line(text: &str) -> &str {
 
 // 1. Timeouts.
 
+/// Whether `sent` is whole HTTP/2 frames, all SETTINGS, WINDOW_UPDATE,
+/// PING or GOAWAY: no stream was answered.
+fn only_h2_control_frames(mut sent: &[u8]) -> bool {
+    while !sent.is_empty() {
+        if sent.len() < 9 {
+            return false;
+        }
+        let length = usize::from(sent[0]) << 16 | usize::from(sent[1]) << 8 | usize::from(sent[2]);
+        if ![0x4, 0x6, 0x7, 0x8].contains(&sent[3]) || sent.len() < 9 + length {
+            return false;
+        }
+        sent = &sent[9 + length..];
+    }
+    true
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_finishes_its_headers_is_cut_off() {
     let timeout = Duration::from_secs(2);
@@ -193,8 +209,10 @@ async fn a_client_that_never_finishes_its_headers_is_cut_off() {
 
     for closed in stalled {
         let (what, after, sent) = closed.await.unwrap();
+        // An HTTP/2 server sends its own preface (SETTINGS) at once, and
+        // may say why it closes (GOAWAY): nothing else.
         assert!(
-            sent.is_empty(),
+            sent.is_empty() || only_h2_control_frames(&sent),
             "{what}: answered {:?}",
             String::from_utf8_lossy(&sent)
         );
@@ -285,6 +303,50 @@ async fn a_next_request_that_never_finishes_its_headers_is_cut_off() {
     );
     keeps_serving(&server).await;
     server.handle.shutdown().await;
+}
+
+/// Over TLS a connection is served the protocol ALPN chose and no other:
+/// what the server knows of it (its idle and connection-cap rules, the
+/// HTTP/2 bounds it was given) is what it speaks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_is_served_only_the_protocol_alpn_chose() {
+    let server = start(None).await;
+    for (what, alpn) in [
+        ("HTTP/2 after ALPN http/1.1", b"http/1.1".as_slice()),
+        ("HTTP/2 with no ALPN", b"".as_slice()),
+    ] {
+        let alpn: &[&[u8]] = if alpn.is_empty() { &[] } else { &[alpn] };
+        let mut stream = tls_connect(&server, alpn).await;
+        // The HTTP/2 preface and an empty SETTINGS frame.
+        stream
+            .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+            .await
+            .unwrap();
+        let sent = until_closed(what, &mut stream).await;
+        assert!(
+            sent.is_empty() || sent.starts_with(b"HTTP/1.1 "),
+            "{what}: served as HTTP/2: {sent:?}"
+        );
+    }
+    let mut stream = tls_connect(&server, &[b"h2"]).await;
+    let _ = exchange_head_only(&mut stream).await;
+    let sent = until_closed("HTTP/1.1 after ALPN h2", &mut stream).await;
+    assert!(
+        !sent.starts_with(b"HTTP/1.1"),
+        "HTTP/1.1 after ALPN h2: served: {}",
+        String::from_utf8_lossy(&sent)
+    );
+    keeps_serving(&server).await;
+    server.handle.shutdown().await;
+}
+
+/// Writes an HTTP/1.1 review, not waiting for an answer.
+async fn exchange_head_only<S: tokio::io::AsyncWrite + Unpin>(
+    stream: &mut S,
+) -> std::io::Result<()> {
+    let body = seed_strip();
+    stream.write_all(post_head(body.len()).as_bytes()).await?;
+    stream.write_all(&body).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

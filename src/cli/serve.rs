@@ -8,7 +8,7 @@ use crate::server::self_managed::{DEFAULT_WEBHOOK, ServingNames, Settings, Timin
 use clap::{Args, ValueEnum};
 
 use crate::error::Result;
-use crate::flags::{POLICY_ENV, PolicyFlag, own_words, parse_duration};
+use crate::flags::{POLICY_ENV, PolicyFlag, own_words, parse_duration, parse_timeout};
 use crate::server::{EventsTarget, Limits, RecordConfig, ServeConfig};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -47,21 +47,21 @@ pub struct ServeArgs {
     #[arg(long, env = "FINALIZER_GUARD_MAX_BODY_BYTES", default_value_t = crate::files::DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
     /// How long a client may take to finish the TLS handshake.
-    #[arg(long, env = "FINALIZER_GUARD_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = own_words(parse_duration))]
+    #[arg(long, env = "FINALIZER_GUARD_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = own_words(parse_timeout))]
     pub handshake_timeout: Duration,
     /// How long a client may take to send a request's headers: after the handshake, and on a kept-alive connection from the next request's first byte.
-    #[arg(long, env = "FINALIZER_GUARD_HEADER_TIMEOUT", default_value = "10s", value_parser = own_words(parse_duration))]
+    #[arg(long, env = "FINALIZER_GUARD_HEADER_TIMEOUT", default_value = "10s", value_parser = own_words(parse_timeout))]
     pub header_timeout: Duration,
     /// How long a connection (HTTP/1.1 or HTTP/2) stays open with no request in flight, once it has served one.
     /// Keep it longer than the callers' own idle timeout (kube-apiserver: 90s): a connection closed as its
     /// client reuses it fails that call.
-    #[arg(long, env = "FINALIZER_GUARD_IDLE_TIMEOUT", default_value = "120s", value_parser = own_words(parse_duration))]
+    #[arg(long, env = "FINALIZER_GUARD_IDLE_TIMEOUT", default_value = "120s", value_parser = own_words(parse_timeout))]
     pub idle_timeout: Duration,
     /// How long a client may take to send the request body.
-    #[arg(long, env = "FINALIZER_GUARD_BODY_TIMEOUT", default_value = "10s", value_parser = own_words(parse_duration))]
+    #[arg(long, env = "FINALIZER_GUARD_BODY_TIMEOUT", default_value = "10s", value_parser = own_words(parse_timeout))]
     pub body_timeout: Duration,
     /// How long a write to a client may make no progress (it does not read its answer) before its connection is closed.
-    #[arg(long, env = "FINALIZER_GUARD_WRITE_TIMEOUT", default_value = "10s", value_parser = own_words(parse_duration))]
+    #[arg(long, env = "FINALIZER_GUARD_WRITE_TIMEOUT", default_value = "10s", value_parser = own_words(parse_timeout))]
     pub write_timeout: Duration,
     /// Most TLS connections served at once; more wait to be accepted.
     #[arg(long, env = "FINALIZER_GUARD_MAX_CONNECTIONS", default_value_t = 4096)]

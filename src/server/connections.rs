@@ -108,6 +108,11 @@ const FIRST_REQUEST_GRACE: Duration = Duration::from_millis(250);
 /// it has been idle this long.
 const RECENTLY_USED: Duration = Duration::from_secs(1);
 
+/// At the connection cap, how long a connection asked to make room holds
+/// back the asking of the next: a client that closes when told has closed
+/// by then, and one that does not is dropped only after [`CLOSE_GRACE`].
+const EVICT_PATIENCE: Duration = Duration::from_millis(100);
+
 /// How long a connection asked to close while idle may take to close (send
 /// its GOAWAY, flush) before it is dropped; one where a request raced in
 /// has the close timeout to answer it.
@@ -127,11 +132,7 @@ pub(super) async fn serve(
     drain: Duration,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let builders = Builders {
-        wide: Arc::new(http_builder(&limits, H2_WIDE)),
-        narrow: Arc::new(http_builder(&limits, H2_NARROW)),
-        wide_slots: Arc::new(Semaphore::new(WIDE_CONNECTIONS)),
-    };
+    let builders = Builders::new(&limits);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let registry = Registry::default();
     let mut connections = JoinSet::new();
@@ -183,7 +184,7 @@ fn http_builder(limits: &Limits, bounds: H2Bounds) -> auto::Builder<TokioExecuto
         // hyper times a next request's headers from the last answer, so
         // this is only a backstop to `IdleWatch`, which times them from
         // their first byte and closes an idle connection first.
-        .header_read_timeout(limits.idle_timeout + limits.header_timeout)
+        .header_read_timeout(limits.idle_timeout.saturating_add(limits.header_timeout))
         .max_buf_size(READ_BUFFER_BYTES)
         .keep_alive(true);
     // Pings find a peer gone silent while a stream is open; an idle
@@ -202,36 +203,67 @@ fn http_builder(limits: &Limits, bounds: H2Bounds) -> auto::Builder<TokioExecuto
     builder
 }
 
-/// The connection builders of a port: [`H2_WIDE`] for the first
-/// [`WIDE_CONNECTIONS`] that may speak HTTP/2 and for verified clients,
-/// [`H2_NARROW`] for the rest.
+/// The connection builders of a port. Over TLS a connection speaks the
+/// protocol ALPN chose and no other: HTTP/2 only after `h2`, HTTP/1.1 only
+/// otherwise (RFC 9113 section 3.2), so what the server knows of a
+/// connection's protocol (its idle and cap rules) is what it serves. A
+/// plain port learns it from the first bytes. HTTP/2 gets [`H2_WIDE`] for
+/// the first [`WIDE_CONNECTIONS`] and for verified clients, [`H2_NARROW`]
+/// for the rest.
 #[derive(Clone)]
 struct Builders {
-    wide: Arc<auto::Builder<TokioExecutor>>,
-    narrow: Arc<auto::Builder<TokioExecutor>>,
+    http1: Arc<auto::Builder<TokioExecutor>>,
+    http2: Widths,
+    either: Widths,
     wide_slots: Arc<Semaphore>,
 }
 
+/// A builder for each HTTP/2 width.
+#[derive(Clone)]
+struct Widths {
+    wide: Arc<auto::Builder<TokioExecutor>>,
+    narrow: Arc<auto::Builder<TokioExecutor>>,
+}
+
 impl Builders {
+    fn new(limits: &Limits) -> Builders {
+        Builders {
+            http1: Arc::new(http_builder(limits, H2_NARROW).http1_only()),
+            http2: Widths {
+                wide: Arc::new(http_builder(limits, H2_WIDE).http2_only()),
+                narrow: Arc::new(http_builder(limits, H2_NARROW).http2_only()),
+            },
+            either: Widths {
+                wide: Arc::new(http_builder(limits, H2_WIDE)),
+                narrow: Arc::new(http_builder(limits, H2_NARROW)),
+            },
+            wide_slots: Arc::new(Semaphore::new(WIDE_CONNECTIONS)),
+        }
+    }
+
     /// The builder for a connection, and the wide slot it holds until it
-    /// closes. `maybe_h2`: ALPN chose HTTP/2, or there was no TLS to ask
-    /// (a plain port learns the protocol from the first bytes); an
+    /// closes. `h2`: whether ALPN chose HTTP/2 (`None`: no TLS to ask); an
     /// HTTP/1.1 connection takes no wide slot.
     fn pick(
         &self,
         client: ClientCert,
-        maybe_h2: bool,
+        h2: Option<bool>,
     ) -> (
         Arc<auto::Builder<TokioExecutor>>,
         Option<OwnedSemaphorePermit>,
     ) {
+        let widths = match h2 {
+            Some(false) => return (self.http1.clone(), None),
+            Some(true) => &self.http2,
+            None => &self.either,
+        };
         if client.verified() {
-            return (self.wide.clone(), None);
+            return (widths.wide.clone(), None);
         }
-        if maybe_h2 && let Ok(slot) = self.wide_slots.clone().try_acquire_owned() {
-            return (self.wide.clone(), Some(slot));
+        if let Ok(slot) = self.wide_slots.clone().try_acquire_owned() {
+            return (widths.wide.clone(), Some(slot));
         }
-        (self.narrow.clone(), None)
+        (widths.narrow.clone(), None)
     }
 }
 
@@ -345,8 +377,8 @@ struct Activity {
     reading: AtomicU64,
     /// When a request's body first timed out ([`BodyTimedOut`]).
     timed_out: Mutex<Option<Instant>>,
-    /// How the port asked the connection to make room, once it has.
-    asked: Mutex<Option<Room>>,
+    /// How, and when, the port asked the connection to make room.
+    asked: Mutex<Option<(Room, Instant)>>,
     /// Set once the connection has closed and given its slot back.
     closed: AtomicBool,
     /// Close gracefully: to make room, or because a request timed out.
@@ -451,12 +483,16 @@ impl Activity {
     }
 
     fn asked(&self) -> Option<Room> {
+        self.asked_at().map(|(room, _)| room)
+    }
+
+    fn asked_at(&self) -> Option<(Room, Instant)> {
         *self.asked.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Asks the connection to make room, as `room` says.
     fn ask(&self, room: Room) {
-        *self.asked.lock().unwrap_or_else(PoisonError::into_inner) = Some(room);
+        *self.asked.lock().unwrap_or_else(PoisonError::into_inner) = Some((room, Instant::now()));
         match room {
             Room::Idle | Room::Busy => self.close.notify_one(),
             Room::Cut => self.cut.notify_one(),
@@ -534,10 +570,14 @@ impl Registry {
     ///    that always keeps a slow request in flight, finishing each just
     ///    in time, is one of these.
     ///
-    /// None is asked while one asked before is still on its way out: one
-    /// dropped, one asked while idle and still idle (closing), or one to
-    /// close after its next answer that is idle; and no busy one while one
-    /// asked is still finishing a request.
+    /// None is asked while one asked within [`EVICT_PATIENCE`] is still on
+    /// its way out: one dropped, one asked while idle and still idle
+    /// (closing), or one to close after its next answer that is idle; one
+    /// that takes longer (its client does not close, and it is dropped
+    /// [`CLOSE_GRACE`] after it was asked) no longer holds the next one
+    /// back, so clients that never close cannot make each new connection
+    /// wait a grace per connection ahead of it. No busy one is asked while
+    /// one asked is still finishing a request.
     fn make_room(&self, body_timeout: Duration) {
         let now = Instant::now();
         let mut open = self.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -547,12 +587,17 @@ impl Registry {
             if activity.closed.load(Ordering::Acquire) {
                 continue;
             }
-            let asked = activity.asked();
+            let asked_at = activity.asked_at();
+            let asked = asked_at.map(|(room, _)| room);
+            let patient = asked_at.is_some_and(|(_, at)| now < at + EVICT_PATIENCE);
             if asked == Some(Room::Cut) {
-                // Its slot is on its way.
-                return;
+                if patient {
+                    // Its slot is on its way.
+                    return;
+                }
+                continue;
             }
-            if asked == Some(Room::AfterAnswer) {
+            if let Some((Room::AfterAnswer, at)) = asked_at {
                 let Some(since) = activity.idle_since() else {
                     // Answering: its answer closes it, but a slow request
                     // must not keep the others from being asked.
@@ -560,19 +605,27 @@ impl Registry {
                     continue;
                 };
                 // Its slot is on its way with its next answer; if its
-                // client has stopped using it, it is closed now.
-                drop(open);
-                if now >= since + RECENTLY_USED {
+                // client has stopped using it, or has not sent that answer's
+                // request in as long, it is closed now.
+                if now >= since + RECENTLY_USED || now >= at + RECENTLY_USED {
+                    drop(open);
                     activity.ask(Room::Idle);
+                    return;
                 }
-                return;
+                if patient {
+                    return;
+                }
+                continue;
             }
             if let Some(at) = activity.timed_out() {
                 earliest(&mut candidates.timed_out, at, activity);
             } else if let Some(since) = activity.idle_since() {
                 if asked.is_some() {
                     // Idle and closing: its slot is on its way.
-                    return;
+                    if patient {
+                        return;
+                    }
+                    continue;
                 }
                 let started = activity.started.load(Ordering::Relaxed);
                 if started || now >= activity.accepted + FIRST_REQUEST_GRACE {
@@ -718,7 +771,7 @@ impl ServedConnection {
             mut stopped,
             activity,
         } = self;
-        let (builder, _wide) = builders.pick(client, h2.unwrap_or(true));
+        let (builder, _wide) = builders.pick(client, h2);
         activity.http1.store(h2 == Some(false), Ordering::Relaxed);
         let service = {
             let activity = activity.clone();
@@ -753,7 +806,7 @@ impl ServedConnection {
             })
         };
         let connection = builder
-            .serve_connection_with_upgrades(
+            .serve_connection(
                 TokioIo::new(Arrivals {
                     io,
                     activity: activity.clone(),
@@ -1013,11 +1066,7 @@ mod tests {
             max_inflight_body_bytes: 8 << 20,
             max_waiting_frame_bytes: 8 << 20,
         };
-        let builders = Builders {
-            wide: Arc::new(http_builder(&limits, H2_WIDE)),
-            narrow: Arc::new(http_builder(&limits, H2_NARROW)),
-            wide_slots: Arc::new(Semaphore::new(WIDE_CONNECTIONS)),
-        };
+        let builders = Builders::new(&limits);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let peer = listener.local_addr().unwrap();
         let tcp = TcpStream::connect(peer).await.unwrap();
@@ -1074,6 +1123,35 @@ mod tests {
         // While it is still idle and closing, none other is asked.
         registry.make_room(BODY_TIMEOUT);
         assert_eq!((recent.asked(), busy.asked()), (None, None));
+    }
+
+    /// A client that does not close when asked (it ignores a GOAWAY, and
+    /// is dropped a grace later) holds back the asking of the next one for
+    /// the patience only: new connections behind many such are not made to
+    /// wait a grace each.
+    #[tokio::test]
+    async fn one_that_does_not_close_when_asked_holds_back_the_next_only_so_long() {
+        let registry = Registry::default();
+        let first = connection(&registry, secs(60), Some(secs(20)), 0);
+        let second = connection(&registry, secs(60), Some(secs(10)), 0);
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(first.asked(), Some(Room::Idle));
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(second.asked(), None);
+        *first.asked.lock().unwrap() = Some((Room::Idle, Instant::now() - EVICT_PATIENCE));
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(second.asked(), Some(Room::Idle));
+        // One to close after its next answer, whose client keeps it busy
+        // just under the rotation's second but never sends that request,
+        // is closed once asked that long ago.
+        let registry = Registry::default();
+        let rotating = connection(&registry, secs(60), Some(Duration::from_millis(5)), 0);
+        rotating.http1.store(true, Ordering::Relaxed);
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(rotating.asked(), Some(Room::AfterAnswer));
+        *rotating.asked.lock().unwrap() = Some((Room::AfterAnswer, Instant::now() - RECENTLY_USED));
+        registry.make_room(BODY_TIMEOUT);
+        assert_eq!(rotating.asked(), Some(Room::Idle));
     }
 
     #[tokio::test]
