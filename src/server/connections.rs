@@ -570,9 +570,9 @@ impl Registry {
     ///    that always keeps a slow request in flight, finishing each just
     ///    in time, is one of these.
     ///
-    /// None is asked while one asked within [`EVICT_PATIENCE`] is still on
-    /// its way out: one dropped, one asked while idle and still idle
-    /// (closing), or one to close after its next answer that is idle; one
+    /// None is asked while one to close after its next answer is idle, nor
+    /// while one asked within [`EVICT_PATIENCE`] is still on its way out
+    /// (one dropped, or one asked while idle and still idle, closing): one
     /// that takes longer (its client does not close, and it is dropped
     /// [`CLOSE_GRACE`] after it was asked) no longer holds the next one
     /// back, so clients that never close cannot make each new connection
@@ -604,18 +604,17 @@ impl Registry {
                     candidates.busy_closing = true;
                     continue;
                 };
-                // Its slot is on its way with its next answer; if its
-                // client has stopped using it, or has not sent that answer's
-                // request in as long, it is closed now.
+                // Its slot is on its way with its next answer, which its
+                // client, using it, sends within the second: no other is
+                // asked meanwhile (each would be a connection of that
+                // client too). If its client has stopped using it, or has
+                // not sent that request a second after it was asked, it is
+                // closed now.
+                drop(open);
                 if now >= since + RECENTLY_USED || now >= at + RECENTLY_USED {
-                    drop(open);
                     activity.ask(Room::Idle);
-                    return;
                 }
-                if patient {
-                    return;
-                }
-                continue;
+                return;
             }
             if let Some(at) = activity.timed_out() {
                 earliest(&mut candidates.timed_out, at, activity);
